@@ -1,0 +1,34 @@
+// CommHook: how the Reducer communicates one bucket of gradients (DDP's comm hooks).
+//
+// runHook() starts communication for the bucket and returns a Future that completes
+// with the bucket's reduced flat buffer (one tensor). It is called from the thread that
+// drives the Reducer; the Future may complete on any thread. The hook must not keep the
+// bucket's tensors beyond the Future's completion.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "commhost/future.h"
+#include "commhost/tensor.h"
+
+namespace commhost {
+
+class ProcessGroup;
+
+struct GradBucket {
+  size_t index = 0;
+  Tensor buffer;                   // the flat gradients of this bucket
+  std::vector<Tensor> gradients;   // views into `buffer`, one per parameter
+  std::vector<int64_t> offsets;    // element offset of each gradient in `buffer`
+  bool isLast = false;             // the last bucket of this iteration
+  ProcessGroup* group = nullptr;   // the group to communicate over
+};
+
+class CommHook {
+ public:
+  virtual ~CommHook() = default;
+  virtual FuturePtr runHook(GradBucket& bucket) = 0;
+};
+
+}  // namespace commhost

@@ -1,0 +1,73 @@
+// Config: the validated, typed form of a commhost YAML configuration.
+//
+// Every host key is declared once (configSchema()) with its type, default and
+// description. loadConfig() parses the YAML, applies overrides (--set key=value, then
+// COMMHOST_<KEY> environment variables, e.g. COMMHOST_GROUP_TIMEOUT=10s), checks every
+// key, validates each plugin's options against that plugin's schema and each route
+// against the backends' capabilities, and throws ConfigError listing every problem with
+// file:line:col (or the override that caused it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commhost/export.h"
+#include "commhost/option_schema.h"
+#include "commhost/types.h"
+
+namespace commhost {
+
+class PluginRegistry;
+
+struct PluginRef {
+  std::string plugin;    // plugin name
+  OptionValues options;  // validated against the plugin's schema, defaults filled in
+  std::string where;     // "file:line:col" of the entry, for messages
+};
+
+struct RouteSpec {
+  std::optional<DeviceType> device;
+  std::optional<OpType> op;
+  int64_t minBytes = 0;
+  int64_t maxBytes = INT64_MAX;  // inclusive
+  std::string backend;
+  std::string where;
+};
+
+struct Config {
+  std::string source;                 // file path or "<embedded default>"
+  OptionValues host;                  // every key of configSchema(), e.g. "group.timeout"
+  PluginRef store;
+  std::map<std::string, PluginRef> backends;  // by backend name
+  std::vector<RouteSpec> routes;
+  std::map<std::string, PluginRef> hooks;     // by hook name
+  std::vector<std::string> warnings;  // e.g. an unknown COMMHOST_ variable, an unavailable plugin
+  std::string effectiveYaml;          // the full effective config, defaults included
+  uint64_t hash = 0;                  // FNV-1a of effectiveYaml; equal configs, equal hash
+
+  std::string groupName() const { return host.getString("group.name"); }
+  std::chrono::milliseconds timeout() const { return host.getDuration("group.timeout"); }
+};
+
+// The host's own keys (not plugin options, not the backends/routes/hooks tables).
+COMMHOST_API const std::vector<OptionSpec>& configSchema();
+
+struct ConfigOverrides {
+  std::vector<std::string> set;  // "key=value", applied in order
+  bool fromEnvironment = true;   // also read COMMHOST_<KEY> variables
+};
+
+// `text` is YAML; `source` names it in messages. The registry must already hold the
+// plugins; its search path is extended by the config's plugin_path first.
+COMMHOST_API Config loadConfigText(const std::string& text, const std::string& source,
+                                   PluginRegistry& registry, const ConfigOverrides& overrides = {});
+COMMHOST_API Config loadConfigFile(const std::string& path, PluginRegistry& registry,
+                                   const ConfigOverrides& overrides = {});
+// The built-in default (configs/default.yaml as shipped), embedded in libcommhost.
+COMMHOST_API const std::string& defaultConfigText();
+
+}  // namespace commhost

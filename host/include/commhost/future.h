@@ -1,0 +1,53 @@
+// Future: the result of an asynchronous operation, with continuation callbacks.
+//
+// Threading: any thread may complete a Future (once) and any thread may wait on it.
+// Callbacks registered with then() run on the completing thread, or inline in then()
+// if the future is already complete; they must not block. Comm hooks chain on it.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "commhost/export.h"
+#include "commhost/tensor.h"
+
+namespace commhost {
+
+class Future;
+using FuturePtr = std::shared_ptr<Future>;
+
+class COMMHOST_API Future : public std::enable_shared_from_this<Future> {
+ public:
+  static FuturePtr create() { return std::make_shared<Future>(); }
+  static FuturePtr completed(std::vector<Tensor> value);
+
+  // Exactly one of these is called once; a second call throws InvalidArgument.
+  void setValue(std::vector<Tensor> value);
+  void setError(std::exception_ptr error);
+
+  bool isCompleted() const;
+  // Waits and rethrows the error, if any. A zero timeout waits forever.
+  // Throws TimeoutError when the timeout passes first.
+  const std::vector<Tensor>& wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  std::exception_ptr error() const;
+  // Returns a future completed with fn's result, or fn's exception, or this future's error
+  // (fn is then not called).
+  FuturePtr then(std::function<std::vector<Tensor>(Future&)> fn);
+
+ private:
+  void complete(std::unique_lock<std::mutex>& lock);
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::vector<Tensor> value_;
+  std::exception_ptr error_;
+  std::vector<std::function<void()>> callbacks_;
+};
+
+}  // namespace commhost

@@ -1,0 +1,46 @@
+// Per-operation options. A zero timeout means "the group's default" (group.timeout).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "commhost/types.h"
+
+namespace commhost {
+
+using Millis = std::chrono::milliseconds;
+
+struct AllreduceOptions { ReduceOp reduceOp; Millis timeout{0}; };
+struct AllreduceCoalescedOptions { ReduceOp reduceOp; Millis timeout{0}; };
+struct BroadcastOptions { int root = 0; Millis timeout{0}; };
+struct ReduceOptions { int root = 0; ReduceOp reduceOp; Millis timeout{0}; };
+struct AllgatherOptions { Millis timeout{0}; };
+struct GatherOptions { int root = 0; Millis timeout{0}; };
+struct ScatterOptions { int root = 0; Millis timeout{0}; };
+struct ReduceScatterOptions { ReduceOp reduceOp; Millis timeout{0}; };
+struct AlltoallOptions { Millis timeout{0}; };
+// Split sizes count rows of dimension 0; empty means equal splits.
+struct AlltoallSingleOptions {
+  std::vector<int64_t> outputSplitSizes;
+  std::vector<int64_t> inputSplitSizes;
+  Millis timeout{0};
+};
+struct BarrierOptions { Millis timeout{0}; };
+struct MonitoredBarrierOptions {
+  Millis timeout{0};
+  bool waitAllRanks = false;  // report every missing rank, not only the first
+};
+struct SendOptions { int tag = 0; Millis timeout{0}; };
+struct RecvOptions { int tag = 0; Millis timeout{0}; };
+
+// What the ProcessGroup tells the backend about one call, besides its tensors.
+// `seq` is the group's sequence number: equal on every rank for the same collective,
+// so backends may use it as a matching tag.
+struct OpContext {
+  OpType op = OpType::Allreduce;
+  uint64_t seq = 0;
+  Millis timeout{0};  // resolved: never zero
+};
+
+}  // namespace commhost

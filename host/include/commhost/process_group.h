@@ -1,0 +1,140 @@
+// ProcessGroup: the collective API applications call.
+//
+// A group validates every call (devices, dtypes, sizes, roots, peers) and throws
+// InvalidArgument naming the group, rank, op and seq before anything is sent; then it
+// gives the call the group's next sequence number, picks the backend through the route
+// table and returns the backend's Work.
+//
+// Threading: calls on one group come from one thread at a time, in the same order on
+// every rank of the group (as with c10d). Different groups may be driven from different
+// threads. Works may be waited on from any thread.
+//
+// Lifetime: a group owns its backends. Destroying it (or shutdown()) waits for works in
+// flight; abort() fails them at once.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commhost/backend.h"
+#include "commhost/config.h"
+#include "commhost/dispatcher.h"
+#include "commhost/export.h"
+#include "commhost/logging.h"
+#include "commhost/registry.h"
+#include "commhost/store.h"
+
+namespace commhost {
+
+class COMMHOST_API ProcessGroup {
+ public:
+  struct Setup {
+    std::shared_ptr<const Config> config;
+    std::shared_ptr<const PluginRegistry> registry;
+    StorePtr store;      // the job's store; the group works under "<group name>/"
+    int rank = 0;
+    int worldSize = 1;
+  };
+  // Creates the configured backends and checks, through the store, that every rank
+  // loaded the same config (ConfigError naming both ranks' hashes otherwise).
+  static std::shared_ptr<ProcessGroup> create(Setup setup);
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return worldSize_; }
+  const std::string& name() const { return name_; }
+  // Global (world) rank of each member, indexed by rank in this group.
+  const std::vector<int>& globalRanks() const { return globalRanks_; }
+  // The seq the last issued op got (0 before the first).
+  uint64_t seq() const { return seq_.load(std::memory_order_relaxed); }
+  const Config& config() const { return *setup_.config; }
+  const RouteTable& routes() const { return routes_; }
+  const StorePtr& store() const { return store_; }
+  Backend& backend(const std::string& name) const;
+
+  WorkPtr allreduce(Tensor& tensor, const AllreduceOptions& opts = {});
+  WorkPtr allreduceCoalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts = {});
+  WorkPtr broadcast(Tensor& tensor, const BroadcastOptions& opts = {});
+  WorkPtr reduce(Tensor& tensor, const ReduceOptions& opts = {});
+  WorkPtr allgather(std::vector<Tensor>& outputs, const Tensor& input, const AllgatherOptions& opts = {});
+  WorkPtr allgatherIntoTensor(Tensor& output, const Tensor& input, const AllgatherOptions& opts = {});
+  WorkPtr allgatherCoalesced(std::vector<std::vector<Tensor>>& outputs, const std::vector<Tensor>& inputs,
+                             const AllgatherOptions& opts = {});
+  WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts = {});
+  WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts = {});
+  WorkPtr reduceScatter(Tensor& output, const std::vector<Tensor>& inputs,
+                        const ReduceScatterOptions& opts = {});
+  WorkPtr reduceScatterTensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts = {});
+  WorkPtr alltoall(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                   const AlltoallOptions& opts = {});
+  WorkPtr alltoallSingle(Tensor& output, const Tensor& input, const AlltoallSingleOptions& opts = {});
+  WorkPtr barrier(const BarrierOptions& opts = {});
+  // Served by the host over the store for every backend. Throws TimeoutError naming
+  // the ranks that did not arrive (all of them with waitAllRanks).
+  void monitoredBarrier(const MonitoredBarrierOptions& opts = {});
+  WorkPtr send(const Tensor& tensor, int dst, const SendOptions& opts = {});
+  WorkPtr recv(Tensor& tensor, int src, const RecvOptions& opts = {});
+  WorkPtr recvAnySource(Tensor& tensor, const RecvOptions& opts = {});
+
+  // Subgroups. Collective over this group: every member calls it, in the same order.
+  // newGroup returns null on ranks not in `ranks`. split groups ranks by color
+  // (ordered by key, then rank); a negative color returns null.
+  std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks);
+  std::shared_ptr<ProcessGroup> split(int color, int key);
+
+  void abort(const std::string& reason);
+  void shutdown();
+
+ private:
+  ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks);
+  void createBackends();
+  void checkSameConfig();
+  std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label);
+  struct Call;  // one op being validated and issued; see group/call.h
+  friend struct Call;
+
+  Setup setup_;
+  std::string name_;
+  int rank_;
+  int worldSize_;
+  std::vector<int> globalRanks_;
+  StorePtr store_;                   // PrefixStore "<name>" over the job store
+  RouteTable routes_;
+  std::vector<std::shared_ptr<Backend>> backends_;  // indexed like routes_.backendNames(); null if unavailable
+  std::vector<std::string> unavailable_;            // why backends_[i] is null
+  std::shared_ptr<Logger> logger_;
+  std::atomic<uint64_t> seq_{0};     // collectives; written by the calling thread only, atomic for readers
+  std::atomic<uint64_t> p2pSeq_{0};  // send/recv, counted apart: only two ranks take part
+  uint64_t subgroupCount_ = 0;       // calling thread only
+  std::atomic<bool> aborted_{false};
+};
+
+// Where this process sits in the job, read from the launcher's environment: torchrun
+// style (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
+// Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, ...).
+// Without any of them: rank 0 of 1.
+struct LaunchInfo {
+  int rank = 0;
+  int worldSize = 1;
+  int localRank = 0;
+  int localWorldSize = 1;
+  std::string masterAddr;
+  int masterPort = 0;
+  std::string configPath;  // COMMHOST_CONFIG, may be empty
+  std::string launcher;    // "torchrun", "openmpi", "slurm" or "none"
+};
+COMMHOST_API LaunchInfo detectLaunch();
+
+struct InitOptions {
+  std::string configPath;        // overrides COMMHOST_CONFIG; empty = embedded default
+  ConfigOverrides overrides;
+};
+// Reads the launch environment and config, opens the configured store and creates the
+// world group. Throws ConfigError / PluginError / StoreError with what to fix.
+COMMHOST_API std::shared_ptr<ProcessGroup> init(const InitOptions& options = {});
+
+}  // namespace commhost

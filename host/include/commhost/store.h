@@ -1,0 +1,107 @@
+// Store: the key-value service ranks rendezvous through.
+//
+// Keys and values are binary-safe byte strings. Every method may be called from any
+// thread at once. get() and wait() block until the keys exist or the store's timeout
+// (or the given one) passes, then throw TimeoutError naming the missing keys. A store
+// that loses its server throws StoreError naming where it was connected.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "commhost/export.h"
+
+namespace commhost {
+
+using Bytes = std::vector<uint8_t>;
+COMMHOST_API Bytes toBytes(const std::string& text);
+COMMHOST_API std::string toString(const Bytes& bytes);
+
+class COMMHOST_API Store {
+ public:
+  explicit Store(std::chrono::milliseconds timeout = std::chrono::seconds(300)) : timeout_(timeout) {}
+  virtual ~Store() = default;
+
+  virtual void set(const std::string& key, const Bytes& value) = 0;
+  virtual Bytes get(const std::string& key) = 0;
+  // Adds `delta` to the integer stored as decimal text at `key` (0 if absent); returns the sum.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
+  // Sets `desired` if the current value equals `expected` (or the key is absent and
+  // `expected` is empty); returns the value now stored.
+  virtual Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  virtual bool deleteKey(const std::string& key) = 0;
+  virtual int64_t numKeys() = 0;
+  virtual std::vector<Bytes> multiGet(const std::vector<std::string>& keys);
+  virtual void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values);
+  // Appends to the value at `key`, creating it when absent.
+  virtual void append(const std::string& key, const Bytes& value) = 0;
+
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+
+ protected:
+  std::chrono::milliseconds timeout_;
+};
+using StorePtr = std::shared_ptr<Store>;
+
+// In-memory store for one process: unit tests and single-process jobs (threads as ranks).
+class COMMHOST_API HashStore final : public Store {
+ public:
+  using Store::Store;
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool deleteKey(const std::string& key) override;
+  int64_t numKeys() override;
+  void append(const std::string& key, const Bytes& value) override;
+
+ private:
+  void waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
+                  std::chrono::milliseconds timeout);
+  std::mutex mutex_;              // guards map_
+  std::condition_variable cv_;    // signalled on every write
+  std::map<std::string, Bytes> map_;
+};
+
+// Prepends "<prefix>/" to every key of an underlying store. numKeys() counts the
+// underlying store's keys, as c10d's PrefixStore does.
+class COMMHOST_API PrefixStore final : public Store {
+ public:
+  PrefixStore(std::string prefix, StorePtr base);
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool deleteKey(const std::string& key) override;
+  int64_t numKeys() override;
+  std::vector<Bytes> multiGet(const std::vector<std::string>& keys) override;
+  void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
+  void append(const std::string& key, const Bytes& value) override;
+
+  const std::string& prefix() const { return prefix_; }
+  const StorePtr& base() const { return base_; }
+
+ private:
+  std::string full(const std::string& key) const { return prefix_ + "/" + key; }
+  std::vector<std::string> full(const std::vector<std::string>& keys) const;
+  std::string prefix_;
+  StorePtr base_;
+};
+
+}  // namespace commhost

@@ -1,0 +1,85 @@
+// Work: the handle of one operation in flight.
+//
+// Backends return a Work from every call and finish it from their own threads.
+// isCompleted() never blocks. wait() returns true when the work finished, throws the
+// work's error if it failed, and throws TimeoutError if `timeout` (or, when zero, the
+// op's own deadline) passes first. abort() fails the work with AbortedError so every
+// waiter returns; a backend may override it to also cancel the transfer.
+//
+// Most backends need only the two ready-made implementations below: CompletedWork for
+// ops that finish inside the call, and AsyncWork for ops finished later by calling
+// finish() or fail() exactly once from any thread.
+#pragma once
+
+#include <chrono>
+#include <exception>
+#include <memory>
+
+#include "commhost/export.h"
+#include "commhost/future.h"
+#include "commhost/options.h"
+
+namespace commhost {
+
+class COMMHOST_API Work {
+ public:
+  explicit Work(const OpContext& ctx) : ctx_(ctx) {}
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  virtual bool isCompleted() = 0;
+  virtual bool wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) = 0;
+  virtual std::exception_ptr exception() = 0;
+  virtual void abort(const std::string& reason) = 0;
+  // Completes with the op's output tensors (or error).
+  virtual FuturePtr future() = 0;
+  // For recv_any_source: the rank the message came from; -1 otherwise.
+  virtual int sourceRank() const { return -1; }
+
+  OpType op() const { return ctx_.op; }
+  uint64_t seq() const { return ctx_.seq; }
+  std::chrono::milliseconds timeout() const { return ctx_.timeout; }
+
+ protected:
+  OpContext ctx_;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+// A work finished before it is returned.
+class COMMHOST_API CompletedWork final : public Work {
+ public:
+  CompletedWork(const OpContext& ctx, std::vector<Tensor> outputs);
+  bool isCompleted() override { return true; }
+  bool wait(std::chrono::milliseconds) override { return true; }
+  std::exception_ptr exception() override { return nullptr; }
+  void abort(const std::string&) override {}
+  FuturePtr future() override { return future_; }
+
+ private:
+  FuturePtr future_;
+};
+
+// A work finished later, from any thread, by finish() or fail().
+class COMMHOST_API AsyncWork : public Work {
+ public:
+  explicit AsyncWork(const OpContext& ctx) : Work(ctx), future_(Future::create()) {}
+  bool isCompleted() override { return future_->isCompleted(); }
+  bool wait(std::chrono::milliseconds timeout) override;
+  std::exception_ptr exception() override { return future_->error(); }
+  void abort(const std::string& reason) override;
+  FuturePtr future() override { return future_; }
+  int sourceRank() const override { return sourceRank_; }
+
+  // Both return false (and do nothing) when the work already finished, e.g. after abort().
+  bool finish(std::vector<Tensor> outputs, int sourceRank = -1);
+  bool fail(std::exception_ptr error);
+
+ private:
+  std::mutex finishMutex_;  // makes the first of finish/fail/abort win
+  bool finished_ = false;
+  int sourceRank_ = -1;
+  FuturePtr future_;
+};
+
+}  // namespace commhost

@@ -1,0 +1,111 @@
+#include "environment.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+
+#include "commhost/errors.h"
+#include "commhost/process_group.h"
+
+extern char** environ;
+
+namespace commhost {
+namespace config {
+
+std::optional<std::string> readEnv(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return std::nullopt;
+  return std::string(v);
+}
+
+std::vector<std::pair<std::string, std::string>> commhostVariables() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** e = environ; e && *e; ++e) {
+    if (std::strncmp(*e, "COMMHOST_", 9) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    if (!eq) continue;
+    out.emplace_back(std::string(static_cast<const char*>(*e), eq), std::string(eq + 1));
+  }
+  return out;
+}
+
+bool isReservedVariable(const std::string& name) {
+  return name == "COMMHOST_CONFIG" || name == "COMMHOST_PLUGIN_PATH" || name == "COMMHOST_STORE_TOKEN";
+}
+
+std::string variableForKey(const std::string& key) {
+  std::string out = "COMMHOST_";
+  for (char c : key) out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<std::string> pluginPathFromEnv() {
+  std::vector<std::string> dirs;
+  const auto value = readEnv("COMMHOST_PLUGIN_PATH");
+  if (!value) return dirs;
+  size_t start = 0;
+  while (start <= value->size()) {
+    const size_t colon = value->find(':', start);
+    const std::string dir = value->substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    if (!dir.empty()) dirs.push_back(dir);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return dirs;
+}
+
+namespace {
+
+std::optional<int> intVar(const char* name) {
+  const auto v = readEnv(name);
+  if (!v || v->empty()) return std::nullopt;
+  try {
+    size_t used = 0;
+    const int n = std::stoi(*v, &used);
+    if (used == v->size() && n >= 0) return n;
+  } catch (const std::exception&) {
+  }
+  throw ConfigError(std::string("environment variable ") + name + "='" + *v +
+                    "' is not a non-negative integer; fix the launcher's environment");
+}
+
+}  // namespace
+}  // namespace config
+
+LaunchInfo detectLaunch() {
+  using config::intVar;
+  using config::readEnv;
+  LaunchInfo info;
+  // torchrun / commhost run first: they are the most explicit.
+  if (auto rank = intVar("RANK")) {
+    info.launcher = "torchrun";
+    info.rank = *rank;
+    info.worldSize = intVar("WORLD_SIZE").value_or(1);
+    info.localRank = intVar("LOCAL_RANK").value_or(info.rank);
+    info.localWorldSize = intVar("LOCAL_WORLD_SIZE").value_or(info.worldSize);
+  } else if (auto ompiRank = intVar("OMPI_COMM_WORLD_RANK")) {
+    info.launcher = "openmpi";
+    info.rank = *ompiRank;
+    info.worldSize = intVar("OMPI_COMM_WORLD_SIZE").value_or(1);
+    info.localRank = intVar("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0);
+    info.localWorldSize = intVar("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(1);
+  } else if (auto slurmRank = intVar("SLURM_PROCID")) {
+    info.launcher = "slurm";
+    info.rank = *slurmRank;
+    info.worldSize = intVar("SLURM_NTASKS").value_or(1);
+    info.localRank = intVar("SLURM_LOCALID").value_or(0);
+    info.localWorldSize = intVar("SLURM_NTASKS_PER_NODE").value_or(1);
+  } else {
+    info.launcher = "none";
+  }
+  if (info.worldSize < 1 || info.rank >= info.worldSize)
+    throw ConfigError("launch environment (" + info.launcher + ") gives rank " + std::to_string(info.rank) +
+                      " of world size " + std::to_string(info.worldSize) +
+                      "; rank must be below the world size. Fix the launcher's variables");
+  info.masterAddr = readEnv("MASTER_ADDR").value_or("");
+  info.masterPort = intVar("MASTER_PORT").value_or(0);
+  info.configPath = readEnv("COMMHOST_CONFIG").value_or("");
+  return info;
+}
+
+}  // namespace commhost

@@ -1,0 +1,23 @@
+// Internal: the one place commhost reads its process environment. Settings from the
+// environment enter through the config (COMMHOST_<KEY> overrides) or the launch info;
+// nothing deeper reads variables.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace commhost::config {
+
+std::optional<std::string> readEnv(const char* name);
+// Every COMMHOST_* variable set, as (name, value).
+std::vector<std::pair<std::string, std::string>> commhostVariables();
+// Variables with their own meaning that are not config keys.
+bool isReservedVariable(const std::string& name);
+// The COMMHOST_ variable that overrides a dotted key: group.timeout -> COMMHOST_GROUP_TIMEOUT.
+std::string variableForKey(const std::string& key);
+// Directories in COMMHOST_PLUGIN_PATH, in order.
+std::vector<std::string> pluginPathFromEnv();
+
+}  // namespace commhost::config

@@ -1,0 +1,293 @@
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "commhost/config.h"
+#include "commhost/dispatcher.h"
+#include "commhost/errors.h"
+#include "commhost/registry.h"
+#include "overrides.h"
+#include "yaml_options.h"
+
+namespace commhost {
+namespace {
+
+using config::Problems;
+
+// A child of a map, or an Undefined node: yaml-cpp's missing-key nodes throw on most
+// calls, so they never leave this function.
+YAML::Node child(const YAML::Node& map, const std::string& key) {
+  YAML::Node c = map[key];
+  return c.IsDefined() ? c : YAML::Node(YAML::NodeType::Undefined);
+}
+
+const std::vector<std::string> kTables = {"store", "backends", "routes", "hooks"};
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::vector<std::string> topLevelNames() {
+  std::vector<std::string> names = kTables;
+  for (const auto& spec : configSchema()) {
+    const std::string key = spec.key;
+    const std::string top = key.substr(0, key.find('.'));
+    if (std::find(names.begin(), names.end(), top) == names.end()) names.push_back(top);
+  }
+  return names;
+}
+
+std::vector<std::string> namesOfKind(const PluginRegistry& registry, PluginKind kind) {
+  std::vector<std::string> names;
+  for (const auto& e : registry.entries())
+    if (!e.descriptor || e.descriptor->kind == kind) names.push_back(e.name);
+  return names;
+}
+
+// `node` is { plugin: NAME, options: {...} }; `plugin` defaults to `defaultPlugin`.
+PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const std::string& defaultPlugin,
+                         PluginKind kind, const PluginRegistry& registry, Problems& problems,
+                         std::vector<std::string>& warnings) {
+  PluginRef ref;
+  ref.where = problems.where(node, path);
+  ref.plugin = defaultPlugin;
+  YAML::Node options(YAML::NodeType::Undefined);
+  if (node.IsScalar()) {
+    ref.plugin = node.Scalar();  // shorthand: `store: hash`
+  } else if (node.IsMap()) {
+    for (const auto& kv : node) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      if (key == "plugin" && kv.second.IsScalar()) {
+        ref.plugin = kv.second.Scalar();
+      } else if (key == "options") {
+        options.reset(kv.second);
+      } else {
+        const std::string hint = closestMatch(key, {"plugin", "options"});
+        problems.add(kv.first, path + "." + key,
+                     key == "plugin" ? "expected a plugin name"
+                                     : "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                                           "; allowed here: plugin, options");
+      }
+    }
+  } else if (!node.IsNull()) {
+    problems.add(node, path, "expected { plugin: NAME, options: {...} }");
+    return ref;
+  }
+  const PluginEntry* entry = registry.find(ref.plugin);
+  if (!entry) {
+    const auto names = namesOfKind(registry, kind);
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string hint = closestMatch(ref.plugin, names);
+    problems.add(node, path,
+                 std::string(pluginKindName(kind)) + " plugin '" + ref.plugin + "' not found" +
+                     (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; available: " +
+                     (list.empty() ? "none" : list) +
+                     ". Check plugin_path / COMMHOST_PLUGIN_PATH, or run `commhost plugins list`");
+    return ref;
+  }
+  if (!entry->descriptor) {
+    warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable (" + entry->unavailable +
+                       "); its options are not checked and using it is an error");
+    return ref;
+  }
+  if (entry->descriptor->kind != kind) {
+    problems.add(node, path, "plugin '" + ref.plugin + "' is a " + pluginKindName(entry->descriptor->kind) +
+                                 " plugin, not a " + pluginKindName(kind) + " plugin");
+    return ref;
+  }
+  if (!entry->unavailable.empty())
+    warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable here (" + entry->unavailable +
+                       "); routes to it fail when used");
+  ref.options = config::validateOptions(options, path + ".options", entry->descriptor->options, problems);
+  return ref;
+}
+
+void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
+  if (!node.IsDefined() || node.IsNull()) return;
+  if (!node.IsSequence()) {
+    problems.add(node, "routes", "expected a list of { device, op, min_bytes, max_bytes, backend }");
+    return;
+  }
+  static const std::vector<std::string> kKeys = {"device", "op", "min_bytes", "max_bytes", "backend"};
+  std::vector<std::string> backendNames;
+  for (const auto& [name, ref] : cfg.backends) backendNames.push_back(name);
+  for (size_t i = 0; i < node.size(); ++i) {
+    const YAML::Node item = node[i];
+    const std::string path = "routes[" + std::to_string(i) + "]";
+    if (!item.IsMap()) {
+      problems.add(item, path, "expected { device, op, min_bytes, max_bytes, backend }");
+      continue;
+    }
+    RouteSpec route;
+    route.where = problems.where(item, path);
+    bool ok = true;
+    for (const auto& kv : item) {
+      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+      const YAML::Node& value = kv.second;
+      try {
+        if (!value.IsScalar()) throw InvalidArgument("expected a single value");
+        if (key == "device") route.device = parseDevice(value.Scalar()).type;
+        else if (key == "op") route.op = parseOpType(value.Scalar());
+        else if (key == "min_bytes") route.minBytes = parseSize(value.Scalar());
+        else if (key == "max_bytes") route.maxBytes = parseSize(value.Scalar());
+        else if (key == "backend") route.backend = value.Scalar();
+        else {
+          const std::string hint = closestMatch(key, kKeys);
+          problems.add(kv.first, path + "." + key, "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                                                       "; allowed here: device, op, min_bytes, max_bytes, backend");
+          ok = false;
+        }
+      } catch (const Error& e) {
+        problems.add(value, path + "." + key, e.what());
+        ok = false;
+      }
+    }
+    if (route.backend.empty()) {
+      problems.add(item, path, "a route needs a backend");
+      ok = false;
+    } else if (!cfg.backends.count(route.backend)) {
+      const std::string hint = closestMatch(route.backend, backendNames);
+      std::string list;
+      for (const auto& n : backendNames) list += (list.empty() ? "" : ", ") + n;
+      problems.add(child(item, "backend"), path + ".backend",
+                   "route to unknown backend '" + route.backend + "'" +
+                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                       "; backends configured: " + (list.empty() ? "none" : list));
+      ok = false;
+    }
+    if (route.minBytes > route.maxBytes) {
+      problems.add(item, path, "min_bytes " + std::to_string(route.minBytes) + " is above max_bytes " +
+                                   std::to_string(route.maxBytes));
+      ok = false;
+    }
+    if (ok) cfg.routes.push_back(route);
+  }
+}
+
+YAML::Node pluginRefYaml(const PluginRef& ref) {
+  YAML::Node n(YAML::NodeType::Map);
+  n["plugin"] = ref.plugin;
+  YAML::Node options = config::toYaml(ref.options);
+  if (options.size()) n["options"] = options;
+  return n;
+}
+
+std::string effectiveYaml(const Config& cfg) {
+  YAML::Node root = config::toYaml(cfg.host);
+  root["store"] = pluginRefYaml(cfg.store);
+  for (const auto& [name, ref] : cfg.backends) root["backends"][name] = pluginRefYaml(ref);
+  YAML::Node routes(YAML::NodeType::Sequence);
+  for (const auto& r : cfg.routes) {
+    YAML::Node n(YAML::NodeType::Map);
+    if (r.device) n["device"] = deviceTypeName(*r.device);
+    if (r.op) n["op"] = opName(*r.op);
+    if (r.minBytes) n["min_bytes"] = formatSize(r.minBytes);
+    if (r.maxBytes != INT64_MAX) n["max_bytes"] = formatSize(r.maxBytes);
+    n["backend"] = r.backend;
+    routes.push_back(n);
+  }
+  root["routes"] = routes;
+  for (const auto& [name, ref] : cfg.hooks) root["hooks"][name] = pluginRefYaml(ref);
+  YAML::Emitter out;
+  out << root;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace
+
+Config loadConfigText(const std::string& text, const std::string& source, PluginRegistry& registry,
+                      const ConfigOverrides& overrides) {
+  Config cfg;
+  cfg.source = source;
+  Problems problems(source);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError("config " + source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                      std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) {
+    problems.add(root, "", "the config must be a map of settings (group, backends, routes, ...)");
+    problems.throwIfAny();
+  }
+  config::applyOverrides(root, overrides, problems, cfg.warnings);
+  const YAML::Node& view = root;  // const lookups never insert keys
+
+  // Host keys: everything but the plugin tables, checked against configSchema().
+  YAML::Node hostKeys(YAML::NodeType::Map);
+  const auto known = topLevelNames();
+  for (const auto& kv : root) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    if (std::find(kTables.begin(), kTables.end(), key) != kTables.end()) continue;
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      const std::string hint = closestMatch(key, known);
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      problems.add(kv.first, key, "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                                      "; allowed at the top level: " + list);
+      continue;
+    }
+    hostKeys[key] = kv.second;
+  }
+  cfg.host = config::validateOptions(hostKeys, "", configSchema(), problems);
+
+  registry.scan(PluginRegistry::searchPath(cfg.host.getList("plugin_path")));
+
+  cfg.store = parsePluginRef(child(view, "store"), "store", "hash", PluginKind::Store, registry, problems, cfg.warnings);
+  const YAML::Node backends = child(view, "backends");
+  if (backends.IsMap() && backends.size()) {
+    for (const auto& kv : backends) {
+      const std::string name = kv.first.Scalar();
+      cfg.backends[name] = parsePluginRef(kv.second, "backends." + name, name, PluginKind::Backend, registry,
+                                          problems, cfg.warnings);
+    }
+  } else {
+    problems.add(backends.IsDefined() ? backends : root, "backends",
+                 "configure at least one backend, e.g. backends: { self: { plugin: self } }");
+  }
+  const YAML::Node hooks = child(view, "hooks");
+  if (hooks.IsMap()) {
+    for (const auto& kv : hooks) {
+      const std::string name = kv.first.Scalar();
+      cfg.hooks[name] = parsePluginRef(kv.second, "hooks." + name, name, PluginKind::CommHook, registry, problems,
+                                       cfg.warnings);
+    }
+  } else if (hooks.IsDefined() && !hooks.IsNull()) {
+    problems.add(hooks, "hooks", "expected a map of name: { plugin, options }");
+  }
+  parseRoutes(child(view, "routes"), cfg, problems);
+  problems.throwIfAny();
+
+  if (cfg.routes.empty())
+    problems.add(root, "routes", "no routes: add at least one, e.g. routes: [{ device: cpu, backend: NAME }]");
+  else {
+    try {
+      RouteTable::forConfig(cfg, registry);
+    } catch (const ConfigError& e) {
+      problems.addAt(source, e.what());
+    }
+  }
+  problems.throwIfAny();
+
+  cfg.effectiveYaml = effectiveYaml(cfg);
+  cfg.hash = fnv1a(cfg.effectiveYaml);
+  return cfg;
+}
+
+Config loadConfigFile(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read config file '" + path + "'; check the path (-c / COMMHOST_CONFIG)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return loadConfigText(text.str(), path, registry, overrides);
+}
+
+}  // namespace commhost

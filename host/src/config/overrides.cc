@@ -1,0 +1,87 @@
+// --set key=value and COMMHOST_<KEY> overrides, applied to the YAML tree before it is
+// validated so they get exactly the checks a value in the file gets.
+#include "overrides.h"
+
+#include "commhost/config.h"
+#include "environment.h"
+
+namespace commhost::config {
+namespace {
+
+// Sets `dotted` in `root` to `value`, creating maps on the way.
+bool setPath(YAML::Node root, const std::string& dotted, const YAML::Node& value, std::string& error) {
+  YAML::Node cur = root;
+  size_t start = 0;
+  while (true) {
+    const size_t dot = dotted.find('.', start);
+    const std::string part = dotted.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty()) {
+      error = "empty key segment";
+      return false;
+    }
+    if (dot == std::string::npos) {
+      cur[part] = value;
+      return true;
+    }
+    YAML::Node next = cur[part];
+    if (!next.IsDefined() || next.IsNull()) {
+      cur[part] = YAML::Node(YAML::NodeType::Map);
+      next.reset(cur[part]);
+    } else if (!next.IsMap()) {
+      error = "'" + dotted.substr(0, dot) + "' is not a map";
+      return false;
+    }
+    cur.reset(next);
+    start = dot + 1;
+  }
+}
+
+YAML::Node parseValue(const std::string& text) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception&) {
+    return YAML::Node(text);  // not YAML: take it as a plain string
+  }
+}
+
+}  // namespace
+
+void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems& problems,
+                    std::vector<std::string>& warnings) {
+  auto apply = [&](const std::string& key, const YAML::Node& value, const std::string& origin) {
+    std::string error;
+    if (!setPath(root, key, value, error)) {
+      problems.addAt(origin, error);
+      return;
+    }
+    problems.noteOverride(key, origin);
+  };
+
+  if (overrides.fromEnvironment) {
+    for (const auto& [name, value] : commhostVariables()) {
+      if (isReservedVariable(name)) continue;
+      const OptionSpec* match = nullptr;
+      for (const auto& spec : configSchema())
+        if (variableForKey(spec.key) == name && std::string(spec.key) != "plugin_path") match = &spec;
+      if (!match) {
+        std::vector<std::string> known;
+        for (const auto& spec : configSchema()) known.push_back(variableForKey(spec.key));
+        const std::string hint = closestMatch(name, known);
+        warnings.push_back("environment variable " + name + " is not a commhost setting and is ignored" +
+                           (hint.empty() ? "" : " (did you mean " + hint + "?)"));
+        continue;
+      }
+      apply(match->key, YAML::Node(value), name + "=" + value);
+    }
+  }
+  for (const auto& assignment : overrides.set) {
+    const size_t eq = assignment.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      problems.addAt("--set " + assignment, "expected key=value, e.g. --set group.timeout=10s");
+      continue;
+    }
+    apply(assignment.substr(0, eq), parseValue(assignment.substr(eq + 1)), "--set " + assignment);
+  }
+}
+
+}  // namespace commhost::config

@@ -1,0 +1,49 @@
+// Internal: validating YAML against OptionSpecs, collecting every problem with its place.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "commhost/option_schema.h"
+
+namespace commhost::config {
+
+// Collects problems as "where: message" lines; `where` is file:line:col, or the
+// override (--set or COMMHOST_ variable) that put the value there.
+class Problems {
+ public:
+  explicit Problems(std::string source) : source_(std::move(source)) {}
+  // Records which override set `path` (dotted), so problems under it cite the override.
+  void noteOverride(const std::string& path, const std::string& origin) { overrides_[path] = origin; }
+  void add(const YAML::Node& node, const std::string& path, const std::string& message);
+  void addAt(const std::string& where, const std::string& message) { lines_.push_back(where + ": " + message); }
+  std::string where(const YAML::Node& node, const std::string& path) const;
+  bool empty() const { return lines_.empty(); }
+  // Throws ConfigError listing every problem, if there are any.
+  void throwIfAny() const;
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+  std::map<std::string, std::string> overrides_;
+  std::vector<std::string> lines_;
+};
+
+// Validates `node` (a map, or null for "all defaults") against `specs`. `path` is the
+// dotted location of `node` for messages ("" for the root). Unknown keys, wrong types and
+// out-of-range values go to `problems`; declared keys all get a value (default if absent).
+OptionValues validateOptions(const YAML::Node& node, const std::string& path,
+                             const std::vector<OptionSpec>& specs, Problems& problems);
+
+// The value of one spec from a YAML scalar (or sequence for StringList); throws
+// InvalidArgument with what was expected.
+OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node);
+// The text form of a value, as a user would write it.
+std::string formatOptionValue(const OptionValue& value);
+// The same values as YAML, nested by the dots in their keys.
+YAML::Node toYaml(const OptionValues& values);
+
+}  // namespace commhost::config

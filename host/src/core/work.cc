@@ -1,0 +1,49 @@
+#include "commhost/work.h"
+
+#include "commhost/errors.h"
+
+namespace commhost {
+
+CompletedWork::CompletedWork(const OpContext& ctx, std::vector<Tensor> outputs)
+    : Work(ctx), future_(Future::completed(std::move(outputs))) {}
+
+bool AsyncWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) timeout = ctx_.timeout;
+  try {
+    future_->wait(timeout);
+  } catch (const TimeoutError&) {
+    throw TimeoutError(std::string(opName(ctx_.op)) + " seq " + std::to_string(ctx_.seq) +
+                       ": not completed within " + std::to_string(timeout.count()) +
+                       " ms; a peer may be missing this collective or be slow. Check that every "
+                       "rank issues the same collectives in the same order, or raise the timeout");
+  }
+  return true;
+}
+
+bool AsyncWork::finish(std::vector<Tensor> outputs, int sourceRank) {
+  {
+    std::lock_guard<std::mutex> lock(finishMutex_);
+    if (finished_) return false;
+    finished_ = true;
+    sourceRank_ = sourceRank;
+  }
+  future_->setValue(std::move(outputs));
+  return true;
+}
+
+bool AsyncWork::fail(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(finishMutex_);
+    if (finished_) return false;
+    finished_ = true;
+  }
+  future_->setError(std::move(error));
+  return true;
+}
+
+void AsyncWork::abort(const std::string& reason) {
+  fail(std::make_exception_ptr(AbortedError(std::string(opName(ctx_.op)) + " seq " +
+                                            std::to_string(ctx_.seq) + " aborted: " + reason)));
+}
+
+}  // namespace commhost

@@ -1,0 +1,100 @@
+#include "call.h"
+
+namespace commhost {
+
+ErrorContext ProcessGroup::Call::where(int peer) const {
+  ErrorContext w;
+  w.group = pg.name_;
+  w.rank = pg.rank_;
+  w.op = opName(op);
+  const bool p2p = op == OpType::Send || op == OpType::Recv || op == OpType::RecvAnySource;
+  w.seq = ctx.seq ? ctx.seq : (p2p ? pg.p2pSeq_ : pg.seq_).load(std::memory_order_relaxed) + 1;
+  w.peer = peer;
+  return w;
+}
+
+void ProcessGroup::Call::invalid(const std::string& what, const std::string& hint) const {
+  raise(ErrorCode::InvalidArgument, where(), what, hint);
+}
+
+void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) const {
+  if (!t.defined()) invalid(std::string(name) + " is an undefined tensor (null data)", "pass an allocated tensor");
+  if (!pg.routes_.servesDevice(t.device().type))
+    invalid(std::string(name) + " is " + t.str() + " but no route serves " + deviceTypeName(t.device().type) +
+                " tensors in this group",
+            "add a route for that device to the config, or pass a tensor on a device it routes");
+}
+
+void ProcessGroup::Call::checkLike(const Tensor& ref, const Tensor& t, const std::string& name, bool sameNumel) const {
+  checkTensor(t, name.c_str());
+  if (t.dtype() != ref.dtype() || t.device() != ref.device() || (sameNumel && t.numel() != ref.numel()))
+    invalid(name + " is " + t.str() + " but must match " + ref.str() +
+                (sameNumel ? " in dtype, device and element count" : " in dtype and device"),
+            "allocate it to match");
+}
+
+void ProcessGroup::Call::checkCount(size_t got, size_t want, const char* what) const {
+  if (got != want)
+    invalid(std::string("got ") + std::to_string(got) + " " + what + ", expected " + std::to_string(want),
+            "pass one per rank of the group (size " + std::to_string(pg.worldSize_) + ")");
+}
+
+void ProcessGroup::Call::checkRoot(int root) const {
+  if (root < 0 || root >= pg.worldSize_)
+    invalid("root " + std::to_string(root) + " is outside the group (size " + std::to_string(pg.worldSize_) + ")",
+            "use a rank in [0, " + std::to_string(pg.worldSize_) + ")");
+}
+
+void ProcessGroup::Call::checkPeer(int peer, const char* role) const {
+  if (peer < 0 || peer >= pg.worldSize_)
+    invalid(std::string(role) + " rank " + std::to_string(peer) + " is outside the group (size " +
+                std::to_string(pg.worldSize_) + ")",
+            "use a rank in [0, " + std::to_string(pg.worldSize_) + ")");
+  if (peer == pg.rank_) invalid(std::string(role) + " rank " + std::to_string(peer) + " is this rank itself", "copy locally instead");
+}
+
+void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) const {
+  const bool floating = isFloating(dtype);
+  if (reduceOp.isBitwise() && floating)
+    invalid(std::string("reduce op ") + reduceOpName(reduceOp.kind) + " needs an integer or bool tensor, got " +
+                dtypeName(dtype),
+            "use sum/min/max/product for floating-point data");
+  if ((reduceOp.kind == ReduceOp::Avg || reduceOp.kind == ReduceOp::PreMulSum) && !floating)
+    invalid(std::string("reduce op ") + reduceOpName(reduceOp.kind) + " needs a floating-point tensor, got " +
+                dtypeName(dtype),
+            "convert to a floating-point dtype, or use sum and divide yourself");
+}
+
+Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, DType dtype, Millis timeout,
+                                   const ReduceOp* reduceOp) {
+  if (pg.aborted_.load(std::memory_order_acquire))
+    raise(ErrorCode::Aborted, where(), "the group was aborted", "create a new group to continue");
+  const int index = pg.routes_.route(op, device.type, bytes);
+  if (index < 0)
+    invalid(std::string("no route serves ") + opName(op) + " on " + deviceTypeName(device.type) + " for " +
+                std::to_string(bytes) + " bytes",
+            "add a route for it to the config");
+  Backend* backend = pg.backends_[index].get();
+  if (!backend)
+    raise(ErrorCode::Plugin, where(),
+          "routed to backend '" + pg.routes_.backendNames()[index] + "', which is unavailable on this host (" +
+              pg.unavailable_[index] + ")",
+          "route this op to another backend, or fix what the plugin needs");
+  const Capabilities& caps = backend->capabilities();
+  if (!caps.dtypes.has(dtype))
+    invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support dtype " + dtypeName(dtype),
+            "route this dtype's op to another backend, or convert the data");
+  if (reduceOp && !caps.reduceOps.has(reduceOp->kind))
+    invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support reduce op " +
+                reduceOpName(reduceOp->kind),
+            "route this op to another backend");
+  ctx.op = op;
+  // Point-to-point ops involve two ranks only, so they count apart from collectives,
+  // whose seq must stay equal on every rank.
+  const bool p2p = op == OpType::Send || op == OpType::Recv || op == OpType::RecvAnySource;
+  ctx.seq = (p2p ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
+  ctx.timeout = timeout.count() > 0 ? timeout : pg.setup_.config->timeout();
+  return *backend;
+}
+
+}  // namespace commhost

@@ -1,0 +1,47 @@
+#include "commhost/errors.h"
+#include "commhost/process_group.h"
+
+namespace commhost {
+
+std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
+  const LaunchInfo launch = detectLaunch();
+  auto registry = std::make_shared<PluginRegistry>();
+  const std::string path = options.configPath.empty() ? launch.configPath : options.configPath;
+  auto config = std::make_shared<Config>(
+      path.empty() ? loadConfigText(defaultConfigText(), "<embedded default>", *registry, options.overrides)
+                   : loadConfigFile(path, *registry, options.overrides));
+  Logger::setLevel(parseLogLevel(config->host.getString("logging.level")));
+  auto logger = std::make_shared<Logger>("commhost", "rank " + std::to_string(launch.rank));
+  for (const auto& w : config->warnings) logger->warn(w);
+
+  const PluginEntry& entry = registry->require(config->store.plugin, PluginKind::Store);
+  StoreContext ctx;
+  ctx.rank = launch.rank;
+  ctx.worldSize = launch.worldSize;
+  ctx.masterAddr = launch.masterAddr;
+  ctx.masterPort = launch.masterPort;
+  ctx.timeout = config->timeout();
+  ctx.logger = std::make_shared<Logger>("commhost." + config->store.plugin, "rank " + std::to_string(launch.rank));
+  StorePtr store;
+  try {
+    store = entry.descriptor->createStore(config->store.options, ctx);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw StoreError("[rank " + std::to_string(launch.rank) + "] store plugin '" + config->store.plugin +
+                     "' failed to start: " + e.what() + ". Check the store options at " + config->store.where);
+  }
+  // Keep the plugin's code loaded for as long as the store lives.
+  auto holder = std::make_shared<std::pair<std::shared_ptr<void>, StorePtr>>(entry.library, store);
+  StorePtr kept(holder, holder->second.get());
+
+  ProcessGroup::Setup setup;
+  setup.config = config;
+  setup.registry = registry;
+  setup.store = kept;
+  setup.rank = launch.rank;
+  setup.worldSize = launch.worldSize;
+  return ProcessGroup::create(std::move(setup));
+}
+
+}  // namespace commhost

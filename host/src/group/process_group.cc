@@ -1,0 +1,108 @@
+#include "commhost/process_group.h"
+
+#include <sstream>
+
+#include "commhost/errors.h"
+
+namespace commhost {
+
+ProcessGroup::ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks)
+    : setup_(std::move(setup)),
+      name_(std::move(name)),
+      rank_(setup_.rank),
+      worldSize_(setup_.worldSize),
+      globalRanks_(std::move(globalRanks)) {}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
+  if (!setup.config || !setup.registry || !setup.store)
+    throw InvalidArgument("ProcessGroup::create needs a config, a plugin registry and a store");
+  if (setup.worldSize < 1 || setup.rank < 0 || setup.rank >= setup.worldSize)
+    throw InvalidArgument("rank " + std::to_string(setup.rank) + " is outside world size " +
+                          std::to_string(setup.worldSize));
+  std::vector<int> ranks(setup.worldSize);
+  for (int i = 0; i < setup.worldSize; ++i) ranks[i] = i;
+  const std::string name = setup.config->groupName();
+  std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(setup), name, std::move(ranks)));
+  pg->store_ = std::make_shared<PrefixStore>(name, pg->setup_.store);
+  pg->checkSameConfig();
+  pg->createBackends();
+  return pg;
+}
+
+ProcessGroup::~ProcessGroup() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    if (logger_) logger_->error(std::string("shutdown failed: ") + e.what());
+  }
+}
+
+// The first rank to arrive publishes its hash; each later rank compares with it.
+void ProcessGroup::checkSameConfig() {
+  const std::string mine = std::to_string(setup_.config->hash) + " rank " + std::to_string(rank_);
+  const std::string stored = toString(store_->compareSet("config_hash", {}, toBytes(mine)));
+  const std::string theirHash = stored.substr(0, stored.find(' '));
+  if (theirHash != std::to_string(setup_.config->hash))
+    raise(ErrorCode::Config, {name_, rank_},
+          "this rank loaded config " + setup_.config->source + " with hash " + std::to_string(setup_.config->hash) +
+              " but " + stored.substr(stored.find(' ') + 1) + " loaded one with hash " + theirHash,
+          "every rank must use the same config and overrides; compare `commhost config check` output on each");
+}
+
+void ProcessGroup::createBackends() {
+  const Config& cfg = *setup_.config;
+  logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " rank " + std::to_string(rank_));
+  routes_ = RouteTable::forConfig(cfg, *setup_.registry);
+  for (const auto& [backendName, ref] : cfg.backends) {
+    const PluginEntry* e = setup_.registry->find(ref.plugin);
+    if (!e || !e->usable()) {
+      backends_.push_back(nullptr);
+      unavailable_.push_back(e ? e->unavailable : "plugin '" + ref.plugin + "' not found");
+      continue;
+    }
+    BackendContext ctx;
+    ctx.groupName = name_;
+    ctx.backendName = backendName;
+    ctx.rank = rank_;
+    ctx.worldSize = worldSize_;
+    ctx.store = std::make_shared<PrefixStore>("backend/" + backendName, store_);
+    ctx.timeout = cfg.timeout();
+    ctx.logger = std::make_shared<Logger>("commhost." + ref.plugin,
+                                          "group " + name_ + " rank " + std::to_string(rank_));
+    std::unique_ptr<Backend> raw;
+    try {
+      raw = e->descriptor->createBackend(ref.options, ctx);
+    } catch (const std::exception& ex) {
+      raise(ErrorCode::Plugin, {name_, rank_},
+            "backend '" + backendName + "' (plugin " + ref.plugin + " from " + e->path + ") failed to start: " +
+                ex.what(),
+            "fix its options at " + ref.where + " or route its ops elsewhere");
+    }
+    if (!raw)
+      raise(ErrorCode::Plugin, {name_, rank_}, "plugin " + ref.plugin + " returned no backend", "report it to its author");
+    // The deleter holds the library, so the plugin's code outlives the object.
+    std::shared_ptr<void> library = e->library;
+    backends_.emplace_back(raw.release(), [library](Backend* b) { delete b; });
+    unavailable_.emplace_back();
+  }
+}
+
+Backend& ProcessGroup::backend(const std::string& name) const {
+  const auto& names = routes_.backendNames();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name && backends_[i]) return *backends_[i];
+  throw InvalidArgument("group " + name_ + " has no usable backend named '" + name + "'");
+}
+
+void ProcessGroup::abort(const std::string& reason) {
+  aborted_.store(true, std::memory_order_release);
+  for (auto& b : backends_)
+    if (b) b->abort(reason);
+}
+
+void ProcessGroup::shutdown() {
+  for (auto& b : backends_)
+    if (b) b->shutdown();
+}
+
+}  // namespace commhost

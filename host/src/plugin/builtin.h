@@ -1,0 +1,10 @@
+// Internal: plugins compiled into libcommhost (the in-memory hash store).
+#pragma once
+
+#include <vector>
+
+#include "commhost/plugin.h"
+
+namespace commhost {
+std::vector<const PluginDescriptor*> builtinPlugins();
+}  // namespace commhost

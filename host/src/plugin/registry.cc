@@ -1,0 +1,176 @@
+#include "commhost/registry.h"
+
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
+#include <boost/filesystem.hpp>
+
+#include <algorithm>
+
+#include "../config/environment.h"
+#include "builtin.h"
+#include "commhost/errors.h"
+
+namespace commhost {
+namespace {
+
+constexpr const char* kFilePrefix = "libcommhost_";
+constexpr const char* kFileSuffix = ".so";
+
+bool isPluginFile(const std::string& filename) {
+  return filename.rfind(kFilePrefix, 0) == 0 && filename.size() > 15 &&
+         filename.compare(filename.size() - 3, 3, kFileSuffix) == 0;
+}
+
+// libcommhost_gloo.so -> gloo: the name we can still show when the file does not load.
+std::string nameFromFile(const std::string& path) {
+  std::string file = boost::filesystem::path(path).filename().string();
+  if (file.rfind(kFilePrefix, 0) == 0) file = file.substr(std::string(kFilePrefix).size());
+  const size_t dot = file.find(".so");
+  return dot == std::string::npos ? file : file.substr(0, dot);
+}
+
+std::string abiString(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
+
+}  // namespace
+
+const char* pluginKindName(PluginKind kind) {
+  switch (kind) {
+    case PluginKind::Backend: return "backend";
+    case PluginKind::Store: return "store";
+    case PluginKind::CommHook: return "comm_hook";
+  }
+  return "?";
+}
+
+PluginRegistry::PluginRegistry() {
+  for (const PluginDescriptor* d : builtinPlugins()) entries_.push_back({"<built-in>", d->name, d, "", nullptr});
+}
+
+std::vector<std::string> PluginRegistry::searchPath(const std::vector<std::string>& configPaths) {
+  std::vector<std::string> dirs = configPaths;
+  for (const auto& d : config::pluginPathFromEnv()) dirs.push_back(d);
+  // libcommhost lives in <prefix>/lib (build and install trees alike); plugins beside it.
+  const auto self = boost::filesystem::canonical(boost::dll::this_line_location());
+  dirs.push_back((self.parent_path() / "commhost" / "plugins").string());
+  return dirs;
+}
+
+PluginEntry PluginRegistry::open(const std::string& path) const {
+  PluginEntry entry;
+  entry.path = path;
+  entry.name = nameFromFile(path);
+  std::shared_ptr<boost::dll::shared_library> lib;
+  try {
+    lib = std::make_shared<boost::dll::shared_library>(
+        path, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+  } catch (const std::exception& e) {
+    entry.unavailable = std::string("cannot be loaded (a library it needs may be missing): ") + e.what();
+    return entry;
+  }
+  if (!lib->has(kPluginSymbol)) {
+    entry.unavailable = std::string("has no commhost plugin descriptor (symbol ") + kPluginSymbol +
+                        " missing); declare one with COMMHOST_PLUGIN(descriptor)";
+    return entry;
+  }
+  const auto& header = lib->get<const PluginHeader>(kPluginSymbol);
+  if (header.magic != kPluginMagic) {
+    entry.unavailable = "has a malformed plugin header (bad magic); rebuild it against this commhost";
+    return entry;
+  }
+  if (header.abiMajor != COMMHOST_ABI_MAJOR || header.abiMinor > COMMHOST_ABI_MINOR) {
+    entry.unavailable = "was built for plugin ABI " + abiString(header.abiMajor, header.abiMinor) +
+                        " but this commhost " COMMHOST_VERSION " has ABI " +
+                        abiString(COMMHOST_ABI_MAJOR, COMMHOST_ABI_MINOR) +
+                        "; rebuild the plugin against this commhost";
+    return entry;
+  }
+  const PluginDescriptor* d = header.descriptor;
+  if (!d || !d->name || !*d->name) {
+    entry.unavailable = "has an empty descriptor (no name)";
+    return entry;
+  }
+  const bool hasFactory = (d->kind == PluginKind::Backend && d->createBackend) ||
+                          (d->kind == PluginKind::Store && d->createStore) ||
+                          (d->kind == PluginKind::CommHook && d->createCommHook);
+  entry.name = d->name;
+  if (!hasFactory) {
+    entry.unavailable = std::string("declares kind ") + pluginKindName(d->kind) + " but no " +
+                        pluginKindName(d->kind) + " factory";
+    return entry;
+  }
+  entry.descriptor = d;
+  entry.library = lib;
+  if (d->probe) {
+    try {
+      entry.unavailable = d->probe();
+    } catch (const std::exception& e) {
+      entry.unavailable = std::string("its availability check failed: ") + e.what();
+    }
+  }
+  return entry;
+}
+
+void PluginRegistry::scan(const std::vector<std::string>& directories) {
+  namespace fs = boost::filesystem;
+  for (const auto& dir : directories) {
+    boost::system::error_code ec;
+    const std::string canonical = fs::weakly_canonical(dir, ec).string();
+    if (std::find(scanned_.begin(), scanned_.end(), canonical) != scanned_.end()) continue;
+    scanned_.push_back(canonical);
+    std::vector<std::string> files;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (isPluginFile(it->path().filename().string())) files.push_back(it->path().string());
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      PluginEntry entry = open(file);
+      if (const PluginEntry* first = find(entry.name); first && entry.descriptor) {
+        entry.unavailable = "duplicate: a plugin named '" + entry.name + "' was already loaded from " + first->path;
+        entry.descriptor = nullptr;
+        entry.library.reset();
+      }
+      entries_.push_back(std::move(entry));
+    }
+  }
+}
+
+const PluginEntry& PluginRegistry::loadFile(const std::string& path) {
+  PluginEntry entry = open(path);
+  if (!entry.descriptor) throw PluginError("plugin " + path + " " + entry.unavailable);
+  if (const PluginEntry* first = find(entry.name))
+    throw PluginError("plugin " + path + " is named '" + entry.name + "', which " + first->path +
+                      " already provides; remove one of them or rename it");
+  entries_.push_back(std::move(entry));
+  return entries_.back();
+}
+
+const PluginEntry* PluginRegistry::find(const std::string& name) const {
+  for (const auto& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+const PluginEntry& PluginRegistry::require(const std::string& name, PluginKind kind) const {
+  const PluginEntry* e = find(name);
+  if (!e) {
+    std::vector<std::string> names;
+    std::string list;
+    for (const auto& entry : entries_)
+      if (entry.descriptor && entry.descriptor->kind == kind) {
+        names.push_back(entry.name);
+        list += (list.empty() ? "" : ", ") + entry.name;
+      }
+    const std::string hint = closestMatch(name, names);
+    throw PluginError(std::string(pluginKindName(kind)) + " plugin '" + name + "' not found" +
+                      (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; available: " +
+                      (list.empty() ? "none" : list) + ". Run `commhost plugins list` to see what was found");
+  }
+  if (!e->descriptor || !e->unavailable.empty())
+    throw PluginError(std::string(pluginKindName(kind)) + " plugin '" + name + "' (" + e->path +
+                      ") is unavailable: " + e->unavailable);
+  if (e->descriptor->kind != kind)
+    throw PluginError("plugin '" + name + "' is a " + pluginKindName(e->descriptor->kind) + " plugin, not a " +
+                      pluginKindName(kind) + " plugin");
+  return *e;
+}
+
+}  // namespace commhost

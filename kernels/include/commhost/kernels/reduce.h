@@ -1,0 +1,82 @@
+// Element-wise reduction and scaling over every commhost dtype, for CPU backends.
+// Plain loops over contiguous arrays: the compiler vectorises them at -O2/-O3 for the
+// native types; f16/bf16 go through float. The functors are usable from CUDA code.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "commhost/errors.h"
+#include "commhost/kernels/half.h"
+#include "commhost/types.h"
+
+namespace commhost::kernels {
+
+// Compute type for a storage type: float for the 16-bit floats, itself otherwise.
+template <class T> struct Compute { using type = T; };
+template <> struct Compute<Float16> { using type = float; };
+template <> struct Compute<BFloat16> { using type = float; };
+
+template <class T> COMMHOST_HD inline typename Compute<T>::type load(T v) { return v; }
+COMMHOST_HD inline float load(Float16 v) { return v.toFloat(); }
+COMMHOST_HD inline float load(BFloat16 v) { return v.toFloat(); }
+template <class T, class C> COMMHOST_HD inline T store(C v) { return static_cast<T>(v); }
+template <> COMMHOST_HD inline Float16 store<Float16, float>(float v) { return Float16::fromFloat(v); }
+template <> COMMHOST_HD inline BFloat16 store<BFloat16, float>(float v) { return BFloat16::fromFloat(v); }
+
+struct SumFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a + b; } };
+struct ProdFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a * b; } };
+struct MinFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return b < a ? b : a; } };
+struct MaxFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a < b ? b : a; } };
+struct BAndFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a & b; } };
+struct BOrFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a | b; } };
+struct BXorFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a ^ b; } };
+
+// dst[i] = fn(dst[i], src[i])
+template <class T, class Fn>
+void reduceInto(T* __restrict dst, const T* __restrict src, size_t n, Fn fn) {
+  for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(load(dst[i]), load(src[i])));
+}
+
+// dst[i] *= factor (Avg's divide and PreMulSum's scale); floating types only.
+template <class T>
+void scale(T* dst, size_t n, double factor) {
+  using C = typename Compute<T>::type;
+  const C f = static_cast<C>(factor);
+  for (size_t i = 0; i < n; ++i) dst[i] = store<T>(static_cast<C>(load(dst[i]) * f));
+}
+
+// Calls fn(T*) with the storage type of `dtype` (bool as uint8_t).
+template <class F>
+decltype(auto) withStorageType(DType dtype, F&& fn) {
+  switch (dtype) {
+    case DType::Bool:
+    case DType::UInt8: return fn(static_cast<uint8_t*>(nullptr));
+    case DType::Int8: return fn(static_cast<int8_t*>(nullptr));
+    case DType::Int32: return fn(static_cast<int32_t*>(nullptr));
+    case DType::Int64: return fn(static_cast<int64_t*>(nullptr));
+    case DType::Float16: return fn(static_cast<Float16*>(nullptr));
+    case DType::BFloat16: return fn(static_cast<BFloat16*>(nullptr));
+    case DType::Float32: return fn(static_cast<float*>(nullptr));
+    case DType::Float64: return fn(static_cast<double*>(nullptr));
+  }
+  throw InvalidArgument("unknown dtype");
+}
+
+// dst = op(dst, src) over n elements of `dtype`. Avg and PreMulSum accumulate as Sum;
+// the caller applies the final scale once (scaleFor below). Bitwise ops on floating
+// types throw InvalidArgument (the ProcessGroup rejects them earlier).
+void reduceBuffer(void* dst, const void* src, size_t n, DType dtype, ReduceOp::Kind op);
+// Scales n elements of `dtype` in place by `factor` (no-op for factor 1).
+void scaleBuffer(void* dst, size_t n, DType dtype, double factor);
+
+// The factor to apply after summing `worldSize` contributions: Avg 1/worldSize,
+// PreMulSum `factor` (scaling the sum equals summing the scaled inputs), else 1.
+inline double finalScale(const ReduceOp& op, int worldSize) {
+  if (op.kind == ReduceOp::Avg) return 1.0 / worldSize;
+  if (op.kind == ReduceOp::PreMulSum) return op.factor;
+  return 1.0;
+}
+
+}  // namespace commhost::kernels

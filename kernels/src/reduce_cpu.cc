@@ -1,0 +1,59 @@
+// CPU instantiation of the reduction functors: one loop per (dtype, op), compiled with
+// -O3 so the native-type loops vectorise (see kernels/README.md for how to check).
+#include <type_traits>
+
+#include "commhost/kernels/reduce.h"
+
+namespace commhost::kernels {
+namespace {
+
+template <class T>
+constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
+
+template <class T>
+void reduceTyped(T* dst, const T* src, size_t n, ReduceOp::Kind op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Avg:
+    case ReduceOp::PreMulSum: return reduceInto(dst, src, n, SumFn{});
+    case ReduceOp::Product: return reduceInto(dst, src, n, ProdFn{});
+    case ReduceOp::Min: return reduceInto(dst, src, n, MinFn{});
+    case ReduceOp::Max: return reduceInto(dst, src, n, MaxFn{});
+    case ReduceOp::BAnd:
+    case ReduceOp::BOr:
+    case ReduceOp::BXor:
+      if constexpr (kIsFloat<T>) {
+        throw InvalidArgument(std::string("bitwise reduce op ") + reduceOpName(op) + " on floating-point data");
+      } else {
+        if (op == ReduceOp::BAnd) return reduceInto(dst, src, n, BAndFn{});
+        if (op == ReduceOp::BOr) return reduceInto(dst, src, n, BOrFn{});
+        return reduceInto(dst, src, n, BXorFn{});
+      }
+  }
+}
+
+}  // namespace
+
+void reduceBuffer(void* dst, const void* src, size_t n, DType dtype, ReduceOp::Kind op) {
+  if (dtype == DType::Bool && (op == ReduceOp::Sum || op == ReduceOp::Max)) op = ReduceOp::BOr;  // bool sum = or
+  if (dtype == DType::Bool && (op == ReduceOp::Product || op == ReduceOp::Min)) op = ReduceOp::BAnd;
+  withStorageType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    reduceTyped(static_cast<T*>(dst), static_cast<const T*>(src), n, op);
+  });
+}
+
+void scaleBuffer(void* dst, size_t n, DType dtype, double factor) {
+  if (factor == 1.0) return;
+  withStorageType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (kIsFloat<T>) {
+      scale(static_cast<T*>(dst), n, factor);
+    } else {
+      throw InvalidArgument(std::string("cannot scale ") + dtypeName(dtype) + " data by " + std::to_string(factor) +
+                            "; avg and premul_sum need a floating-point dtype");
+    }
+  });
+}
+
+}  // namespace commhost::kernels

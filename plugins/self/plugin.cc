@@ -1,0 +1,19 @@
+// Declares the `self` backend plugin.
+#include "self_backend.h"
+
+namespace {
+
+const commhost::PluginDescriptor kDescriptor = {
+    commhost::PluginKind::Backend,
+    "self",
+    COMMHOST_VERSION,
+    "Groups of one rank: every op completes inline (the ruler for host overhead)",
+    {},
+    commhost::self::kCapabilities,
+    nullptr,
+    commhost::self::create,
+};
+
+}  // namespace
+
+COMMHOST_PLUGIN(kDescriptor)

@@ -1,0 +1,32 @@
+// commhost: run, inspect and check commhost jobs. See `commhost --help`.
+#include <iostream>
+
+#include "commands.h"
+#include "commhost/errors.h"
+#include "commhost/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"commhost " COMMHOST_VERSION " - a host for collective communication with backend, store and "
+               "comm-hook plugins"};
+  app.footer(
+      "Examples:\n"
+      "  commhost plugins list                     what was found, and why something is unavailable\n"
+      "  commhost plugins inspect self             descriptor, capabilities and options of one plugin\n"
+      "  commhost config check configs/default.yaml --set group.timeout=10s\n"
+      "                                            the effective config and route table, or every error");
+  app.set_version_flag("--version", "commhost " COMMHOST_VERSION " (plugin ABI " +
+                                        std::to_string(COMMHOST_ABI_MAJOR) + "." +
+                                        std::to_string(COMMHOST_ABI_MINOR) + ")");
+  app.require_subcommand(1);
+  commhost::cli::addPluginsCommand(app);
+  commhost::cli::addConfigCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const commhost::Error& e) {
+    std::cerr << "commhost: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
