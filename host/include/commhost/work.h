@@ -51,7 +51,7 @@ class COMMHOST_API CompletedWork final : public Work {
  public:
   CompletedWork(const OpContext& ctx, std::vector<Tensor> outputs);
   bool isCompleted() override { return true; }
-  bool wait(std::chrono::milliseconds) override { return true; }
+  bool wait(std::chrono::milliseconds = std::chrono::milliseconds(0)) override { return true; }
   std::exception_ptr exception() override { return nullptr; }
   void abort(const std::string&) override {}
   FuturePtr future() override { return future_; }
@@ -65,7 +65,7 @@ class COMMHOST_API AsyncWork : public Work {
  public:
   explicit AsyncWork(const OpContext& ctx) : Work(ctx), future_(Future::create()) {}
   bool isCompleted() override { return future_->isCompleted(); }
-  bool wait(std::chrono::milliseconds timeout) override;
+  bool wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) override;
   std::exception_ptr exception() override { return future_->error(); }
   void abort(const std::string& reason) override;
   FuturePtr future() override { return future_; }

@@ -74,7 +74,7 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
                                            "; allowed here: plugin, options");
       }
     }
-  } else if (!node.IsNull()) {
+  } else if (node.IsDefined() && !node.IsNull()) {
     problems.add(node, path, "expected { plugin: NAME, options: {...} }");
     return ref;
   }

@@ -1,0 +1,48 @@
+#include <thread>
+
+#include "test_util.h"
+
+namespace commhost::test {
+namespace {
+
+TEST(Future, ThenChainsValuesAndErrors) {
+  auto f = Future::create();
+  Tensor t = Tensor::empty({4}, DType::Float32);
+  auto next = f->then([](Future& done) {
+    auto v = done.wait();
+    v.push_back(v[0]);
+    return v;
+  });
+  auto skipped = Future::create();
+  bool ran = false;
+  auto failed = skipped->then([&](Future&) { ran = true; return std::vector<Tensor>{}; });
+  EXPECT_FALSE(next->isCompleted());
+  std::thread completer([&] { f->setValue({t}); });
+  completer.join();
+  EXPECT_EQ(next->wait().size(), 2u);
+  skipped->setError(std::make_exception_ptr(BackendError("boom")));
+  EXPECT_THROW(failed->wait(), BackendError);
+  EXPECT_FALSE(ran);
+  EXPECT_THROW(f->setValue({}), InvalidArgument);  // completes once
+}
+
+TEST(Future, WaitTimesOut) {
+  auto f = Future::create();
+  EXPECT_THROW(f->wait(std::chrono::milliseconds(20)), TimeoutError);
+}
+
+TEST(AsyncWork, FirstOfFinishFailAbortWins) {
+  OpContext ctx{OpType::Allreduce, 7, std::chrono::milliseconds(50)};
+  auto work = std::make_shared<AsyncWork>(ctx);
+  EXPECT_FALSE(work->isCompleted());
+  EXPECT_THROW_WITH(work->wait(), TimeoutError, "allreduce seq 7", "not completed within 50 ms");
+  work->abort("test abort");
+  EXPECT_TRUE(work->isCompleted());
+  EXPECT_FALSE(work->finish({}));
+  EXPECT_THROW_WITH(work->wait(), AbortedError, "allreduce seq 7 aborted: test abort");
+  EXPECT_EQ(work->seq(), 7u);
+  EXPECT_EQ(work->op(), OpType::Allreduce);
+}
+
+}  // namespace
+}  // namespace commhost::test

@@ -1,0 +1,161 @@
+// The ProcessGroup over the self backend: every op's result at world size 1, and every
+// validation error before anything reaches a backend.
+#include "test_util.h"
+
+namespace commhost::test {
+namespace {
+
+class SelfGroup : public ::testing::Test {
+ protected:
+  void SetUp() override { pg = makeGroups(kSelfConfig, 1)[0]; }
+  static Tensor filled(int64_t n, float start) {
+    Tensor t = Tensor::empty({n}, DType::Float32);
+    for (int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = start + static_cast<float>(i);
+    return t;
+  }
+  std::shared_ptr<ProcessGroup> pg;
+};
+
+TEST_F(SelfGroup, ReductionsAtWorldSizeOne) {
+  Tensor t = filled(4, 1);
+  pg->allreduce(t)->wait();
+  EXPECT_FLOAT_EQ(t.data_as<float>()[3], 4);
+  pg->allreduce(t, {ReduceOp::preMulSum(0.5)})->wait();
+  EXPECT_FLOAT_EQ(t.data_as<float>()[3], 2);
+  pg->allreduce(t, {ReduceOp::Avg})->wait();
+  EXPECT_FLOAT_EQ(t.data_as<float>()[3], 2);
+  Tensor h = Tensor::empty({2}, DType::Float16);
+  h.data_as<uint16_t>()[0] = 0x4000;  // 2.0
+  pg->reduce(h, {0, ReduceOp::preMulSum(1.5)})->wait();
+  EXPECT_EQ(h.data_as<uint16_t>()[0], 0x4200);  // 3.0
+  EXPECT_EQ(pg->seq(), 4u);
+}
+
+TEST_F(SelfGroup, CopyingOpsAtWorldSizeOne) {
+  Tensor in = filled(6, 10), out = Tensor::empty({6}, DType::Float32);
+  std::vector<Tensor> outs = {out};
+  pg->allgather(outs, in)->wait();
+  EXPECT_FLOAT_EQ(out.data_as<float>()[5], 15);
+  Tensor out2 = Tensor::empty({6}, DType::Float32);
+  pg->allgatherIntoTensor(out2, in)->wait();
+  EXPECT_FLOAT_EQ(out2.data_as<float>()[0], 10);
+  Tensor rs = Tensor::empty({6}, DType::Float32);
+  pg->reduceScatterTensor(rs, in)->wait();
+  EXPECT_FLOAT_EQ(rs.data_as<float>()[1], 11);
+  Tensor a2a = Tensor::empty({6}, DType::Float32);
+  AlltoallSingleOptions splits;
+  splits.inputSplitSizes = {6};
+  splits.outputSplitSizes = {6};
+  pg->alltoallSingle(a2a, in, splits)->wait();
+  EXPECT_FLOAT_EQ(a2a.data_as<float>()[2], 12);
+  Tensor sc = Tensor::empty({6}, DType::Float32);
+  pg->scatter(sc, {in}, {0})->wait();
+  EXPECT_FLOAT_EQ(sc.data_as<float>()[4], 14);
+  std::vector<Tensor> gathered = {Tensor::empty({6}, DType::Float32)};
+  pg->gather(gathered, in, {0})->wait();
+  EXPECT_FLOAT_EQ(gathered[0].data_as<float>()[4], 14);
+  auto work = pg->barrier();
+  EXPECT_TRUE(work->isCompleted());
+  EXPECT_EQ(work->op(), OpType::Barrier);
+  EXPECT_EQ(work->seq(), pg->seq());
+  pg->monitoredBarrier();
+  std::vector<Tensor> many = {filled(2, 1), filled(3, 1)};
+  pg->allreduceCoalesced(many, {ReduceOp::preMulSum(2)})->wait();
+  EXPECT_FLOAT_EQ(many[1].data_as<float>()[2], 6);
+  EXPECT_EQ(pg->allreduce(many[0])->future()->wait().size(), 1u);
+}
+
+TEST_F(SelfGroup, ValidationErrorsNameGroupRankOpSeq) {
+  Tensor f = filled(4, 0);
+  Tensor i32 = Tensor::empty({4}, DType::Int32);
+  EXPECT_THROW_WITH(pg->allreduce(f, {ReduceOp::BXor}), InvalidArgument,
+                    "[group main rank 0] allreduce seq 1: reduce op bxor needs an integer");
+  EXPECT_THROW_WITH(pg->allreduce(i32, {ReduceOp::Avg}), InvalidArgument, "avg needs a floating-point tensor");
+  EXPECT_THROW_WITH(pg->broadcast(f, {3}), InvalidArgument, "broadcast seq 1: root 3 is outside the group (size 1)");
+  Tensor undefined;
+  EXPECT_THROW_WITH(pg->allreduce(undefined), InvalidArgument, "undefined tensor");
+  Tensor gpu = Tensor::fromBlob(reinterpret_cast<void*>(0x1000), {4}, DType::Float32, Device::cuda(0));
+  EXPECT_THROW_WITH(pg->allreduce(gpu), InvalidArgument, "f32[4] on cuda:0", "no route serves cuda");
+  std::vector<Tensor> two = {f, f};
+  EXPECT_THROW_WITH(pg->allgather(two, f), InvalidArgument, "got 2 output tensors, expected 1");
+  std::vector<Tensor> wrongType = {i32};
+  EXPECT_THROW_WITH(pg->allgather(wrongType, f), InvalidArgument, "outputs[0] is i32[4] on cpu but must match f32[4]");
+  Tensor small = Tensor::empty({3}, DType::Float32);
+  EXPECT_THROW_WITH(pg->allgatherIntoTensor(small, f), InvalidArgument, "output has 3 elements, expected");
+  AlltoallSingleOptions bad;
+  bad.inputSplitSizes = {3};
+  EXPECT_THROW_WITH(pg->alltoallSingle(f, f, bad), InvalidArgument, "input split sizes add up to 3 rows");
+  EXPECT_THROW_WITH(pg->send(f, 0), InvalidArgument, "send seq 1", "destination rank 0 is this rank itself");
+  EXPECT_THROW_WITH(pg->recv(f, 5), InvalidArgument, "source rank 5 is outside the group");
+  EXPECT_THROW_WITH(pg->recvAnySource(f), InvalidArgument, "no peer");
+  EXPECT_THROW_WITH(pg->newGroup({0, 0}), InvalidArgument, "duplicates");
+  EXPECT_EQ(pg->seq(), 0u);  // nothing was issued
+}
+
+TEST_F(SelfGroup, AbortFailsLaterCalls) {
+  pg->abort("operator stop");
+  Tensor f = filled(4, 0);
+  EXPECT_THROW_WITH(pg->allreduce(f), AbortedError, "allreduce seq 1: the group was aborted");
+}
+
+TEST(ProcessGroupCreate, ConfigHashMismatchNamesBothRanks) {
+  auto registry = testRegistry();
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(5));
+  auto a = configFrom("backends: { ref: { plugin: storecoll } }\nroutes: [{ device: cpu, backend: ref }]\n", *registry);
+  auto b = configFrom("group: { timeout: 5s }\nbackends: { ref: { plugin: storecoll } }\nroutes: [{ device: cpu, backend: ref }]\n",
+                      *registry);
+  ProcessGroup::create({a, registry, store, 0, 2});
+  EXPECT_THROW_WITH(ProcessGroup::create({b, registry, store, 1, 2}), ConfigError, "[group main rank 1]",
+                    "rank 0 loaded one with hash", "every rank must use the same config");
+}
+
+TEST(ProcessGroupCreate, UnavailableBackendFailsOnlyWhenUsed) {
+  auto registry = testRegistry();
+  auto config = configFrom(
+      "backends: { self: {}, gpu: { plugin: probed } }\n"
+      "routes: [{ device: cpu, backend: self }, { device: cuda, backend: gpu }]\n",
+      *registry);
+  auto pg = ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
+  Tensor cpu = Tensor::empty({2}, DType::Float32);
+  pg->allreduce(cpu)->wait();
+  Tensor gpu = Tensor::fromBlob(reinterpret_cast<void*>(0x1000), {4}, DType::Float32, Device::cuda(0));
+  EXPECT_THROW_WITH(pg->allreduce(gpu), PluginError, "backend 'gpu', which is unavailable", "no CUDA device visible");
+}
+
+TEST(LaunchEnv, TorchrunMpiAndSlurm) {
+  auto clear = [] {
+    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"})
+      ::unsetenv(v);
+  };
+  clear();
+  EXPECT_EQ(detectLaunch().launcher, "none");
+  ::setenv("SLURM_PROCID", "3", 1);
+  ::setenv("SLURM_NTASKS", "4", 1);
+  ::setenv("SLURM_LOCALID", "1", 1);
+  auto slurm = detectLaunch();
+  EXPECT_EQ(slurm.launcher, "slurm");
+  EXPECT_EQ(slurm.rank, 3);
+  EXPECT_EQ(slurm.localRank, 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  EXPECT_EQ(detectLaunch().launcher, "openmpi");
+  ::setenv("RANK", "2", 1);
+  ::setenv("WORLD_SIZE", "3", 1);
+  ::setenv("MASTER_ADDR", "10.0.0.1", 1);
+  ::setenv("MASTER_PORT", "29500", 1);
+  auto torch = detectLaunch();
+  EXPECT_EQ(torch.launcher, "torchrun");
+  EXPECT_EQ(torch.rank, 2);
+  EXPECT_EQ(torch.worldSize, 3);
+  EXPECT_EQ(torch.masterPort, 29500);
+  ::setenv("RANK", "5", 1);
+  EXPECT_THROW_WITH(detectLaunch(), ConfigError, "rank 5 of world size 3");
+  ::setenv("RANK", "two", 1);
+  EXPECT_THROW_WITH(detectLaunch(), ConfigError, "RANK='two'");
+  clear();
+}
+
+}  // namespace
+}  // namespace commhost::test

@@ -1,0 +1,212 @@
+// storecoll: a reference backend that moves every byte through the Store. Slow and
+// simple on purpose: each rank publishes what it sends under a key of the op's seq, and
+// reads what it needs, so its results are easy to trust. The tests use it to run real
+// multi-rank groups (ranks as threads over a HashStore). Ops complete inside the call.
+#include <cstring>
+#include <thread>
+
+#include "commhost/errors.h"
+#include "commhost/kernels/reduce.h"
+#include "commhost/plugin.h"
+
+namespace {
+
+using namespace commhost;
+
+class StoreCollBackend final : public Backend {
+ public:
+  explicit StoreCollBackend(const BackendContext& ctx) : ctx_(ctx) {}
+
+  const Capabilities& capabilities() const override { return caps(); }
+  static const Capabilities& caps() {
+    static const Capabilities c{Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(),
+                                {DeviceType::CPU}, {Feature::Split, Feature::AnySource, Feature::MultiProcess}};
+    return c;
+  }
+
+  WorkPtr allreduce(const OpContext& op, Tensor& t, const AllreduceOptions& o) override {
+    reduceAll(op, "", t, t, o.reduceOp);
+    return done(op, {t});
+  }
+  WorkPtr allreduceCoalesced(const OpContext& op, std::vector<Tensor>& ts, const AllreduceCoalescedOptions& o) override {
+    for (size_t i = 0; i < ts.size(); ++i) reduceAll(op, std::to_string(i), ts[i], ts[i], o.reduceOp);
+    return done(op, ts);
+  }
+  WorkPtr broadcast(const OpContext& op, Tensor& t, const BroadcastOptions& o) override {
+    if (ctx_.rank == o.root) put(key(op, o.root), t);
+    else take(op, key(op, o.root), t);
+    return done(op, {t});
+  }
+  WorkPtr reduce(const OpContext& op, Tensor& t, const ReduceOptions& o) override {
+    put(key(op, ctx_.rank), t);
+    if (ctx_.rank == o.root) combine(op, [&](int r) { return key(op, r); }, t, o.reduceOp);
+    return done(op, {t});
+  }
+  WorkPtr allgather(const OpContext& op, std::vector<Tensor>& outs, const Tensor& in, const AllgatherOptions&) override {
+    put(key(op, ctx_.rank), in);
+    for (int r = 0; r < ctx_.worldSize; ++r) take(op, key(op, r), outs[r]);
+    return done(op, outs);
+  }
+  WorkPtr allgatherIntoTensor(const OpContext& op, Tensor& out, const Tensor& in, const AllgatherOptions&) override {
+    put(key(op, ctx_.rank), in);
+    for (int r = 0; r < ctx_.worldSize; ++r) {
+      Tensor part = out.slice(r * in.numel(), in.numel());
+      take(op, key(op, r), part);
+    }
+    return done(op, {out});
+  }
+  WorkPtr allgatherCoalesced(const OpContext& op, std::vector<std::vector<Tensor>>& outs,
+                             const std::vector<Tensor>& ins, const AllgatherOptions&) override {
+    for (size_t i = 0; i < ins.size(); ++i) {
+      put(key(op, ctx_.rank, std::to_string(i)), ins[i]);
+      for (int r = 0; r < ctx_.worldSize; ++r) take(op, key(op, r, std::to_string(i)), outs[i][r]);
+    }
+    return done(op, {});
+  }
+  WorkPtr gather(const OpContext& op, std::vector<Tensor>& outs, const Tensor& in, const GatherOptions& o) override {
+    put(key(op, ctx_.rank), in);
+    if (ctx_.rank == o.root)
+      for (int r = 0; r < ctx_.worldSize; ++r) take(op, key(op, r), outs[r]);
+    return done(op, outs);
+  }
+  WorkPtr scatter(const OpContext& op, Tensor& out, const std::vector<Tensor>& ins, const ScatterOptions& o) override {
+    if (ctx_.rank == o.root)
+      for (int r = 0; r < ctx_.worldSize; ++r) put(key(op, o.root, "to" + std::to_string(r)), ins[r]);
+    take(op, key(op, o.root, "to" + std::to_string(ctx_.rank)), out);
+    return done(op, {out});
+  }
+  WorkPtr reduceScatter(const OpContext& op, Tensor& out, const std::vector<Tensor>& ins,
+                        const ReduceScatterOptions& o) override {
+    for (int r = 0; r < ctx_.worldSize; ++r) put(key(op, ctx_.rank, "to" + std::to_string(r)), ins[r]);
+    combine(op, [&](int r) { return key(op, r, "to" + std::to_string(ctx_.rank)); }, out, o.reduceOp);
+    return done(op, {out});
+  }
+  WorkPtr reduceScatterTensor(const OpContext& op, Tensor& out, const Tensor& in,
+                              const ReduceScatterOptions& o) override {
+    for (int r = 0; r < ctx_.worldSize; ++r)
+      put(key(op, ctx_.rank, "to" + std::to_string(r)), in.slice(r * out.numel(), out.numel()));
+    combine(op, [&](int r) { return key(op, r, "to" + std::to_string(ctx_.rank)); }, out, o.reduceOp);
+    return done(op, {out});
+  }
+  WorkPtr alltoall(const OpContext& op, std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
+                   const AlltoallOptions&) override {
+    for (int r = 0; r < ctx_.worldSize; ++r) put(key(op, ctx_.rank, "to" + std::to_string(r)), ins[r]);
+    for (int r = 0; r < ctx_.worldSize; ++r) take(op, key(op, r, "to" + std::to_string(ctx_.rank)), outs[r]);
+    return done(op, outs);
+  }
+  WorkPtr alltoallSingle(const OpContext& op, Tensor& out, const Tensor& in, const AlltoallSingleOptions& o) override {
+    const int64_t inRow = in.shape().ndim() && in.shape()[0] ? in.numel() / in.shape()[0] : 0;
+    const int64_t outRow = out.shape().ndim() && out.shape()[0] ? out.numel() / out.shape()[0] : 0;
+    int64_t offset = 0;
+    for (int r = 0; r < ctx_.worldSize; ++r) {
+      const int64_t n = o.inputSplitSizes[r] * inRow;
+      put(key(op, ctx_.rank, "to" + std::to_string(r)), in.slice(offset, n));
+      offset += n;
+    }
+    offset = 0;
+    for (int r = 0; r < ctx_.worldSize; ++r) {
+      const int64_t n = o.outputSplitSizes[r] * outRow;
+      Tensor part = out.slice(offset, n);
+      take(op, key(op, r, "to" + std::to_string(ctx_.rank)), part);
+      offset += n;
+    }
+    return done(op, {out});
+  }
+  WorkPtr barrier(const OpContext& op, const BarrierOptions&) override {
+    const std::string k = "seq" + std::to_string(op.seq) + "/barrier";
+    ctx_.store->add(k, 1);
+    const auto deadline = std::chrono::steady_clock::now() + op.timeout;
+    while (ctx_.store->add(k, 0) < ctx_.worldSize) {
+      if (std::chrono::steady_clock::now() > deadline)
+        throw TimeoutError("barrier seq " + std::to_string(op.seq) + ": not every rank arrived");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return done(op, {});
+  }
+  WorkPtr send(const OpContext& op, const Tensor& t, int dst, const SendOptions& o) override {
+    const int64_t n = ctx_.store->add(p2pCounter(ctx_.rank, dst, o.tag), 1);
+    put(p2pKey(ctx_.rank, dst, o.tag, n), t);
+    return done(op, {});
+  }
+  WorkPtr recv(const OpContext& op, Tensor& t, int src, const RecvOptions& o) override {
+    take(op, p2pKey(src, ctx_.rank, o.tag, ++received_[src]), t);
+    return done(op, {t});
+  }
+  WorkPtr recvAnySource(const OpContext& op, Tensor& t, const RecvOptions& o) override {
+    const auto deadline = std::chrono::steady_clock::now() + op.timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (int src = 0; src < ctx_.worldSize; ++src) {
+        if (src == ctx_.rank) continue;
+        const std::string k = p2pKey(src, ctx_.rank, o.tag, received_[src] + 1);
+        if (ctx_.store->check({k})) {
+          ++received_[src];
+          take(op, k, t);
+          auto work = std::make_shared<AsyncWork>(op);
+          work->finish({t}, src);
+          return work;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    throw TimeoutError("recv_any_source seq " + std::to_string(op.seq) + ": nothing arrived");
+  }
+  void abort(const std::string&) override {}
+  void shutdown() override {}
+
+ private:
+  static WorkPtr done(const OpContext& op, std::vector<Tensor> outs) {
+    return std::make_shared<CompletedWork>(op, std::move(outs));
+  }
+  static std::string key(const OpContext& op, int rank, const std::string& part = "") {
+    return "seq" + std::to_string(op.seq) + "/" + part + "/" + std::to_string(rank);
+  }
+  static std::string p2pCounter(int src, int dst, int tag) {
+    return "p2p/" + std::to_string(src) + "-" + std::to_string(dst) + "/" + std::to_string(tag);
+  }
+  static std::string p2pKey(int src, int dst, int tag, int64_t n) {
+    return p2pCounter(src, dst, tag) + "/" + std::to_string(n);
+  }
+  void put(const std::string& k, const Tensor& t) {
+    const auto* p = static_cast<const uint8_t*>(t.data());
+    ctx_.store->set(k, Bytes(p, p + t.nbytes()));
+  }
+  void take(const OpContext& op, const std::string& k, Tensor& t) {
+    ctx_.store->wait({k}, op.timeout);
+    const Bytes b = ctx_.store->get(k);
+    if (b.size() != t.nbytes())
+      throw InvalidArgument(std::string(opName(op.op)) + " seq " + std::to_string(op.seq) + ": a peer sent " +
+                            std::to_string(b.size()) + " bytes for a " + std::to_string(t.nbytes()) + "-byte tensor");
+    std::memcpy(t.data(), b.data(), b.size());
+  }
+  // out = op over ranks (in rank order) of the tensors at keyOf(rank), then the final scale.
+  template <class KeyOf>
+  void combine(const OpContext& op, KeyOf keyOf, Tensor& out, const ReduceOp& rop) {
+    Tensor tmp = Tensor::empty(out.shape(), out.dtype());
+    take(op, keyOf(0), out);
+    for (int r = 1; r < ctx_.worldSize; ++r) {
+      take(op, keyOf(r), tmp);
+      kernels::reduceBuffer(out.data(), tmp.data(), out.numel(), out.dtype(), rop.kind);
+    }
+    kernels::scaleBuffer(out.data(), out.numel(), out.dtype(), kernels::finalScale(rop, ctx_.worldSize));
+  }
+  void reduceAll(const OpContext& op, const std::string& part, const Tensor& in, Tensor& out, const ReduceOp& rop) {
+    put(key(op, ctx_.rank, part), in);
+    combine(op, [&](int r) { return key(op, r, part); }, out, rop);
+  }
+
+  BackendContext ctx_;
+  std::map<int, int64_t> received_;  // per source: messages taken so far (caller's thread only)
+};
+
+std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) {
+  return std::make_unique<StoreCollBackend>(ctx);
+}
+
+const PluginDescriptor kDescriptor = {
+    PluginKind::Backend, "storecoll", "1.0", "Test reference backend: every byte through the store", {},
+    StoreCollBackend::caps(), nullptr, create,
+};
+
+}  // namespace
+
+COMMHOST_PLUGIN(kDescriptor)
