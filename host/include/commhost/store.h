@@ -3,7 +3,8 @@
 // Keys and values are binary-safe byte strings. Every method may be called from any
 // thread at once. get() and wait() block until the keys exist or the store's timeout
 // (or the given one) passes, then throw TimeoutError naming the missing keys. A store
-// that loses its server throws StoreError naming where it was connected.
+// that loses its server throws StoreError naming where it was connected. setTimeout()
+// is the exception: call it before the store is shared between threads.
 #pragma once
 
 #include <chrono>
