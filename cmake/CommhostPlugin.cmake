@@ -1,6 +1,7 @@
 # commhost_add_plugin(NAME name SOURCES src... [LIBRARIES lib...] [OUTPUT_DIR dir] [INSTALL])
 # Builds one plugin as a loadable module named libcommhost_<name>.so.
 # Used in-tree and by third-party plugins through find_package(commhost CONFIG).
+include(GNUInstallDirs)
 function(commhost_add_plugin)
   cmake_parse_arguments(P "INSTALL" "NAME;OUTPUT_DIR" "SOURCES;LIBRARIES" ${ARGN})
   if(NOT P_NAME OR NOT P_SOURCES)

@@ -1,0 +1,20 @@
+// Declares the `tcp` store plugin: the embedded default store of multi-rank jobs.
+#include "tcp_store.h"
+
+namespace {
+
+const commhost::PluginDescriptor kDescriptor = {
+    commhost::PluginKind::Store,
+    "tcp",
+    COMMHOST_VERSION,
+    "Key-value store over TCP; rank 0 hosts the server (or `commhost store serve`)",
+    commhost::tcpstore::optionSpecs(),
+    {},
+    nullptr,
+    nullptr,
+    commhost::tcpstore::create,
+};
+
+}  // namespace
+
+COMMHOST_PLUGIN(kDescriptor)

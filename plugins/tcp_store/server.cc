@@ -1,0 +1,310 @@
+#include "server.h"
+
+#include <algorithm>
+#include <fstream>
+
+#include "commhost/errors.h"
+#include "protocol.h"
+
+namespace commhost::tcpstore {
+
+using boost::asio::ip::tcp;
+
+struct Server::Connection {
+  explicit Connection(tcp::socket s) : socket(std::move(s)) {
+    boost::system::error_code ec;
+    const auto ep = socket.remote_endpoint(ec);
+    peer = ec ? "unknown peer" : ep.address().to_string() + ":" + std::to_string(ep.port());
+  }
+  tcp::socket socket;
+  std::string peer;
+  uint8_t header[kHeaderSize];
+  std::vector<uint8_t> body;
+  std::vector<uint8_t> out;  // the reply being written
+  bool authenticated = false;
+};
+
+struct Server::Waiter {
+  ConnectionPtr connection;
+  std::vector<std::string> keys;
+  std::function<void()> ready;
+  std::unique_ptr<boost::asio::steady_timer> timer;
+  std::string parkedUnder;  // the missing key whose waiters_ list holds this waiter
+  bool done = false;
+};
+
+namespace {
+
+int listenBacklog() {
+  std::ifstream in("/proc/sys/net/core/somaxconn");
+  int n = 0;
+  if (in >> n && n > 0) return n;
+  return SOMAXCONN;
+}
+
+std::vector<uint8_t> statusFrame(Status s) { return FrameWriter().u8(static_cast<uint8_t>(s)).finish(); }
+
+std::vector<uint8_t> errorFrame(const std::string& message) {
+  return FrameWriter().u8(static_cast<uint8_t>(Status::Error)).str(message).finish();
+}
+
+}  // namespace
+
+Server::Server(ServerOptions options) : options_(std::move(options)), acceptor_(io_) {
+  boost::system::error_code ec;
+  const auto address = boost::asio::ip::make_address(options_.bind, ec);
+  if (ec)
+    throw StoreError("tcp store: bind address '" + options_.bind + "' is not an IP address; set store.options.bind");
+  const tcp::endpoint endpoint(address, static_cast<unsigned short>(options_.port));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(listenBacklog(), ec);
+  if (ec)
+    throw StoreError("tcp store: cannot listen on " + options_.bind + ":" + std::to_string(options_.port) + ": " +
+                     ec.message() + ". Another job may hold the port: pick another (MASTER_PORT or store.options.port)");
+  port_ = acceptor_.local_endpoint().port();
+  accept();
+  thread_ = std::thread([this] { io_.run(); });
+}
+
+Server::~Server() {
+  io_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Server::accept() {
+  acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
+    if (!ec) {
+      socket.set_option(tcp::no_delay(true), ec);
+      auto c = std::make_shared<Connection>(std::move(socket));
+      c->authenticated = options_.token.empty();
+      readHeader(c);
+    } else if (ec != boost::asio::error::operation_aborted && options_.logger) {
+      options_.logger->warn("tcp store: accept failed: " + ec.message());
+    }
+    if (acceptor_.is_open()) accept();
+  });
+}
+
+void Server::readHeader(const ConnectionPtr& c) {
+  boost::asio::async_read(c->socket, boost::asio::buffer(c->header), [this, c](boost::system::error_code ec, size_t) {
+    if (ec) return;  // the client closed its connection: nothing to report
+    try {
+      readBody(c, parseHeader(c->header, options_.maxFrame));
+    } catch (const ProtocolError& e) {
+      drop(c, e.what());
+    }
+  });
+}
+
+void Server::readBody(const ConnectionPtr& c, uint32_t length) {
+  c->body.resize(length);
+  boost::asio::async_read(c->socket, boost::asio::buffer(c->body), [this, c](boost::system::error_code ec, size_t) {
+    if (ec) return;
+    try {
+      handle(c);
+    } catch (const ProtocolError& e) {
+      drop(c, e.what());
+    }
+  });
+}
+
+void Server::drop(const ConnectionPtr& c, const std::string& reason) {
+  if (options_.logger) options_.logger->warn("tcp store: closing connection from " + c->peer + ": " + reason);
+  boost::system::error_code ec;
+  c->socket.shutdown(tcp::socket::shutdown_both, ec);
+  c->socket.close(ec);
+}
+
+void Server::reply(const ConnectionPtr& c, std::vector<uint8_t> frame) {
+  c->out = std::move(frame);
+  boost::asio::async_write(c->socket, boost::asio::buffer(c->out), [this, c](boost::system::error_code ec, size_t) {
+    if (!ec) readHeader(c);
+  });
+}
+
+bool Server::present(const std::vector<std::string>& keys) const {
+  for (const auto& k : keys)
+    if (!data_.count(k)) return false;
+  return true;
+}
+
+void Server::waitFor(const ConnectionPtr& c, std::vector<std::string> keys, uint64_t timeoutMs,
+                     std::function<void()> ready) {
+  if (present(keys)) return ready();
+  auto w = std::make_shared<Waiter>();
+  w->connection = c;
+  w->keys = std::move(keys);
+  w->ready = std::move(ready);
+  w->timer = std::make_unique<boost::asio::steady_timer>(io_, std::chrono::milliseconds(timeoutMs));
+  w->timer->async_wait([this, w](boost::system::error_code ec) {
+    if (ec || w->done) return;
+    w->done = true;
+    auto& list = waiters_[w->parkedUnder];
+    list.erase(std::remove(list.begin(), list.end(), w), list.end());
+    if (list.empty()) waiters_.erase(w->parkedUnder);
+    FrameWriter f;
+    f.u8(static_cast<uint8_t>(Status::Timeout));
+    std::vector<std::string> missing;
+    for (const auto& k : w->keys)
+      if (!data_.count(k)) missing.push_back(k);
+    f.strings(missing);
+    reply(w->connection, f.finish());
+  });
+  park(w);
+}
+
+// Parks `w` under its first missing key; returns false when none is missing.
+bool Server::park(const std::shared_ptr<Waiter>& w) {
+  for (const auto& k : w->keys)
+    if (!data_.count(k)) {
+      waiters_[k].push_back(w);
+      w->parkedUnder = k;
+      return true;
+    }
+  return false;
+}
+
+void Server::changed(const std::string& key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  auto parked = std::move(it->second);
+  waiters_.erase(it);
+  for (auto& w : parked) {
+    if (w->done || park(w)) continue;
+    w->done = true;
+    w->timer->cancel();
+    w->ready();
+  }
+}
+
+void Server::handle(const ConnectionPtr& c) {
+  FrameReader in(c->body.data(), c->body.size());
+  const auto op = static_cast<Op>(in.u8());
+  if (!c->authenticated && op != Op::Auth)
+    return drop(c, std::string("unauthenticated ") + opName(op) + " request; the client needs the store's auth_token");
+  auto ok = [] { return FrameWriter().u8(static_cast<uint8_t>(Status::Ok)); };
+  switch (op) {
+    case Op::Auth: {
+      const std::string token = in.str();
+      in.end();
+      if (!options_.token.empty() && token != options_.token)
+        return drop(c, "wrong auth token; check auth_token / COMMHOST_STORE_TOKEN on both sides");
+      c->authenticated = true;
+      return reply(c, statusFrame(Status::Ok));
+    }
+    case Op::Set: {
+      std::string key = in.str();
+      Bytes value = in.bytes();
+      in.end();
+      data_[key] = std::move(value);
+      changed(key);
+      return reply(c, statusFrame(Status::Ok));
+    }
+    case Op::Get: {
+      std::string key = in.str();
+      const uint64_t timeoutMs = in.u64();
+      in.end();
+      return waitFor(c, {key}, timeoutMs, [this, c, key, ok] { reply(c, ok().bytes(data_[key]).finish()); });
+    }
+    case Op::Add: {
+      std::string key = in.str();
+      const auto delta = static_cast<int64_t>(in.u64());
+      in.end();
+      int64_t sum = delta;
+      auto it = data_.find(key);
+      if (it != data_.end()) {
+        const std::string text(it->second.begin(), it->second.end());
+        size_t used = 0;
+        try {
+          sum += std::stoll(text, &used);
+        } catch (const std::exception&) {
+          used = 0;
+        }
+        if (used == 0 || used != text.size())
+          return reply(c, errorFrame("add on key '" + key + "': the value '" + text.substr(0, 64) +
+                                     "' is not an integer; use a separate key for counters"));
+      }
+      const std::string text = std::to_string(sum);
+      data_[key] = Bytes(text.begin(), text.end());
+      changed(key);
+      return reply(c, ok().u64(static_cast<uint64_t>(sum)).finish());
+    }
+    case Op::CompareSet: {
+      std::string key = in.str();
+      Bytes expected = in.bytes(), desired = in.bytes();
+      in.end();
+      auto it = data_.find(key);
+      if (it == data_.end()) {
+        if (!expected.empty()) return reply(c, ok().bytes(expected).finish());
+        data_[key] = desired;
+        changed(key);
+        return reply(c, ok().bytes(desired).finish());
+      }
+      if (it->second == expected) {
+        it->second = desired;
+        changed(key);
+      }
+      return reply(c, ok().bytes(data_[key]).finish());
+    }
+    case Op::Wait: {
+      auto keys = in.strings();
+      const uint64_t timeoutMs = in.u64();
+      in.end();
+      return waitFor(c, std::move(keys), timeoutMs, [this, c] { reply(c, statusFrame(Status::Ok)); });
+    }
+    case Op::Check: {
+      const auto keys = in.strings();
+      in.end();
+      return reply(c, ok().u8(present(keys) ? 1 : 0).finish());
+    }
+    case Op::Delete: {
+      const std::string key = in.str();
+      in.end();
+      return reply(c, ok().u8(data_.erase(key) ? 1 : 0).finish());
+    }
+    case Op::NumKeys:
+      in.end();
+      return reply(c, ok().u64(data_.size()).finish());
+    case Op::MultiGet: {
+      auto keys = in.strings();
+      const uint64_t timeoutMs = in.u64();
+      in.end();
+      auto wanted = keys;
+      return waitFor(c, std::move(keys), timeoutMs, [this, c, wanted, ok] {
+        FrameWriter f = ok();
+        f.u64(wanted.size());
+        for (const auto& k : wanted) f.bytes(data_[k]);
+        reply(c, f.finish());
+      });
+    }
+    case Op::MultiSet: {
+      const auto keys = in.strings();
+      const uint64_t count = in.u64();
+      if (count != keys.size()) throw ProtocolError("multi_set with " + std::to_string(keys.size()) + " keys but " +
+                                                    std::to_string(count) + " values");
+      std::vector<Bytes> values;
+      for (uint64_t i = 0; i < count; ++i) values.push_back(in.bytes());
+      in.end();
+      for (size_t i = 0; i < keys.size(); ++i) data_[keys[i]] = std::move(values[i]);
+      for (const auto& k : keys) changed(k);
+      return reply(c, statusFrame(Status::Ok));
+    }
+    case Op::Append: {
+      std::string key = in.str();
+      const Bytes value = in.bytes();
+      in.end();
+      Bytes& slot = data_[key];
+      slot.insert(slot.end(), value.begin(), value.end());
+      changed(key);
+      return reply(c, statusFrame(Status::Ok));
+    }
+    case Op::Ping:
+      in.end();
+      return reply(c, statusFrame(Status::Ok));
+  }
+  throw ProtocolError("unknown request opcode " + std::to_string(static_cast<int>(op)));
+}
+
+}  // namespace commhost::tcpstore

@@ -1,0 +1,69 @@
+// The tcp store server: one Boost.Asio event loop on its own thread holds every key and
+// every connection. All state below is touched only by that thread, so it needs no lock.
+//
+// A malformed, oversized or unauthenticated frame closes that one connection with a
+// logged reason; everyone else keeps being served. Waits (get, wait, multi_get) park on
+// the server and are answered when their keys appear or their timeout passes.
+#pragma once
+
+#include <boost/asio.hpp>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commhost/logging.h"
+#include "commhost/store.h"
+
+namespace commhost::tcpstore {
+
+struct ServerOptions {
+  std::string bind = "127.0.0.1";
+  int port = 0;               // 0: pick a free port; see Server::port()
+  std::string token;          // "" disables authentication
+  uint32_t maxFrame = 64u << 20;
+  std::shared_ptr<Logger> logger;
+};
+
+class Server {
+ public:
+  // Binds and starts serving; throws StoreError naming the address when it cannot bind.
+  explicit Server(ServerOptions options);
+  ~Server();  // stops the loop and closes every connection
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }
+  const std::string& address() const { return options_.bind; }
+
+ private:
+  struct Connection;
+  struct Waiter;
+  using ConnectionPtr = std::shared_ptr<Connection>;
+
+  void accept();
+  void readHeader(const ConnectionPtr& c);
+  void readBody(const ConnectionPtr& c, uint32_t length);
+  void handle(const ConnectionPtr& c);
+  void reply(const ConnectionPtr& c, std::vector<uint8_t> frame);
+  void drop(const ConnectionPtr& c, const std::string& reason);
+  // Calls `ready` once every key exists, or answers Timeout after `timeoutMs`.
+  void waitFor(const ConnectionPtr& c, std::vector<std::string> keys, uint64_t timeoutMs,
+               std::function<void()> ready);
+  bool park(const std::shared_ptr<Waiter>& w);
+  void changed(const std::string& key);
+  bool present(const std::vector<std::string>& keys) const;
+
+  ServerOptions options_;
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  int port_ = 0;
+  // Loop thread only:
+  std::map<std::string, Bytes> data_;
+  std::map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters_;  // by a key each waits for
+  std::thread thread_;
+};
+
+}  // namespace commhost::tcpstore

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# cli_test.sh <path to commhost binary> <source dir>
+#
+# The `commhost` command as a user meets it: --version and --help, `plugins list` and
+# `plugins inspect`, and `config check` on a good config and on each kind of bad input
+# (unknown key, bad --set value, malformed YAML), whose errors must point at the source.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 <path to commhost binary> <source dir>" >&2
+  exit 2
+fi
+commhost=$1
+src=$(cd "$2" 2>/dev/null && pwd) || { echo "FAIL: source dir '$2' does not exist" >&2; exit 1; }
+[[ -x "$commhost" && -f "$commhost" ]] || { echo "FAIL: '$commhost' is not an executable file; build the commhost target first" >&2; exit 1; }
+
+# The host reads COMMHOST_* variables (plugin path, config overrides); start clean.
+while read -r var; do unset "$var"; done < <(compgen -e | grep '^COMMHOST_' || true)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/commhost-cli.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+step() { echo "== $*"; }
+pass() { echo "   ok: $*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  if [[ -n "${out:-}" ]]; then
+    echo "---- output of the last command ----" >&2
+    printf '%s\n' "$out" >&2
+    echo "------------------------------------" >&2
+  fi
+  exit 1
+}
+# run CMD...: runs CMD, keeping its combined output in $out and its exit status in $rc.
+run() {
+  set +e
+  out=$("$@" 2>&1)
+  rc=$?
+  set -e
+}
+expect_rc0() { [[ $rc -eq 0 ]] || fail "$1 exited with $rc, expected 0"; }
+expect_rc_nonzero() { [[ $rc -ne 0 ]] || fail "$1 exited with 0, expected an error"; }
+expect_text() {  # expect_text WHAT TEXT: $out must contain TEXT (fixed string)
+  grep -qF -- "$2" <<<"$out" || fail "$1: output does not contain \"$2\""
+}
+expect_regex() {  # expect_regex WHAT ERE: some line of $out must match ERE
+  grep -qE -- "$2" <<<"$out" || fail "$1: no line of the output matches /$2/"
+}
+
+# --- version and help --------------------------------------------------------------
+version=$(sed -n 's/^project(commhost VERSION \([0-9][0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[[ -n "$version" ]] || fail "cannot read the version from project(commhost VERSION ...) in $src/CMakeLists.txt"
+step "commhost --version prints $version"
+run "$commhost" --version
+expect_rc0 "commhost --version"
+expect_text "commhost --version" "commhost $version"
+pass "$out"
+
+step "commhost --help mentions the plugins and config commands"
+run "$commhost" --help
+expect_rc0 "commhost --help"
+expect_regex "commhost --help" '^ +plugins '
+expect_regex "commhost --help" '^ +config '
+pass "lists plugins and config"
+
+# --- plugins -----------------------------------------------------------------------
+step "commhost plugins list shows self ok"
+run "$commhost" plugins list
+expect_rc0 "commhost plugins list"
+# Each entry is two lines: "NAME KIND VERSION STATUS", then the path, indented.
+self_status=$(awk '$1 == "self" { $1 = $2 = $3 = ""; sub(/^ +/, ""); print; exit }' <<<"$out")
+[[ "$self_status" == ok ]] || fail "plugins list: self has status '${self_status:-<not listed>}', expected ok"
+pass "self ok"
+
+step "commhost plugins inspect self shows its capabilities"
+run "$commhost" plugins inspect self
+expect_rc0 "commhost plugins inspect self"
+expect_regex "plugins inspect self" '^name: self$'
+expect_regex "plugins inspect self" '^kind: backend$'
+expect_regex "plugins inspect self" '^ops: .*allreduce'
+pass "$(grep -E '^ops:' <<<"$out" | cut -c1-60)..."
+
+step "commhost plugins inspect nosuch fails with \"not found\""
+run "$commhost" plugins inspect nosuch
+expect_rc_nonzero "commhost plugins inspect nosuch"
+expect_text "plugins inspect nosuch" "not found"
+pass "exit $rc"
+
+# --- config check ------------------------------------------------------------------
+default=$src/configs/default.yaml
+step "commhost config check $default"
+run "$commhost" config check "$default"
+expect_rc0 "commhost config check $default"
+expect_text "config check (default)" "config hash"
+expect_regex "config check (default)" '^# +cpu allreduce .* -> self$'
+pass "exit 0, prints the config hash and route table"
+
+typo=$tmp/unknown_key.yaml
+cat >"$typo" <<'EOF'
+backends: { self: { plugin: self } }
+group: { timout: 1s }
+routes: [{ device: cpu, backend: self }]
+EOF
+step "config check with the unknown key group.timout (line 2)"
+run "$commhost" config check "$typo"
+expect_rc_nonzero "config check $typo"
+expect_text "config check (unknown key)" "$typo:2:"
+expect_text "config check (unknown key)" "did you mean 'group.timeout'"
+pass "exit $rc, \"$typo:2:... did you mean 'group.timeout'\""
+
+step "config check --set group.timeout=abc"
+run "$commhost" config check "$default" --set group.timeout=abc
+expect_rc_nonzero "config check --set group.timeout=abc"
+expect_text "config check --set" "--set group.timeout=abc"
+pass "exit $rc, the error names --set group.timeout=abc"
+
+broken=$tmp/malformed.yaml
+cat >"$broken" <<'EOF'
+group:
+  name: [unclosed
+backends: { self: { plugin: self } }
+EOF
+step "config check on malformed YAML"
+run "$commhost" config check "$broken"
+expect_rc_nonzero "config check $broken"
+expect_text "config check (malformed)" "malformed YAML"
+where=$(grep -F "$broken:" <<<"$out" | grep -oE '\.yaml:[0-9]+:[0-9]+: malformed YAML' | head -n 1 || true)
+[[ -n "$where" ]] || fail "config check (malformed): no \"$broken:LINE:COL: malformed YAML\" in the output"
+pass "exit $rc, \"...malformed$where\""
+
+echo "PASS: commhost CLI"

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# sdk_template_test.sh <source dir> <build dir>
+#
+# The plugin SDK as a third party sees it: installs the already-built commhost from
+# <build dir> into a temporary prefix, builds tools/plugin-template out of tree against
+# that prefix with find_package(commhost CONFIG), and checks with the INSTALLED commhost
+# that the plugin loads, is found on the search path, and that its options are validated.
+#
+# Set COMMHOST_TEST_KEEP_TMP=1 to keep the temporary directory for a look afterwards.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 <source dir> <build dir>" >&2
+  exit 2
+fi
+src=$(cd "$1" 2>/dev/null && pwd) || { echo "FAIL: source dir '$1' does not exist" >&2; exit 1; }
+build=$(cd "$2" 2>/dev/null && pwd) || { echo "FAIL: build dir '$2' does not exist" >&2; exit 1; }
+cmake_bin=${CMAKE:-cmake}
+
+# The host reads COMMHOST_* variables (plugin path, config overrides); start clean.
+while read -r var; do unset "$var"; done < <(compgen -e | grep '^COMMHOST_' || true)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/commhost-sdk.XXXXXX")
+tmp=$(cd "$tmp" && pwd -P)  # the host prints canonical paths; compare like with like
+cleanup() {
+  if [[ "${COMMHOST_TEST_KEEP_TMP:-0}" == 1 ]]; then
+    echo "kept $tmp"
+  else
+    rm -rf "$tmp"
+  fi
+}
+trap cleanup EXIT
+
+step() { echo "== $*"; }
+pass() { echo "   ok: $*"; }
+fail() {
+  echo "FAIL: $*" >&2
+  if [[ -n "${out:-}" ]]; then
+    echo "---- output of the last command ----" >&2
+    printf '%s\n' "$out" >&2
+    echo "------------------------------------" >&2
+  fi
+  exit 1
+}
+# run CMD...: runs CMD, keeping its combined output in $out and its exit status in $rc.
+run() {
+  set +e
+  out=$("$@" 2>&1)
+  rc=$?
+  set -e
+}
+expect_rc0() { [[ $rc -eq 0 ]] || fail "$1 exited with $rc, expected 0"; }
+expect_rc_nonzero() { [[ $rc -ne 0 ]] || fail "$1 exited with 0, expected an error"; }
+expect_text() {  # expect_text WHAT TEXT: $out must contain TEXT (fixed string)
+  grep -qF -- "$2" <<<"$out" || fail "$1: output does not contain \"$2\""
+}
+expect_line() {  # expect_line WHAT LINE: $out must have a line that is exactly LINE
+  grep -qxF -- "$2" <<<"$out" || fail "$1: output has no line \"$2\""
+}
+
+# --- install -----------------------------------------------------------------------
+step "install commhost from $build into a temporary prefix"
+[[ -f "$build/CMakeCache.txt" ]] || fail "$build is not a CMake build directory (no CMakeCache.txt); configure and build commhost first"
+[[ -d "$src/tools/plugin-template" ]] || fail "$src/tools/plugin-template does not exist; is '$src' the commhost source dir?"
+prefix=$tmp/prefix
+run "$cmake_bin" --install "$build" --prefix "$prefix"
+expect_rc0 "cmake --install $build"
+commhost=$prefix/bin/commhost
+[[ -x "$commhost" ]] || fail "the install has no $commhost; is commhost built in $build?"
+pass "installed to $prefix"
+if command -v ldd >/dev/null; then
+  run ldd "$commhost"
+  lib=$(awk '/libcommhost\.so/ { print $3; exit }' <<<"$out")
+  [[ -n "$lib" && "$lib" != "not" ]] || fail "installed commhost does not find libcommhost (check its INSTALL_RPATH)"
+  [[ "$(cd "$(dirname "$lib")" && pwd -P)" == "$(cd "$prefix" && pwd -P)"/* ]] ||
+    fail "installed commhost loads $lib, not the libcommhost under $prefix (check its INSTALL_RPATH, and LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})"
+  pass "installed commhost loads $lib"
+fi
+
+# --- build the template out of tree ------------------------------------------------
+step "configure and build tools/plugin-template against the installed package"
+tb=$tmp/tb
+gen=()
+if command -v ninja >/dev/null; then gen=(-G Ninja); fi
+# Use the compiler commhost was built with, so the plugin's C++ ABI matches the host's.
+cxx=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
+cxx_arg=()
+if [[ -n "$cxx" ]]; then cxx_arg=(-DCMAKE_CXX_COMPILER="$cxx"); fi
+run "$cmake_bin" -S "$src/tools/plugin-template" -B "$tb" ${gen[@]+"${gen[@]}"} ${cxx_arg[@]+"${cxx_arg[@]}"} \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON
+expect_rc0 "configuring the template against $prefix"
+found=$(sed -n 's/^commhost_DIR:[A-Z]*=//p' "$tb/CMakeCache.txt")
+[[ "$found" == "$prefix"/* ]] || fail "find_package(commhost) used '$found', not the package under $prefix"
+pass "find_package(commhost) found $found"
+run "$cmake_bin" --build "$tb" -j 2
+expect_rc0 "building the template"
+plugin=$tb/libcommhost_template.so
+[[ -f "$plugin" ]] || fail "the template build did not produce $plugin"
+pass "built $plugin"
+
+# --- (a) inspect the built file ----------------------------------------------------
+step "(a) commhost plugins inspect $plugin"
+run "$commhost" plugins inspect "$plugin"
+expect_rc0 "plugins inspect $plugin"
+expect_line "plugins inspect" "kind: backend"
+expect_line "plugins inspect" "name: template"
+expect_line "plugins inspect" "ops: allreduce, broadcast, barrier"
+expect_line "plugins inspect" "  threads (int, default: 1)"
+pass "kind backend, name template, its ops and options"
+
+# --- (b) the built-in self plugin is found in the install tree ---------------------
+step "(b) commhost plugins list finds self under $prefix"
+run "$commhost" plugins list
+expect_rc0 "plugins list"
+# Each entry is two lines: "NAME KIND VERSION STATUS", then the path, indented.
+self_status=$(awk '$1 == "self" { $1 = $2 = $3 = ""; sub(/^ +/, ""); print; exit }' <<<"$out")
+self_path=$(awk 'found { print $1; exit } $1 == "self" { found = 1 }' <<<"$out")
+[[ "$self_status" == ok ]] || fail "plugins list: self has status '$self_status', expected ok"
+[[ "$self_path" == "$prefix"/* ]] ||
+  fail "plugins list: self was loaded from '$self_path', expected a file under $prefix"
+pass "self ok at $self_path"
+
+# --- (c) COMMHOST_PLUGIN_PATH ------------------------------------------------------
+step "(c) COMMHOST_PLUGIN_PATH=$tb commhost plugins list"
+run env COMMHOST_PLUGIN_PATH="$tb" "$commhost" plugins list
+expect_rc0 "plugins list with COMMHOST_PLUGIN_PATH"
+t_status=$(awk '$1 == "template" { $1 = $2 = $3 = ""; sub(/^ +/, ""); print; exit }' <<<"$out")
+t_path=$(awk 'found { print $1; exit } $1 == "template" { found = 1 }' <<<"$out")
+[[ "$t_status" == ok ]] || fail "plugins list: template has status '${t_status:-<not listed>}', expected ok"
+[[ "$t_path" == "$plugin" ]] || fail "plugins list: template was loaded from '$t_path', expected $plugin"
+pass "template ok at $t_path"
+
+# --- (d) a config routing to the template ------------------------------------------
+# The dispatcher needs a route for every op on a served device: self takes all of cpu,
+# and the ops the template implements go to it.
+write_config() {  # write_config FILE OPTION_LINE
+  cat >"$1" <<EOF
+plugin_path: ["$tb"]
+backends:
+  self: { plugin: self }
+  t:
+    plugin: template
+    options:
+      $2
+routes:
+  - { device: cpu, backend: self }
+  - { device: cpu, op: allreduce, backend: t }
+  - { device: cpu, op: broadcast, backend: t }
+  - { device: cpu, op: barrier, backend: t }
+EOF
+}
+good=$tmp/good.yaml
+write_config "$good" "threads: 2"
+step "(d) commhost config check $good (plugin_path, options {threads: 2})"
+run "$commhost" config check "$good"
+expect_rc0 "config check $good"
+# The route table follows "# route table:", one "#   DEVICE OP RANGE -> BACKEND" per line.
+routes=$(awk 'table { sub(/^#[ \t]*/, ""); print } /^# route table:/ { table = 1 }' <<<"$out")
+for route in "cpu allreduce 0+ bytes -> t" "cpu broadcast 0+ bytes -> t" "cpu barrier 0+ bytes -> t" \
+             "cpu reduce 0+ bytes -> self"; do
+  grep -qxF -- "$route" <<<"$routes" || fail "config check: the route table has no line \"$route\""
+done
+expect_text "config check" "threads: 2"
+pass "exit 0; allreduce, broadcast and barrier route to t, the rest to self"
+
+# --- (e) option errors point at the file -------------------------------------------
+bad=$tmp/bad_value.yaml
+write_config "$bad" 'threads: "x"'
+line=$(grep -n 'threads: "x"' "$bad" | cut -d: -f1)
+col=$(awk -v n="$line" 'NR == n { print index($0, "\"x\""); exit }' "$bad")
+step "(e) config check with threads: \"x\" reports $bad:$line:$col"
+run "$commhost" config check "$bad"
+expect_rc_nonzero "config check $bad"
+expect_text "config check (bad value)" "$bad:$line:$col"
+expect_text "config check (bad value)" "not an integer"
+pass "exit $rc, \"$bad:$line:$col ... not an integer\""
+
+typo=$tmp/bad_key.yaml
+write_config "$typo" "thread: 2"
+step "(e) config check with the unknown option key 'thread'"
+run "$commhost" config check "$typo"
+expect_rc_nonzero "config check $typo"
+expect_text "config check (unknown key)" "$typo:$line:"
+expect_text "config check (unknown key)" "did you mean 'threads'"
+pass "exit $rc, \"did you mean 'threads'\""
+
+echo "PASS: the plugin template builds against the installed commhost and loads"

@@ -1,0 +1,33 @@
+// Declares the `template` backend plugin: what commhost reads before it calls any code.
+//
+// A plugin exports exactly one PluginDescriptor with COMMHOST_PLUGIN(), in exactly one
+// source file. The loader checks the ABI version, then reads the descriptor: the name
+// configs refer to, the declared options (validated by the host, with file:line:col and
+// "did you mean" hints, before the factory runs) and the capabilities (routes to an op
+// or device the plugin does not list are refused when the config loads, and calls with
+// a dtype or reduce op it does not list are refused before they reach it).
+#include "template_backend.h"
+
+namespace {
+
+const commhost::PluginDescriptor kDescriptor = {
+    commhost::PluginKind::Backend,  // kind: Backend, Store or CommHook
+    "template",                     // name: `plugin: template` in a config
+    "0.1.0",                        // this plugin's own version, free form
+    "A starting point for backend plugins: one rank, allreduce/broadcast/barrier on cpu f32",
+    // options: every key a user may set under `backends.<name>.options`. The factory
+    // receives all of them, defaults filled in; unknown keys and wrong types never reach it.
+    {
+        {"threads", commhost::OptionType::Int, "1",
+         "Worker threads for the transport (the template only records it)", {}, 1, 64},
+        {"verbose", commhost::OptionType::Bool, "false",
+         "Log every operation at info level"},
+    },
+    commhost::templ::kCapabilities,  // capabilities: see template_backend.h
+    nullptr,                         // probe: return "" if usable here, else why not
+    commhost::templ::create,         // createBackend: the factory for kind Backend
+};
+
+}  // namespace
+
+COMMHOST_PLUGIN(kDescriptor)

@@ -1,0 +1,88 @@
+// The `template` backend: a group of one rank that implements only allreduce,
+// broadcast and barrier, as a skeleton for real backends.
+//
+// What the host guarantees (see commhost/backend.h): every argument was validated against
+// the group and against kCapabilities before a call, calls for one group come from one
+// thread in seq order, and tensors stay alive until the returned Work completes.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "commhost/backend.h"
+#include "commhost/plugin.h"
+
+namespace commhost::templ {
+
+// The manifest the host checks routes and calls against. Declare only what you
+// implement: when the config loads, the dispatcher refuses any route that would send
+// this backend another op or device, and before each call the ProcessGroup refuses
+// another dtype or reduce op, so none of them reaches the backend.
+inline constexpr Capabilities kCapabilities = {
+    {OpType::Allreduce, OpType::Broadcast, OpType::Barrier},  // ops
+    {DType::Float32},                                         // dtypes
+    {ReduceOp::Sum, ReduceOp::Max},                           // reduce ops
+    {DeviceType::CPU},                                        // devices
+    {},                                                       // features (Abort, Split, ...)
+};
+
+class TemplateBackend final : public Backend {
+ public:
+  TemplateBackend(int64_t threads, bool verbose, std::shared_ptr<Logger> logger);
+
+  const Capabilities& capabilities() const override { return kCapabilities; }
+
+  // Implemented.
+  WorkPtr allreduce(const OpContext& ctx, Tensor& tensor, const AllreduceOptions& opts) override;
+  WorkPtr broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions& opts) override;
+  WorkPtr barrier(const OpContext& ctx, const BarrierOptions& opts) override;
+
+  // Not declared in kCapabilities, so the host never routes them here; each throws
+  // InvalidArgument if called directly.
+  WorkPtr allreduceCoalesced(const OpContext& ctx, std::vector<Tensor>& tensors,
+                             const AllreduceCoalescedOptions& opts) override;
+  WorkPtr reduce(const OpContext& ctx, Tensor& tensor, const ReduceOptions& opts) override;
+  WorkPtr allgather(const OpContext& ctx, std::vector<Tensor>& outputs, const Tensor& input,
+                    const AllgatherOptions& opts) override;
+  WorkPtr allgatherIntoTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
+                              const AllgatherOptions& opts) override;
+  WorkPtr allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>& outputs,
+                             const std::vector<Tensor>& inputs, const AllgatherOptions& opts) override;
+  WorkPtr gather(const OpContext& ctx, std::vector<Tensor>& outputs, const Tensor& input,
+                 const GatherOptions& opts) override;
+  WorkPtr scatter(const OpContext& ctx, Tensor& output, const std::vector<Tensor>& inputs,
+                  const ScatterOptions& opts) override;
+  WorkPtr reduceScatter(const OpContext& ctx, Tensor& output, const std::vector<Tensor>& inputs,
+                        const ReduceScatterOptions& opts) override;
+  WorkPtr reduceScatterTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
+                              const ReduceScatterOptions& opts) override;
+  WorkPtr alltoall(const OpContext& ctx, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                   const AlltoallOptions& opts) override;
+  WorkPtr alltoallSingle(const OpContext& ctx, Tensor& output, const Tensor& input,
+                         const AlltoallSingleOptions& opts) override;
+  WorkPtr send(const OpContext& ctx, const Tensor& tensor, int dst, const SendOptions& opts) override;
+  WorkPtr recv(const OpContext& ctx, Tensor& tensor, int src, const RecvOptions& opts) override;
+  WorkPtr recvAnySource(const OpContext& ctx, Tensor& tensor, const RecvOptions& opts) override;
+
+  // Every op completes inside its call, so there is never anything in flight to cancel
+  // or wait for. A backend with its own threads fails its AsyncWorks with AbortedError
+  // in abort(), and joins its threads in shutdown(); both may be called more than once.
+  void abort(const std::string& reason) override;
+  void shutdown() override;
+
+ private:
+  // Throws AbortedError after abort(); logs the op when `verbose` is set.
+  void begin(const OpContext& ctx) const;
+
+  int64_t threads_;
+  bool verbose_;
+  std::atomic<bool> aborted_{false};  // abort() may come from any thread
+  std::shared_ptr<Logger> logger_;
+};
+
+// The factory named in the descriptor. `options` holds every declared option (defaults
+// filled in); `ctx` says where the backend sits. Throw ConfigError/PluginError to refuse.
+std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx);
+
+}  // namespace commhost::templ
