@@ -123,9 +123,10 @@ void Client::connectWithRetry() {
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
   if (!options_.token.empty()) {
-    FrameWriter auth;
-    auth.u8(static_cast<uint8_t>(Op::Auth)).str(options_.token);
-    const auto& frame = auth.finish();
+    Request auth;
+    auth.op = Op::Auth;
+    auth.token = options_.token;
+    const auto frame = encodeRequest(auth);
     std::string problem = writeAll(fd_, frame.data(), frame.size());
     uint8_t header[kHeaderSize];
     if (problem.empty()) problem = readAll(fd_, header, kHeaderSize, Clock::now() + options_.timeout);
@@ -146,8 +147,9 @@ void Client::lost(Op op, const std::string& what) {
                    "check its log (a wrong or missing auth_token closes the connection)");
 }
 
-std::vector<uint8_t> Client::call(Op op, FrameWriter& request, std::chrono::milliseconds serverWait) {
-  const auto& frame = request.finish();
+std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseconds serverWait) {
+  const Op op = request.op;
+  const std::vector<uint8_t> frame = encodeRequest(request);
   if (frame.size() - kHeaderSize > options_.maxFrame)
     throw InvalidArgument("store " + std::string(opName(op)) + ": request of " + std::to_string(frame.size()) +
                           " bytes is over the frame limit (store option max_frame)");
@@ -177,68 +179,70 @@ std::vector<uint8_t> Client::call(Op op, FrameWriter& request, std::chrono::mill
 }
 
 namespace {
-FrameWriter request(Op op) {
-  FrameWriter f;
-  f.u8(static_cast<uint8_t>(op));
-  return f;
+Request request(Op op, std::vector<std::string> keys = {}, std::vector<Bytes> values = {}) {
+  Request r;
+  r.op = op;
+  r.keys = std::move(keys);
+  r.values = std::move(values);
+  return r;
 }
 uint64_t ms(std::chrono::milliseconds d) { return static_cast<uint64_t>(std::max<int64_t>(d.count(), 0)); }
 }  // namespace
 
-#define COMMHOST_CALL(op, req, wait)                       \
-  std::lock_guard<std::mutex> lock(mutex_);                \
-  const std::vector<uint8_t> body = call(op, req, wait);   \
+// Runs one request under the connection lock; `in` reads the answer after the status.
+#define COMMHOST_CALL(req, wait)                                     \
+  std::lock_guard<std::mutex> lock(mutex_);                          \
+  const std::vector<uint8_t> body = call(req, wait);                 \
   [[maybe_unused]] FrameReader in(body.data() + 1, body.size() - 1)
 
 void Client::set(const std::string& key, const Bytes& value) {
-  auto req = request(Op::Set).str(key).bytes(value);
-  COMMHOST_CALL(Op::Set, req, timeout_);
+  COMMHOST_CALL(request(Op::Set, {key}, {value}), timeout_);
 }
 
 Bytes Client::get(const std::string& key) {
-  auto req = request(Op::Get).str(key).u64(ms(timeout_));
-  COMMHOST_CALL(Op::Get, req, timeout_);
+  Request r = request(Op::Get, {key});
+  r.timeoutMs = ms(timeout_);
+  COMMHOST_CALL(r, timeout_);
   return in.bytes();
 }
 
 int64_t Client::add(const std::string& key, int64_t delta) {
-  auto req = request(Op::Add).str(key).u64(static_cast<uint64_t>(delta));
-  COMMHOST_CALL(Op::Add, req, timeout_);
+  Request r = request(Op::Add, {key});
+  r.delta = delta;
+  COMMHOST_CALL(r, timeout_);
   return static_cast<int64_t>(in.u64());
 }
 
 Bytes Client::compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) {
-  auto req = request(Op::CompareSet).str(key).bytes(expected).bytes(desired);
-  COMMHOST_CALL(Op::CompareSet, req, timeout_);
+  COMMHOST_CALL(request(Op::CompareSet, {key}, {expected, desired}), timeout_);
   return in.bytes();
 }
 
 void Client::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  auto req = request(Op::Wait).strings(keys).u64(ms(timeout));
-  COMMHOST_CALL(Op::Wait, req, timeout);
+  Request r = request(Op::Wait, keys);
+  r.timeoutMs = ms(timeout);
+  COMMHOST_CALL(r, timeout);
 }
 
 bool Client::check(const std::vector<std::string>& keys) {
-  auto req = request(Op::Check).strings(keys);
-  COMMHOST_CALL(Op::Check, req, timeout_);
+  COMMHOST_CALL(request(Op::Check, keys), timeout_);
   return in.u8() != 0;
 }
 
 bool Client::deleteKey(const std::string& key) {
-  auto req = request(Op::Delete).str(key);
-  COMMHOST_CALL(Op::Delete, req, timeout_);
+  COMMHOST_CALL(request(Op::Delete, {key}), timeout_);
   return in.u8() != 0;
 }
 
 int64_t Client::numKeys() {
-  auto req = request(Op::NumKeys);
-  COMMHOST_CALL(Op::NumKeys, req, timeout_);
+  COMMHOST_CALL(request(Op::NumKeys), timeout_);
   return static_cast<int64_t>(in.u64());
 }
 
 std::vector<Bytes> Client::multiGet(const std::vector<std::string>& keys) {
-  auto req = request(Op::MultiGet).strings(keys).u64(ms(timeout_));
-  COMMHOST_CALL(Op::MultiGet, req, timeout_);
+  Request r = request(Op::MultiGet, keys);
+  r.timeoutMs = ms(timeout_);
+  COMMHOST_CALL(r, timeout_);
   std::vector<Bytes> values(in.u64());
   for (auto& v : values) v = in.bytes();
   return values;
@@ -248,20 +252,14 @@ void Client::multiSet(const std::vector<std::string>& keys, const std::vector<By
   if (keys.size() != values.size())
     throw InvalidArgument("multiSet got " + std::to_string(keys.size()) + " keys but " +
                           std::to_string(values.size()) + " values");
-  auto req = request(Op::MultiSet).strings(keys).u64(values.size());
-  for (const auto& v : values) req.bytes(v);
-  COMMHOST_CALL(Op::MultiSet, req, timeout_);
+  COMMHOST_CALL(request(Op::MultiSet, keys, values), timeout_);
 }
 
 void Client::append(const std::string& key, const Bytes& value) {
-  auto req = request(Op::Append).str(key).bytes(value);
-  COMMHOST_CALL(Op::Append, req, timeout_);
+  COMMHOST_CALL(request(Op::Append, {key}, {value}), timeout_);
 }
 
-void Client::ping() {
-  auto req = request(Op::Ping);
-  COMMHOST_CALL(Op::Ping, req, timeout_);
-}
+void Client::ping() { COMMHOST_CALL(request(Op::Ping), timeout_); }
 
 #undef COMMHOST_CALL
 

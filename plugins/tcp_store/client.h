@@ -50,7 +50,7 @@ class Client final : public Store {
  private:
   // Sends one request and returns the response body after the status byte. Waits up
   // to `serverWait` for the server's answer (plus a grace for the network).
-  std::vector<uint8_t> call(Op op, FrameWriter& request, std::chrono::milliseconds serverWait);
+  std::vector<uint8_t> call(const Request& request, std::chrono::milliseconds serverWait);
   void connectWithRetry();
   void closeSocket();
   [[noreturn]] void lost(Op op, const std::string& what);

@@ -130,4 +130,78 @@ void FrameReader::end() const {
   if (p_ != end_) throw ProtocolError(std::to_string(end_ - p_) + " unexpected bytes at the end of a frame");
 }
 
+std::vector<uint8_t> encodeRequest(const Request& r) {
+  FrameWriter f;
+  f.u8(static_cast<uint8_t>(r.op));
+  switch (r.op) {
+    case Op::Auth: f.str(r.token); break;
+    case Op::Set:
+    case Op::Append: f.str(r.keys.at(0)).bytes(r.values.at(0)); break;
+    case Op::Get: f.str(r.keys.at(0)).u64(r.timeoutMs); break;
+    case Op::Add: f.str(r.keys.at(0)).u64(static_cast<uint64_t>(r.delta)); break;
+    case Op::CompareSet: f.str(r.keys.at(0)).bytes(r.values.at(0)).bytes(r.values.at(1)); break;
+    case Op::Wait:
+    case Op::MultiGet: f.strings(r.keys).u64(r.timeoutMs); break;
+    case Op::Check: f.strings(r.keys); break;
+    case Op::Delete: f.str(r.keys.at(0)); break;
+    case Op::MultiSet:
+      f.strings(r.keys).u64(r.values.size());
+      for (const auto& v : r.values) f.bytes(v);
+      break;
+    case Op::NumKeys:
+    case Op::Ping: break;
+  }
+  return f.finish();
+}
+
+Request decodeRequest(const uint8_t* body, size_t size) {
+  FrameReader in(body, size);
+  Request r;
+  const uint8_t op = in.u8();
+  if (op < static_cast<uint8_t>(Op::Auth) || op > static_cast<uint8_t>(Op::Ping))
+    throw ProtocolError("unknown request opcode " + std::to_string(op));
+  r.op = static_cast<Op>(op);
+  switch (r.op) {
+    case Op::Auth: r.token = in.str(); break;
+    case Op::Set:
+    case Op::Append:
+      r.keys.push_back(in.str());
+      r.values.push_back(in.bytes());
+      break;
+    case Op::Get:
+      r.keys.push_back(in.str());
+      r.timeoutMs = in.u64();
+      break;
+    case Op::Add:
+      r.keys.push_back(in.str());
+      r.delta = static_cast<int64_t>(in.u64());
+      break;
+    case Op::CompareSet:
+      r.keys.push_back(in.str());
+      r.values.push_back(in.bytes());
+      r.values.push_back(in.bytes());
+      break;
+    case Op::Wait:
+    case Op::MultiGet:
+      r.keys = in.strings();
+      r.timeoutMs = in.u64();
+      break;
+    case Op::Check: r.keys = in.strings(); break;
+    case Op::Delete: r.keys.push_back(in.str()); break;
+    case Op::MultiSet: {
+      r.keys = in.strings();
+      const uint64_t count = in.u64();
+      if (count != r.keys.size())
+        throw ProtocolError("multi_set with " + std::to_string(r.keys.size()) + " keys but " + std::to_string(count) +
+                            " values");
+      for (uint64_t i = 0; i < count; ++i) r.values.push_back(in.bytes());
+      break;
+    }
+    case Op::NumKeys:
+    case Op::Ping: break;
+  }
+  in.end();
+  return r;
+}
+
 }  // namespace commhost::tcpstore

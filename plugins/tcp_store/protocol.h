@@ -74,4 +74,23 @@ class FrameReader {
   const uint8_t* end_;
 };
 
+// One request, decoded. Which fields an op uses:
+//   auth: token | set, append: key, value | get: key, timeout | add: key, delta
+//   compare_set: key, expected, desired | wait, multi_get: keys, timeout | check: keys
+//   delete: key | multi_set: keys, values | num_keys, ping: nothing
+struct Request {
+  Op op = Op::Ping;
+  std::vector<std::string> keys;  // `key` is keys[0]
+  std::vector<Bytes> values;      // `value` / `expected`, `desired` are values[0], values[1]
+  int64_t delta = 0;
+  uint64_t timeoutMs = 0;
+  std::string token;
+};
+
+// The frame for a request. The client's only way to build one.
+std::vector<uint8_t> encodeRequest(const Request& request);
+// The request in a frame body; throws ProtocolError for anything malformed. The
+// server's only way to read one (and the fuzzing target's entry point).
+Request decodeRequest(const uint8_t* body, size_t size);
+
 }  // namespace commhost::tcpstore

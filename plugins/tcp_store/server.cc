@@ -180,39 +180,25 @@ void Server::changed(const std::string& key) {
 }
 
 void Server::handle(const ConnectionPtr& c) {
-  FrameReader in(c->body.data(), c->body.size());
-  const auto op = static_cast<Op>(in.u8());
-  if (!c->authenticated && op != Op::Auth)
-    return drop(c, std::string("unauthenticated ") + opName(op) + " request; the client needs the store's auth_token");
+  Request r = decodeRequest(c->body.data(), c->body.size());
+  if (!c->authenticated && r.op != Op::Auth)
+    return drop(c, std::string("unauthenticated ") + opName(r.op) + " request; the client needs the store's auth_token");
   auto ok = [] { return FrameWriter().u8(static_cast<uint8_t>(Status::Ok)); };
-  switch (op) {
-    case Op::Auth: {
-      const std::string token = in.str();
-      in.end();
-      if (!options_.token.empty() && token != options_.token)
+  const std::string key = r.keys.empty() ? std::string() : r.keys[0];
+  switch (r.op) {
+    case Op::Auth:
+      if (!options_.token.empty() && r.token != options_.token)
         return drop(c, "wrong auth token; check auth_token / COMMHOST_STORE_TOKEN on both sides");
       c->authenticated = true;
       return reply(c, statusFrame(Status::Ok));
-    }
-    case Op::Set: {
-      std::string key = in.str();
-      Bytes value = in.bytes();
-      in.end();
-      data_[key] = std::move(value);
+    case Op::Set:
+      data_[key] = std::move(r.values[0]);
       changed(key);
       return reply(c, statusFrame(Status::Ok));
-    }
-    case Op::Get: {
-      std::string key = in.str();
-      const uint64_t timeoutMs = in.u64();
-      in.end();
-      return waitFor(c, {key}, timeoutMs, [this, c, key, ok] { reply(c, ok().bytes(data_[key]).finish()); });
-    }
+    case Op::Get:
+      return waitFor(c, {key}, r.timeoutMs, [this, c, key, ok] { reply(c, ok().bytes(data_[key]).finish()); });
     case Op::Add: {
-      std::string key = in.str();
-      const auto delta = static_cast<int64_t>(in.u64());
-      in.end();
-      int64_t sum = delta;
+      int64_t sum = r.delta;
       auto it = data_.find(key);
       if (it != data_.end()) {
         const std::string text(it->second.begin(), it->second.end());
@@ -226,15 +212,13 @@ void Server::handle(const ConnectionPtr& c) {
           return reply(c, errorFrame("add on key '" + key + "': the value '" + text.substr(0, 64) +
                                      "' is not an integer; use a separate key for counters"));
       }
-      const std::string text = std::to_string(sum);
-      data_[key] = Bytes(text.begin(), text.end());
+      data_[key] = toBytes(std::to_string(sum));
       changed(key);
       return reply(c, ok().u64(static_cast<uint64_t>(sum)).finish());
     }
     case Op::CompareSet: {
-      std::string key = in.str();
-      Bytes expected = in.bytes(), desired = in.bytes();
-      in.end();
+      const Bytes& expected = r.values[0];
+      const Bytes& desired = r.values[1];
       auto it = data_.find(key);
       if (it == data_.end()) {
         if (!expected.empty()) return reply(c, ok().bytes(expected).finish());
@@ -246,65 +230,38 @@ void Server::handle(const ConnectionPtr& c) {
         it->second = desired;
         changed(key);
       }
-      return reply(c, ok().bytes(data_[key]).finish());
+      return reply(c, ok().bytes(it->second).finish());
     }
-    case Op::Wait: {
-      auto keys = in.strings();
-      const uint64_t timeoutMs = in.u64();
-      in.end();
-      return waitFor(c, std::move(keys), timeoutMs, [this, c] { reply(c, statusFrame(Status::Ok)); });
-    }
-    case Op::Check: {
-      const auto keys = in.strings();
-      in.end();
-      return reply(c, ok().u8(present(keys) ? 1 : 0).finish());
-    }
-    case Op::Delete: {
-      const std::string key = in.str();
-      in.end();
+    case Op::Wait:
+      return waitFor(c, std::move(r.keys), r.timeoutMs, [this, c] { reply(c, statusFrame(Status::Ok)); });
+    case Op::Check:
+      return reply(c, ok().u8(present(r.keys) ? 1 : 0).finish());
+    case Op::Delete:
       return reply(c, ok().u8(data_.erase(key) ? 1 : 0).finish());
-    }
     case Op::NumKeys:
-      in.end();
       return reply(c, ok().u64(data_.size()).finish());
     case Op::MultiGet: {
-      auto keys = in.strings();
-      const uint64_t timeoutMs = in.u64();
-      in.end();
-      auto wanted = keys;
-      return waitFor(c, std::move(keys), timeoutMs, [this, c, wanted, ok] {
+      const auto wanted = r.keys;
+      return waitFor(c, std::move(r.keys), r.timeoutMs, [this, c, wanted, ok] {
         FrameWriter f = ok();
         f.u64(wanted.size());
         for (const auto& k : wanted) f.bytes(data_[k]);
         reply(c, f.finish());
       });
     }
-    case Op::MultiSet: {
-      const auto keys = in.strings();
-      const uint64_t count = in.u64();
-      if (count != keys.size()) throw ProtocolError("multi_set with " + std::to_string(keys.size()) + " keys but " +
-                                                    std::to_string(count) + " values");
-      std::vector<Bytes> values;
-      for (uint64_t i = 0; i < count; ++i) values.push_back(in.bytes());
-      in.end();
-      for (size_t i = 0; i < keys.size(); ++i) data_[keys[i]] = std::move(values[i]);
-      for (const auto& k : keys) changed(k);
+    case Op::MultiSet:
+      for (size_t i = 0; i < r.keys.size(); ++i) data_[r.keys[i]] = std::move(r.values[i]);
+      for (const auto& k : r.keys) changed(k);
       return reply(c, statusFrame(Status::Ok));
-    }
     case Op::Append: {
-      std::string key = in.str();
-      const Bytes value = in.bytes();
-      in.end();
       Bytes& slot = data_[key];
-      slot.insert(slot.end(), value.begin(), value.end());
+      slot.insert(slot.end(), r.values[0].begin(), r.values[0].end());
       changed(key);
       return reply(c, statusFrame(Status::Ok));
     }
     case Op::Ping:
-      in.end();
       return reply(c, statusFrame(Status::Ok));
   }
-  throw ProtocolError("unknown request opcode " + std::to_string(static_cast<int>(op)));
 }
 
 }  // namespace commhost::tcpstore

@@ -13,13 +13,16 @@ int main(int argc, char** argv) {
       "  commhost plugins list                     what was found, and why something is unavailable\n"
       "  commhost plugins inspect self             descriptor, capabilities and options of one plugin\n"
       "  commhost config check configs/default.yaml --set group.timeout=10s\n"
-      "                                            the effective config and route table, or every error");
+      "                                            the effective config and route table, or every error\n"
+      "  commhost store serve --port 29500 --token SECRET\n"
+      "                                            a standalone store for ranks configured with serve: never");
   app.set_version_flag("--version", "commhost " COMMHOST_VERSION " (plugin ABI " +
                                         std::to_string(COMMHOST_ABI_MAJOR) + "." +
                                         std::to_string(COMMHOST_ABI_MINOR) + ")");
   app.require_subcommand(1);
   commhost::cli::addPluginsCommand(app);
   commhost::cli::addConfigCommand(app);
+  commhost::cli::addStoreCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

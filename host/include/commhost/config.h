@@ -67,6 +67,12 @@ COMMHOST_API Config loadConfigText(const std::string& text, const std::string& s
                                    PluginRegistry& registry, const ConfigOverrides& overrides = {});
 COMMHOST_API Config loadConfigFile(const std::string& path, PluginRegistry& registry,
                                    const ConfigOverrides& overrides = {});
+// Validates option text (as a user would write it in YAML) against `specs`, fills in
+// defaults, and throws ConfigError naming `where` for every problem. For tools that
+// create a plugin object without a config file (e.g. `commhost store serve`).
+COMMHOST_API OptionValues resolveOptions(const std::vector<OptionSpec>& specs,
+                                         const std::map<std::string, std::string>& values, const std::string& where);
+
 // The built-in default (configs/default.yaml as shipped), embedded in libcommhost.
 COMMHOST_API const std::string& defaultConfigText();
 

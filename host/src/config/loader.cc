@@ -6,6 +6,7 @@
 #include "commhost/dispatcher.h"
 #include "commhost/errors.h"
 #include "commhost/registry.h"
+#include "environment.h"
 #include "overrides.h"
 #include "yaml_options.h"
 
@@ -199,6 +200,20 @@ std::string effectiveYaml(const Config& cfg) {
   return std::string(out.c_str()) + "\n";
 }
 
+// COMMHOST_STORE_TOKEN keeps the secret out of config files; it fills the store's
+// auth_token (when the store plugin has one) unless --set gave it explicitly.
+void applyStoreToken(PluginRef& store, const PluginRegistry& registry, const ConfigOverrides& overrides) {
+  if (!overrides.fromEnvironment) return;
+  const auto token = config::readEnv("COMMHOST_STORE_TOKEN");
+  if (!token) return;
+  for (const auto& s : overrides.set)
+    if (s.rfind("store.options.auth_token=", 0) == 0) return;
+  const PluginEntry* e = registry.find(store.plugin);
+  if (!e || !e->descriptor) return;
+  for (const auto& spec : e->descriptor->options)
+    if (std::string(spec.key) == "auth_token") store.options.set("auth_token", *token);
+}
+
 }  // namespace
 
 Config loadConfigText(const std::string& text, const std::string& source, PluginRegistry& registry,
@@ -242,6 +257,7 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   registry.scan(PluginRegistry::searchPath(cfg.host.getList("plugin_path")));
 
   cfg.store = parsePluginRef(child(view, "store"), "store", "hash", PluginKind::Store, registry, problems, cfg.warnings);
+  applyStoreToken(cfg.store, registry, overrides);
   const YAML::Node backends = child(view, "backends");
   if (backends.IsMap() && backends.size()) {
     for (const auto& kv : backends) {
@@ -280,6 +296,22 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   cfg.effectiveYaml = effectiveYaml(cfg);
   cfg.hash = fnv1a(cfg.effectiveYaml);
   return cfg;
+}
+
+OptionValues resolveOptions(const std::vector<OptionSpec>& specs, const std::map<std::string, std::string>& values,
+                            const std::string& where) {
+  Problems problems(where);
+  YAML::Node node(YAML::NodeType::Map);
+  for (const auto& [key, text] : values) {
+    try {
+      node[key] = YAML::Load(text);
+    } catch (const YAML::Exception&) {
+      node[key] = text;
+    }
+  }
+  OptionValues out = config::validateOptions(node, "", specs, problems);
+  problems.throwIfAny();
+  return out;
 }
 
 Config loadConfigFile(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {

@@ -1,0 +1,52 @@
+// The file store: the Store API over one append-only file on a shared filesystem (NFS
+// included), for clusters that rendezvous without a TCP server.
+//
+// Every change is a record appended under an fcntl write lock; each call first reads
+// the records other processes appended since its last look. The file is removed when
+// the last store object using it (counted in the file) is destroyed.
+// Threading: a mutex serialises calls on one object; open-file-description fcntl locks
+// (F_OFD_SETLKW) serialise store objects, in this process and in others, NFS included.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "commhost/plugin.h"
+
+namespace commhost::filestore {
+
+class FileStore final : public Store {
+ public:
+  FileStore(std::string path, std::chrono::milliseconds timeout);
+  ~FileStore() override;
+
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool deleteKey(const std::string& key) override;
+  int64_t numKeys() override;
+  void append(const std::string& key, const Bytes& value) override;
+
+ private:
+  class Lock;  // holds the fcntl lock on the whole file for one call
+  void refresh();  // reads records appended since pos_; caller holds a Lock
+  void write(uint8_t type, const std::string& key, const Bytes& value);  // caller holds a write Lock
+  int64_t addLocked(const std::string& key, int64_t delta);
+  [[noreturn]] void fail(const std::string& what) const;
+
+  std::string path_;
+  std::mutex mutex_;  // guards everything below
+  int fd_ = -1;
+  off_t pos_ = 0;                      // bytes of the file already applied to cache_
+  std::map<std::string, Bytes> cache_;
+};
+
+const std::vector<OptionSpec>& optionSpecs();
+std::shared_ptr<Store> create(const OptionValues& options, const StoreContext& ctx);
+
+}  // namespace commhost::filestore

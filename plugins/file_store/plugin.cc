@@ -1,0 +1,20 @@
+// Declares the `file` store plugin.
+#include "file_store.h"
+
+namespace {
+
+const commhost::PluginDescriptor kDescriptor = {
+    commhost::PluginKind::Store,
+    "file",
+    COMMHOST_VERSION,
+    "Key-value store in one append-only file on a shared filesystem (fcntl record locks)",
+    commhost::filestore::optionSpecs(),
+    {},
+    nullptr,
+    nullptr,
+    commhost::filestore::create,
+};
+
+}  // namespace
+
+COMMHOST_PLUGIN(kDescriptor)

@@ -1,0 +1,76 @@
+// Real stores for the store tests: a HashStore, a tcp store (server on a loopback
+// port, one client per connection) and a file store (a temp file), behind one shape.
+#pragma once
+
+#include <boost/filesystem.hpp>
+
+#include "client.h"
+#include "commhost/commhost.h"
+#include "file_store.h"
+#include "server.h"
+
+namespace commhost::test {
+
+class StoreFixture {
+ public:
+  virtual ~StoreFixture() = default;
+  // A new handle on the same store, as another rank would have (its own connection).
+  virtual StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) = 0;
+};
+
+class HashFixture final : public StoreFixture {
+ public:
+  StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override {
+    if (!store_) store_ = std::make_shared<HashStore>(timeout);
+    return store_;
+  }
+
+ private:
+  StorePtr store_;
+};
+
+class TcpFixture final : public StoreFixture {
+ public:
+  explicit TcpFixture(std::string token = "") : token_(std::move(token)) {
+    tcpstore::ServerOptions options;
+    options.token = token_;
+    options.maxFrame = 32u << 20;
+    server_ = std::make_unique<tcpstore::Server>(options);
+  }
+  StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override { return connectWith(token_, timeout); }
+  StorePtr connectWith(const std::string& token, std::chrono::milliseconds timeout) {
+    tcpstore::ClientOptions options;
+    options.port = server_->port();
+    options.token = token;
+    options.timeout = timeout;
+    options.maxFrame = 32u << 20;
+    return std::make_shared<tcpstore::Client>(options);
+  }
+  int port() const { return server_->port(); }
+  void stopServer() { server_.reset(); }
+
+ private:
+  std::string token_;
+  std::unique_ptr<tcpstore::Server> server_;
+};
+
+class FileFixture final : public StoreFixture {
+ public:
+  FileFixture()
+      : path_((boost::filesystem::temp_directory_path() / boost::filesystem::unique_path("commhost-%%%%%%.store")).string()) {}
+  StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override {
+    return std::make_shared<filestore::FileStore>(path_, timeout);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::unique_ptr<StoreFixture> makeFixture(const std::string& kind) {
+  if (kind == "hash") return std::make_unique<HashFixture>();
+  if (kind == "tcp") return std::make_unique<TcpFixture>();
+  return std::make_unique<FileFixture>();
+}
+
+}  // namespace commhost::test

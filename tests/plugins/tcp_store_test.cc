@@ -1,0 +1,200 @@
+// The tcp store against bad peers: garbage, truncated and oversized frames, missing or
+// wrong tokens, a server that goes away mid-wait, many clients at once; and the plugin
+// as a job loads it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "../host/test_util.h"
+#include "protocol.h"
+#include "store_fixtures.h"
+
+namespace commhost::test {
+namespace {
+
+// A raw loopback connection for sending bytes no client would.
+class RawSocket {
+ public:
+  explicit RawSocket(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) ADD_FAILURE() << "connect failed";
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~RawSocket() { ::close(fd_); }
+  void send(const std::vector<uint8_t>& bytes) { ASSERT_GE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), 0); }
+  // True when the server closed the connection (recv sees EOF or a reset) within 5 s.
+  bool closedByServer() {
+    uint8_t buf[64];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+  }
+
+ private:
+  int fd_;
+};
+
+std::vector<uint8_t> header(uint32_t magic, uint32_t length) {
+  std::vector<uint8_t> h(8);
+  for (int i = 0; i < 4; ++i) {
+    h[i] = static_cast<uint8_t>(magic >> (8 * i));
+    h[4 + i] = static_cast<uint8_t>(length >> (8 * i));
+  }
+  return h;
+}
+
+TEST(TcpStore, BadFramesCloseOnlyTheirConnection) {
+  TcpFixture fixture;
+  auto good = fixture.connect();
+  good->set("k", toBytes("v"));
+  std::mt19937 rng(42);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<uint8_t> junk(1 + rng() % 200);
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    RawSocket raw(fixture.port());
+    raw.send(junk);
+    if (junk.size() >= 8) {
+      EXPECT_TRUE(raw.closedByServer()) << "trial " << trial;
+    }
+  }
+  {
+    RawSocket http(fixture.port());
+    const std::string get = "GET / HTTP/1.1\r\n\r\n";
+    http.send(std::vector<uint8_t>(get.begin(), get.end()));
+    EXPECT_TRUE(http.closedByServer());
+  }
+  {
+    RawSocket oversized(fixture.port());
+    oversized.send(header(tcpstore::kMagic, 1u << 30));
+    EXPECT_TRUE(oversized.closedByServer());
+  }
+  {
+    RawSocket wrongVersion(fixture.port());
+    wrongVersion.send(header((tcpstore::kMagic & 0x00ffffff) | (9u << 24), 4));
+    EXPECT_TRUE(wrongVersion.closedByServer());
+  }
+  {
+    RawSocket badBody(fixture.port());  // a set whose key length runs past the frame
+    std::vector<uint8_t> frame = header(tcpstore::kMagic, 9);
+    for (uint8_t b : {uint8_t(2), uint8_t(200), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(1), uint8_t(2),
+                      uint8_t(3), uint8_t(4)})
+      frame.push_back(b);
+    badBody.send(frame);
+    EXPECT_TRUE(badBody.closedByServer());
+  }
+  {
+    RawSocket truncated(fixture.port());  // promises 100 bytes, sends 10, hangs up
+    auto frame = header(tcpstore::kMagic, 100);
+    frame.resize(18, 7);
+    truncated.send(frame);
+  }
+  EXPECT_EQ(toString(good->get("k")), "v");  // everyone else is still served
+  auto late = fixture.connect();
+  EXPECT_EQ(toString(late->get("k")), "v");
+}
+
+TEST(TcpStore, DecoderRejectsEveryTruncationOfValidRequests) {
+  tcpstore::Request r;
+  r.op = tcpstore::Op::MultiSet;
+  r.keys = {"a", "bb"};
+  r.values = {toBytes("1"), toBytes("22")};
+  const auto frame = tcpstore::encodeRequest(r);
+  const uint8_t* body = frame.data() + tcpstore::kHeaderSize;
+  const size_t size = frame.size() - tcpstore::kHeaderSize;
+  const auto decoded = tcpstore::decodeRequest(body, size);
+  EXPECT_EQ(decoded.keys, r.keys);
+  EXPECT_EQ(decoded.values, r.values);
+  for (size_t cut = 0; cut < size; ++cut)
+    EXPECT_THROW(tcpstore::decodeRequest(body, cut), tcpstore::ProtocolError) << "cut at " << cut;
+}
+
+TEST(TcpStore, TokenRequired) {
+  TcpFixture fixture("s3cret");
+  auto withToken = fixture.connectWith("s3cret", std::chrono::seconds(5));
+  withToken->set("k", toBytes("v"));
+  EXPECT_THROW_WITH(fixture.connectWith("wrong", std::chrono::seconds(5)), StoreError, "refused this client's auth token");
+  auto noToken = fixture.connectWith("", std::chrono::seconds(5));
+  EXPECT_THROW_WITH(noToken->get("k"), StoreError, "127.0.0.1:", "auth_token");
+  EXPECT_EQ(toString(withToken->get("k")), "v");
+}
+
+TEST(TcpStore, ServerGoneMidWaitIsAnErrorNotAHang) {
+  TcpFixture fixture;
+  auto client = fixture.connect(std::chrono::seconds(60));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    fixture.stopServer();
+  });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW_WITH(client->wait({"never"}, std::chrono::seconds(60)), StoreError, "wait", "127.0.0.1:",
+                    "may have exited");
+  killer.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST(TcpStore, NothingListeningGivesUpWithTheAddress) {
+  int port = 0;
+  {
+    TcpFixture probe;  // a port that was just free, then freed again
+    port = probe.port();
+  }
+  tcpstore::ClientOptions options;
+  options.port = port;
+  options.timeout = std::chrono::milliseconds(300);
+  const std::string address = "127.0.0.1:" + std::to_string(port);
+  EXPECT_THROW_WITH(tcpstore::Client client(options), StoreError, address.c_str(), "attempts", "MASTER_ADDR/MASTER_PORT");
+}
+
+TEST(TcpStore, ManyClientsPassABarrier) {
+  constexpr int kClients = 512;
+  TcpFixture fixture;
+  std::vector<std::thread> threads;
+  std::atomic<int> passed{0};
+  for (int i = 0; i < kClients; ++i)
+    threads.emplace_back([&] {
+      auto store = fixture.connect(std::chrono::seconds(60));
+      if (store->add("arrived", 1) == kClients) store->set("go", toBytes("1"));
+      store->wait({"go"}, std::chrono::seconds(60));
+      ++passed;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(passed.load(), kClients);
+}
+
+TEST(TcpStore, PluginServesRankZeroAndConnectsTheOthers) {
+  auto registry = testRegistry();
+  const PluginEntry& tcp = registry->require("tcp", PluginKind::Store);
+  int port = 0;
+  {
+    TcpFixture probe;
+    port = probe.port();
+  }
+  const auto options = resolveOptions(tcp.descriptor->options, {{"timeout", "10s"}}, "test");
+  StoreContext ctx;
+  ctx.worldSize = 2;
+  ctx.masterAddr = "127.0.0.1";
+  ctx.masterPort = port;
+  std::vector<StorePtr> stores(2);
+  runRanks(2, [&](int r) {
+    StoreContext mine = ctx;
+    mine.rank = r;
+    stores[r] = tcp.descriptor->createStore(options, mine);
+  });
+  stores[1]->set("from1", toBytes("hi"));
+  EXPECT_EQ(toString(stores[0]->get("from1")), "hi");
+  StoreContext noPort;
+  noPort.rank = 1;
+  noPort.worldSize = 2;
+  EXPECT_THROW_WITH(tcp.descriptor->createStore(options, noPort), ConfigError, "no port", "MASTER_PORT");
+  EXPECT_THROW_WITH(resolveOptions(tcp.descriptor->options, {{"serve", "sometimes"}}, "test"), ConfigError,
+                    "'sometimes' is not one of auto, always, never");
+}
+
+}  // namespace
+}  // namespace commhost::test
