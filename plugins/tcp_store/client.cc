@@ -49,24 +49,37 @@ int connectOnce(const std::string& host, int port, std::string& error) {
   return fd;
 }
 
-// Reads exactly n bytes before `deadline`; returns "" or what went wrong.
-std::string readAll(int fd, uint8_t* p, size_t n, Clock::time_point deadline) {
-  while (n > 0) {
+// Reads until `have` >= `need` (taking whatever more arrives, up to `capacity`) before
+// `deadline`; returns "" or what went wrong.
+std::string readAtLeast(int fd, uint8_t* buf, size_t capacity, size_t& have, size_t need,
+                        Clock::time_point deadline) {
+  while (have < need) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return "no answer in time";
     pollfd pfd{fd, POLLIN, 0};
     const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30)));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;
-    const ssize_t got = ::recv(fd, p, n, 0);
+    if (ready <= 0) continue;  // EINTR or not yet: look at the clock again
+    const ssize_t got = ::recv(fd, buf + have, capacity - have, 0);
     if (got == 0) return "the server closed the connection";
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       return std::strerror(errno);
     }
-    p += got;
-    n -= static_cast<size_t>(got);
+    have += static_cast<size_t>(got);
   }
+  return "";
+}
+
+// Reads one whole frame into `frame` (header included).
+std::string readFrame(int fd, std::vector<uint8_t>& frame, uint32_t maxFrame, Clock::time_point deadline) {
+  if (frame.size() < 4096) frame.resize(4096);
+  size_t have = 0;
+  if (auto problem = readAtLeast(fd, frame.data(), frame.size(), have, kHeaderSize, deadline); !problem.empty())
+    return problem;
+  const size_t total = kHeaderSize + parseHeader(frame.data(), maxFrame);
+  if (frame.size() < total) frame.resize(total);
+  if (auto problem = readAtLeast(fd, frame.data(), total, have, total, deadline); !problem.empty()) return problem;
+  frame.resize(total);
   return "";
 }
 
@@ -128,15 +141,13 @@ void Client::connectWithRetry() {
     auth.token = options_.token;
     const auto frame = encodeRequest(auth);
     std::string problem = writeAll(fd_, frame.data(), frame.size());
-    uint8_t header[kHeaderSize];
-    if (problem.empty()) problem = readAll(fd_, header, kHeaderSize, Clock::now() + options_.timeout);
+    std::vector<uint8_t> answer;
+    if (problem.empty()) problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + options_.timeout);
     if (!problem.empty()) {
       closeSocket();
       throw StoreError("the store at " + where_ + " refused this client's auth token (" + problem +
                        "); use the same auth_token / COMMHOST_STORE_TOKEN as the server");
     }
-    std::vector<uint8_t> body(parseHeader(header, options_.maxFrame));
-    readAll(fd_, body.data(), body.size(), Clock::now() + options_.timeout);
   }
 }
 
@@ -155,19 +166,17 @@ std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseco
                           " bytes is over the frame limit (store option max_frame)");
   if (fd_ < 0) connectWithRetry();
   if (auto problem = writeAll(fd_, frame.data(), frame.size()); !problem.empty()) lost(op, problem);
-  const auto deadline = Clock::now() + serverWait + kNetworkGrace;
-  uint8_t header[kHeaderSize];
-  if (auto problem = readAll(fd_, header, kHeaderSize, deadline); !problem.empty()) lost(op, problem);
-  std::vector<uint8_t> body;
+  std::vector<uint8_t> answer;
   try {
-    body.resize(parseHeader(header, options_.maxFrame));
+    if (auto problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + serverWait + kNetworkGrace);
+        !problem.empty())
+      lost(op, problem);
   } catch (const ProtocolError& e) {
     lost(op, std::string("malformed answer: ") + e.what());
   }
-  if (auto problem = readAll(fd_, body.data(), body.size(), deadline); !problem.empty()) lost(op, problem);
-  const auto status = static_cast<Status>(body[0]);
-  if (status == Status::Ok) return body;
-  FrameReader in(body.data() + 1, body.size() - 1);
+  const auto status = static_cast<Status>(answer[kHeaderSize]);
+  if (status == Status::Ok) return answer;
+  FrameReader in(answer.data() + kHeaderSize + 1, answer.size() - kHeaderSize - 1);
   if (status == Status::Timeout) {
     std::string missing;
     for (const auto& k : in.strings()) missing += (missing.empty() ? "'" : ", '") + k + "'";
@@ -192,8 +201,8 @@ uint64_t ms(std::chrono::milliseconds d) { return static_cast<uint64_t>(std::max
 // Runs one request under the connection lock; `in` reads the answer after the status.
 #define COMMHOST_CALL(req, wait)                                     \
   std::lock_guard<std::mutex> lock(mutex_);                          \
-  const std::vector<uint8_t> body = call(req, wait);                 \
-  [[maybe_unused]] FrameReader in(body.data() + 1, body.size() - 1)
+  const std::vector<uint8_t> answer = call(req, wait);               \
+  [[maybe_unused]] FrameReader in(answer.data() + kHeaderSize + 1, answer.size() - kHeaderSize - 1)
 
 void Client::set(const std::string& key, const Bytes& value) {
   COMMHOST_CALL(request(Op::Set, {key}, {value}), timeout_);

@@ -48,8 +48,8 @@ class Client final : public Store {
   const std::string& where() const { return where_; }
 
  private:
-  // Sends one request and returns the response body after the status byte. Waits up
-  // to `serverWait` for the server's answer (plus a grace for the network).
+  // Sends one request and returns the whole answer frame (header, status, fields).
+  // Waits up to `serverWait` for the server's answer (plus a grace for the network).
   std::vector<uint8_t> call(const Request& request, std::chrono::milliseconds serverWait);
   void connectWithRetry();
   void closeSocket();

@@ -16,6 +16,7 @@
 
 #include "commhost/logging.h"
 #include "commhost/store.h"
+#include "protocol.h"
 
 namespace commhost::tcpstore {
 
@@ -44,9 +45,9 @@ class Server {
   using ConnectionPtr = std::shared_ptr<Connection>;
 
   void accept();
-  void readHeader(const ConnectionPtr& c);
-  void readBody(const ConnectionPtr& c, uint32_t length);
-  void handle(const ConnectionPtr& c);
+  void read(const ConnectionPtr& c);
+  void next(const ConnectionPtr& c);
+  void handle(const ConnectionPtr& c, Request request);
   void reply(const ConnectionPtr& c, std::vector<uint8_t> frame);
   void drop(const ConnectionPtr& c, const std::string& reason);
   // Calls `ready` once every key exists, or answers Timeout after `timeoutMs`.

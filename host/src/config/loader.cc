@@ -304,7 +304,8 @@ OptionValues resolveOptions(const std::vector<OptionSpec>& specs, const std::map
   YAML::Node node(YAML::NodeType::Map);
   for (const auto& [key, text] : values) {
     try {
-      node[key] = YAML::Load(text);
+      // Empty text means an empty string, not YAML's null.
+      node[key] = text.empty() ? YAML::Node(std::string()) : YAML::Load(text);
     } catch (const YAML::Exception&) {
       node[key] = text;
     }
