@@ -102,7 +102,8 @@ Client::Client(ClientOptions options, std::shared_ptr<void> keepAlive)
     : Store(options.timeout),
       keepAlive_(std::move(keepAlive)),
       options_(std::move(options)),
-      where_(options_.host + ":" + std::to_string(options_.port)) {
+      where_(options_.host + ":" + std::to_string(options_.port)),
+      who_(options_.rank >= 0 ? "[rank " + std::to_string(options_.rank) + "] " : "") {
   std::lock_guard<std::mutex> lock(mutex_);
   connectWithRetry();
 }
@@ -127,7 +128,7 @@ void Client::connectWithRetry() {
     fd_ = connectOnce(options_.host, options_.port, error);
     if (fd_ >= 0) break;
     if (Clock::now() + delay > deadline)
-      throw StoreError("cannot connect to the store at " + where_ + " after " + std::to_string(attempts) +
+      throw StoreError(who_ + "cannot connect to the store at " + where_ + " after " + std::to_string(attempts) +
                        " attempts over " + formatDuration(options_.timeout) + " (" + error +
                        "). Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the "
                        "store host/port (MASTER_ADDR/MASTER_PORT)");
@@ -145,7 +146,7 @@ void Client::connectWithRetry() {
     if (problem.empty()) problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + options_.timeout);
     if (!problem.empty()) {
       closeSocket();
-      throw StoreError("the store at " + where_ + " refused this client's auth token (" + problem +
+      throw StoreError(who_ + "the store at " + where_ + " refused this client's auth token (" + problem +
                        "); use the same auth_token / COMMHOST_STORE_TOKEN as the server");
     }
   }
@@ -153,7 +154,7 @@ void Client::connectWithRetry() {
 
 void Client::lost(Op op, const std::string& what) {
   closeSocket();
-  throw StoreError("store " + std::string(opName(op)) + " at " + where_ + " failed: " + what +
+  throw StoreError(who_ + "store " + std::string(opName(op)) + " at " + where_ + " failed: " + what +
                    ". The store server (rank 0, or `commhost store serve`) may have exited or dropped this client; "
                    "check its log (a wrong or missing auth_token closes the connection)");
 }
@@ -180,11 +181,11 @@ std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseco
   if (status == Status::Timeout) {
     std::string missing;
     for (const auto& k : in.strings()) missing += (missing.empty() ? "'" : ", '") + k + "'";
-    throw TimeoutError("store " + std::string(opName(op)) + " at " + where_ + " timed out after " +
+    throw TimeoutError(who_ + "store " + std::string(opName(op)) + " at " + where_ + " timed out after " +
                        formatDuration(serverWait) + "; keys not set: " + missing +
                        ". The rank that sets them may have failed or not reached this point");
   }
-  throw StoreError("store " + std::string(opName(op)) + " at " + where_ + " failed: " + in.str());
+  throw StoreError(who_ + "store " + std::string(opName(op)) + " at " + where_ + " failed: " + in.str());
 }
 
 namespace {

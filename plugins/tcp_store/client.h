@@ -22,6 +22,7 @@ struct ClientOptions {
   std::string token;
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   uint32_t maxFrame = 64u << 20;
+  int rank = -1;  // named in error messages when known
 };
 
 class Client final : public Store {
@@ -58,6 +59,7 @@ class Client final : public Store {
   std::shared_ptr<void> keepAlive_;  // declared first: released last
   ClientOptions options_;
   std::string where_;  // "host:port"
+  std::string who_;    // "[rank N] " or ""
   std::mutex mutex_;   // guards fd_ and the request/response exchange
   int fd_ = -1;
 };

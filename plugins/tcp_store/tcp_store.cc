@@ -53,6 +53,7 @@ std::shared_ptr<Store> create(const OptionValues& options, const StoreContext& c
   co.token = options.getString("auth_token");
   co.timeout = options.getDuration("timeout");
   co.maxFrame = maxFrame;
+  co.rank = ctx.rank;
   return std::make_shared<Client>(std::move(co), server);
 }
 
