@@ -1,0 +1,135 @@
+#include "algorithms.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/scatter.h>
+
+#include <cstring>
+#include <type_traits>
+
+#include "commhost/kernels/reduce.h"
+
+namespace commhost::gloo_backend {
+namespace {
+
+// Gloo's reduce function: out = a op b over n elements, from commhost's kernels so
+// every dtype (f16/bf16 via f32) and every op works the same as on other backends.
+std::function<void(void*, const void*, const void*, size_t)> reduceFunction(DType dtype, ReduceOp::Kind kind) {
+  const size_t es = elementSize(dtype);
+  return [dtype, kind, es](void* out, const void* a, const void* b, size_t n) {
+    if (out != a) std::memmove(out, a, n * es);
+    kernels::reduceBuffer(out, b, n, dtype, kind);
+  };
+}
+
+template <class Options>
+void common(Options& o, const Call& call) {
+  o.setTag(call.tag);
+  o.setTimeout(call.timeout);
+}
+
+}  // namespace
+
+void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgorithm algorithm,
+               int64_t ringThreshold) {
+  if (call.size() > 1 && buf.count > 0) {
+    ::gloo::AllreduceOptions o(call.context);
+    common(o, call);
+    kernels::withStorageType(buf.dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      o.setOutput(static_cast<T*>(buf.data), buf.count);
+    });
+    o.setReduceFunction(reduceFunction(buf.dtype, op.kind));
+    if (algorithm == AllreduceAlgorithm::Auto)
+      algorithm = static_cast<int64_t>(buf.bytes()) >= ringThreshold ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::Bcube;
+    o.setAlgorithm(algorithm == AllreduceAlgorithm::Ring ? ::gloo::AllreduceOptions::Algorithm::RING
+                                                         : ::gloo::AllreduceOptions::Algorithm::BCUBE);
+    ::gloo::allreduce(o);
+  }
+  kernels::scaleBuffer(buf.data, buf.count, buf.dtype, kernels::finalScale(op, call.size()));
+}
+
+void reduce(const Call& call, Buffer buf, const ReduceOp& op, int root) {
+  if (call.size() > 1 && buf.count > 0) {
+    ::gloo::ReduceOptions o(call.context);
+    common(o, call);
+    kernels::withStorageType(buf.dtype, [&](auto* tag) {
+      using T = std::remove_pointer_t<decltype(tag)>;
+      o.setOutput(static_cast<T*>(buf.data), buf.count);
+    });
+    o.setRoot(root);
+    o.setReduceFunction(reduceFunction(buf.dtype, op.kind));
+    ::gloo::reduce(o);
+  }
+  if (call.rank() == root) kernels::scaleBuffer(buf.data, buf.count, buf.dtype, kernels::finalScale(op, call.size()));
+}
+
+void broadcast(const Call& call, Buffer buf, int root) {
+  if (call.size() == 1 || buf.count == 0) return;
+  ::gloo::BroadcastOptions o(call.context);
+  common(o, call);
+  auto* bytes = static_cast<uint8_t*>(buf.data);
+  if (call.rank() == root) o.setInput(bytes, buf.bytes());
+  o.setOutput(bytes, buf.bytes());
+  o.setRoot(root);
+  ::gloo::broadcast(o);
+}
+
+void allgather(const Call& call, Buffer in, void* out) {
+  if (in.bytes() == 0) return;
+  ::gloo::AllgatherOptions o(call.context);
+  common(o, call);
+  o.setInput(static_cast<uint8_t*>(in.data), in.bytes());
+  o.setOutput(static_cast<uint8_t*>(out), in.bytes() * call.size());
+  ::gloo::allgather(o);
+}
+
+void gather(const Call& call, Buffer in, void* out, int root) {
+  if (in.bytes() == 0) return;
+  ::gloo::GatherOptions o(call.context);
+  common(o, call);
+  o.setInput(static_cast<uint8_t*>(in.data), in.bytes());
+  if (call.rank() == root) o.setOutput(static_cast<uint8_t*>(out), in.bytes() * call.size());
+  o.setRoot(root);
+  ::gloo::gather(o);
+}
+
+void scatter(const Call& call, const std::vector<void*>& ins, Buffer out, int root) {
+  if (out.bytes() == 0) return;
+  ::gloo::ScatterOptions o(call.context);
+  common(o, call);
+  if (!ins.empty()) {
+    std::vector<uint8_t*> ptrs;
+    for (void* p : ins) ptrs.push_back(static_cast<uint8_t*>(p));
+    o.setInputs(ptrs, out.bytes());
+  }
+  o.setOutput(static_cast<uint8_t*>(out.data), out.bytes());
+  o.setRoot(root);
+  ::gloo::scatter(o);
+}
+
+void alltoallv(const Call& call, const void* in, const std::vector<int64_t>& inCounts, void* out,
+               const std::vector<int64_t>& outCounts, DType dtype) {
+  const int64_t es = static_cast<int64_t>(elementSize(dtype));
+  std::vector<int64_t> inBytes, outBytes;
+  for (int64_t c : inCounts) inBytes.push_back(c * es);
+  for (int64_t c : outCounts) outBytes.push_back(c * es);
+  ::gloo::AlltoallvOptions o(call.context);
+  common(o, call);
+  o.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), inBytes);
+  o.setOutput(static_cast<uint8_t*>(out), outBytes);
+  ::gloo::alltoallv(o);
+}
+
+void barrier(const Call& call) {
+  ::gloo::BarrierOptions o(call.context);
+  common(o, call);
+  ::gloo::barrier(o);
+}
+
+}  // namespace commhost::gloo_backend

@@ -1,0 +1,222 @@
+// Each op of the gloo backend: map tensors to buffers, queue the Gloo call. Ops Gloo
+// lacks are composed: reduce_scatter = allreduce of a copy + own slice; list forms
+// pack into one contiguous buffer. Jobs capture tensors by value to keep them alive.
+#include <gloo/transport/unbound_buffer.h>
+
+#include <cstring>
+
+#include "gloo_backend.h"
+
+namespace commhost::gloo_backend {
+namespace {
+
+Buffer buffer(const Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.dtype()}; }
+
+int64_t rowElements(const Tensor& t) {
+  return t.shape().ndim() && t.shape()[0] ? t.numel() / t.shape()[0] : 0;
+}
+
+// Copies `parts` end to end into one new tensor.
+Tensor pack(const std::vector<Tensor>& parts) {
+  int64_t total = 0;
+  for (const auto& p : parts) total += p.numel();
+  Tensor flat = Tensor::empty({total}, parts.empty() ? DType::UInt8 : parts[0].dtype());
+  auto* at = static_cast<uint8_t*>(flat.data());
+  for (const auto& p : parts) {
+    std::memcpy(at, p.data(), p.nbytes());
+    at += p.nbytes();
+  }
+  return flat;
+}
+
+void unpack(const uint8_t* from, std::vector<Tensor>& parts) {
+  for (auto& p : parts) {
+    std::memcpy(p.data(), from, p.nbytes());
+    from += p.nbytes();
+  }
+}
+
+}  // namespace
+
+WorkPtr GlooBackend::allreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts) {
+  return submit(op, [this, call = callFor(op), t = tensor, r = opts.reduceOp] {
+    gloo_backend::allreduce(call, buffer(t), r, algorithm_, ringThreshold_);
+    return std::vector<Tensor>{t};
+  });
+}
+
+WorkPtr GlooBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>& tensors,
+                                        const AllreduceCoalescedOptions& opts) {
+  return submit(op, [this, call = callFor(op), ts = tensors, r = opts.reduceOp]() mutable {
+    Tensor flat = pack(ts);
+    gloo_backend::allreduce(call, buffer(flat), r, algorithm_, ringThreshold_);
+    unpack(static_cast<uint8_t*>(flat.data()), ts);
+    return ts;
+  });
+}
+
+WorkPtr GlooBackend::broadcast(const OpContext& op, Tensor& tensor, const BroadcastOptions& opts) {
+  return submit(op, [call = callFor(op), t = tensor, root = opts.root] {
+    gloo_backend::broadcast(call, buffer(t), root);
+    return std::vector<Tensor>{t};
+  });
+}
+
+WorkPtr GlooBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOptions& opts) {
+  return submit(op, [call = callFor(op), t = tensor, r = opts.reduceOp, root = opts.root] {
+    gloo_backend::reduce(call, buffer(t), r, root);
+    return std::vector<Tensor>{t};
+  });
+}
+
+WorkPtr GlooBackend::allgather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
+                               const AllgatherOptions&) {
+  return submit(op, [call = callFor(op), outs = outputs, in = input]() mutable {
+    Tensor flat = Tensor::empty({in.numel() * call.size()}, in.dtype());
+    gloo_backend::allgather(call, buffer(in), flat.data());
+    unpack(static_cast<uint8_t*>(flat.data()), outs);
+    return outs;
+  });
+}
+
+WorkPtr GlooBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, const Tensor& input,
+                                         const AllgatherOptions&) {
+  return submit(op, [call = callFor(op), out = output, in = input] {
+    gloo_backend::allgather(call, buffer(in), out.data());
+    return std::vector<Tensor>{out};
+  });
+}
+
+WorkPtr GlooBackend::allgatherCoalesced(const OpContext& op, std::vector<std::vector<Tensor>>& outputs,
+                                        const std::vector<Tensor>& inputs, const AllgatherOptions&) {
+  return submit(op, [call = callFor(op), outs = outputs, ins = inputs]() mutable {
+    // One allgather of every input packed together; rank r's block holds its inputs in order.
+    Tensor mine = pack(ins);
+    Tensor all = Tensor::empty({mine.numel() * call.size()}, mine.dtype());
+    gloo_backend::allgather(call, buffer(mine), all.data());
+    std::vector<Tensor> flat;
+    for (int r = 0; r < call.size(); ++r) {
+      std::vector<Tensor> block;
+      for (auto& list : outs) block.push_back(list[r]);
+      unpack(static_cast<uint8_t*>(all.data()) + r * mine.nbytes(), block);
+    }
+    for (auto& list : outs) flat.insert(flat.end(), list.begin(), list.end());
+    return flat;
+  });
+}
+
+WorkPtr GlooBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
+                            const GatherOptions& opts) {
+  return submit(op, [call = callFor(op), outs = outputs, in = input, root = opts.root]() mutable {
+    Tensor flat;
+    if (call.rank() == root) flat = Tensor::empty({in.numel() * call.size()}, in.dtype());
+    gloo_backend::gather(call, buffer(in), flat.data(), root);
+    if (call.rank() == root) unpack(static_cast<uint8_t*>(flat.data()), outs);
+    return outs;
+  });
+}
+
+WorkPtr GlooBackend::scatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
+                             const ScatterOptions& opts) {
+  return submit(op, [call = callFor(op), out = output, ins = inputs, root = opts.root] {
+    std::vector<void*> ptrs;
+    for (const auto& t : ins) ptrs.push_back(t.data());
+    gloo_backend::scatter(call, ptrs, buffer(out), root);
+    return std::vector<Tensor>{out};
+  });
+}
+
+WorkPtr GlooBackend::reduceScatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
+                                   const ReduceScatterOptions& opts) {
+  return submit(op, [this, call = callFor(op), out = output, ins = inputs, r = opts.reduceOp] {
+    Tensor all = pack(ins);
+    gloo_backend::allreduce(call, buffer(all), r, algorithm_, ringThreshold_);
+    std::memcpy(out.data(), static_cast<uint8_t*>(all.data()) + call.rank() * out.nbytes(), out.nbytes());
+    return std::vector<Tensor>{out};
+  });
+}
+
+WorkPtr GlooBackend::reduceScatterTensor(const OpContext& op, Tensor& output, const Tensor& input,
+                                         const ReduceScatterOptions& opts) {
+  return submit(op, [this, call = callFor(op), out = output, in = input, r = opts.reduceOp] {
+    Tensor all = pack({in});
+    gloo_backend::allreduce(call, buffer(all), r, algorithm_, ringThreshold_);
+    std::memcpy(out.data(), static_cast<uint8_t*>(all.data()) + call.rank() * out.nbytes(), out.nbytes());
+    return std::vector<Tensor>{out};
+  });
+}
+
+WorkPtr GlooBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                              const AlltoallOptions&) {
+  return submit(op, [call = callFor(op), outs = outputs, ins = inputs]() mutable {
+    std::vector<int64_t> inCounts, outCounts;
+    for (const auto& t : ins) inCounts.push_back(t.numel());
+    for (const auto& t : outs) outCounts.push_back(t.numel());
+    Tensor in = pack(ins);
+    Tensor out = pack(outs);
+    gloo_backend::alltoallv(call, in.data(), inCounts, out.data(), outCounts, in.dtype());
+    unpack(static_cast<uint8_t*>(out.data()), outs);
+    return outs;
+  });
+}
+
+WorkPtr GlooBackend::alltoallSingle(const OpContext& op, Tensor& output, const Tensor& input,
+                                    const AlltoallSingleOptions& opts) {
+  return submit(op, [call = callFor(op), out = output, in = input, opts] {
+    std::vector<int64_t> inCounts, outCounts;
+    for (int64_t rows : opts.inputSplitSizes) inCounts.push_back(rows * rowElements(in));
+    for (int64_t rows : opts.outputSplitSizes) outCounts.push_back(rows * rowElements(out));
+    gloo_backend::alltoallv(call, in.data(), inCounts, out.data(), outCounts, in.dtype());
+    return std::vector<Tensor>{out};
+  });
+}
+
+WorkPtr GlooBackend::barrier(const OpContext& op, const BarrierOptions&) {
+  return submit(op, [call = callFor(op)] {
+    gloo_backend::barrier(call);
+    return std::vector<Tensor>{};
+  });
+}
+
+// Point-to-point runs on its own context; Gloo matches messages by (peer, slot), in order.
+WorkPtr GlooBackend::send(const OpContext& op, const Tensor& tensor, int dst, const SendOptions& opts) {
+  return submit(op, [context = p2p_, t = tensor, dst, slot = static_cast<uint64_t>(opts.tag), timeout = op.timeout] {
+    auto buf = context->createUnboundBuffer(t.data(), t.nbytes());
+    buf->send(dst, slot);
+    buf->waitSend(timeout);
+    return std::vector<Tensor>{};
+  });
+}
+
+WorkPtr GlooBackend::recv(const OpContext& op, Tensor& tensor, int src, const RecvOptions& opts) {
+  return submit(op, [context = p2p_, t = tensor, src, slot = static_cast<uint64_t>(opts.tag), timeout = op.timeout] {
+    auto buf = context->createUnboundBuffer(t.data(), t.nbytes());
+    buf->recv(src, slot);
+    buf->waitRecv(timeout);
+    return std::vector<Tensor>{t};
+  });
+}
+
+WorkPtr GlooBackend::recvAnySource(const OpContext& op, Tensor& tensor, const RecvOptions& opts) {
+  auto work = std::make_shared<AsyncWork>(op);
+  // Runs through the queue like every op; the source rank is reported on the work.
+  auto inner = submit(op, [context = p2p_, t = tensor, slot = static_cast<uint64_t>(opts.tag), timeout = op.timeout,
+                           work] {
+    std::vector<int> peers;
+    for (int r = 0; r < context->size; ++r)
+      if (r != context->rank) peers.push_back(r);
+    auto buf = context->createUnboundBuffer(t.data(), t.nbytes());
+    buf->recv(peers, slot);
+    int source = -1;
+    buf->waitRecv(&source, timeout);
+    work->finish({t}, source);
+    return std::vector<Tensor>{t};
+  });
+  inner->future()->then([work](Future& f) {
+    if (auto e = f.error()) work->fail(e);
+    return std::vector<Tensor>{};
+  });
+  return work;
+}
+
+}  // namespace commhost::gloo_backend

@@ -1,0 +1,19 @@
+// Declares the `gloo` backend plugin.
+#include "gloo_backend.h"
+
+namespace {
+
+const commhost::PluginDescriptor kDescriptor = {
+    commhost::PluginKind::Backend,
+    "gloo",
+    COMMHOST_VERSION,
+    "Every collective on CPU over Gloo's TCP transport (multi-process, multi-host)",
+    commhost::gloo_backend::optionSpecs(),
+    commhost::gloo_backend::capabilities(),
+    nullptr,
+    commhost::gloo_backend::create,
+};
+
+}  // namespace
+
+COMMHOST_PLUGIN(kDescriptor)

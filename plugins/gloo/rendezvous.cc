@@ -1,0 +1,73 @@
+#include "rendezvous.h"
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+#include <sys/stat.h>
+
+#include "commhost/errors.h"
+
+namespace commhost::gloo_backend {
+
+StoreAdapter::StoreAdapter(StorePtr store, std::string prefix, std::chrono::milliseconds timeout)
+    : store_(std::move(store)), prefix_(std::move(prefix)), timeout_(timeout) {}
+
+void StoreAdapter::set(const std::string& key, const std::vector<char>& data) {
+  store_->set(full(key), Bytes(data.begin(), data.end()));
+}
+
+std::vector<char> StoreAdapter::get(const std::string& key) {
+  store_->wait({full(key)}, timeout_);
+  const Bytes value = store_->get(full(key));
+  return std::vector<char>(value.begin(), value.end());
+}
+
+void StoreAdapter::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+
+void StoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  std::vector<std::string> full;
+  for (const auto& k : keys) full.push_back(this->full(k));
+  store_->wait(full, timeout);
+}
+
+std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device) {
+  ::gloo::transport::tcp::attr attr;
+  struct stat st {};
+  if (device.empty()) {
+    attr.hostname = "127.0.0.1";
+  } else if (::stat(("/sys/class/net/" + device).c_str(), &st) == 0) {
+    attr.iface = device;
+  } else {
+    attr.hostname = device;
+  }
+  try {
+    return ::gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    throw ConfigError("gloo: cannot create a TCP device on '" + (device.empty() ? "127.0.0.1" : device) +
+                      "': " + e.what() + ". Set backends.<name>.options.device to an interface or address of this host");
+  }
+}
+
+std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
+                                                              const std::shared_ptr<::gloo::transport::Device>& device,
+                                                              int count, std::chrono::milliseconds timeout) {
+  std::vector<std::shared_ptr<::gloo::Context>> contexts;
+  for (int i = 0; i < count; ++i) {
+    StoreAdapter store(ctx.store, "context" + std::to_string(i), timeout);
+    auto context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.worldSize);
+    context->setTimeout(timeout);
+    try {
+      auto dev = device;  // Gloo takes a non-const reference
+      context->connectFullMesh(store, dev);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw PeerLostError("[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) +
+                          "] gloo: connecting to the other ranks failed: " + e.what() +
+                          ". Check that every rank started and can reach this host's device address");
+    }
+    contexts.push_back(std::move(context));
+  }
+  return contexts;
+}
+
+}  // namespace commhost::gloo_backend

@@ -1,0 +1,41 @@
+// Connecting Gloo: the adapter from commhost's Store to gloo::rendezvous::Store, the
+// transport device, and the full-mesh contexts a backend uses in rotation.
+#pragma once
+
+#include <gloo/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/device.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commhost/plugin.h"
+
+namespace commhost::gloo_backend {
+
+// Gloo's rendezvous keys live under `prefix` in a commhost store.
+class StoreAdapter final : public ::gloo::rendezvous::Store {
+ public:
+  StoreAdapter(StorePtr store, std::string prefix, std::chrono::milliseconds timeout);
+  void set(const std::string& key, const std::vector<char>& data) override;
+  std::vector<char> get(const std::string& key) override;
+  void wait(const std::vector<std::string>& keys) override;
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+
+ private:
+  std::string full(const std::string& key) const { return prefix_ + "/" + key; }
+  StorePtr store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+// `device`: an interface name (e.g. eth0), a hostname or an address; "" is loopback.
+std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device);
+
+// `count` contexts, each a full mesh over the group, rendezvoused through `store`.
+std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
+                                                              const std::shared_ptr<::gloo::transport::Device>& device,
+                                                              int count, std::chrono::milliseconds timeout);
+
+}  // namespace commhost::gloo_backend

@@ -1,0 +1,78 @@
+#include "work_queue.h"
+
+#include "commhost/errors.h"
+
+namespace commhost::gloo_backend {
+
+WorkQueue::WorkQueue(int threads, Describe describe) : describe_(std::move(describe)) {
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+}
+
+WorkQueue::~WorkQueue() {
+  drain();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job) {
+  auto work = std::make_shared<AsyncWork>(ctx);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!aborted_.empty())
+      throw AbortedError(std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq) +
+                         ": the gloo backend was aborted (" + aborted_ + ")");
+    queue_.push_back({work, std::move(job)});
+  }
+  wake_.notify_one();
+  return work;
+}
+
+void WorkQueue::workerLoop() {
+  while (true) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      running_.insert(item.work);
+    }
+    try {
+      item.work->finish(item.job());
+    } catch (...) {
+      item.work->fail(describe_(OpContext{item.work->op(), item.work->seq(), item.work->timeout()},
+                                std::current_exception()));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_.erase(item.work);
+      if (queue_.empty() && running_.empty()) idle_.notify_all();
+    }
+  }
+}
+
+void WorkQueue::abort(const std::string& reason) {
+  std::deque<Item> queued;
+  std::set<std::shared_ptr<AsyncWork>> running;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = reason.empty() ? "no reason given" : reason;
+    queued.swap(queue_);
+    running = running_;
+    if (running_.empty()) idle_.notify_all();
+  }
+  for (auto& item : queued) item.work->abort(reason);
+  for (auto& work : running) work->abort(reason);
+}
+
+void WorkQueue::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty() && (running_.empty() || !aborted_.empty()); });
+}
+
+}  // namespace commhost::gloo_backend

@@ -1,0 +1,239 @@
+// The gloo backend with ranks as threads over a HashStore: every dtype x reduce op for
+// allreduce and reduce, and every other op, at world sizes 1 to 5. Each rank computes
+// the expected result from the same formula the inputs come from.
+#include <cmath>
+
+#include "../host/test_util.h"
+#include "commhost/kernels/reduce.h"
+
+namespace commhost::test {
+namespace {
+
+const char* kGlooConfig =
+    "group: { timeout: 20s }\n"
+    "backends: { gloo: { options: { threads: 2, contexts: 2 } } }\n"
+    "routes: [{ device: cpu, backend: gloo }]\n";
+
+// Rank r's element i: small values so sums and products stay exact in every dtype.
+int64_t source(DType dtype, int rank, int64_t i) {
+  return dtype == DType::Bool ? (rank + i) % 2 : 1 + (rank + i) % 3;
+}
+
+double load(const Tensor& t, int64_t i) {
+  return kernels::withStorageType(t.dtype(), [&](auto* tag) -> double {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return static_cast<double>(kernels::load(t.data_as<T>()[i]));
+  });
+}
+
+void storeValue(Tensor& t, int64_t i, double v) {
+  kernels::withStorageType(t.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using C = typename kernels::Compute<T>::type;
+    t.data_as<T>()[i] = kernels::store<T>(static_cast<C>(v));
+  });
+}
+
+Tensor sourceTensor(DType dtype, int rank, int64_t n) {
+  Tensor t = Tensor::empty({n}, dtype);
+  for (int64_t i = 0; i < n; ++i) storeValue(t, i, static_cast<double>(source(dtype, rank, i)));
+  return t;
+}
+
+bool valid(DType dtype, ReduceOp::Kind op) {
+  const bool floating = isFloating(dtype);
+  const ReduceOp r(op);
+  if (r.isBitwise()) return !floating;
+  if (op == ReduceOp::Avg || op == ReduceOp::PreMulSum) return floating;
+  return true;
+}
+
+double expected(DType dtype, ReduceOp::Kind op, int world, int64_t i) {
+  int64_t acc = source(dtype, 0, i);
+  double sum = static_cast<double>(acc);
+  for (int r = 1; r < world; ++r) {
+    const int64_t v = source(dtype, r, i);
+    sum += static_cast<double>(v);
+    switch (op) {
+      case ReduceOp::Product: acc *= v; break;
+      case ReduceOp::Min: acc = std::min(acc, v); break;
+      case ReduceOp::Max: acc = std::max(acc, v); break;
+      case ReduceOp::BAnd: acc &= v; break;
+      case ReduceOp::BOr: acc |= v; break;
+      case ReduceOp::BXor: acc ^= v; break;
+      default: break;
+    }
+  }
+  if (dtype == DType::Bool) {  // sum and max of bools are or; product and min are and
+    if (op == ReduceOp::Sum) return sum > 0 ? 1 : 0;
+  }
+  switch (op) {
+    case ReduceOp::Sum: return sum;
+    case ReduceOp::Avg: return sum / world;
+    case ReduceOp::PreMulSum: return sum * 0.5;
+    default: break;
+  }
+  if (dtype == DType::Int8) return static_cast<double>(static_cast<int8_t>(acc));
+  if (dtype == DType::UInt8) return static_cast<double>(static_cast<uint8_t>(acc));
+  return static_cast<double>(acc);
+}
+
+double tolerance(DType dtype) {
+  return dtype == DType::Float16 || dtype == DType::BFloat16 ? 1e-2 : 1e-6;
+}
+
+class GlooWorld : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { groups = makeGroups(kGlooConfig, GetParam()); }
+  void each(const std::function<void(ProcessGroup&, int)>& fn) {
+    runRanks(GetParam(), [&](int r) { fn(*groups[r], r); });
+  }
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+};
+
+TEST_P(GlooWorld, AllreduceAndReduceEveryDTypeAndOp) {
+  const int world = GetParam();
+  constexpr int64_t n = 37;  // not a multiple of anything the algorithms chunk by
+  each([&](ProcessGroup& pg, int rank) {
+    for (int d = 0; d < kNumDTypes; ++d) {
+      const auto dtype = static_cast<DType>(d);
+      for (int k = 0; k < ReduceOp::kNumKinds; ++k) {
+        const auto kind = static_cast<ReduceOp::Kind>(k);
+        if (!valid(dtype, kind)) continue;
+        const ReduceOp op = kind == ReduceOp::PreMulSum ? ReduceOp::preMulSum(0.5) : ReduceOp(kind);
+        Tensor t = sourceTensor(dtype, rank, n);
+        pg.allreduce(t, {op})->wait();
+        Tensor red = sourceTensor(dtype, rank, n);
+        const int root = world - 1;
+        pg.reduce(red, {root, op})->wait();
+        for (int64_t i = 0; i < n; ++i) {
+          const double want = expected(dtype, kind, world, i);
+          ASSERT_NEAR(load(t, i), want, tolerance(dtype) * std::max(1.0, std::fabs(want)))
+              << "allreduce " << dtypeName(dtype) << " " << reduceOpName(kind) << " rank " << rank << " i " << i;
+          if (rank == root) {
+            ASSERT_NEAR(load(red, i), want, tolerance(dtype) * std::max(1.0, std::fabs(want)))
+                << "reduce " << dtypeName(dtype) << " " << reduceOpName(kind);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_P(GlooWorld, EveryOtherOp) {
+  const int world = GetParam();
+  constexpr int64_t n = 13;
+  auto v = [](int rank, int64_t i) { return static_cast<float>(rank * 1000 + i); };
+  auto filled = [&](int rank, int64_t count) {
+    Tensor t = Tensor::empty({count}, DType::Float32);
+    for (int64_t i = 0; i < count; ++i) t.data_as<float>()[i] = v(rank, i);
+    return t;
+  };
+  each([&](ProcessGroup& pg, int rank) {
+    const int root = world / 2;
+    Tensor b = filled(rank, n);
+    pg.broadcast(b, {root})->wait();
+    EXPECT_EQ(b.data_as<float>()[n - 1], v(root, n - 1));
+
+    std::vector<Tensor> outs;
+    for (int r = 0; r < world; ++r) outs.push_back(Tensor::empty({n}, DType::Float32));
+    pg.allgather(outs, filled(rank, n))->wait();
+    for (int r = 0; r < world; ++r) EXPECT_EQ(outs[r].data_as<float>()[3], v(r, 3));
+
+    Tensor flat = Tensor::empty({n * world}, DType::Float32);
+    pg.allgatherIntoTensor(flat, filled(rank, n))->wait();
+    EXPECT_EQ(flat.data_as<float>()[n * (world - 1) + 2], v(world - 1, 2));
+
+    std::vector<std::vector<Tensor>> co(2);
+    for (auto& list : co)
+      for (int r = 0; r < world; ++r) list.push_back(Tensor::empty({n}, DType::Float32));
+    pg.allgatherCoalesced(co, {filled(rank, n), filled(rank + 50, n)})->wait();
+    EXPECT_EQ(co[1][world - 1].data_as<float>()[4], v(world - 1 + 50, 4));
+
+    std::vector<Tensor> gathered;
+    if (rank == root)
+      for (int r = 0; r < world; ++r) gathered.push_back(Tensor::empty({n}, DType::Float32));
+    pg.gather(gathered, filled(rank, n), {root})->wait();
+    if (rank == root) {
+      for (int r = 0; r < world; ++r) EXPECT_EQ(gathered[r].data_as<float>()[5], v(r, 5));
+    }
+
+    std::vector<Tensor> parts;
+    if (rank == root)
+      for (int r = 0; r < world; ++r) parts.push_back(filled(100 + r, n));
+    Tensor mine = Tensor::empty({n}, DType::Float32);
+    pg.scatter(mine, parts, {root})->wait();
+    EXPECT_EQ(mine.data_as<float>()[6], v(100 + rank, 6));
+
+    std::vector<Tensor> rsIn;
+    for (int r = 0; r < world; ++r) rsIn.push_back(filled(rank + r, n));
+    Tensor rs = Tensor::empty({n}, DType::Float32);
+    pg.reduceScatter(rs, rsIn)->wait();
+    float want = 0;
+    for (int s = 0; s < world; ++s) want += v(s + rank, 7);
+    EXPECT_EQ(rs.data_as<float>()[7], want);
+
+    Tensor rst = Tensor::empty({n}, DType::Float32);
+    pg.reduceScatterTensor(rst, filled(rank, n * world), {ReduceOp::Max})->wait();
+    EXPECT_EQ(rst.data_as<float>()[1], v(world - 1, rank * n + 1));
+
+    std::vector<Tensor> a2aIn, a2aOut;
+    for (int r = 0; r < world; ++r) {
+      a2aIn.push_back(filled(rank * 10 + r, n));
+      a2aOut.push_back(Tensor::empty({n}, DType::Float32));
+    }
+    pg.alltoall(a2aOut, a2aIn)->wait();
+    for (int r = 0; r < world; ++r) EXPECT_EQ(a2aOut[r].data_as<float>()[2], v(r * 10 + rank, 2));
+
+    // Uneven: rank s sends (d + 1) rows of 2 to rank d.
+    AlltoallSingleOptions splits;
+    int64_t inRows = 0;
+    for (int d = 0; d < world; ++d) {
+      splits.inputSplitSizes.push_back(d + 1);
+      splits.outputSplitSizes.push_back(rank + 1);
+      inRows += d + 1;
+    }
+    Tensor in = Tensor::empty({inRows, 2}, DType::Float32), out = Tensor::empty({(rank + 1) * world, 2}, DType::Float32);
+    int64_t row = 0;
+    for (int d = 0; d < world; ++d)
+      for (int k = 0; k <= d; ++k, ++row) in.data_as<float>()[2 * row] = in.data_as<float>()[2 * row + 1] = rank * 10 + d;
+    pg.alltoallSingle(out, in, splits)->wait();
+    for (int s = 0; s < world; ++s) EXPECT_EQ(out.data_as<float>()[2 * s * (rank + 1) + 1], s * 10 + rank);
+
+    pg.barrier()->wait();
+    if (world > 1) {
+      const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+      Tensor got = Tensor::empty({n}, DType::Float32);
+      auto sent = pg.send(filled(rank, n), next, {7});
+      pg.recv(got, prev, {7})->wait();
+      sent->wait();
+      EXPECT_EQ(got.data_as<float>()[1], v(prev, 1));
+      if (rank == 0) {
+        for (int i = 1; i < world; ++i) {
+          Tensor any = Tensor::empty({1}, DType::Float32);
+          auto w = pg.recvAnySource(any, {9});
+          w->wait();
+          EXPECT_EQ(any.data_as<float>()[0], v(w->sourceRank(), 0));
+        }
+      } else {
+        pg.send(filled(rank, 1), 0, {9})->wait();
+      }
+    }
+    pg.monitoredBarrier();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooWorld, ::testing::Values(1, 2, 3, 4, 5),
+                         [](const auto& info) { return "ranks" + std::to_string(info.param); });
+
+TEST(Gloo, AbortFailsWaitersAndLaterCalls) {
+  auto groups = makeGroups("backends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n", 2);
+  Tensor t = Tensor::empty({16}, DType::Float32);
+  auto work = groups[0]->allreduce(t);  // rank 1 never joins
+  groups[0]->abort("test abort");
+  EXPECT_THROW_WITH(work->wait(), AbortedError, "test abort");
+  EXPECT_THROW(groups[0]->allreduce(t), AbortedError);
+}
+
+}  // namespace
+}  // namespace commhost::test
