@@ -1,6 +1,8 @@
 // The gloo backend's lifecycle: options, rendezvous, error description, abort, shutdown.
 #include <gloo/common/error.h>
 
+#include <csignal>
+
 #include "commhost/errors.h"
 #include "gloo_backend.h"
 #include "rendezvous.h"
@@ -31,6 +33,11 @@ const std::vector<OptionSpec>& optionSpecs() {
 }
 
 std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx) {
+  // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that dies would kill this
+  // process with SIGPIPE instead of failing the op with "connection closed by peer".
+  // Ignore the signal unless the application installed its own handler.
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
   return std::make_unique<GlooBackend>(options, ctx);
 }
 

@@ -6,6 +6,9 @@
 // considered. A file that fails to load is kept as an entry with its reason, so
 // `commhost plugins list` can say why; a plugin whose probe fails is "unavailable".
 //
+// A loaded plugin's code stays mapped until the process exits (RTLD_NODELETE), so
+// errors and objects it created stay valid after the registry and its groups are gone.
+//
 // Threading: load everything first (one thread), then the registry is read-only and
 // may be shared.
 #pragma once

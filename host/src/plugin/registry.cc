@@ -4,6 +4,8 @@
 #include <boost/dll/shared_library.hpp>
 #include <boost/filesystem.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 
 #include "../config/environment.h"
@@ -67,6 +69,10 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
     entry.unavailable = std::string("cannot be loaded (a library it needs may be missing): ") + e.what();
     return entry;
   }
+  // Keep the code mapped until the process exits, even after the last handle closes:
+  // exceptions, vtables and strings a plugin created may outlive every object of it
+  // (an error caught after its group is gone, for one).
+  ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   if (!lib->has(kPluginSymbol)) {
     entry.unavailable = std::string("has no commhost plugin descriptor (symbol ") + kPluginSymbol +
                         " missing); declare one with COMMHOST_PLUGIN(descriptor)";
