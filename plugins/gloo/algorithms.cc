@@ -73,8 +73,15 @@ void broadcast(const Call& call, Buffer buf, int root) {
   if (call.size() == 1 || buf.count == 0) return;
   ::gloo::BroadcastOptions o(call.context);
   common(o, call);
+  // Gloo wants an output on the root too, and copies the input into it while sending
+  // the input: so in place, the root sends from a copy rather than from the buffer
+  // being copied onto itself.
   auto* bytes = static_cast<uint8_t*>(buf.data);
-  if (call.rank() == root) o.setInput(bytes, buf.bytes());
+  std::vector<uint8_t> copy;
+  if (call.rank() == root) {
+    copy.assign(bytes, bytes + buf.bytes());
+    o.setInput(copy.data(), copy.size());
+  }
   o.setOutput(bytes, buf.bytes());
   o.setRoot(root);
   ::gloo::broadcast(o);

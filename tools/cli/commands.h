@@ -9,5 +9,6 @@ namespace commhost::cli {
 void addPluginsCommand(CLI::App& app);
 void addConfigCommand(CLI::App& app);
 void addStoreCommand(CLI::App& app);
+void addRunCommand(CLI::App& app);
 
 }  // namespace commhost::cli

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
                "comm-hook plugins"};
   app.footer(
       "Examples:\n"
+      "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check\n"
       "  commhost plugins list                     what was found, and why something is unavailable\n"
       "  commhost plugins inspect self             descriptor, capabilities and options of one plugin\n"
       "  commhost config check configs/default.yaml --set group.timeout=10s\n"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   commhost::cli::addPluginsCommand(app);
   commhost::cli::addConfigCommand(app);
   commhost::cli::addStoreCommand(app);
+  commhost::cli::addRunCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

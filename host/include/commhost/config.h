@@ -1,11 +1,12 @@
 // Config: the validated, typed form of a commhost YAML configuration.
 //
 // Every host key is declared once (configSchema()) with its type, default and
-// description. loadConfig() parses the YAML, applies overrides (--set key=value, then
-// COMMHOST_<KEY> environment variables, e.g. COMMHOST_GROUP_TIMEOUT=10s), checks every
-// key, validates each plugin's options against that plugin's schema and each route
-// against the backends' capabilities, and throws ConfigError listing every problem with
-// file:line:col (or the override that caused it).
+// description. loadConfig() parses the YAML and applies overrides: COMMHOST_<KEY>
+// environment variables (e.g. COMMHOST_GROUP_TIMEOUT=10s), then the --set lines
+// `commhost run` passes in COMMHOST_OVERRIDES, then ConfigOverrides::set (last wins).
+// It checks every key, validates each plugin's options against that plugin's schema
+// and each route against the backends' capabilities, and throws ConfigError listing
+// every problem with file:line:col (or the override that caused it).
 #pragma once
 
 #include <chrono>

@@ -30,12 +30,27 @@ std::vector<std::pair<std::string, std::string>> commhostVariables() {
 }
 
 bool isReservedVariable(const std::string& name) {
-  return name == "COMMHOST_CONFIG" || name == "COMMHOST_PLUGIN_PATH" || name == "COMMHOST_STORE_TOKEN";
+  return name == "COMMHOST_CONFIG" || name == "COMMHOST_PLUGIN_PATH" || name == "COMMHOST_STORE_TOKEN" ||
+         name == "COMMHOST_OVERRIDES";
 }
 
 std::string variableForKey(const std::string& key) {
   std::string out = "COMMHOST_";
   for (char c : key) out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::vector<std::string> overridesFromEnv() {
+  std::vector<std::string> out;
+  const auto value = readEnv("COMMHOST_OVERRIDES");
+  if (!value) return out;
+  size_t start = 0;
+  while (start < value->size()) {
+    size_t nl = value->find('\n', start);
+    if (nl == std::string::npos) nl = value->size();
+    if (nl > start) out.push_back(value->substr(start, nl - start));
+    start = nl + 1;
+  }
   return out;
 }
 

@@ -17,6 +17,8 @@ std::vector<std::pair<std::string, std::string>> commhostVariables();
 bool isReservedVariable(const std::string& name);
 // The COMMHOST_ variable that overrides a dotted key: group.timeout -> COMMHOST_GROUP_TIMEOUT.
 std::string variableForKey(const std::string& key);
+// The key=value lines of COMMHOST_OVERRIDES (what `commhost run --set` passes to ranks).
+std::vector<std::string> overridesFromEnv();
 // Directories in COMMHOST_PLUGIN_PATH, in order.
 std::vector<std::string> pluginPathFromEnv();
 

@@ -74,14 +74,17 @@ void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems
       apply(match->key, YAML::Node(value), name + "=" + value);
     }
   }
-  for (const auto& assignment : overrides.set) {
+  auto applySet = [&](const std::string& assignment, const std::string& origin) {
     const size_t eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0) {
-      problems.addAt("--set " + assignment, "expected key=value, e.g. --set group.timeout=10s");
-      continue;
+      problems.addAt(origin, "expected key=value, e.g. --set group.timeout=10s");
+      return;
     }
-    apply(assignment.substr(0, eq), parseValue(assignment.substr(eq + 1)), "--set " + assignment);
-  }
+    apply(assignment.substr(0, eq), parseValue(assignment.substr(eq + 1)), origin);
+  };
+  if (overrides.fromEnvironment)
+    for (const auto& assignment : overridesFromEnv()) applySet(assignment, "--set " + assignment + " (from commhost run)");
+  for (const auto& assignment : overrides.set) applySet(assignment, "--set " + assignment);
 }
 
 }  // namespace commhost::config

@@ -1,0 +1,88 @@
+// commhost run -n N [-c CONFIG] [--set k=v]... [--nnodes M --node-rank I --master HOST:PORT] -- PROGRAM ARGS
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+#include <iostream>
+
+#include "commands.h"
+#include "commhost/config.h"
+#include "commhost/registry.h"
+#include "launcher.h"
+
+namespace commhost::cli {
+namespace {
+
+std::string selfPath() {
+  char buf[PATH_MAX];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "commhost";
+}
+
+struct RunArgs {
+  int ranks = 1;
+  int nodes = 1;
+  int nodeRank = 0;
+  std::string master;
+  std::string config;
+  std::vector<std::string> sets;
+  double grace = 5;
+  std::vector<std::string> command;
+};
+
+int run(const RunArgs& args, std::vector<std::string> command) {
+  if (command.empty()) throw CLI::ValidationError("run", "give the program to start after --, e.g. -- commhost bench");
+  if (args.nodeRank < 0 || args.nodeRank >= args.nodes)
+    throw CLI::ValidationError("--node-rank", "must be in [0, --nnodes)");
+  LaunchPlan plan;
+  plan.localRanks = args.ranks;
+  plan.nodes = args.nodes;
+  plan.nodeRank = args.nodeRank;
+  plan.overrides = args.sets;
+  plan.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace * 1000));
+  if (!args.master.empty()) {
+    const size_t colon = args.master.rfind(':');
+    if (colon == std::string::npos) throw CLI::ValidationError("--master", "expected HOST:PORT");
+    plan.masterAddr = args.master.substr(0, colon);
+    plan.masterPort = std::atoi(args.master.c_str() + colon + 1);
+  } else if (args.nodes > 1) {
+    throw CLI::ValidationError("--master", "a multi-node job needs --master HOST:PORT (node 0's address)");
+  }
+  if (plan.masterPort == 0) plan.masterPort = pickFreePort();
+  if (!args.config.empty()) {
+    char resolved[PATH_MAX];
+    if (!::realpath(args.config.c_str(), resolved))
+      throw CLI::ValidationError("-c", "cannot read config file '" + args.config + "'");
+    plan.configPath = resolved;
+    // Check the config once here rather than failing N times in the ranks.
+    PluginRegistry registry;
+    ConfigOverrides overrides;
+    overrides.set = args.sets;
+    loadConfigFile(plan.configPath, registry, overrides);
+  }
+  if (command[0] == "commhost") command[0] = selfPath();
+  plan.command = command;
+  return launch(plan);
+}
+
+}  // namespace
+
+void addRunCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Start N local ranks of PROGRAM (torchrun-style environment)");
+  static RunArgs args;
+  cmd->add_option("-n,--nproc", args.ranks, "Ranks to start on this node")->required()->check(CLI::Range(1, 4096));
+  cmd->add_option("-c,--config", args.config, "Config file given to every rank (COMMHOST_CONFIG)");
+  cmd->add_option("--set", args.sets, "Override a config key in every rank: --set group.timeout=10s");
+  cmd->add_option("--nnodes", args.nodes, "Nodes in the job (run the same command on each)")->check(CLI::Range(1, 65536));
+  cmd->add_option("--node-rank", args.nodeRank, "This node's index, 0 .. nnodes-1");
+  cmd->add_option("--master", args.master, "HOST:PORT of the store (node 0); default: this host, a free port");
+  cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")->capture_default_str();
+  cmd->add_option("program", args.command, "After --: the program to start in each rank, and its arguments")->required();
+  cmd->footer("Example: commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check");
+  cmd->callback([] {
+    const int rc = run(args, args.command);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace commhost::cli

@@ -1,0 +1,225 @@
+#include "launcher.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <stdexcept>
+
+namespace commhost::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Rank {
+  int globalRank = 0;
+  pid_t pid = -1;
+  int outFd = -1;           // the rank's stdout and stderr, merged
+  std::string pending;      // a partial line not yet printed
+  bool exited = false;
+  int status = 0;           // waitpid status
+  Clock::time_point start, end;
+};
+
+void flushLines(Rank& r, bool all) {
+  size_t nl;
+  while ((nl = r.pending.find('\n')) != std::string::npos) {
+    std::cout << "[" << r.globalRank << "] " << r.pending.substr(0, nl + 1);
+    r.pending.erase(0, nl + 1);
+  }
+  if (all && !r.pending.empty()) {
+    std::cout << "[" << r.globalRank << "] " << r.pending << "\n";
+    r.pending.clear();
+  }
+  std::cout.flush();
+}
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
+                                  strsignal(WTERMSIG(status)) + ")";
+  return "unknown";
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
+
+// Reads what the rank wrote since the last look and prints its complete lines; closes
+// the pipe at end of file.
+void relay(Rank& r) {
+  while (r.outFd >= 0) {
+    char buf[65536];
+    const ssize_t n = ::read(r.outFd, buf, sizeof buf);
+    if (n > 0) {
+      r.pending.append(buf, static_cast<size_t>(n));
+      flushLines(r, false);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    flushLines(r, true);
+    ::close(r.outFd);
+    r.outFd = -1;
+  }
+}
+
+pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, const sigset_t& parentMask) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    auto set = [](const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); };
+    set("RANK", std::to_string(rank.globalRank));
+    set("WORLD_SIZE", std::to_string(worldSize));
+    set("LOCAL_RANK", std::to_string(localRank));
+    set("LOCAL_WORLD_SIZE", std::to_string(plan.localRanks));
+    set("GROUP_RANK", std::to_string(plan.nodeRank));
+    set("MASTER_ADDR", plan.masterAddr);
+    set("MASTER_PORT", std::to_string(plan.masterPort));
+    if (!plan.configPath.empty()) set("COMMHOST_CONFIG", plan.configPath);
+    std::string overrides;
+    for (const auto& o : plan.overrides) overrides += o + "\n";
+    if (!overrides.empty()) set("COMMHOST_OVERRIDES", overrides);
+    std::vector<char*> argv;
+    for (const auto& a : plan.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "commhost run: cannot start '%s' for rank %d: %s\n", argv[0], rank.globalRank,
+                 std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  rank.outFd = fds[0];
+  rank.start = Clock::now();
+  return pid;
+}
+
+}  // namespace
+
+int pickFreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+    throw std::runtime_error(std::string("cannot find a free port: ") + std::strerror(errno));
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int launch(const LaunchPlan& plan) {
+  const int worldSize = plan.localRanks * plan.nodes;
+  // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd, read in the poll loop.
+  sigset_t handled, parentMask;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGCHLD);
+  sigaddset(&handled, SIGINT);
+  sigaddset(&handled, SIGTERM);
+  ::sigprocmask(SIG_BLOCK, &handled, &parentMask);
+  const int sigFd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  std::vector<Rank> ranks(plan.localRanks);
+  for (int i = 0; i < plan.localRanks; ++i) {
+    ranks[i].globalRank = plan.nodeRank * plan.localRanks + i;
+    ranks[i].pid = spawn(plan, ranks[i], i, worldSize, parentMask);
+  }
+
+  int firstFailure = -1;               // index into ranks
+  std::string stopReason;
+  Clock::time_point stopAt{}, killAt{};
+  bool stopping = false;
+  auto stopAll = [&](const std::string& why) {
+    if (stopping) return;
+    stopping = true;
+    stopReason = why;
+    for (auto& r : ranks)
+      if (!r.exited) ::kill(r.pid, SIGTERM);
+    stopAt = Clock::now();
+    killAt = stopAt + plan.grace;
+  };
+
+  int running = plan.localRanks;
+  while (running > 0) {
+    std::vector<pollfd> fds;
+    fds.push_back({sigFd, POLLIN, 0});
+    for (auto& r : ranks)
+      if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
+    int timeoutMs = -1;
+    if (stopping)
+      timeoutMs = std::max<int>(0, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        killAt - Clock::now()).count()));
+    ::poll(fds.data(), fds.size(), timeoutMs);
+
+    for (auto& r : ranks) relay(r);
+    signalfd_siginfo info;
+    while (::read(sigFd, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM)
+        stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)));
+    }
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        Rank& r = ranks[i];
+        if (r.pid != pid) continue;
+        r.exited = true;
+        r.status = status;
+        r.end = Clock::now();
+        --running;
+        if (failed(status) && firstFailure < 0 && !stopping) {
+          firstFailure = static_cast<int>(i);
+          stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeStatus(status) + ")");
+        }
+      }
+    }
+    if (stopping && Clock::now() >= killAt)
+      for (auto& r : ranks)
+        if (!r.exited) ::kill(r.pid, SIGKILL);
+  }
+  // Exited ranks may have left output in their pipes (or children that still hold them).
+  for (auto& r : ranks) {
+    relay(r);
+    if (r.outFd >= 0) {
+      flushLines(r, true);
+      ::close(r.outFd);
+    }
+  }
+  ::close(sigFd);
+  ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
+
+  if (!stopping) return 0;
+  std::cerr << "commhost run: stopped the job: " << stopReason << "\n"
+            << "  rank    pid  status                     time(s)\n";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const Rank& r = ranks[i];
+    char line[160];
+    std::snprintf(line, sizeof line, "  %4d %6d  %-26s %7.2f%s\n", r.globalRank, r.pid, describeStatus(r.status).c_str(),
+                  std::chrono::duration<double>(r.end - r.start).count(),
+                  static_cast<int>(i) == firstFailure ? "  <- failed first" : "");
+    std::cerr << line;
+  }
+  if (firstFailure >= 0) return exitCodeOf(ranks[firstFailure].status);
+  return 130;  // stopped by a signal to the launcher, as a shell reports Ctrl-C
+}
+
+}  // namespace commhost::cli

@@ -1,0 +1,35 @@
+// The process launcher behind `commhost run`: starts the local ranks with the
+// launch environment, relays their output line by line with a "[rank] " prefix, and
+// stops the job when a rank fails or the launcher is told to stop.
+//
+// Threading: one thread (the caller's) does everything: a poll loop over the ranks'
+// output pipes, a signalfd for SIGCHLD/SIGINT/SIGTERM, and timers for the grace period.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace commhost::cli {
+
+struct LaunchPlan {
+  int localRanks = 1;
+  int nodes = 1;
+  int nodeRank = 0;
+  std::string masterAddr = "127.0.0.1";
+  int masterPort = 0;                     // 0: pick a free port (single node only)
+  std::string configPath;                 // absolute; "" = the program's default
+  std::vector<std::string> overrides;     // --set key=value, passed as COMMHOST_OVERRIDES
+  std::vector<std::string> command;       // program and arguments
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};  // SIGTERM -> SIGKILL
+};
+
+// Runs the job and returns the launcher's exit status: 0, the first failing rank's
+// exit status, or 128 + its signal. Prints a summary to stderr when a rank fails.
+int launch(const LaunchPlan& plan);
+
+// A TCP port that was free a moment ago on this host.
+int pickFreePort();
+
+}  // namespace commhost::cli
