@@ -178,35 +178,37 @@ WorkPtr GlooBackend::barrier(const OpContext& op, const BarrierOptions&) {
   });
 }
 
-// Point-to-point runs on its own context; Gloo matches messages by (peer, slot), in order.
+// Point-to-point runs on its own context; Gloo matches messages by (peer, slot), in
+// order. Sends and receives are posted at once on the calling thread and only waited
+// for on a worker: a worker blocked in a large send must not keep the matching receive
+// from being posted (two ranks exchanging would deadlock).
 WorkPtr GlooBackend::send(const OpContext& op, const Tensor& tensor, int dst, const SendOptions& opts) {
-  return submit(op, [context = p2p_, t = tensor, dst, slot = static_cast<uint64_t>(opts.tag), timeout = op.timeout] {
-    auto buf = context->createUnboundBuffer(t.data(), t.nbytes());
-    buf->send(dst, slot);
+  std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+  buf->send(dst, static_cast<uint64_t>(opts.tag));
+  return submit(op, [buf, t = tensor, timeout = op.timeout] {
     buf->waitSend(timeout);
     return std::vector<Tensor>{};
   });
 }
 
 WorkPtr GlooBackend::recv(const OpContext& op, Tensor& tensor, int src, const RecvOptions& opts) {
-  return submit(op, [context = p2p_, t = tensor, src, slot = static_cast<uint64_t>(opts.tag), timeout = op.timeout] {
-    auto buf = context->createUnboundBuffer(t.data(), t.nbytes());
-    buf->recv(src, slot);
+  std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+  buf->recv(src, static_cast<uint64_t>(opts.tag));
+  return submit(op, [buf, t = tensor, timeout = op.timeout] {
     buf->waitRecv(timeout);
     return std::vector<Tensor>{t};
   });
 }
 
 WorkPtr GlooBackend::recvAnySource(const OpContext& op, Tensor& tensor, const RecvOptions& opts) {
+  std::vector<int> peers;
+  for (int r = 0; r < p2p_->size; ++r)
+    if (r != p2p_->rank) peers.push_back(r);
+  std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+  buf->recv(peers, static_cast<uint64_t>(opts.tag));
   auto work = std::make_shared<AsyncWork>(op);
-  // Runs through the queue like every op; the source rank is reported on the work.
-  auto inner = submit(op, [context = p2p_, t = tensor, slot = static_cast<uint64_t>(opts.tag), timeout = op.timeout,
-                           work] {
-    std::vector<int> peers;
-    for (int r = 0; r < context->size; ++r)
-      if (r != context->rank) peers.push_back(r);
-    auto buf = context->createUnboundBuffer(t.data(), t.nbytes());
-    buf->recv(peers, slot);
+  // The queued wait learns the source; the returned work reports it.
+  auto inner = submit(op, [buf, t = tensor, timeout = op.timeout, work] {
     int source = -1;
     buf->waitRecv(&source, timeout);
     work->finish({t}, source);

@@ -10,5 +10,6 @@ void addPluginsCommand(CLI::App& app);
 void addConfigCommand(CLI::App& app);
 void addStoreCommand(CLI::App& app);
 void addRunCommand(CLI::App& app);
+void addBenchCommand(CLI::App& app);
 
 }  // namespace commhost::cli

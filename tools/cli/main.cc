@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   commhost::cli::addConfigCommand(app);
   commhost::cli::addStoreCommand(app);
   commhost::cli::addRunCommand(app);
+  commhost::cli::addBenchCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,334 @@
+#include "bench_ops.h"
+
+#include <cmath>
+#include <functional>
+#include <type_traits>
+
+#include "commhost/errors.h"
+#include "commhost/kernels/reduce.h"
+
+namespace commhost::cli {
+namespace {
+
+// Rank r's element i: small integers, exact in every dtype after a few ranks' sum.
+double sourceValue(int rank, int64_t i) { return static_cast<double>((rank + 1) + i % 7); }
+
+double getValue(const Tensor& t, int64_t i) {
+  return kernels::withStorageType(t.dtype(), [&](auto* tag) -> double {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return static_cast<double>(kernels::load(t.data_as<T>()[i]));
+  });
+}
+
+void setValue(Tensor& t, int64_t i, double v) {
+  kernels::withStorageType(t.dtype(), [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using C = typename kernels::Compute<T>::type;
+    t.data_as<T>()[i] = kernels::store<T>(static_cast<C>(v));
+  });
+}
+
+double tolerance(DType d) {
+  switch (d) {
+    case DType::Float16:
+    case DType::BFloat16: return 1e-2;
+    case DType::Float32: return 1e-5;
+    case DType::Float64: return 1e-12;
+    default: return 0;
+  }
+}
+
+// Counts elements of `t` (from `offset` in the formula's index space) that differ from `want`.
+int64_t countWrong(const Tensor& t, const std::function<double(int64_t)>& want) {
+  int64_t wrong = 0;
+  const double tol = tolerance(t.dtype());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double w = want(i);
+    if (std::fabs(getValue(t, i) - w) > tol * std::max(1.0, std::fabs(w))) ++wrong;
+  }
+  return wrong;
+}
+
+class Base : public BenchOp {
+ public:
+  Base(ProcessGroup& pg, const BenchParams& p) : pg_(pg), p_(p), n_(pg.size()), rank_(pg.rank()) {}
+  int64_t size() const override { return count_ * static_cast<int64_t>(elementSize(p_.dtype)); }
+  int64_t count() const override { return count_; }
+
+ protected:
+  Tensor make(int64_t count) const { return Tensor::empty({count}, p_.dtype); }
+  void fillRank(Tensor& t, int rank, int64_t offset = 0) const {
+    for (int64_t i = 0; i < t.numel(); ++i) setValue(t, i, sourceValue(rank, offset + i));
+  }
+  // The reduction over ranks of element i, as the backend must compute it.
+  double reduced(int64_t i) const {
+    const bool integral = !isFloating(p_.dtype);
+    double acc = sourceValue(0, i);
+    int64_t bits = static_cast<int64_t>(acc);
+    for (int r = 1; r < n_; ++r) {
+      const double v = sourceValue(r, i);
+      switch (p_.reduceOp.kind) {
+        case ReduceOp::Product: acc *= v; break;
+        case ReduceOp::Min: acc = std::min(acc, v); break;
+        case ReduceOp::Max: acc = std::max(acc, v); break;
+        case ReduceOp::BAnd: bits &= static_cast<int64_t>(v); break;
+        case ReduceOp::BOr: bits |= static_cast<int64_t>(v); break;
+        case ReduceOp::BXor: bits ^= static_cast<int64_t>(v); break;
+        default: acc += v; break;
+      }
+    }
+    if (p_.reduceOp.isBitwise()) acc = static_cast<double>(bits);
+    if (p_.reduceOp.kind == ReduceOp::Avg) acc /= n_;
+    if (p_.reduceOp.kind == ReduceOp::PreMulSum) acc *= p_.reduceOp.factor;
+    if (integral && p_.dtype == DType::Int8) acc = static_cast<int8_t>(static_cast<int64_t>(acc));
+    if (integral && p_.dtype == DType::UInt8) acc = static_cast<uint8_t>(static_cast<int64_t>(acc));
+    return acc;
+  }
+  // Elements per rank for ops whose size is the whole (all ranks') buffer.
+  int64_t chunkFor(int64_t bytes) const {
+    return std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)) / n_);
+  }
+  double spread() const { return n_ > 1 ? static_cast<double>(n_ - 1) / n_ : 0; }
+
+  ProcessGroup& pg_;
+  BenchParams p_;
+  int n_, rank_;
+  int64_t count_ = 0;
+};
+
+class Allreduce final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    t_ = make(count_);
+  }
+  WorkPtr run() override { return pg_.allreduce(t_, {p_.reduceOp}); }
+  void fill() override { fillRank(t_, rank_); }
+  int64_t check() override { return countWrong(t_, [&](int64_t i) { return reduced(i); }); }
+  double busFactor() const override { return n_ > 1 ? 2.0 * (n_ - 1) / n_ : 0; }
+  bool usesReduceOp() const override { return true; }
+
+ private:
+  Tensor t_;
+};
+
+class Broadcast final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    t_ = make(count_);
+  }
+  WorkPtr run() override { return pg_.broadcast(t_, {p_.root}); }
+  void fill() override { fillRank(t_, rank_); }
+  int64_t check() override { return countWrong(t_, [&](int64_t i) { return sourceValue(p_.root, i); }); }
+  double busFactor() const override { return 1; }
+  bool usesRoot() const override { return true; }
+
+ private:
+  Tensor t_;
+};
+
+class Reduce final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    t_ = make(count_);
+  }
+  WorkPtr run() override { return pg_.reduce(t_, {p_.root, p_.reduceOp}); }
+  void fill() override { fillRank(t_, rank_); }
+  int64_t check() override {
+    return rank_ == p_.root ? countWrong(t_, [&](int64_t i) { return reduced(i); }) : 0;
+  }
+  double busFactor() const override { return 1; }
+  bool usesReduceOp() const override { return true; }
+  bool usesRoot() const override { return true; }
+
+ private:
+  Tensor t_;
+};
+
+class Allgather final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    chunk_ = chunkFor(bytes);
+    count_ = chunk_ * n_;
+    out_ = make(count_);
+    in_ = p_.inPlace ? out_.slice(rank_ * chunk_, chunk_) : make(chunk_);
+  }
+  WorkPtr run() override { return pg_.allgatherIntoTensor(out_, in_); }
+  void fill() override { fillRank(in_, rank_); }
+  int64_t check() override {
+    return countWrong(out_, [&](int64_t i) { return sourceValue(static_cast<int>(i / chunk_), i % chunk_); });
+  }
+  double busFactor() const override { return spread(); }
+
+ private:
+  int64_t chunk_ = 0;
+  Tensor in_, out_;
+};
+
+class ReduceScatter final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    chunk_ = chunkFor(bytes);
+    count_ = chunk_ * n_;
+    in_ = make(count_);
+    out_ = p_.inPlace ? in_.slice(rank_ * chunk_, chunk_) : make(chunk_);
+  }
+  WorkPtr run() override { return pg_.reduceScatterTensor(out_, in_, {p_.reduceOp}); }
+  void fill() override { fillRank(in_, rank_); }
+  int64_t check() override { return countWrong(out_, [&](int64_t i) { return reduced(rank_ * chunk_ + i); }); }
+  double busFactor() const override { return spread(); }
+  bool usesReduceOp() const override { return true; }
+
+ private:
+  int64_t chunk_ = 0;
+  Tensor in_, out_;
+};
+
+class Alltoall final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    chunk_ = chunkFor(bytes);
+    count_ = chunk_ * n_;
+    in_ = make(count_);
+    out_ = make(count_);
+  }
+  WorkPtr run() override { return pg_.alltoallSingle(out_, in_); }
+  void fill() override { fillRank(in_, rank_); }
+  int64_t check() override {
+    // Block s of my output is block `rank_` of rank s's input.
+    return countWrong(out_, [&](int64_t i) { return sourceValue(static_cast<int>(i / chunk_), rank_ * chunk_ + i % chunk_); });
+  }
+  double busFactor() const override { return spread(); }
+  bool usesReduceOp() const override { return false; }
+
+ private:
+  int64_t chunk_ = 0;
+  Tensor in_, out_;
+};
+
+class Gather final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    chunk_ = chunkFor(bytes);
+    count_ = chunk_ * n_;
+    in_ = make(chunk_);
+    outs_.clear();
+    if (rank_ == p_.root)
+      for (int r = 0; r < n_; ++r) outs_.push_back(make(chunk_));
+  }
+  WorkPtr run() override { return pg_.gather(outs_, in_, {p_.root}); }
+  void fill() override { fillRank(in_, rank_); }
+  int64_t check() override {
+    int64_t wrong = 0;
+    for (size_t r = 0; r < outs_.size(); ++r)
+      wrong += countWrong(outs_[r], [&](int64_t i) { return sourceValue(static_cast<int>(r), i); });
+    return wrong;
+  }
+  double busFactor() const override { return spread(); }
+  bool usesRoot() const override { return true; }
+
+ private:
+  int64_t chunk_ = 0;
+  Tensor in_;
+  std::vector<Tensor> outs_;
+};
+
+class Scatter final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    chunk_ = chunkFor(bytes);
+    count_ = chunk_ * n_;
+    out_ = make(chunk_);
+    ins_.clear();
+    if (rank_ == p_.root)
+      for (int r = 0; r < n_; ++r) ins_.push_back(make(chunk_));
+  }
+  WorkPtr run() override { return pg_.scatter(out_, ins_, {p_.root}); }
+  void fill() override {
+    for (size_t r = 0; r < ins_.size(); ++r) fillRank(ins_[r], static_cast<int>(r));
+  }
+  int64_t check() override { return countWrong(out_, [&](int64_t i) { return sourceValue(rank_, i); }); }
+  double busFactor() const override { return spread(); }
+  bool usesRoot() const override { return true; }
+
+ private:
+  int64_t chunk_ = 0;
+  Tensor out_;
+  std::vector<Tensor> ins_;
+};
+
+// Each rank sends to the next and receives from the previous (a ring exchange).
+class SendRecv final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t bytes) override {
+    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    in_ = make(count_);
+    out_ = make(count_);
+  }
+  WorkPtr run() override {
+    if (n_ == 1) return pg_.barrier();
+    auto sent = pg_.send(in_, (rank_ + 1) % n_);
+    auto received = pg_.recv(out_, (rank_ + n_ - 1) % n_);
+    sent->wait();
+    return received;
+  }
+  void fill() override { fillRank(in_, rank_); }
+  int64_t check() override {
+    if (n_ == 1) return 0;
+    const int from = (rank_ + n_ - 1) % n_;
+    return countWrong(out_, [&](int64_t i) { return sourceValue(from, i); });
+  }
+  double busFactor() const override { return 1; }
+
+ private:
+  Tensor in_, out_;
+};
+
+class Barrier final : public Base {
+ public:
+  using Base::Base;
+  void prepare(int64_t) override { count_ = 0; }
+  WorkPtr run() override { return pg_.barrier(); }
+  void fill() override {}
+  int64_t check() override { return 0; }
+  double busFactor() const override { return 0; }
+};
+
+}  // namespace
+
+const std::vector<std::string>& benchOpNames() {
+  static const std::vector<std::string> names = {"allreduce", "broadcast", "reduce",  "allgather", "reduce_scatter",
+                                                 "alltoall",  "gather",    "scatter", "sendrecv",  "barrier"};
+  return names;
+}
+
+std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, const BenchParams& p) {
+  if (name == "allreduce") return std::make_unique<Allreduce>(pg, p);
+  if (name == "broadcast") return std::make_unique<Broadcast>(pg, p);
+  if (name == "reduce") return std::make_unique<Reduce>(pg, p);
+  if (name == "allgather") return std::make_unique<Allgather>(pg, p);
+  if (name == "reduce_scatter") return std::make_unique<ReduceScatter>(pg, p);
+  if (name == "alltoall") return std::make_unique<Alltoall>(pg, p);
+  if (name == "gather") return std::make_unique<Gather>(pg, p);
+  if (name == "scatter") return std::make_unique<Scatter>(pg, p);
+  if (name == "sendrecv") return std::make_unique<SendRecv>(pg, p);
+  if (name == "barrier") return std::make_unique<Barrier>(pg, p);
+  std::string list;
+  for (const auto& n : benchOpNames()) list += (list.empty() ? "" : ", ") + n;
+  throw InvalidArgument("unknown bench op '" + name + "'" +
+                        (closestMatch(name, benchOpNames()).empty() ? "" : " (did you mean '" + closestMatch(name, benchOpNames()) + "'?)") +
+                        "; known: " + list + ", all");
+}
+
+}  // namespace commhost::cli
