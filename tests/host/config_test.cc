@@ -40,7 +40,8 @@ TEST(Config, EmbeddedDefaultLoads) {
   none.fromEnvironment = false;
   Config cfg = loadConfigText(defaultConfigText(), "<embedded default>", *registry, none);
   EXPECT_EQ(cfg.routes.size(), 1u);
-  EXPECT_EQ(cfg.backends.count("self"), 1u);
+  EXPECT_EQ(cfg.store.plugin, "tcp");
+  EXPECT_EQ(cfg.backends.count("gloo"), 1u);
 }
 
 TEST(Config, SetOverridesWinAndAreCited) {

@@ -16,7 +16,9 @@ void addConfigCommand(CLI::App& app) {
   static std::vector<std::string> sets;
   auto* check = config->add_subcommand("check", "Print the effective config and route table, or every error");
   check->add_option("file", file, "The YAML config file ('-' for the embedded default)")->required();
-  check->add_option("--set", sets, "Override a key: --set group.timeout=10s (repeatable)");
+  check->add_option("--set", sets, "Override a key: --set group.timeout=10s (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   check->callback([] {
     PluginRegistry registry;
     ConfigOverrides overrides;

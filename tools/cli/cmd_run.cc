@@ -72,15 +72,19 @@ void addRunCommand(CLI::App& app) {
   static RunArgs args;
   cmd->add_option("-n,--nproc", args.ranks, "Ranks to start on this node")->required()->check(CLI::Range(1, 4096));
   cmd->add_option("-c,--config", args.config, "Config file given to every rank (COMMHOST_CONFIG)");
-  cmd->add_option("--set", args.sets, "Override a config key in every rank: --set group.timeout=10s");
+  cmd->add_option("--set", args.sets, "Override a config key in every rank: --set group.timeout=10s (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--nnodes", args.nodes, "Nodes in the job (run the same command on each)")->check(CLI::Range(1, 65536));
   cmd->add_option("--node-rank", args.nodeRank, "This node's index, 0 .. nnodes-1");
   cmd->add_option("--master", args.master, "HOST:PORT of the store (node 0); default: this host, a free port");
   cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")->capture_default_str();
-  cmd->add_option("program", args.command, "After --: the program to start in each rank, and its arguments")->required();
+  cmd->add_option("program", args.command, "The program to start in each rank, and its arguments (after --)");
   cmd->footer("Example: commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check");
   cmd->callback([] {
-    const int rc = run(args, args.command);
+    std::vector<std::string> command = args.command;
+    for (const auto& a : trailingArgs()) command.push_back(a);
+    const int rc = run(args, command);
     if (rc) throw CLI::RuntimeError(rc);
   });
 }

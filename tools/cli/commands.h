@@ -6,6 +6,10 @@
 
 namespace commhost::cli {
 
+// The arguments after the first "--" on the command line (the program of `run`); main
+// cuts them off before CLI11 parses, so options of that program are never taken as ours.
+std::vector<std::string>& trailingArgs();
+
 void addPluginsCommand(CLI::App& app);
 void addConfigCommand(CLI::App& app);
 void addStoreCommand(CLI::App& app);

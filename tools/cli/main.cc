@@ -5,7 +5,20 @@
 #include "commhost/errors.h"
 #include "commhost/version.h"
 
+namespace commhost::cli {
+std::vector<std::string>& trailingArgs() {
+  static std::vector<std::string> args;
+  return args;
+}
+}  // namespace commhost::cli
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    for (int j = i + 1; j < argc; ++j) commhost::cli::trailingArgs().push_back(argv[j]);
+    argc = i;
+    break;
+  }
   CLI::App app{"commhost " COMMHOST_VERSION " - a host for collective communication with backend, store and "
                "comm-hook plugins"};
   app.footer(

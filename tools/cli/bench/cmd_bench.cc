@@ -1,6 +1,8 @@
 // commhost bench: nccl-tests for every backend. Joins the job from the environment
 // (commhost run sets it), sweeps message sizes for each op and prints, from rank 0, the
 // nccl-tests table (or JSON lines). Exits 1 when any result was wrong.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -102,6 +104,8 @@ int bench(const BenchArgs& a) {
   const std::vector<std::string> ops = a.op == "all" ? benchOpNames() : std::vector<std::string>{a.op};
   const auto sizes = sweep(a);
   const bool leader = pg->rank() == 0;
+  // Progress only to a terminal: under `commhost run` stderr is the rank's log.
+  const bool progress = leader && sizes.size() > 8 && ::isatty(STDERR_FILENO);
   if (leader && !a.json)
     std::printf("# commhost bench: %d ranks, config %s, dtype %s, iters %d, warmup %d%s\n", pg->size(),
                 pg->config().source.c_str(), a.dtype.c_str(), a.iters, a.warmup, a.check ? ", checked" : "");
@@ -115,7 +119,7 @@ int bench(const BenchArgs& a) {
       printHeader();
     }
     for (int64_t bytes : (name == "barrier" ? std::vector<int64_t>{0} : sizes)) {
-      if (leader && sizes.size() > 8) std::fprintf(stderr, "[bench] %s %lld bytes\r", name.c_str(), static_cast<long long>(bytes));
+      if (progress) std::fprintf(stderr, "[bench] %s %lld bytes\r", name.c_str(), static_cast<long long>(bytes));
       op->prepare(bytes);
       op->fill();
       for (int i = 0; i < a.warmup; ++i) op->run()->wait();
@@ -143,7 +147,7 @@ int bench(const BenchArgs& a) {
     }
     if (leader && !a.json) std::printf("# %s avg bus bandwidth: %.3f GB/s\n", name.c_str(), rows ? busSum / rows : 0);
   }
-  if (leader && sizes.size() > 8) std::fprintf(stderr, "%60s\r", "");
+  if (progress) std::fprintf(stderr, "%60s\r", "");
   if (wrongTotal > 0) {
     if (leader) std::fprintf(stderr, "commhost bench: %lld wrong elements; see the #wrong column\n",
                              static_cast<long long>(wrongTotal));
@@ -173,7 +177,9 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_flag("--check", a.check, "Verify every result (per-rank verifiable data); fills #wrong");
   cmd->add_flag("--json", a.json, "One JSON object per row instead of the table");
   cmd->add_option("--backend", a.backend, "Route every cpu op to this configured backend");
-  cmd->add_option("--set", a.sets, "Override a config key: --set backends.gloo.options.threads=2");
+  cmd->add_option("--set", a.sets, "Override a config key: --set backends.gloo.options.threads=2 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->footer("Run it under the launcher: commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check");
   cmd->callback([] {
     const int rc = bench(a);

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# `commhost run`: the environment ranks see, prefixed whole lines, failure propagation
+# (exit status, signal), stopping the others within the grace period, Ctrl-C, --set.
+#   run_test.sh <commhost binary> <source dir>
+set -euo pipefail
+commhost=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; [ -f "$tmp/out" ] && cat "$tmp/out"; exit 1; }
+for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
+
+"$commhost" run -n 2 -c "$src/configs/gloo.yaml" -- sh -c \
+  'echo "R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE M=$MASTER_ADDR:$MASTER_PORT C=$COMMHOST_CONFIG"' >"$tmp/out" 2>&1 ||
+  fail "a job of two successful ranks failed"
+grep -Eq "^\[0\] R=0 W=2 L=0 LW=2 M=127.0.0.1:[0-9]+ C=$src/configs/gloo.yaml$" "$tmp/out" || fail "rank 0 environment"
+grep -Eq "^\[1\] R=1 W=2 L=1 LW=2 M=127.0.0.1:[0-9]+ C=" "$tmp/out" || fail "rank 1 environment"
+echo "ok: ranks see RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT, COMMHOST_CONFIG"
+
+"$commhost" run -n 1 -- sh -c 'printf "part1-"; sleep 0.3; echo part2; printf "no newline at exit"' >"$tmp/out" 2>&1
+grep -q "^\[0\] part1-part2$" "$tmp/out" || fail "a line written in two pieces was not kept whole"
+grep -q "^\[0\] no newline at exit$" "$tmp/out" || fail "the last partial line was lost"
+echo "ok: lines are kept whole and prefixed"
+
+start=$(date +%s)
+status=0
+"$commhost" run -n 3 --grace 2 -- sh -c '[ "$RANK" = 1 ] && exit 3; exec sleep 60' >"$tmp/out" 2>&1 || status=$?
+elapsed=$(( $(date +%s) - start ))
+[ "$status" = 3 ] || fail "exit status $status, expected rank 1's 3"
+[ "$elapsed" -lt 15 ] || fail "the others were not stopped in time (${elapsed}s)"
+grep -q "rank 1 failed (exit 3)" "$tmp/out" || fail "the summary does not name rank 1"
+grep -Eq "^ +1 +[0-9]+ +exit 3 .*failed first" "$tmp/out" || fail "the summary table lacks the failing rank"
+grep -Eq "^ +0 +[0-9]+ +signal 15" "$tmp/out" || fail "rank 0 was not stopped with SIGTERM"
+echo "ok: a rank exiting 3 makes run exit 3 and stops the others (${elapsed}s)"
+
+status=0
+"$commhost" run -n 2 --grace 1 -- sh -c '[ "$RANK" = 0 ] && kill -KILL $$; exec sleep 60' >"$tmp/out" 2>&1 || status=$?
+[ "$status" = 137 ] || fail "exit status $status, expected 128+9 for a rank killed by SIGKILL"
+grep -q "signal 9" "$tmp/out" || fail "the summary does not show the signal"
+echo "ok: a rank killed by a signal gives 128+signal"
+
+"$commhost" run -n 2 -- sh -c 'trap "" TERM; exec sleep 60' >"$tmp/out" 2>&1 &
+launcher=$!
+sleep 1
+kill -INT $launcher
+status=0
+wait $launcher || status=$?
+[ "$status" = 130 ] || fail "exit status $status after Ctrl-C, expected 130"
+pgrep -f "sleep 60" >/dev/null && pgrep -P $launcher >/dev/null && fail "ranks outlived the launcher"
+echo "ok: Ctrl-C reaches every rank (SIGKILL after the grace period for ones ignoring SIGTERM)"
+
+"$commhost" run -n 1 --set group.timeout=7s -- sh -c 'echo "O=$COMMHOST_OVERRIDES"' >"$tmp/out" 2>&1
+grep -q "O=group.timeout=7s" "$tmp/out" || fail "--set did not reach the rank"
+echo "ok: --set reaches the ranks"
+
+status=0
+"$commhost" run -n 1 -- /nonexistent/program >"$tmp/out" 2>&1 || status=$?
+[ "$status" = 127 ] || fail "exit status $status for a missing program, expected 127"
+grep -q "cannot start '/nonexistent/program' for rank 0" "$tmp/out" || fail "no message for a missing program"
+echo "ok: a missing program is reported"
+
+printf 'group: { timout: 1s }\n' >"$tmp/bad.yaml"
+status=0
+"$commhost" run -n 2 -c "$tmp/bad.yaml" -- true >"$tmp/out" 2>&1 || status=$?
+[ "$status" != 0 ] || fail "a bad config was accepted"
+grep -q "bad.yaml:1:10" "$tmp/out" || fail "the config error lacks file:line:col"
+echo "ok: a bad config is refused once, before any rank starts"
