@@ -92,7 +92,7 @@ step "commhost config check $default"
 run "$commhost" config check "$default"
 expect_rc0 "commhost config check $default"
 expect_text "config check (default)" "config hash"
-expect_regex "config check (default)" '^# +cpu allreduce .* -> self$'
+expect_regex "config check (default)" '^# +cpu allreduce .* -> gloo$'
 pass "exit 0, prints the config hash and route table"
 
 typo=$tmp/unknown_key.yaml
