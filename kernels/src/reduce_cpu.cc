@@ -56,4 +56,18 @@ void scaleBuffer(void* dst, size_t n, DType dtype, double factor) {
   });
 }
 
+double getElement(const void* data, DType dtype, int64_t i) {
+  return withStorageType(dtype, [&](auto* tag) -> double {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    return static_cast<double>(load(static_cast<const T*>(data)[i]));
+  });
+}
+
+void setElement(void* data, DType dtype, int64_t i, double value) {
+  withStorageType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    static_cast<T*>(data)[i] = store<T>(static_cast<typename Compute<T>::type>(value));
+  });
+}
+
 }  // namespace commhost::kernels

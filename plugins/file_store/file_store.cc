@@ -137,18 +137,7 @@ Bytes FileStore::get(const std::string& key) {
 int64_t FileStore::addLocked(const std::string& key, int64_t delta) {
   int64_t sum = delta;
   auto it = cache_.find(key);
-  if (it != cache_.end()) {
-    const std::string text(it->second.begin(), it->second.end());
-    size_t used = 0;
-    try {
-      sum += std::stoll(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != text.size())
-      throw InvalidArgument("file store add on key '" + key + "': the value '" + text.substr(0, 64) +
-                            "' is not an integer; use a separate key for counters");
-  }
+  if (it != cache_.end()) sum += counterValue(key, it->second);
   write(kSet, key, toBytes(std::to_string(sum)));
   return sum;
 }

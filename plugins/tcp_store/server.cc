@@ -210,16 +210,11 @@ void Server::handle(const ConnectionPtr& c, Request r) {
       int64_t sum = r.delta;
       auto it = data_.find(key);
       if (it != data_.end()) {
-        const std::string text(it->second.begin(), it->second.end());
-        size_t used = 0;
         try {
-          sum += std::stoll(text, &used);
-        } catch (const std::exception&) {
-          used = 0;
+          sum += counterValue(key, it->second);
+        } catch (const InvalidArgument& e) {
+          return reply(c, errorFrame(e.what()));
         }
-        if (used == 0 || used != text.size())
-          return reply(c, errorFrame("add on key '" + key + "': the value '" + text.substr(0, 64) +
-                                     "' is not an integer; use a separate key for counters"));
       }
       data_[key] = toBytes(std::to_string(sum));
       changed(key);

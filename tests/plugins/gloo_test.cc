@@ -19,20 +19,8 @@ int64_t source(DType dtype, int rank, int64_t i) {
   return dtype == DType::Bool ? (rank + i) % 2 : 1 + (rank + i) % 3;
 }
 
-double load(const Tensor& t, int64_t i) {
-  return kernels::withStorageType(t.dtype(), [&](auto* tag) -> double {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    return static_cast<double>(kernels::load(t.data_as<T>()[i]));
-  });
-}
-
-void storeValue(Tensor& t, int64_t i, double v) {
-  kernels::withStorageType(t.dtype(), [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    using C = typename kernels::Compute<T>::type;
-    t.data_as<T>()[i] = kernels::store<T>(static_cast<C>(v));
-  });
-}
+double load(const Tensor& t, int64_t i) { return kernels::getElement(t.data(), t.dtype(), i); }
+void storeValue(Tensor& t, int64_t i, double v) { kernels::setElement(t.data(), t.dtype(), i, v); }
 
 Tensor sourceTensor(DType dtype, int rank, int64_t n) {
   Tensor t = Tensor::empty({n}, dtype);

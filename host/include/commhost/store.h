@@ -23,6 +23,9 @@ namespace commhost {
 using Bytes = std::vector<uint8_t>;
 COMMHOST_API Bytes toBytes(const std::string& text);
 COMMHOST_API std::string toString(const Bytes& bytes);
+// The integer a counter key holds (decimal text, as add() writes it); throws
+// InvalidArgument naming the key when the value is something else. For Store::add.
+COMMHOST_API int64_t counterValue(const std::string& key, const Bytes& value);
 
 class COMMHOST_API Store {
  public:

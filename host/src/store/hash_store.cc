@@ -24,17 +24,7 @@ int64_t HashStore::add(const std::string& key, int64_t delta) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = map_.find(key);
-    if (it != map_.end()) {
-      const std::string text = toString(it->second);
-      try {
-        size_t used = 0;
-        sum += std::stoll(text, &used);
-        if (used != text.size()) throw std::invalid_argument(text);
-      } catch (const std::exception&) {
-        throw InvalidArgument("store add on key '" + key + "': the value '" + text +
-                              "' is not an integer; use a separate key for counters");
-      }
-    }
+    if (it != map_.end()) sum += counterValue(key, it->second);
     map_[key] = toBytes(std::to_string(sum));
   }
   cv_.notify_all();

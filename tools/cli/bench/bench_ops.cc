@@ -13,20 +13,8 @@ namespace {
 // Rank r's element i: small integers, exact in every dtype after a few ranks' sum.
 double sourceValue(int rank, int64_t i) { return static_cast<double>((rank + 1) + i % 7); }
 
-double getValue(const Tensor& t, int64_t i) {
-  return kernels::withStorageType(t.dtype(), [&](auto* tag) -> double {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    return static_cast<double>(kernels::load(t.data_as<T>()[i]));
-  });
-}
-
-void setValue(Tensor& t, int64_t i, double v) {
-  kernels::withStorageType(t.dtype(), [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    using C = typename kernels::Compute<T>::type;
-    t.data_as<T>()[i] = kernels::store<T>(static_cast<C>(v));
-  });
-}
+double getValue(const Tensor& t, int64_t i) { return kernels::getElement(t.data(), t.dtype(), i); }
+void setValue(Tensor& t, int64_t i, double v) { kernels::setElement(t.data(), t.dtype(), i, v); }
 
 double tolerance(DType d) {
   switch (d) {

@@ -64,6 +64,11 @@ decltype(auto) withStorageType(DType dtype, F&& fn) {
   throw InvalidArgument("unknown dtype");
 }
 
+// Element i of an array of `dtype`, converted to or from double: for building and
+// checking test and benchmark data, not for hot loops.
+double getElement(const void* data, DType dtype, int64_t i);
+void setElement(void* data, DType dtype, int64_t i, double value);
+
 // dst = op(dst, src) over n elements of `dtype`. Avg and PreMulSum accumulate as Sum;
 // the caller applies the final scale once (scaleFor below). Bitwise ops on floating
 // types throw InvalidArgument (the ProcessGroup rejects them earlier).
