@@ -214,6 +214,26 @@ TEST_P(GlooWorld, EveryOtherOp) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooWorld, ::testing::Values(1, 2, 3, 4, 5),
                          [](const auto& info) { return "ranks" + std::to_string(info.param); });
 
+TEST(Gloo, SubgroupsGetTheirOwnContexts) {
+  auto groups = makeGroups(kGlooConfig, 3);
+  runRanks(3, [&](int r) {
+    auto pair = groups[r]->newGroup({0, 2});
+    auto split = groups[r]->split(r == 1 ? 0 : 1, r);
+    if (pair) {
+      Tensor t = Tensor::empty({5}, DType::Float32);
+      t.data_as<float>()[4] = static_cast<float>(r + 1);
+      pair->allreduce(t)->wait();
+      EXPECT_EQ(t.data_as<float>()[4], 1 + 3);
+    }
+    ASSERT_NE(split, nullptr);
+    Tensor s = Tensor::empty({2}, DType::Int64);
+    s.data_as<int64_t>()[0] = r;
+    split->allreduce(s, {ReduceOp::Max})->wait();
+    EXPECT_EQ(s.data_as<int64_t>()[0], r == 1 ? 1 : 2);
+    groups[r]->barrier()->wait();
+  });
+}
+
 TEST(Gloo, AbortFailsWaitersAndLaterCalls) {
   auto groups = makeGroups("backends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n", 2);
   Tensor t = Tensor::empty({16}, DType::Float32);

@@ -65,3 +65,17 @@ status=0
 [ "$status" != 0 ] || fail "a bad config was accepted"
 grep -q "bad.yaml:1:10" "$tmp/out" || fail "the config error lacks file:line:col"
 echo "ok: a bad config is refused once, before any rank starts"
+
+# Two "nodes" on this host: the same command with --nnodes 2 and each --node-rank.
+port=$((20000 + RANDOM % 40000))
+for node in 0 1; do
+  "$commhost" run -n 2 --nnodes 2 --node-rank $node --master 127.0.0.1:$port -c "$src/configs/gloo.yaml" -- \
+    "$(dirname "$commhost")/commhost_all_collectives" --elements 64 >"$tmp/node$node" 2>&1 &
+done
+wait %1 || fail "node 0 failed: $(cat "$tmp/node0")"
+wait %2 || fail "node 1 failed: $(cat "$tmp/node1")"
+for r in 0 1 2 3; do
+  node=$((r / 2))
+  grep -q "^\[$r\] \[rank $r\] all collectives correct: 4 ranks" "$tmp/node$node" || fail "rank $r on node $node"
+done
+echo "ok: two launchers with --nnodes 2 form one 4-rank job with global rank numbers"
