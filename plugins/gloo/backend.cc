@@ -21,7 +21,8 @@ const Capabilities& capabilities() {
 
 const std::vector<OptionSpec>& optionSpecs() {
   static const std::vector<OptionSpec> specs = {
-      {"threads", OptionType::Int, "2", "Worker threads running queued ops", {}, 1, 64},
+      {"threads", OptionType::Int, "1",
+       "Worker threads running queued ops; 0 runs each op on the calling thread (lowest latency, no overlap)", {}, 0, 64},
       {"contexts", OptionType::Int, "2", "Gloo contexts used in rotation (by seq), so independent ops overlap", {}, 1, 16},
       {"device", OptionType::String, "", "Interface name, hostname or address to use; empty: loopback 127.0.0.1"},
       {"allreduce_algorithm", OptionType::Enum, "auto", "auto: bcube below ring_threshold, ring from there",

@@ -25,9 +25,18 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job) {
     if (!aborted_.empty())
       throw AbortedError(std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq) +
                          ": the gloo backend was aborted (" + aborted_ + ")");
-    queue_.push_back({work, std::move(job)});
+    if (!workers_.empty()) {
+      queue_.push_back({work, std::move(job)});
+      wake_.notify_one();
+      return work;
+    }
   }
-  wake_.notify_one();
+  // No workers: run on the caller's thread, as raw Gloo does (no hand-off, no overlap).
+  try {
+    work->finish(job());
+  } catch (...) {
+    work->fail(describe_(ctx, std::current_exception()));
+  }
   return work;
 }
 

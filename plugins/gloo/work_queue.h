@@ -24,6 +24,7 @@ class WorkQueue {
   // Turns a job's exception into the error its work fails with (adding rank, op, seq).
   using Describe = std::function<std::exception_ptr(const OpContext&, std::exception_ptr)>;
 
+  // threads == 0: every job runs inside enqueue(), on the caller's thread.
   WorkQueue(int threads, Describe describe);
   ~WorkQueue();  // drains, then joins the workers
 
