@@ -54,11 +54,15 @@ GlooBackend::GlooBackend(const OptionValues& options, const BackendContext& ctx)
   contexts_ = connectContexts(ctx_, device, static_cast<int>(options.getInt("contexts")) + 1, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();
-  queue_ = std::make_unique<WorkQueue>(static_cast<int>(options.getInt("threads")),
-                                       [this](const OpContext& op, std::exception_ptr e) { return describe(op, e); });
+  auto describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e); };
+  queue_ = std::make_unique<WorkQueue>(static_cast<int>(options.getInt("threads")), describe);
+  p2pQueue_ = std::make_unique<WorkQueue>(1, describe);
 }
 
-GlooBackend::~GlooBackend() { queue_.reset(); }
+GlooBackend::~GlooBackend() {
+  queue_.reset();
+  p2pQueue_.reset();
+}
 
 Call GlooBackend::callFor(const OpContext& op) const {
   return {contexts_[op.seq % contexts_.size()], static_cast<uint32_t>(op.seq), op.timeout};
@@ -84,8 +88,14 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr
   }
 }
 
-void GlooBackend::abort(const std::string& reason) { queue_->abort(reason); }
+void GlooBackend::abort(const std::string& reason) {
+  queue_->abort(reason);
+  p2pQueue_->abort(reason);
+}
 
-void GlooBackend::shutdown() { queue_->drain(); }
+void GlooBackend::shutdown() {
+  queue_->drain();
+  p2pQueue_->drain();
+}
 
 }  // namespace commhost::gloo_backend

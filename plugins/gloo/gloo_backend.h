@@ -56,6 +56,12 @@ class GlooBackend final : public Backend {
  private:
   Call callFor(const OpContext& op) const;
   WorkPtr submit(const OpContext& op, WorkQueue::Job job) { return queue_->enqueue(op, std::move(job)); }
+  // Point-to-point waits run on their own thread: a receive waiting for a send the peer
+  // issues after a collective must not hold the collectives' worker (or, with threads: 0,
+  // the caller) hostage.
+  WorkPtr submitP2P(const OpContext& op, WorkQueue::Job job, std::shared_ptr<AsyncWork> work = nullptr) {
+    return p2pQueue_->enqueue(op, std::move(job), std::move(work));
+  }
   std::exception_ptr describe(const OpContext& op, std::exception_ptr error) const;
 
   BackendContext ctx_;
@@ -64,6 +70,7 @@ class GlooBackend final : public Backend {
   std::vector<std::shared_ptr<::gloo::Context>> contexts_;  // collectives use contexts_[seq % size]
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order
   std::unique_ptr<WorkQueue> queue_;
+  std::unique_ptr<WorkQueue> p2pQueue_;  // one thread: send/recv completion waits
 };
 
 }  // namespace commhost::gloo_backend

@@ -180,12 +180,12 @@ WorkPtr GlooBackend::barrier(const OpContext& op, const BarrierOptions&) {
 
 // Point-to-point runs on its own context; Gloo matches messages by (peer, slot), in
 // order. Sends and receives are posted at once on the calling thread and only waited
-// for on a worker: a worker blocked in a large send must not keep the matching receive
-// from being posted (two ranks exchanging would deadlock).
+// for on the p2p thread: a blocked send must not keep the matching receive from being
+// posted (two ranks exchanging would deadlock).
 WorkPtr GlooBackend::send(const OpContext& op, const Tensor& tensor, int dst, const SendOptions& opts) {
   std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
   buf->send(dst, static_cast<uint64_t>(opts.tag));
-  return submit(op, [buf, t = tensor, timeout = op.timeout] {
+  return submitP2P(op, [buf, t = tensor, timeout = op.timeout] {
     buf->waitSend(timeout);
     return std::vector<Tensor>{};
   });
@@ -194,7 +194,7 @@ WorkPtr GlooBackend::send(const OpContext& op, const Tensor& tensor, int dst, co
 WorkPtr GlooBackend::recv(const OpContext& op, Tensor& tensor, int src, const RecvOptions& opts) {
   std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
   buf->recv(src, static_cast<uint64_t>(opts.tag));
-  return submit(op, [buf, t = tensor, timeout = op.timeout] {
+  return submitP2P(op, [buf, t = tensor, timeout = op.timeout] {
     buf->waitRecv(timeout);
     return std::vector<Tensor>{t};
   });
@@ -206,19 +206,18 @@ WorkPtr GlooBackend::recvAnySource(const OpContext& op, Tensor& tensor, const Re
     if (r != p2p_->rank) peers.push_back(r);
   std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
   buf->recv(peers, static_cast<uint64_t>(opts.tag));
+  // The job finishes the work itself, with the source rank; errors and abort reach it
+  // through the queue like any other work.
   auto work = std::make_shared<AsyncWork>(op);
-  // The queued wait learns the source; the returned work reports it.
-  auto inner = submit(op, [buf, t = tensor, timeout = op.timeout, work] {
-    int source = -1;
-    buf->waitRecv(&source, timeout);
-    work->finish({t}, source);
-    return std::vector<Tensor>{t};
-  });
-  inner->future()->then([work](Future& f) {
-    if (auto e = f.error()) work->fail(e);
-    return std::vector<Tensor>{};
-  });
-  return work;
+  return submitP2P(
+      op,
+      [buf, t = tensor, timeout = op.timeout, work] {
+        int source = -1;
+        buf->waitRecv(&source, timeout);
+        work->finish({t}, source);
+        return std::vector<Tensor>{t};
+      },
+      work);
 }
 
 }  // namespace commhost::gloo_backend

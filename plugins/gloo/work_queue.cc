@@ -18,8 +18,8 @@ WorkQueue::~WorkQueue() {
   for (auto& t : workers_) t.join();
 }
 
-WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job) {
-  auto work = std::make_shared<AsyncWork>(ctx);
+WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work) {
+  if (!work) work = std::make_shared<AsyncWork>(ctx);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!aborted_.empty())

@@ -29,8 +29,9 @@ class WorkQueue {
   ~WorkQueue();  // drains, then joins the workers
 
   // The work finishes with the job's outputs, or fails with its described error.
-  // Throws AbortedError after abort().
-  WorkPtr enqueue(const OpContext& ctx, Job job);
+  // Throws AbortedError after abort(). `work` lets the job finish it itself (e.g. with
+  // a source rank); finishing it again is then a no-op.
+  WorkPtr enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work = nullptr);
   // Fails every queued and running work with AbortedError; later enqueues throw.
   // Jobs already inside Gloo keep their thread until Gloo's own timeout.
   void abort(const std::string& reason);

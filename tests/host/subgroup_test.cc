@@ -189,3 +189,33 @@ TEST(Subgroups, NewGroupAndSplitComputeOverTheirMembers) {
 
 }  // namespace
 }  // namespace commhost::test
+
+namespace commhost::test {
+namespace {
+
+TEST(ProcessGroupCreate, RecreatedGroupStartsClean) {
+  auto registry = testRegistry();
+  auto config = configFrom(kStoreCollConfig, *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  for (int round = 0; round < 2; ++round) {
+    std::string rank0Error;
+    runRanks(2, [&](int r) {
+      auto pg = ProcessGroup::create({config, registry, store, r, 2});
+      if (r == 1 && round == 1) return;  // the second time, rank 1 skips the barrier
+      try {
+        pg->monitoredBarrier({std::chrono::milliseconds(300)});
+      } catch (const TimeoutError& e) {
+        rank0Error = e.what();
+      }
+    });
+    // A re-created group must not see the first group's barrier as done.
+    if (round == 1) {
+      EXPECT_NE(rank0Error.find("rank 1 did not reach the barrier"), std::string::npos) << rank0Error;
+    } else {
+      EXPECT_EQ(rank0Error, "");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace commhost::test

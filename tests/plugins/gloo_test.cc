@@ -211,6 +211,32 @@ TEST_P(GlooWorld, EveryOtherOp) {
   });
 }
 
+TEST(Gloo, InlineModeExchangesAndAnySourceErrors) {
+  // threads: 0 runs collectives on the caller; p2p must still not deadlock.
+  auto groups = makeGroups(
+      "group: { timeout: 2s }\nbackends: { gloo: { options: { threads: 0 } } }\n"
+      "routes: [{ device: cpu, backend: gloo }]\n",
+      2);
+  runRanks(2, [&](int r) {
+    Tensor big = Tensor::empty({1 << 20}, DType::Float32), got = Tensor::empty({1 << 20}, DType::Float32);
+    big.data_as<float>()[7] = static_cast<float>(r + 1);
+    auto sent = groups[r]->send(big, 1 - r);
+    groups[r]->recv(got, 1 - r)->wait();
+    sent->wait();
+    EXPECT_EQ(got.data_as<float>()[7], static_cast<float>(2 - r));
+    Tensor t = Tensor::empty({3}, DType::Float32);
+    groups[r]->allreduce(t)->wait();
+  });
+  // A receive from any source that nobody sends to fails with the real error.
+  Tensor lonely = Tensor::empty({4}, DType::Float32);
+  auto w = groups[0]->recvAnySource(lonely, {0, std::chrono::milliseconds(300)});
+  EXPECT_THROW_WITH(w->wait(), Error, "recv_any_source seq");
+  Tensor pending = Tensor::empty({4}, DType::Float32);
+  auto aborted = groups[0]->recvAnySource(pending, {5, std::chrono::seconds(2)});
+  groups[0]->abort("operator stop");
+  EXPECT_THROW_WITH(aborted->wait(), AbortedError, "operator stop");
+}
+
 INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooWorld, ::testing::Values(1, 2, 3, 4, 5),
                          [](const auto& info) { return "ranks" + std::to_string(info.param); });
 
@@ -235,7 +261,8 @@ TEST(Gloo, SubgroupsGetTheirOwnContexts) {
 }
 
 TEST(Gloo, AbortFailsWaitersAndLaterCalls) {
-  auto groups = makeGroups("backends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n", 2);
+  // The aborted allreduce keeps its worker inside Gloo until Gloo's own timeout.
+  auto groups = makeGroups("group: { timeout: 3s }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n", 2);
   Tensor t = Tensor::empty({16}, DType::Float32);
   auto work = groups[0]->allreduce(t);  // rank 1 never joins
   groups[0]->abort("test abort");

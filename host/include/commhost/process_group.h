@@ -33,7 +33,7 @@ class COMMHOST_API ProcessGroup {
   struct Setup {
     std::shared_ptr<const Config> config;
     std::shared_ptr<const PluginRegistry> registry;
-    StorePtr store;      // the job's store; the group works under "<group name>/"
+    StorePtr store;      // the job's store; the group works under "<group name>/<generation>/"
     int rank = 0;
     int worldSize = 1;
   };
@@ -102,7 +102,7 @@ class COMMHOST_API ProcessGroup {
   int rank_;
   int worldSize_;
   std::vector<int> globalRanks_;
-  StorePtr store_;                   // PrefixStore "<name>" over the job store
+  StorePtr store_;                   // PrefixStore "<name>/<generation>" over the job store
   RouteTable routes_;
   std::vector<std::shared_ptr<Backend>> backends_;  // indexed like routes_.backendNames(); null if unavailable
   std::vector<std::string> unavailable_;            // why backends_[i] is null

@@ -23,7 +23,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   for (int i = 0; i < setup.worldSize; ++i) ranks[i] = i;
   const std::string name = setup.config->groupName();
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(setup), name, std::move(ranks)));
-  pg->store_ = std::make_shared<PrefixStore>(name, pg->setup_.store);
+  // Each creation of a group name works under a fresh prefix: every rank counts its own
+  // creations in the store, so a group re-created after an abort never reads the keys
+  // (peer addresses, barrier flags) of the group it replaces.
+  const int64_t generation = pg->setup_.store->add(name + "/generation/" + std::to_string(pg->rank_), 1);
+  pg->store_ = std::make_shared<PrefixStore>(name + "/" + std::to_string(generation), pg->setup_.store);
   pg->checkSameConfig();
   pg->createBackends();
   return pg;
