@@ -1,5 +1,6 @@
 #include "client.h"
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -22,7 +23,31 @@ using Clock = std::chrono::steady_clock;
 // Time allowed beyond a server-side wait for the answer to cross the network.
 constexpr std::chrono::seconds kNetworkGrace(10);
 
-int connectOnce(const std::string& host, int port, std::string& error) {
+// Connects with a deadline: a host that silently drops SYNs must not stall an attempt
+// for the kernel's two minutes.
+bool connectWithin(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds limit, std::string& error) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  int rc = ::connect(fd, addr, len);
+  if (rc != 0 && errno == EINPROGRESS) {
+    pollfd pfd{fd, POLLOUT, 0};
+    rc = ::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(1, limit.count())));
+    if (rc == 0) {
+      error = "connect timed out";
+      return false;
+    }
+    int soError = 0;
+    socklen_t soLen = sizeof soError;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &soLen);
+    if (soError != 0) errno = soError;
+    rc = soError == 0 ? 0 : -1;
+  }
+  ::fcntl(fd, F_SETFL, flags);
+  if (rc != 0) error = std::strerror(errno);
+  return rc == 0;
+}
+
+int connectOnce(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -36,8 +61,7 @@ int connectOnce(const std::string& host, int port, std::string& error) {
   for (addrinfo* a = found; a; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) break;
-    error = std::strerror(errno);
+    if (connectWithin(fd, a->ai_addr, a->ai_addrlen, limit, error)) break;
     ::close(fd);
     fd = -1;
   }
@@ -125,7 +149,8 @@ void Client::connectWithRetry() {
   std::string error;
   while (true) {
     ++attempts;
-    fd_ = connectOnce(options_.host, options_.port, error);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    fd_ = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error);
     if (fd_ >= 0) break;
     if (Clock::now() + delay > deadline)
       throw StoreError(who_ + "cannot connect to the store at " + where_ + " after " + std::to_string(attempts) +
@@ -143,7 +168,11 @@ void Client::connectWithRetry() {
     const auto frame = encodeRequest(auth);
     std::string problem = writeAll(fd_, frame.data(), frame.size());
     std::vector<uint8_t> answer;
-    if (problem.empty()) problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + options_.timeout);
+    try {
+      if (problem.empty()) problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + options_.timeout);
+    } catch (const ProtocolError& e) {
+      problem = std::string("it does not speak the commhost store protocol: ") + e.what();
+    }
     if (!problem.empty()) {
       closeSocket();
       throw StoreError(who_ + "the store at " + where_ + " refused this client's auth token (" + problem +
@@ -169,7 +198,9 @@ std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseco
   if (auto problem = writeAll(fd_, frame.data(), frame.size()); !problem.empty()) lost(op, problem);
   std::vector<uint8_t> answer;
   try {
-    if (auto problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + serverWait + kNetworkGrace);
+    // Saturate: a huge serverWait must not overflow the deadline.
+    const auto wait = std::min<std::chrono::milliseconds>(serverWait, std::chrono::hours(24 * 365));
+    if (auto problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + wait + kNetworkGrace);
         !problem.empty())
       lost(op, problem);
   } catch (const ProtocolError& e) {

@@ -18,6 +18,8 @@ TEST(OptionParsing, DurationsAndSizes) {
   EXPECT_EQ(parseSize("4096"), 4096);
   EXPECT_EQ(parseSize("2GiB"), 2ll << 30);
   EXPECT_THROW(parseSize("big"), InvalidArgument);
+  EXPECT_THROW_WITH(parseSize("99999999999GiB"), InvalidArgument, "too large");
+  EXPECT_THROW_WITH(parseDuration("9999999999999999h"), InvalidArgument, "too long");
   EXPECT_EQ(formatSize(64ll << 20), "64MiB");
   EXPECT_EQ(formatDuration(std::chrono::milliseconds(1500)), "1500ms");
   EXPECT_EQ(closestMatch("timout", {"timeout", "name"}), "timeout");
@@ -111,6 +113,15 @@ TEST(Config, PluginOptionErrorsCarryPlaceAndHint) {
       "routes: [{ device: cpu, backend: o }]\n";
   EXPECT_THROW_WITH(configFrom(yaml, *registry), ConfigError, "test.yaml:5:7", "did you mean 'threads'",
                     "test.yaml:6:18", "did you mean 'ring'", "test.yaml:7:16", "out of range", "3 errors");
+}
+
+TEST(Config, TokensAreRedactedInTheEffectiveConfig) {
+  auto registry = testRegistry();
+  auto cfg = configFrom(std::string("store: { plugin: tcp, options: { auth_token: s3cret } }\n") + kSelfConfig,
+                        *registry);
+  EXPECT_EQ(cfg->store.options.getString("auth_token"), "s3cret");
+  EXPECT_EQ(cfg->effectiveYaml.find("s3cret"), std::string::npos) << cfg->effectiveYaml;
+  EXPECT_NE(cfg->effectiveYaml.find("<redacted>"), std::string::npos);
 }
 
 TEST(Config, StoreShorthandAndKindMismatch) {

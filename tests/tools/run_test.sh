@@ -39,14 +39,17 @@ status=0
 grep -q "signal 9" "$tmp/out" || fail "the summary does not show the signal"
 echo "ok: a rank killed by a signal gives 128+signal"
 
-"$commhost" run -n 2 -- sh -c 'trap "" TERM; exec sleep 60' >"$tmp/out" 2>&1 &
+"$commhost" run -n 2 --grace 1 -- sh -c "trap '' TERM; echo \$\$ > $tmp/pid.\$RANK; exec sleep 60" >"$tmp/out" 2>&1 &
 launcher=$!
-sleep 1
+for _ in $(seq 50); do [ -f "$tmp/pid.0" ] && [ -f "$tmp/pid.1" ] && break; sleep 0.1; done
 kill -INT $launcher
 status=0
 wait $launcher || status=$?
 [ "$status" = 130 ] || fail "exit status $status after Ctrl-C, expected 130"
-pgrep -f "sleep 60" >/dev/null && pgrep -P $launcher >/dev/null && fail "ranks outlived the launcher"
+for r in 0 1; do
+  pid=$(cat "$tmp/pid.$r")
+  ! kill -0 "$pid" 2>/dev/null || fail "rank $r (pid $pid) outlived the launcher"
+done
 echo "ok: Ctrl-C reaches every rank (SIGKILL after the grace period for ones ignoring SIGTERM)"
 
 "$commhost" run -n 1 --set group.timeout=7s -- sh -c 'echo "O=$COMMHOST_OVERRIDES"' >"$tmp/out" 2>&1

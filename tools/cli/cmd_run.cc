@@ -2,7 +2,6 @@
 #include <unistd.h>
 
 #include <climits>
-#include <cstdlib>
 #include <iostream>
 
 #include "commands.h"
@@ -44,7 +43,12 @@ int run(const RunArgs& args, std::vector<std::string> command) {
     const size_t colon = args.master.rfind(':');
     if (colon == std::string::npos) throw CLI::ValidationError("--master", "expected HOST:PORT");
     plan.masterAddr = args.master.substr(0, colon);
-    plan.masterPort = std::atoi(args.master.c_str() + colon + 1);
+    const std::string port = args.master.substr(colon + 1);
+    if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
+        std::stoi(port) > 65535 || (std::stoi(port) == 0 && args.nodes > 1))
+      throw CLI::ValidationError("--master", "'" + args.master + "': the port must be 1..65535 (0, a free port, "
+                                 "only for single-node jobs)");
+    plan.masterPort = std::stoi(port);
   } else if (args.nodes > 1) {
     throw CLI::ValidationError("--master", "a multi-node job needs --master HOST:PORT (node 0's address)");
   }

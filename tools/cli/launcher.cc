@@ -76,12 +76,19 @@ void relay(Rank& r) {
   }
 }
 
+// Signals the rank's process group (the rank and what it started), or the rank alone.
+void signalRank(const Rank& r, int sig) {
+  if (::kill(-r.pid, sig) != 0) ::kill(r.pid, sig);
+}
+
 pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, const sigset_t& parentMask) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    // Its own process group, so stopping a rank reaches the processes it started too.
+    ::setpgid(0, 0);
     ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
@@ -105,6 +112,7 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
                  std::strerror(errno));
     ::_exit(127);
   }
+  ::setpgid(pid, pid);  // also here, so a signal sent right away finds the group
   ::close(fds[1]);
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   rank.outFd = fds[0];
@@ -120,10 +128,11 @@ int pickFreePort() {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
-    throw std::runtime_error(std::string("cannot find a free port: ") + std::strerror(errno));
-  ::close(fd);
+  const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  const int error = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw std::runtime_error(std::string("cannot find a free port: ") + std::strerror(error));
   return ntohs(addr.sin_port);
 }
 
@@ -137,35 +146,45 @@ int launch(const LaunchPlan& plan) {
   sigaddset(&handled, SIGTERM);
   ::sigprocmask(SIG_BLOCK, &handled, &parentMask);
   const int sigFd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
-
-  std::vector<Rank> ranks(plan.localRanks);
-  for (int i = 0; i < plan.localRanks; ++i) {
-    ranks[i].globalRank = plan.nodeRank * plan.localRanks + i;
-    ranks[i].pid = spawn(plan, ranks[i], i, worldSize, parentMask);
+  if (sigFd < 0) {
+    ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
+    throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
   }
 
+  std::vector<Rank> ranks(plan.localRanks);
   int firstFailure = -1;               // index into ranks
   std::string stopReason;
-  Clock::time_point stopAt{}, killAt{};
-  bool stopping = false;
+  Clock::time_point killAt{};
+  bool stopping = false, killed = false;
+  int stopSignal = 0;                  // the signal that stopped the launcher, if any
   auto stopAll = [&](const std::string& why) {
     if (stopping) return;
     stopping = true;
     stopReason = why;
     for (auto& r : ranks)
-      if (!r.exited) ::kill(r.pid, SIGTERM);
-    stopAt = Clock::now();
-    killAt = stopAt + plan.grace;
+      if (!r.exited && r.pid > 0) signalRank(r, SIGTERM);
+    killAt = Clock::now() + plan.grace;
   };
 
-  int running = plan.localRanks;
+  int running = 0;
+  for (int i = 0; i < plan.localRanks; ++i) {
+    ranks[i].globalRank = plan.nodeRank * plan.localRanks + i;
+    try {
+      ranks[i].pid = spawn(plan, ranks[i], i, worldSize, parentMask);
+      ++running;
+    } catch (const std::exception& e) {
+      for (int j = i; j < plan.localRanks; ++j) ranks[j].exited = true;
+      stopAll(std::string("cannot start rank ") + std::to_string(ranks[i].globalRank) + ": " + e.what());
+      break;
+    }
+  }
   while (running > 0) {
     std::vector<pollfd> fds;
     fds.push_back({sigFd, POLLIN, 0});
     for (auto& r : ranks)
       if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
     int timeoutMs = -1;
-    if (stopping)
+    if (stopping && !killed)
       timeoutMs = std::max<int>(0, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                         killAt - Clock::now()).count()));
     ::poll(fds.data(), fds.size(), timeoutMs);
@@ -173,8 +192,10 @@ int launch(const LaunchPlan& plan) {
     for (auto& r : ranks) relay(r);
     signalfd_siginfo info;
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
-      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM)
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
+        if (!stopping) stopSignal = static_cast<int>(info.ssi_signo);
         stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)));
+      }
     }
     int status = 0;
     pid_t pid;
@@ -192,9 +213,11 @@ int launch(const LaunchPlan& plan) {
         }
       }
     }
-    if (stopping && Clock::now() >= killAt)
+    if (stopping && !killed && Clock::now() >= killAt) {
+      killed = true;  // once; then wait for the exits without a timeout
       for (auto& r : ranks)
-        if (!r.exited) ::kill(r.pid, SIGKILL);
+        if (!r.exited && r.pid > 0) signalRank(r, SIGKILL);
+    }
   }
   // Exited ranks may have left output in their pipes (or children that still hold them).
   for (auto& r : ranks) {
@@ -219,7 +242,7 @@ int launch(const LaunchPlan& plan) {
     std::cerr << line;
   }
   if (firstFailure >= 0) return exitCodeOf(ranks[firstFailure].status);
-  return 130;  // stopped by a signal to the launcher, as a shell reports Ctrl-C
+  return stopSignal ? 128 + stopSignal : 1;  // as a shell reports a signal (130 for Ctrl-C)
 }
 
 }  // namespace commhost::cli

@@ -174,7 +174,10 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
 YAML::Node pluginRefYaml(const PluginRef& ref) {
   YAML::Node n(YAML::NodeType::Map);
   n["plugin"] = ref.plugin;
-  YAML::Node options = config::toYaml(ref.options);
+  // Secrets never reach printed configs (config check output ends up in CI logs).
+  OptionValues shown = ref.options;
+  if (shown.has("auth_token") && !shown.getString("auth_token").empty()) shown.set("auth_token", std::string("<redacted>"));
+  YAML::Node options = config::toYaml(shown);
   if (options.size()) n["options"] = options;
   return n;
 }

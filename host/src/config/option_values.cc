@@ -78,6 +78,7 @@ std::chrono::milliseconds parseDuration(const std::string& text) {
     else if (unit == "us") ms = n / 1000;
     else if (unit == "m" || unit == "min") ms = n * 60000;
     else if (unit == "h") ms = n * 3600000;
+    if (ms >= 9.2e18) throw InvalidArgument("'" + text + "' is too long a duration");
     if (ms >= 0) return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
   }
   throw InvalidArgument("'" + text + "' is not a duration; write e.g. 30s, 100ms, 2m or 1h");
@@ -92,8 +93,11 @@ int64_t parseSize(const std::string& text) {
         {"M", 1 << 20},  {"MiB", 1 << 20}, {"MB", 1e6},    {"G", 1 << 30},  {"GiB", 1 << 30},
         {"GB", 1e9},
     };
-    for (const auto& [name, scale] : kUnits)
-      if (unit == name) return static_cast<int64_t>(std::llround(n * scale));
+    for (const auto& [name, scale] : kUnits) {
+      if (unit != name) continue;
+      if (n * scale >= 9.2e18) throw InvalidArgument("'" + text + "' is too large a size");
+      return static_cast<int64_t>(std::llround(n * scale));
+    }
   }
   throw InvalidArgument("'" + text + "' is not a size; write e.g. 4096, 64KiB, 1MB or 2GiB");
 }
