@@ -177,8 +177,8 @@ void FileStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     }
     if (missing.empty()) return;
     if (std::chrono::steady_clock::now() >= deadline)
-      throw TimeoutError("file store " + path_ + ": wait timed out after " + std::to_string(timeout.count()) +
-                         " ms; keys not set: " + missing + ". The rank that sets them may have failed or not "
+      throw TimeoutError("file store " + path_ + ": wait timed out after " + formatDuration(timeout) +
+                         "; keys not set: " + missing + ". The rank that sets them may have failed or not "
                          "reached this point");
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));

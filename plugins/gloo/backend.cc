@@ -50,7 +50,7 @@ GlooBackend::GlooBackend(const OptionValues& options, const BackendContext& ctx)
                                       : AllreduceAlgorithm::Auto;
   auto timeout = options.getDuration("timeout");
   if (timeout.count() == 0) timeout = ctx.timeout;
-  auto device = createDevice(options.getString("device"));
+  auto device = createDevice(options.getString("device"), ctx);
   contexts_ = connectContexts(ctx_, device, static_cast<int>(options.getInt("contexts")) + 1, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();

@@ -29,7 +29,7 @@ void StoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono:
   store_->wait(full, timeout);
 }
 
-std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device) {
+std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx) {
   ::gloo::transport::tcp::attr attr;
   struct stat st {};
   if (device.empty()) {
@@ -42,8 +42,10 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw ConfigError("gloo: cannot create a TCP device on '" + (device.empty() ? "127.0.0.1" : device) +
-                      "': " + e.what() + ". Set backends.<name>.options.device to an interface or address of this host");
+    throw ConfigError("[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) +
+                      "] gloo: cannot create a TCP device on '" + (device.empty() ? "127.0.0.1" : device) + "': " +
+                      e.what() + ". Set backends." + ctx.backendName +
+                      ".options.device to an interface or address of this host");
   }
 }
 

@@ -31,7 +31,7 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
 };
 
 // `device`: an interface name (e.g. eth0), a hostname or an address; "" is loopback.
-std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device);
+std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx);
 
 // `count` contexts, each a full mesh over the group, rendezvoused through `store`.
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,

@@ -35,7 +35,7 @@ TEST(AsyncWork, FirstOfFinishFailAbortWins) {
   OpContext ctx{OpType::Allreduce, 7, std::chrono::milliseconds(50)};
   auto work = std::make_shared<AsyncWork>(ctx);
   EXPECT_FALSE(work->isCompleted());
-  EXPECT_THROW_WITH(work->wait(), TimeoutError, "allreduce seq 7", "not completed within 50 ms");
+  EXPECT_THROW_WITH(work->wait(), TimeoutError, "allreduce seq 7", "not completed within 50ms");
   work->abort("test abort");
   EXPECT_TRUE(work->isCompleted());
   EXPECT_FALSE(work->finish({}));

@@ -2,8 +2,11 @@
 //
 // A plugin is a shared object that declares one PluginDescriptor and exports it with
 // COMMHOST_PLUGIN(descriptor) in exactly one source file. The loader opens it with
-// Boost.DLL, reads the exported PluginHeader, refuses a different ABI major (and a
-// missing or malformed header) with the file path and reason, then reads the descriptor.
+// Boost.DLL, reads the exported PluginHeader, refuses a different ABI major or a newer
+// minor (and a missing or malformed header) with the file path and reason, then reads
+// the descriptor. Plugins and host must share the C++ standard library ABI (the same
+// libstdc++ and _GLIBCXX_USE_CXX11_ABI): std::string, std::vector and std::function
+// cross the boundary. Build plugins with the toolchain commhost was built with.
 //
 // Ownership: objects a factory returns are owned by the host and destroyed before the
 // plugin's shared object is unloaded. Factories run on the thread that creates the

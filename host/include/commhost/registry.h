@@ -52,7 +52,6 @@ class COMMHOST_API PluginRegistry {
   const std::deque<PluginEntry>& entries() const { return entries_; }
 
  private:
-  void addBuiltins();
   PluginEntry open(const std::string& path) const;
   std::deque<PluginEntry> entries_;  // deque: entries never move
   std::vector<std::string> scanned_;  // canonical directories already scanned

@@ -1,6 +1,7 @@
 #include "commhost/work.h"
 
 #include "commhost/errors.h"
+#include "commhost/option_schema.h"
 
 namespace commhost {
 
@@ -13,8 +14,8 @@ bool AsyncWork::wait(std::chrono::milliseconds timeout) {
     future_->wait(timeout);
   } catch (const TimeoutError&) {
     throw TimeoutError(std::string(opName(ctx_.op)) + " seq " + std::to_string(ctx_.seq) +
-                       ": not completed within " + std::to_string(timeout.count()) +
-                       " ms; a peer may be missing this collective or be slow. Check that every "
+                       ": not completed within " + formatDuration(timeout) +
+                       "; a peer may be missing this collective or be slow. Check that every "
                        "rank issues the same collectives in the same order, or raise the timeout");
   }
   return true;

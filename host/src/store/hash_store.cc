@@ -1,6 +1,7 @@
 #include <algorithm>
 
 #include "commhost/errors.h"
+#include "commhost/option_schema.h"
 #include "commhost/store.h"
 
 namespace commhost {
@@ -58,7 +59,7 @@ void HashStore::waitLocked(std::unique_lock<std::mutex>& lock, const std::vector
   std::string missing;
   for (const auto& k : keys)
     if (!map_.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-  throw TimeoutError("store wait timed out after " + std::to_string(timeout.count()) + " ms; keys not set: " +
+  throw TimeoutError("store wait timed out after " + formatDuration(timeout) + "; keys not set: " +
                      missing + ". The rank that sets them may have failed or not reached this point");
 }
 
