@@ -26,7 +26,7 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncW
       throw AbortedError(std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq) +
                          ": the gloo backend was aborted (" + aborted_ + ")");
     if (!workers_.empty()) {
-      queue_.push_back({work, std::move(job)});
+      queue_.push_back({work, std::move(job), ctx});
       wake_.notify_one();
       return work;
     }
@@ -54,8 +54,7 @@ void WorkQueue::workerLoop() {
     try {
       item.work->finish(item.job());
     } catch (...) {
-      item.work->fail(describe_(OpContext{item.work->op(), item.work->seq(), item.work->timeout()},
-                                std::current_exception()));
+      item.work->fail(describe_(item.context, std::current_exception()));
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);

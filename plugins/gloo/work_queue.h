@@ -42,6 +42,7 @@ class WorkQueue {
   struct Item {
     std::shared_ptr<AsyncWork> work;
     Job job;
+    OpContext context;
   };
   void workerLoop();
 

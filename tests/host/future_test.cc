@@ -32,14 +32,14 @@ TEST(Future, WaitTimesOut) {
 }
 
 TEST(AsyncWork, FirstOfFinishFailAbortWins) {
-  OpContext ctx{OpType::Allreduce, 7, std::chrono::milliseconds(50)};
+  OpContext ctx{OpType::Allreduce, 7, std::chrono::milliseconds(50), "main", 2};
   auto work = std::make_shared<AsyncWork>(ctx);
   EXPECT_FALSE(work->isCompleted());
-  EXPECT_THROW_WITH(work->wait(), TimeoutError, "allreduce seq 7", "not completed within 50ms");
+  EXPECT_THROW_WITH(work->wait(), TimeoutError, "[group main rank 2] allreduce seq 7: not completed within 50ms");
   work->abort("test abort");
   EXPECT_TRUE(work->isCompleted());
   EXPECT_FALSE(work->finish({}));
-  EXPECT_THROW_WITH(work->wait(), AbortedError, "allreduce seq 7 aborted: test abort");
+  EXPECT_THROW_WITH(work->wait(), AbortedError, "[group main rank 2] allreduce seq 7: aborted: test abort");
   EXPECT_EQ(work->seq(), 7u);
   EXPECT_EQ(work->op(), OpType::Allreduce);
 }

@@ -2,4 +2,4 @@
 #include "commhost/plugin.h"
 
 extern "C" __attribute__((visibility("default"))) const commhost::PluginHeader commhost_plugin_header = {
-    commhost::kPluginMagic, COMMHOST_ABI_MAJOR + 1, 0, nullptr};
+    commhost::kPluginMagic, COMMHOST_ABI_MAJOR + 1, 0, sizeof(commhost::PluginDescriptor), nullptr};

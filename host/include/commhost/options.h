@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "commhost/types.h"
@@ -36,11 +37,13 @@ struct RecvOptions { int tag = 0; Millis timeout{0}; };
 
 // What the ProcessGroup tells the backend about one call, besides its tensors.
 // `seq` is the group's sequence number: equal on every rank for the same collective,
-// so backends may use it as a matching tag.
+// so backends may use it as a matching tag. `group` and `rank` are for messages.
 struct OpContext {
   OpType op = OpType::Allreduce;
   uint64_t seq = 0;
   Millis timeout{0};  // resolved: never zero
+  std::string group;  // the group's name ("main", "main/sub1", ...)
+  int rank = -1;      // this rank in that group
 };
 
 }  // namespace commhost

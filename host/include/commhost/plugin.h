@@ -77,9 +77,10 @@ struct PluginDescriptor {
 
 // The exported symbol: plain data, so the loader can check it before trusting anything else.
 struct PluginHeader {
-  uint32_t magic;      // kPluginMagic
+  uint32_t magic;           // kPluginMagic
   uint16_t abiMajor;
   uint16_t abiMinor;
+  uint32_t descriptorSize;  // sizeof(PluginDescriptor) where the plugin was built
   const PluginDescriptor* descriptor;
 };
 constexpr uint32_t kPluginMagic = 0x434f4d48;  // "COMH"
@@ -91,4 +92,4 @@ constexpr const char* kPluginSymbol = "commhost_plugin_header";
 #define COMMHOST_PLUGIN(descriptor)                                                      \
   extern "C" __attribute__((visibility("default"))) const ::commhost::PluginHeader       \
       commhost_plugin_header = {::commhost::kPluginMagic, COMMHOST_ABI_MAJOR,            \
-                                COMMHOST_ABI_MINOR, &(descriptor)};
+                                COMMHOST_ABI_MINOR, sizeof(::commhost::PluginDescriptor), &(descriptor)};

@@ -13,8 +13,9 @@ bool AsyncWork::wait(std::chrono::milliseconds timeout) {
   try {
     future_->wait(timeout);
   } catch (const TimeoutError&) {
-    throw TimeoutError(std::string(opName(ctx_.op)) + " seq " + std::to_string(ctx_.seq) +
-                       ": not completed within " + formatDuration(timeout) +
+    ErrorContext where{ctx_.group, ctx_.rank, opName(ctx_.op), ctx_.seq};
+    throw TimeoutError(where.format() +
+                       "not completed within " + formatDuration(timeout) +
                        "; a peer may be missing this collective or be slow. Check that every "
                        "rank issues the same collectives in the same order, or raise the timeout");
   }
@@ -43,8 +44,8 @@ bool AsyncWork::fail(std::exception_ptr error) {
 }
 
 void AsyncWork::abort(const std::string& reason) {
-  fail(std::make_exception_ptr(AbortedError(std::string(opName(ctx_.op)) + " seq " +
-                                            std::to_string(ctx_.seq) + " aborted: " + reason)));
+  const ErrorContext where{ctx_.group, ctx_.rank, opName(ctx_.op), ctx_.seq};
+  fail(std::make_exception_ptr(AbortedError(where.format() + "aborted: " + reason)));
 }
 
 }  // namespace commhost

@@ -90,6 +90,14 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
                         "; rebuild the plugin against this commhost";
     return entry;
   }
+  // Same ABI version but another layout: built against other headers or another
+  // standard library (std::string/std::vector sizes differ), so nothing in it can be read.
+  if (header.descriptorSize != sizeof(PluginDescriptor)) {
+    entry.unavailable = "has a " + std::to_string(header.descriptorSize) + "-byte descriptor where this commhost expects " +
+                        std::to_string(sizeof(PluginDescriptor)) +
+                        "; rebuild it with the same compiler and standard library as commhost";
+    return entry;
+  }
   const PluginDescriptor* d = header.descriptor;
   if (!d || !d->name || !*d->name) {
     entry.unavailable = "has an empty descriptor (no name)";
