@@ -3,7 +3,10 @@
 //
 // Every change is a record appended under an fcntl write lock; each call first reads
 // the records other processes appended since its last look. The file is removed when
-// the last store object using it (counted in the file) is destroyed.
+// the last store object using it (counted in the file) is destroyed. Use a fresh path
+// per job: a file left by a crashed job (its count never reaches zero) still holds that
+// job's keys, and a process that opens the path just as the last user removes it gets
+// a new, separate file.
 // Threading: a mutex serialises calls on one object; open-file-description fcntl locks
 // (F_OFD_SETLKW) serialise store objects, in this process and in others, NFS included.
 #pragma once

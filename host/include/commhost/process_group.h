@@ -10,7 +10,9 @@
 // threads. Works may be waited on from any thread.
 //
 // Lifetime: a group owns its backends. Destroying it (or shutdown()) waits for works in
-// flight; abort() fails them at once.
+// flight; abort() fails them at once, so every waiter returns, but a backend thread
+// already blocked inside a transport (Gloo) stays there until that transport's own
+// timeout, and destroying the group waits for it.
 #pragma once
 
 #include <atomic>

@@ -81,7 +81,8 @@ class COMMHOST_API HashStore final : public Store {
 };
 
 // Prepends "<prefix>/" to every key of an underlying store. numKeys() counts the
-// underlying store's keys, as c10d's PrefixStore does.
+// underlying store's keys, as c10d's PrefixStore does. get() and wait() without a
+// timeout use the underlying store's timeout.
 class COMMHOST_API PrefixStore final : public Store {
  public:
   PrefixStore(std::string prefix, StorePtr base);
