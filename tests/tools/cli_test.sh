@@ -20,32 +20,7 @@ while read -r var; do unset "$var"; done < <(compgen -e | grep '^COMMHOST_' || t
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/commhost-cli.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-step() { echo "== $*"; }
-pass() { echo "   ok: $*"; }
-fail() {
-  echo "FAIL: $*" >&2
-  if [[ -n "${out:-}" ]]; then
-    echo "---- output of the last command ----" >&2
-    printf '%s\n' "$out" >&2
-    echo "------------------------------------" >&2
-  fi
-  exit 1
-}
-# run CMD...: runs CMD, keeping its combined output in $out and its exit status in $rc.
-run() {
-  set +e
-  out=$("$@" 2>&1)
-  rc=$?
-  set -e
-}
-expect_rc0() { [[ $rc -eq 0 ]] || fail "$1 exited with $rc, expected 0"; }
-expect_rc_nonzero() { [[ $rc -ne 0 ]] || fail "$1 exited with 0, expected an error"; }
-expect_text() {  # expect_text WHAT TEXT: $out must contain TEXT (fixed string)
-  grep -qF -- "$2" <<<"$out" || fail "$1: output does not contain \"$2\""
-}
-expect_regex() {  # expect_regex WHAT ERE: some line of $out must match ERE
-  grep -qE -- "$2" <<<"$out" || fail "$1: no line of the output matches /$2/"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 # --- version and help --------------------------------------------------------------
 version=$(sed -n 's/^project(commhost VERSION \([0-9][0-9.]*\).*/\1/p' "$src/CMakeLists.txt")

@@ -31,32 +31,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step() { echo "== $*"; }
-pass() { echo "   ok: $*"; }
-fail() {
-  echo "FAIL: $*" >&2
-  if [[ -n "${out:-}" ]]; then
-    echo "---- output of the last command ----" >&2
-    printf '%s\n' "$out" >&2
-    echo "------------------------------------" >&2
-  fi
-  exit 1
-}
-# run CMD...: runs CMD, keeping its combined output in $out and its exit status in $rc.
-run() {
-  set +e
-  out=$("$@" 2>&1)
-  rc=$?
-  set -e
-}
-expect_rc0() { [[ $rc -eq 0 ]] || fail "$1 exited with $rc, expected 0"; }
-expect_rc_nonzero() { [[ $rc -ne 0 ]] || fail "$1 exited with 0, expected an error"; }
-expect_text() {  # expect_text WHAT TEXT: $out must contain TEXT (fixed string)
-  grep -qF -- "$2" <<<"$out" || fail "$1: output does not contain \"$2\""
-}
-expect_line() {  # expect_line WHAT LINE: $out must have a line that is exactly LINE
-  grep -qxF -- "$2" <<<"$out" || fail "$1: output has no line \"$2\""
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"
 
 # --- install -----------------------------------------------------------------------
 step "install commhost from $build into a temporary prefix"
