@@ -72,10 +72,12 @@ class Base : public BenchOp {
     if (integral && p_.dtype == DType::UInt8) acc = static_cast<uint8_t>(static_cast<int64_t>(acc));
     return acc;
   }
-  // Elements per rank for ops whose size is the whole (all ranks') buffer.
-  int64_t chunkFor(int64_t bytes) const {
-    return std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)) / n_);
+  // Whole elements in a message of `bytes` (at least one).
+  int64_t elementsFor(int64_t bytes) const {
+    return std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
   }
+  // Elements per rank for ops whose size is the whole (all ranks') buffer.
+  int64_t chunkFor(int64_t bytes) const { return std::max<int64_t>(1, elementsFor(bytes) / n_); }
   double spread() const { return n_ > 1 ? static_cast<double>(n_ - 1) / n_ : 0; }
 
   ProcessGroup& pg_;
@@ -88,7 +90,7 @@ class Allreduce final : public Base {
  public:
   using Base::Base;
   void prepare(int64_t bytes) override {
-    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    count_ = elementsFor(bytes);
     t_ = make(count_);
   }
   WorkPtr run() override { return pg_.allreduce(t_, {p_.reduceOp}); }
@@ -105,7 +107,7 @@ class Broadcast final : public Base {
  public:
   using Base::Base;
   void prepare(int64_t bytes) override {
-    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    count_ = elementsFor(bytes);
     t_ = make(count_);
   }
   WorkPtr run() override { return pg_.broadcast(t_, {p_.root}); }
@@ -122,7 +124,7 @@ class Reduce final : public Base {
  public:
   using Base::Base;
   void prepare(int64_t bytes) override {
-    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    count_ = elementsFor(bytes);
     t_ = make(count_);
   }
   WorkPtr run() override { return pg_.reduce(t_, {p_.root, p_.reduceOp}); }
@@ -260,7 +262,7 @@ class SendRecv final : public Base {
  public:
   using Base::Base;
   void prepare(int64_t bytes) override {
-    count_ = std::max<int64_t>(1, bytes / static_cast<int64_t>(elementSize(p_.dtype)));
+    count_ = elementsFor(bytes);
     in_ = make(count_);
     out_ = make(count_);
   }
