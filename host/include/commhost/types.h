@@ -70,6 +70,10 @@ enum class OpType : uint8_t {
 };
 constexpr int kNumOpTypes = 18;
 COMMHOST_API const char* opName(OpType op);  // "allreduce", "alltoall_single", ...
+// Send, recv and recv_any_source: ops between two ranks, not the whole group.
+constexpr bool isPointToPoint(OpType op) {
+  return op == OpType::Send || op == OpType::Recv || op == OpType::RecvAnySource;
+}
 // Throws InvalidArgument with a "did you mean" hint for an unknown name.
 COMMHOST_API OpType parseOpType(const std::string& name);
 

@@ -7,8 +7,7 @@ ErrorContext ProcessGroup::Call::where(int peer) const {
   w.group = pg.name_;
   w.rank = pg.rank_;
   w.op = opName(op);
-  const bool p2p = op == OpType::Send || op == OpType::Recv || op == OpType::RecvAnySource;
-  w.seq = ctx.seq ? ctx.seq : (p2p ? pg.p2pSeq_ : pg.seq_).load(std::memory_order_relaxed) + 1;
+  w.seq = ctx.seq ? ctx.seq : (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).load(std::memory_order_relaxed) + 1;
   w.peer = peer;
   return w;
 }
@@ -91,8 +90,7 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, DType dtype, Mi
   ctx.op = op;
   // Point-to-point ops involve two ranks only, so they count apart from collectives,
   // whose seq must stay equal on every rank.
-  const bool p2p = op == OpType::Send || op == OpType::Recv || op == OpType::RecvAnySource;
-  ctx.seq = (p2p ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
+  ctx.seq = (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
   ctx.timeout = timeout.count() > 0 ? timeout : pg.setup_.config->timeout();
   return *backend;
 }
