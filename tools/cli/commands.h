@@ -15,5 +15,6 @@ void addConfigCommand(CLI::App& app);
 void addStoreCommand(CLI::App& app);
 void addRunCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
+void addTraceCommand(CLI::App& app);
 
 }  // namespace commhost::cli

@@ -27,6 +27,7 @@ class COMMHOST_API Logger {
 
   // Applies to every commhost logger created before and after the call.
   static void setLevel(LogLevel level);
+  static void flushAll();  // before the process ends abruptly
 
  private:
   std::shared_ptr<spdlog::logger> logger_;

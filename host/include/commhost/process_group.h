@@ -27,8 +27,14 @@
 #include "commhost/logging.h"
 #include "commhost/registry.h"
 #include "commhost/store.h"
+#include "commhost/supervisor.h"
 
 namespace commhost {
+
+namespace supervisor {
+class Supervisor;
+struct GroupMonitor;
+}  // namespace supervisor
 
 class COMMHOST_API ProcessGroup {
  public:
@@ -88,6 +94,12 @@ class COMMHOST_API ProcessGroup {
   std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks);
   std::shared_ptr<ProcessGroup> split(int color, int key);
 
+  // Completion hooks (see supervisor.h): `hook` receives every work of this group that
+  // ends, on the supervisor's hook thread. Returns an id for removeCompletionHook.
+  // Throws InvalidArgument when supervisor.enabled is false.
+  int addCompletionHook(CompletionHook hook);
+  void removeCompletionHook(int id);
+
   void abort(const std::string& reason);
   void shutdown();
 
@@ -95,6 +107,7 @@ class COMMHOST_API ProcessGroup {
   ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks);
   void createBackends();
   void checkSameConfig();
+  void startSupervision();
   std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label);
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;
@@ -112,7 +125,11 @@ class COMMHOST_API ProcessGroup {
   std::atomic<uint64_t> seq_{0};     // collectives; written by the calling thread only, atomic for readers
   std::atomic<uint64_t> p2pSeq_{0};  // send/recv, counted apart: only two ranks take part
   uint64_t subgroupCount_ = 0;       // calling thread only
-  std::atomic<bool> aborted_{false};
+  // Shared with the supervisor, which may abort the group from its watchdog thread.
+  std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<supervisor::Supervisor> supervisor_;  // null when supervisor.enabled is false
+  std::shared_ptr<supervisor::GroupMonitor> monitor_;
+  bool checkCollectives_ = false;
 };
 
 // Where this process sits in the job, read from the launcher's environment: torchrun

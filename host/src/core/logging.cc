@@ -56,4 +56,8 @@ void Logger::setLevel(LogLevel level) {
   spdlog::apply_all([&](const std::shared_ptr<spdlog::logger>& l) { l->set_level(toSpd(level)); });
 }
 
+void Logger::flushAll() {
+  spdlog::apply_all([](const std::shared_ptr<spdlog::logger>& l) { l->flush(); });
+}
+
 }  // namespace commhost

@@ -1,5 +1,8 @@
 #include "call.h"
 
+#include "../supervisor/desync.h"
+#include "../supervisor/supervisor.h"
+
 namespace commhost {
 
 ErrorContext ProcessGroup::Call::where(int peer) const {
@@ -16,7 +19,8 @@ void ProcessGroup::Call::invalid(const std::string& what, const std::string& hin
   raise(ErrorCode::InvalidArgument, where(), what, hint);
 }
 
-void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) const {
+void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) {
+  if (pg.checkCollectives_) fingerprint += std::string(fingerprint.empty() ? "" : ", ") + name + "=" + t.str();
   if (!t.defined()) invalid(std::string(name) + " is an undefined tensor (null data)", "pass an allocated tensor");
   if (!pg.routes_.servesDevice(t.device().type))
     invalid(std::string(name) + " is " + t.str() + " but no route serves " + deviceTypeName(t.device().type) +
@@ -24,7 +28,7 @@ void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) const {
             "add a route for that device to the config, or pass a tensor on a device it routes");
 }
 
-void ProcessGroup::Call::checkLike(const Tensor& ref, const Tensor& t, const std::string& name, bool sameNumel) const {
+void ProcessGroup::Call::checkLike(const Tensor& ref, const Tensor& t, const std::string& name, bool sameNumel) {
   checkTensor(t, name.c_str());
   if (t.dtype() != ref.dtype() || t.device() != ref.device() || (sameNumel && t.numel() != ref.numel()))
     invalid(name + " is " + t.str() + " but must match " + ref.str() +
@@ -38,7 +42,8 @@ void ProcessGroup::Call::checkCount(size_t got, size_t want, const char* what) c
             "pass one per rank of the group (size " + std::to_string(pg.worldSize_) + ")");
 }
 
-void ProcessGroup::Call::checkRoot(int root) const {
+void ProcessGroup::Call::checkRoot(int root) {
+  if (pg.checkCollectives_) fingerprint += ", root=" + std::to_string(root);
   if (root < 0 || root >= pg.worldSize_)
     invalid("root " + std::to_string(root) + " is outside the group (size " + std::to_string(pg.worldSize_) + ")",
             "use a rank in [0, " + std::to_string(pg.worldSize_) + ")");
@@ -52,7 +57,8 @@ void ProcessGroup::Call::checkPeer(int peer, const char* role) const {
   if (peer == pg.rank_) invalid(std::string(role) + " rank " + std::to_string(peer) + " is this rank itself", "copy locally instead");
 }
 
-void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) const {
+void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
+  if (pg.checkCollectives_) fingerprint += std::string(", op=") + reduceOpName(reduceOp.kind);
   const bool floating = isFloating(dtype);
   if (reduceOp.isBitwise() && floating)
     invalid(std::string("reduce op ") + reduceOpName(reduceOp.kind) + " needs an integer or bool tensor, got " +
@@ -66,7 +72,7 @@ void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) co
 
 Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, DType dtype, Millis timeout,
                                    const ReduceOp* reduceOp) {
-  if (pg.aborted_.load(std::memory_order_acquire))
+  if (pg.aborted_->load(std::memory_order_acquire))
     raise(ErrorCode::Aborted, where(), "the group was aborted", "create a new group to continue");
   const int index = pg.routes_.route(op, device.type, bytes);
   if (index < 0)
@@ -92,7 +98,20 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, DType dtype, Mi
   // whose seq must stay equal on every rank.
   ctx.seq = (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
   ctx.timeout = timeout.count() > 0 ? timeout : pg.setup_.config->timeout();
+  backendIndex = index;
+  bytes_ = bytes;
+  dtype_ = dtype;
+  if (pg.checkCollectives_ && !isPointToPoint(op))
+    supervisor::checkFingerprints(*pg.monitor_, ctx.seq, op, std::string(opName(op)) + "(" + fingerprint + ")",
+                                  ctx.timeout);
+  if (pg.supervisor_) issued = std::chrono::steady_clock::now();
   return *backend;
+}
+
+WorkPtr ProcessGroup::Call::supervise(WorkPtr work) {
+  if (!pg.supervisor_) return work;
+  return pg.supervisor_->track(pg.monitor_, ctx, pg.routes_.backendNames()[backendIndex], dtype_, bytes_, issued,
+                               std::move(work));
 }
 
 }  // namespace commhost

@@ -1,6 +1,7 @@
 // Internal: one ProcessGroup call being validated, routed and issued.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "commhost/errors.h"
@@ -17,21 +18,31 @@ struct ProcessGroup::Call {
   ErrorContext where(int peer = -1) const;
   [[noreturn]] void invalid(const std::string& what, const std::string& hint) const;
 
-  void checkTensor(const Tensor& t, const char* name) const;
+  void checkTensor(const Tensor& t, const char* name);
   // `t` must match `ref` in dtype and device (and numel when sameNumel).
-  void checkLike(const Tensor& ref, const Tensor& t, const std::string& name, bool sameNumel) const;
+  void checkLike(const Tensor& ref, const Tensor& t, const std::string& name, bool sameNumel);
   void checkCount(size_t got, size_t want, const char* what) const;
-  void checkRoot(int root) const;
+  void checkRoot(int root);
   void checkPeer(int peer, const char* role) const;
-  void checkReduceOp(const ReduceOp& reduceOp, DType dtype) const;
+  void checkReduceOp(const ReduceOp& reduceOp, DType dtype);
 
   // Picks the backend for `bytes` on `device`, checks it can take `dtype`, and gives the
   // call its seq. After this no more validation may fail.
+  // With debug.check_collectives, first compares this call's fingerprint (op, tensors,
+  // root, reduce op, as the checks above saw them) with every rank's.
   Backend& issue(Device device, int64_t bytes, DType dtype, Millis timeout, const ReduceOp* reduceOp = nullptr);
   const OpContext& context() const { return ctx; }
+  // Hands the backend's work to the supervisor (when on), which returns the work the
+  // caller gets.
+  WorkPtr supervise(WorkPtr work);
 
  private:
   OpContext ctx;
+  std::string fingerprint;  // filled only with debug.check_collectives
+  int backendIndex = -1;
+  int64_t bytes_ = 0;
+  DType dtype_ = DType::Float32;
+  std::chrono::steady_clock::time_point issued;
 };
 
 }  // namespace commhost

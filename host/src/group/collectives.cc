@@ -17,7 +17,7 @@ WorkPtr ProcessGroup::allreduce(Tensor& tensor, const AllreduceOptions& opts) {
   call.checkTensor(tensor, "tensor");
   call.checkReduceOp(opts.reduceOp, tensor.dtype());
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout, &opts.reduceOp);
-  return b.allreduce(call.context(), tensor, opts);
+  return call.supervise(b.allreduce(call.context(), tensor, opts));
 }
 
 WorkPtr ProcessGroup::allreduceCoalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) {
@@ -26,7 +26,7 @@ WorkPtr ProcessGroup::allreduceCoalesced(std::vector<Tensor>& tensors, const All
   for (size_t i = 0; i < tensors.size(); ++i) call.checkLike(tensors[0], tensors[i], "tensors[" + std::to_string(i) + "]", false);
   call.checkReduceOp(opts.reduceOp, tensors[0].dtype());
   Backend& b = call.issue(tensors[0].device(), bytesOf(tensors), tensors[0].dtype(), opts.timeout, &opts.reduceOp);
-  return b.allreduceCoalesced(call.context(), tensors, opts);
+  return call.supervise(b.allreduceCoalesced(call.context(), tensors, opts));
 }
 
 WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
@@ -34,7 +34,7 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   call.checkTensor(tensor, "tensor");
   call.checkRoot(opts.root);
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
-  return b.broadcast(call.context(), tensor, opts);
+  return call.supervise(b.broadcast(call.context(), tensor, opts));
 }
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
@@ -43,7 +43,7 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   call.checkRoot(opts.root);
   call.checkReduceOp(opts.reduceOp, tensor.dtype());
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout, &opts.reduceOp);
-  return b.reduce(call.context(), tensor, opts);
+  return call.supervise(b.reduce(call.context(), tensor, opts));
 }
 
 WorkPtr ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& input, const AllgatherOptions& opts) {
@@ -52,7 +52,7 @@ WorkPtr ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& inpu
   call.checkCount(outputs.size(), worldSize_, "output tensors");
   for (size_t i = 0; i < outputs.size(); ++i) call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
-  return b.allgather(call.context(), outputs, input, opts);
+  return call.supervise(b.allgather(call.context(), outputs, input, opts));
 }
 
 WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, const AllgatherOptions& opts) {
@@ -64,7 +64,7 @@ WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, c
                      std::to_string(input.numel() * worldSize_),
                  "allocate the output with size() * input.numel() elements");
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
-  return b.allgatherIntoTensor(call.context(), output, input, opts);
+  return call.supervise(b.allgatherIntoTensor(call.context(), output, input, opts));
 }
 
 WorkPtr ProcessGroup::allgatherCoalesced(std::vector<std::vector<Tensor>>& outputs, const std::vector<Tensor>& inputs,
@@ -79,7 +79,7 @@ WorkPtr ProcessGroup::allgatherCoalesced(std::vector<std::vector<Tensor>>& outpu
       call.checkLike(inputs[i], outputs[i][r], "outputs[" + std::to_string(i) + "][" + std::to_string(r) + "]", true);
   }
   Backend& b = call.issue(inputs[0].device(), bytesOf(inputs), inputs[0].dtype(), opts.timeout);
-  return b.allgatherCoalesced(call.context(), outputs, inputs, opts);
+  return call.supervise(b.allgatherCoalesced(call.context(), outputs, inputs, opts));
 }
 
 WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts) {
@@ -94,7 +94,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
                  "pass an empty list here");
   }
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
-  return b.gather(call.context(), outputs, input, opts);
+  return call.supervise(b.gather(call.context(), outputs, input, opts));
 }
 
 WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts) {
@@ -109,7 +109,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
                  "pass an empty list here");
   }
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout);
-  return b.scatter(call.context(), output, inputs, opts);
+  return call.supervise(b.scatter(call.context(), output, inputs, opts));
 }
 
 WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& inputs, const ReduceScatterOptions& opts) {
@@ -119,7 +119,7 @@ WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& i
   for (size_t i = 0; i < inputs.size(); ++i) call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
   call.checkReduceOp(opts.reduceOp, output.dtype());
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout, &opts.reduceOp);
-  return b.reduceScatter(call.context(), output, inputs, opts);
+  return call.supervise(b.reduceScatter(call.context(), output, inputs, opts));
 }
 
 WorkPtr ProcessGroup::reduceScatterTensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
@@ -132,7 +132,7 @@ WorkPtr ProcessGroup::reduceScatterTensor(Tensor& output, const Tensor& input, c
                  "allocate the input with size() * output.numel() elements");
   call.checkReduceOp(opts.reduceOp, output.dtype());
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout, &opts.reduceOp);
-  return b.reduceScatterTensor(call.context(), output, input, opts);
+  return call.supervise(b.reduceScatterTensor(call.context(), output, input, opts));
 }
 
 WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -145,7 +145,7 @@ WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<T
     call.checkLike(inputs[0], outputs[i], "outputs[" + std::to_string(i) + "]", false);
   }
   Backend& b = call.issue(inputs[0].device(), bytesOf(inputs), inputs[0].dtype(), opts.timeout);
-  return b.alltoall(call.context(), outputs, inputs, opts);
+  return call.supervise(b.alltoall(call.context(), outputs, inputs, opts));
 }
 
 WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const AlltoallSingleOptions& opts) {
@@ -178,7 +178,7 @@ WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const 
   resolve(resolved.inputSplitSizes, input, "input");
   resolve(resolved.outputSplitSizes, output, "output");
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
-  return b.alltoallSingle(call.context(), output, input, resolved);
+  return call.supervise(b.alltoallSingle(call.context(), output, input, resolved));
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
@@ -186,7 +186,7 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   Device device = Device::cpu();
   if (!routes_.servesDevice(DeviceType::CPU)) device = Device::cuda(0);
   Backend& b = call.issue(device, 0, DType::UInt8, opts.timeout);
-  return b.barrier(call.context(), opts);
+  return call.supervise(b.barrier(call.context(), opts));
 }
 
 WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opts) {
@@ -194,7 +194,7 @@ WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opt
   call.checkTensor(tensor, "tensor");
   call.checkPeer(dst, "destination");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
-  return b.send(call.context(), tensor, dst, opts);
+  return call.supervise(b.send(call.context(), tensor, dst, opts));
 }
 
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const RecvOptions& opts) {
@@ -202,7 +202,7 @@ WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const RecvOptions& opts) {
   call.checkTensor(tensor, "tensor");
   call.checkPeer(src, "source");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
-  return b.recv(call.context(), tensor, src, opts);
+  return call.supervise(b.recv(call.context(), tensor, src, opts));
 }
 
 WorkPtr ProcessGroup::recvAnySource(Tensor& tensor, const RecvOptions& opts) {
@@ -210,7 +210,7 @@ WorkPtr ProcessGroup::recvAnySource(Tensor& tensor, const RecvOptions& opts) {
   call.checkTensor(tensor, "tensor");
   if (worldSize_ < 2) call.invalid("a group of one has no peer to receive from", "receive in a larger group");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
-  return b.recvAnySource(call.context(), tensor, opts);
+  return call.supervise(b.recvAnySource(call.context(), tensor, opts));
 }
 
 }  // namespace commhost

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "commhost/errors.h"
+#include "../supervisor/supervisor.h"
 
 namespace commhost {
 
@@ -30,6 +31,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   pg->store_ = std::make_shared<PrefixStore>(name + "/" + std::to_string(generation), pg->setup_.store);
   pg->checkSameConfig();
   pg->createBackends();
+  pg->startSupervision();
   return pg;
 }
 
@@ -39,6 +41,43 @@ ProcessGroup::~ProcessGroup() {
   } catch (const std::exception& e) {
     if (logger_) logger_->error(std::string("shutdown failed: ") + e.what());
   }
+  if (supervisor_) supervisor_->detach(monitor_.get());
+}
+
+void ProcessGroup::startSupervision() {
+  const auto settings = supervisor::Settings::fromConfig(*setup_.config);
+  checkCollectives_ = settings.checkCollectives;
+  monitor_ = std::make_shared<supervisor::GroupMonitor>();
+  monitor_->name = name_;
+  monitor_->rank = rank_;
+  monitor_->worldSize = worldSize_;
+  monitor_->globalRanks = globalRanks_;
+  monitor_->store = store_;
+  monitor_->jobStore = setup_.store;
+  monitor_->onError = settings.onError;
+  if (!settings.enabled) return;
+  // The monitor outlives the group in works still held by the application, so it
+  // aborts through a weak reference to the backends, never through the group.
+  std::vector<std::weak_ptr<Backend>> backends(backends_.begin(), backends_.end());
+  auto aborted = aborted_;
+  monitor_->abortGroup = [backends, aborted](const std::string& reason) {
+    aborted->store(true, std::memory_order_release);
+    for (const auto& weak : backends)
+      if (auto b = weak.lock()) b->abort(reason);
+  };
+  supervisor_ = supervisor::Supervisor::forProcess(settings);
+  supervisor_->attach(monitor_);
+}
+
+int ProcessGroup::addCompletionHook(CompletionHook hook) {
+  if (!supervisor_)
+    raise(ErrorCode::InvalidArgument, {name_, rank_}, "completion hooks need the supervisor, which is off",
+          "set supervisor.enabled: true");
+  return supervisor_->addHook(monitor_.get(), std::move(hook));
+}
+
+void ProcessGroup::removeCompletionHook(int id) {
+  if (supervisor_) supervisor_->removeHook(id);
 }
 
 // The first rank to arrive publishes its hash; each later rank compares with it.
@@ -99,7 +138,7 @@ Backend& ProcessGroup::backend(const std::string& name) const {
 }
 
 void ProcessGroup::abort(const std::string& reason) {
-  aborted_.store(true, std::memory_order_release);
+  aborted_->store(true, std::memory_order_release);
   for (auto& b : backends_)
     if (b) b->abort(reason);
 }

@@ -21,6 +21,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>&
   pg->store_ = std::make_shared<PrefixStore>(label, store_);
   pg->checkSameConfig();
   pg->createBackends();
+  pg->startSupervision();
   return pg;
 }
 

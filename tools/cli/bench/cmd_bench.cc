@@ -9,6 +9,7 @@
 
 #include "../commands.h"
 #include "bench_ops.h"
+#include "inject.h"
 #include "commhost/errors.h"
 
 namespace commhost::cli {
@@ -29,6 +30,7 @@ struct BenchArgs {
   bool json = false;
   std::string backend;
   std::vector<std::string> sets;
+  std::vector<std::string> injections;
 };
 
 std::vector<int64_t> sweep(const BenchArgs& a) {
@@ -81,9 +83,10 @@ void printRow(const Row& r, bool json) {
 }
 
 // The largest value over ranks (times) or the sum (wrong counts), through the group.
-double across(ProcessGroup& pg, double value, ReduceOp op) {
+double across(ProcessGroup& pg, Injector& inject, double value, ReduceOp op) {
   Tensor t = Tensor::empty({1}, DType::Float64);
   t.data_as<double>()[0] = value;
+  if (auto injected = inject.before(pg)) injected->wait();
   pg.allreduce(t, {op})->wait();
   return t.data_as<double>()[0];
 }
@@ -92,6 +95,9 @@ int bench(const BenchArgs& a) {
   InitOptions init;
   init.overrides.set = a.sets;
   if (!a.backend.empty()) init.overrides.set.push_back("routes=[{ device: cpu, backend: " + a.backend + " }]");
+  std::vector<Injection> injections;
+  for (const auto& spec : a.injections) injections.push_back(parseInjection(spec));
+  Injector inject(std::move(injections));
   auto pg = commhost::init(init);
   BenchParams params;
   params.dtype = parseDType(a.dtype);
@@ -112,6 +118,10 @@ int bench(const BenchArgs& a) {
   int64_t wrongTotal = 0;
   for (const auto& name : ops) {
     auto op = makeBenchOp(name, *pg, params);
+    const auto run = [&] {
+      if (auto injected = inject.before(*pg)) return injected;
+      return op->run();
+    };
     double busSum = 0;
     int rows = 0;
     if (leader && !a.json) {
@@ -122,17 +132,18 @@ int bench(const BenchArgs& a) {
       if (progress) std::fprintf(stderr, "[bench] %s %lld bytes\r", name.c_str(), static_cast<long long>(bytes));
       op->prepare(bytes);
       op->fill();
-      for (int i = 0; i < a.warmup; ++i) op->run()->wait();
+      for (int i = 0; i < a.warmup; ++i) run()->wait();
+      if (auto injected = inject.before(*pg)) injected->wait();
       pg->barrier()->wait();
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < a.iters; ++i) op->run()->wait();
+      for (int i = 0; i < a.iters; ++i) run()->wait();
       const double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / a.iters;
-      const double us = across(*pg, mine, ReduceOp::Max);
+      const double us = across(*pg, inject, mine, ReduceOp::Max);
       int64_t wrong = -1;
       if (a.check) {
         op->fill();
-        op->run()->wait();
-        wrong = static_cast<int64_t>(across(*pg, static_cast<double>(op->check()), ReduceOp::Sum));
+        run()->wait();
+        wrong = static_cast<int64_t>(across(*pg, inject, static_cast<double>(op->check()), ReduceOp::Sum));
         wrongTotal += wrong;
       }
       const double algbw = us > 0 ? static_cast<double>(op->size()) / (us * 1e-6) / 1e9 : 0;
@@ -178,6 +189,10 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_flag("--json", a.json, "One JSON object per row instead of the table");
   cmd->add_option("--backend", a.backend, "Route every cpu op to this configured backend");
   cmd->add_option("--set", a.sets, "Override a config key: --set backends.gloo.options.threads=2 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--inject", a.injections,
+                  "Fault injection (repeatable): hang:RANK@SEQ | exit:RANK@SEQ | slow:RANK@SEQ:MS | mismatch:RANK@SEQ")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->footer("Run it under the launcher: commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check");

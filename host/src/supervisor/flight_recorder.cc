@@ -1,0 +1,80 @@
+#include "flight_recorder.h"
+
+#include <chrono>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+namespace commhost::supervisor {
+
+const char* opStateName(OpState s) {
+  switch (s) {
+    case OpState::Started: return "started";
+    case OpState::Completed: return "completed";
+    case OpState::Failed: return "failed";
+  }
+  return "?";
+}
+
+void copyName(char* dst, size_t size, const std::string& src) {
+  const size_t n = std::min(size - 1, src.size());
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+int64_t wallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+FlightRecorder::FlightRecorder(size_t entries) : ring_(std::max<size_t>(entries, 1)) {}
+
+uint64_t FlightRecorder::add(OpRecord record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  record.id = nextId_++;
+  ring_[record.id % ring_.size()] = record;
+  return record.id;
+}
+
+void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  OpRecord& r = ring_[id % ring_.size()];
+  if (r.id != id) return;  // overwritten by newer collectives
+  r.state = state;
+  r.endedUs = endedUs;
+  copyName(r.error, sizeof(r.error), error);
+}
+
+std::vector<OpRecord> FlightRecorder::snapshot() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<OpRecord> out;
+  out.reserve(ring_.size());
+  for (size_t i = 0; i < ring_.size(); ++i) {
+    const OpRecord& r = ring_[(nextId_ + i) % ring_.size()];
+    if (r.id != 0) out.push_back(r);
+  }
+  return out;
+}
+
+nlohmann::json recordToJson(const OpRecord& r) {
+  nlohmann::json j = {
+      {"id", r.id},
+      {"group", r.group},
+      {"rank", r.rank},
+      {"world_size", r.worldSize},
+      {"seq", r.seq},
+      {"op", opName(r.op)},
+      {"backend", r.backend},
+      {"dtype", dtypeName(r.dtype)},
+      {"bytes", r.bytes},
+      {"numel", r.numel},
+      {"state", opStateName(r.state)},
+      {"scheduled_us", r.scheduledUs},
+      {"started_us", r.startedUs},
+      {"ended_us", r.endedUs},
+  };
+  if (r.error[0]) j["error"] = r.error;
+  return j;
+}
+
+}  // namespace commhost::supervisor

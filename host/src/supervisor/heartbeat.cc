@@ -1,0 +1,149 @@
+// The heartbeat thread: publishes this rank's heartbeat and progress, notices peers that
+// stopped beating, answers dump requests, and checks that the watchdog still advances.
+#include <sstream>
+
+#include "commhost/errors.h"
+#include "commhost/option_schema.h"
+#include "desync.h"
+#include "supervisor.h"
+
+namespace commhost::supervisor {
+namespace {
+
+constexpr const char* kTraceDumpCount = "commhost/trace_dump";
+
+// Each rank watches the next two ranks (ring order): every rank is watched by two
+// others, and the store serves O(world) reads per interval, not O(world^2).
+std::vector<int> peersToWatch(int rank, int worldSize) {
+  std::vector<int> out;
+  for (int d = 1; d <= 2 && d < worldSize; ++d) {
+    const int peer = (rank + d) % worldSize;
+    if (peer != rank && (out.empty() || out[0] != peer)) out.push_back(peer);
+  }
+  return out;
+}
+
+}  // namespace
+
+void Supervisor::heartbeatLoop() {
+  const Millis tick = std::min(settings_.heartbeatInterval, Millis(100));
+  uint64_t lastTicks = watchdogTicks_.load();
+  auto lastAdvance = Clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, tick, [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    const auto now = Clock::now();
+    if (takeSigusr1() || signalDump_.exchange(false)) dump("SIGUSR1");
+
+    const uint64_t ticks = watchdogTicks_.load(std::memory_order_relaxed);
+    if (ticks != lastTicks) {
+      lastTicks = ticks;
+      lastAdvance = now;
+    } else if (now - lastAdvance > std::max(settings_.heartbeatTimeout, settings_.poll * 20) &&
+               !watchdogStallReported_) {
+      watchdogStallReported_ = true;
+      reportWatchdogStall(std::chrono::duration_cast<Millis>(now - lastAdvance));
+    }
+
+    const auto groups = this->groups();
+    bool traceChecked = false;
+    for (const auto& g : groups) {
+      try {
+        if (!traceChecked && g->jobStore) {
+          traceChecked = true;
+          const int64_t requests = g->jobStore->add(kTraceDumpCount, 0);
+          if (requests > seenTraceDump_) {
+            if (seenTraceDump_ >= 0) dump("commhost trace dump");
+            seenTraceDump_ = requests;
+          }
+        }
+        answerIncidents(*g);
+        if (now >= g->nextBeat) {
+          g->nextBeat = now + settings_.heartbeatInterval;
+          beat(*g, now);
+        }
+      } catch (const std::exception& e) {
+        // The store lives in rank 0's process (or a standalone server): losing it means
+        // losing the job's control plane.
+        g->markLost(-1, std::string("the store stopped answering heartbeats (") + e.what() +
+                            "); the rank serving it (usually 0) may have died");
+      }
+    }
+    lock.lock();
+  }
+}
+
+void Supervisor::beat(GroupMonitor& g, Clock::time_point now) {
+  if (g.watched.empty() && g.worldSize > 1) {
+    g.watched = peersToWatch(g.rank, g.worldSize);
+    g.watchedBeat.assign(g.watched.size(), -1);
+    g.watchedSince.assign(g.watched.size(), now);
+  }
+  g.store->add(heartbeatKey(g.rank), 1);
+  publishProgress(g);
+  for (size_t i = 0; i < g.watched.size(); ++i) {
+    const int peer = g.watched[i];
+    const int64_t beatNow = g.store->add(heartbeatKey(peer), 0);
+    if (beatNow != g.watchedBeat[i]) {
+      g.watchedBeat[i] = beatNow;
+      g.watchedSince[i] = now;
+      continue;
+    }
+    const auto silent = std::chrono::duration_cast<Millis>(now - g.watchedSince[i]);
+    if (silent <= settings_.heartbeatTimeout) continue;
+    {
+      std::lock_guard<std::mutex> lock(g.lostMutex);
+      if (g.lostPeers.count(peer)) continue;
+    }
+    const std::string why = "no heartbeat for " + formatDuration(silent) + " (heartbeat.timeout " +
+                            formatDuration(settings_.heartbeatTimeout) + "), noticed by rank " +
+                            std::to_string(g.globalRank(g.rank));
+    logger_->error("[group " + g.name + " rank " + std::to_string(g.rank) + "] peer " +
+                   std::to_string(g.globalRank(peer)) + " lost: " + why);
+    g.markLost(peer, why);
+    // Tell the ranks that do not watch this peer.
+    g.store->append(kIncidentLog, toBytes("peer|" + std::to_string(g.rank) + "|" + std::to_string(peer) + "|" + why +
+                                          "\n"));
+    g.store->add(kIncidentCount, 1);
+  }
+}
+
+// Another rank raised an incident: publish progress for its report, dump, acknowledge.
+void Supervisor::answerIncidents(GroupMonitor& g) {
+  const int64_t count = g.store->add(kIncidentCount, 0);
+  if (count <= g.seenIncident) return;
+  std::istringstream log(toString(g.store->get(kIncidentLog)));
+  std::string line;
+  std::vector<std::string> acks;
+  for (int64_t n = 1; std::getline(log, line); ++n) {
+    if (n <= g.seenIncident) continue;
+    g.seenIncident = n;
+    std::vector<std::string> parts;
+    std::istringstream fields(line);
+    for (std::string f; std::getline(fields, f, '|');) parts.push_back(f);
+    if (parts.size() < 4 || parts[1] == std::to_string(g.rank)) continue;  // my own
+    if (parts[0] == "peer") {
+      const int peer = std::atoi(parts[2].c_str());
+      if (peer != g.rank) g.markLost(peer, parts[3]);
+      continue;
+    }
+    acks.push_back(ackKey(std::atoi(parts[1].c_str()), std::atoll(parts[2].c_str())));
+  }
+  if (acks.empty()) return;
+  publishProgress(g);
+  dump("incident raised by another rank of group " + g.name);
+  for (const auto& key : acks) g.store->add(key, 1);
+}
+
+void Supervisor::reportWatchdogStall(Millis stalled) {
+  const std::string message = "the supervisor's watchdog has not advanced for " + formatDuration(stalled) +
+                              ": a backend call it made (isCompleted) is blocked. Works are no longer timed out. "
+                              "Next: report the backend's blocking call to its author";
+  logger_->error(message);
+  dump("watchdog stalled");
+  for (const auto& g : groups()) applyOnError(*g, message);
+}
+
+}  // namespace commhost::supervisor

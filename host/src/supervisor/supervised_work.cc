@@ -1,0 +1,79 @@
+// SupervisedWork: the backend's work, plus the supervisor's verdict when an incident
+// (deadline passed, peer lost) ends it. A waiter that sees the backend fail with a
+// timeout or a lost peer waits briefly for the verdict, which names the ranks at fault.
+#include "commhost/errors.h"
+#include "supervisor.h"
+
+namespace commhost::supervisor {
+
+SupervisedWork::SupervisedWork(const OpContext& ctx, WorkPtr inner, std::shared_ptr<GroupMonitor> group,
+                               uint64_t recordId, Clock::time_point issued, int64_t bytes, Millis verdictWait)
+    : Work(ctx),
+      inner_(std::move(inner)),
+      group_(std::move(group)),
+      recordId_(recordId),
+      issued_(issued),
+      bytes_(bytes),
+      verdictWait_(verdictWait) {}
+
+void SupervisedWork::noteEnd() {
+  int64_t expected = 0;
+  endedUs_.compare_exchange_strong(expected, wallMicros(), std::memory_order_acq_rel);
+}
+
+bool SupervisedWork::hasVerdict() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return verdict_ != nullptr;
+}
+
+void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& message) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (verdict_) return;
+    verdict_ = std::move(error);
+  }
+  cv_.notify_all();
+  noteEnd();
+  inner_->abort(message);  // wakes a waiter blocked in the backend's wait
+}
+
+bool SupervisedWork::isCompleted() {
+  if (!inner_->isCompleted() && !hasVerdict()) return false;
+  noteEnd();
+  return true;
+}
+
+std::exception_ptr SupervisedWork::exception() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (verdict_) return verdict_;
+  }
+  return inner_->exception();
+}
+
+bool SupervisedWork::wait(Millis timeout) {
+  try {
+    inner_->wait(timeout);
+  } catch (const Error& e) {
+    const std::exception_ptr cause = std::current_exception();
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (verdict_) std::rethrow_exception(verdict_);
+    // A shorter wait of the caller's own ended before the op's deadline: not an incident.
+    const bool callersTimeout = e.code() == ErrorCode::Timeout && !inner_->isCompleted() && Clock::now() < deadline();
+    const bool incident = e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost;
+    auto sup = supervisor_.lock();
+    if (incident && !callersTimeout && sup) {
+      cv_.wait_for(lock, verdictWait_, [&] { return verdict_ != nullptr; });
+      if (verdict_) std::rethrow_exception(verdict_);
+    }
+    lock.unlock();
+    noteEnd();
+    if (sup && inner_->isCompleted()) sup->complete(*this);
+    std::rethrow_exception(cause);
+  }
+  noteEnd();
+  if (auto sup = supervisor_.lock()) sup->complete(*this);
+  return true;
+}
+
+}  // namespace commhost::supervisor

@@ -1,0 +1,184 @@
+// The watchdog thread: completes works, turns deadlines passed and peers lost into
+// incidents (desync report, dumps from every rank, the verdict), and applies on_error.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "commhost/errors.h"
+#include "commhost/option_schema.h"
+#include "desync.h"
+#include "supervisor.h"
+
+namespace commhost::supervisor {
+namespace {
+
+std::string describe(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    return ex.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
+ErrorCode codeOf(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& ex) {
+    return ex.code();
+  } catch (...) {
+    return ErrorCode::Backend;
+  }
+}
+
+std::string formatBytes(int64_t b) {
+  char buf[32];
+  if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  else std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  return buf;
+}
+
+}  // namespace
+
+void Supervisor::watchdogLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, settings_.poll, [&] { return stopping_; });
+    if (stopping_) break;
+    lock.unlock();
+    pollOnce();
+    watchdogTicks_.fetch_add(1, std::memory_order_relaxed);
+    lock.lock();
+  }
+}
+
+void Supervisor::pollOnce() {
+  const auto now = Clock::now();
+  std::vector<std::shared_ptr<SupervisedWork>> attention;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (size_t i = 0; i < inflight_.size();) {
+      SupervisedWork& w = *inflight_[i];
+      if (w.finalized()) {
+        inflight_[i] = std::move(inflight_.back());
+        inflight_.pop_back();
+        continue;
+      }
+      if (w.inner()->isCompleted() || now >= w.deadline() || w.group()->anyPeerLost.load(std::memory_order_acquire))
+        attention.push_back(inflight_[i]);
+      ++i;
+    }
+  }
+  for (auto& w : attention) {
+    if (!w->inner()->isCompleted()) {
+      raiseIncident(*w, nullptr);  // deadline passed, or a peer of its group is lost
+      continue;
+    }
+    w->noteEnd();
+    const std::exception_ptr error = w->inner()->exception();
+    const ErrorCode code = error ? codeOf(error) : ErrorCode::Backend;
+    if (!error || w->hasVerdict()) {
+      complete(*w);
+    } else if (code == ErrorCode::Timeout) {
+      raiseIncident(*w, error);
+    } else if (code == ErrorCode::PeerLost) {
+      // Backends see a connection drop, not which rank died: wait for the heartbeat
+      // to name the peer, or give up after one heartbeat timeout.
+      if (w->peerErrorSeen == Clock::time_point{}) w->peerErrorSeen = now;
+      if (w->group()->anyPeerLost.load(std::memory_order_acquire) ||
+          now - w->peerErrorSeen > settings_.heartbeatTimeout + settings_.heartbeatInterval)
+        raiseIncident(*w, error);
+    } else {
+      if (code != ErrorCode::Aborted) dump("error in " + std::string(opName(w->op())) + " seq " +
+                                           std::to_string(w->seq()) + ": " + describe(error));
+      complete(*w);
+    }
+  }
+}
+
+// Runs on the watchdog thread. The first incident of a group in a while asks every rank
+// to dump and publish its progress, then reads the progress for the desync report.
+void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
+  GroupMonitor& g = *w.group();
+  const OpContext& ctx = w.context();
+  const auto elapsed = std::chrono::duration_cast<Millis>(Clock::now() - w.issued());
+  std::string lost;
+  {
+    std::lock_guard<std::mutex> lock(g.lostMutex);
+    for (const auto& [peer, why] : g.lostPeers)
+      lost += (lost.empty() ? "" : "; ") +
+              (peer >= 0 ? "peer " + std::to_string(g.globalRank(peer)) + " lost: " : std::string()) + why;
+  }
+  const bool peerLost = !lost.empty();
+  ErrorContext where{g.name, g.rank, opName(ctx.op), ctx.seq};
+  std::string what = std::string(peerLost ? "" : "did not complete: ") + (peerLost ? lost + ". " : "") +
+                     formatBytes(w.bytes()) + ", issued " + formatDuration(elapsed) + " ago, timeout " +
+                     formatDuration(ctx.timeout) + (cause ? " (backend said: " + describe(cause) + ")" : "") + ". ";
+
+  // Works of one group failing together (one hang, one lost peer) share one incident.
+  const bool fresh = g.lastIncident.empty() || Clock::now() - g.lastIncidentAt > settings_.heartbeatInterval +
+                                                                                   settings_.poll * 2;
+  if (fresh && isPointToPoint(ctx.op)) {
+    dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
+  } else if (fresh) {
+    ++g.incidentsRaised;
+    g.lastIncidentAt = Clock::now();
+    std::string report;
+    try {
+      const std::string line = "incident|" + std::to_string(g.rank) + "|" + std::to_string(g.incidentsRaised) + "|" +
+                               opName(ctx.op) + " seq " + std::to_string(ctx.seq);
+      g.store->append(kIncidentLog, toBytes(line + "\n"));
+      g.store->add(kIncidentCount, 1);
+      const std::string acks = ackKey(g.rank, g.incidentsRaised);
+      publishProgress(g);
+      dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
+      // Peers dump within a heartbeat tick; give them up to a second before the
+      // verdict lets this process exit (and a launcher stop theirs).
+      int expected = g.worldSize - 1;
+      {
+        std::lock_guard<std::mutex> lock(g.lostMutex);
+        expected -= static_cast<int>(g.lostPeers.size());
+      }
+      const auto until = Clock::now() + Millis(1000);
+      while (g.store->add(acks, 0) < expected && Clock::now() < until)
+        std::this_thread::sleep_for(Millis(20));
+      report = desyncReport(g, ctx.seq, ctx.op);
+    } catch (const std::exception& e) {
+      report = "No desync report: the store did not answer (" + std::string(e.what()) + "). ";
+      dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
+    }
+    g.lastIncident = report + "Flight recorder dumps are in " + settings_.dumpDir + " (one per rank); run `commhost "
+                     "trace analyze " + settings_.dumpDir + "` for the first collective where ranks diverge.";
+  }
+  if (!isPointToPoint(ctx.op)) what += g.lastIncident;
+  const std::string hint = peerLost ? "find out why that process died (its log, the launcher's summary, dmesg for the "
+                                      "OOM killer); restart the job or re-create the group without it"
+                                    : "look at the ranks named above; raise group.timeout if the op is just slow";
+  const std::string message = where.format() + what + " Next: " + hint + ".";
+  std::exception_ptr verdict = peerLost ? std::make_exception_ptr(PeerLostError(message))
+                                        : std::make_exception_ptr(TimeoutError(message));
+  logger_->error(message);
+  w.setVerdict(verdict, message);
+  complete(w);
+  applyOnError(g, message);
+}
+
+void Supervisor::applyOnError(GroupMonitor& g, const std::string& message) {
+  switch (g.onError) {
+    case OnError::Report:
+      return;
+    case OnError::Abort:
+      if (g.abortGroup) g.abortGroup(message);
+      return;
+    case OnError::Teardown:
+      logger_->error("supervisor.on_error is teardown: ending the process with status " +
+                     std::to_string(kTeardownExitStatus));
+      Logger::flushAll();
+      std::fflush(nullptr);
+      ::_exit(kTeardownExitStatus);
+  }
+}
+
+}  // namespace commhost::supervisor

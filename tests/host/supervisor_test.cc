@@ -1,0 +1,181 @@
+// The supervisor with real gloo ranks as threads over a HashStore: a rank that never
+// joins, a peer that stops beating, mismatched calls under check_collectives, the
+// flight recorder's bound and dumps, completion hooks on their own thread.
+#include <signal.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace commhost::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tempDir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("commhost-sup-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+// group.timeout is gloo's own deadline too (its contexts keep one), so a short one lets
+// the ranks left inside Gloo by a hang return quickly when the test ends.
+std::string glooConfig(const std::string& dumpDir, const std::string& extra = "", const std::string& timeout = "20s") {
+  return "group: { timeout: " + timeout + " }\n"
+         "backends: { gloo: { options: { threads: 1 } } }\n"
+         "routes: [{ device: cpu, backend: gloo }]\n"
+         "supervisor:\n"
+         "  watchdog: { poll: 20ms }\n"
+         "  heartbeat: { interval: 50ms, timeout: 400ms }\n"
+         "  flight_recorder: { entries: 16, dump_dir: " + dumpDir + " }\n" + extra;
+}
+
+void allreduceOnes(ProcessGroup& pg, int64_t n = 4, std::chrono::milliseconds timeout = {}) {
+  Tensor t = Tensor::empty({n}, DType::Float32);
+  for (int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = 1;
+  AllreduceOptions opts;
+  opts.timeout = timeout;
+  pg.allreduce(t, opts)->wait();
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(t.data_as<float>()[i], pg.size());
+}
+
+nlohmann::json readJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Ranks as threads share one process, hence one dump, named after the first group made.
+std::string onlyDump(const std::string& dir) {
+  std::vector<std::string> found;
+  for (const auto& f : fs::directory_iterator(dir))
+    if (f.path().extension() == ".json") found.push_back(f.path().string());
+  EXPECT_EQ(found.size(), 1u) << dir;
+  return found.empty() ? dir + "/missing.json" : found[0];
+}
+
+TEST(Supervisor, RankThatNeverJoinsIsNamedWithTheSeq) {
+  const std::string dir = tempDir("hang");
+  auto groups = makeGroups(glooConfig(dir, "", "1s"), 3);
+  runRanks(3, [&](int r) {
+    for (int i = 0; i < 3; ++i) allreduceOnes(*groups[r]);
+    if (r == 2) return;  // rank 2 skips seq 4
+    EXPECT_THROW_WITH(allreduceOnes(*groups[r]), TimeoutError,
+                      "allreduce seq 4", "Rank 2 never joined allreduce seq 4", "last issued allreduce seq 3 (completed)",
+                      "trace analyze");
+  });
+  // on_error: abort (the default) aborted the group on the detecting ranks.
+  EXPECT_THROW_WITH(allreduceOnes(*groups[0]), AbortedError, "aborted");
+  const auto dump = readJson(onlyDump(dir));
+  bool sawFailedSeq4 = false;
+  for (const auto& e : dump["entries"])
+    if (e["seq"] == 4 && e["state"] == "failed") sawFailedSeq4 = true;
+  EXPECT_TRUE(sawFailedSeq4) << dump.dump(1);
+  groups[0].reset();
+  groups[1].reset();
+  groups[2].reset();
+  fs::remove_all(dir);
+}
+
+TEST(Supervisor, SilentPeerFailsWorksWithPeerLostLongBeforeTheTimeout) {
+  const std::string dir = tempDir("peer");
+  auto groups = makeGroups(glooConfig(dir), 3);
+  runRanks(3, [&](int r) { allreduceOnes(*groups[r]); });
+  groups[2].reset();  // rank 2 goes away: its heartbeat stops, its sockets close
+  runRanks(2, [&](int r) {
+    EXPECT_THROW_WITH(allreduceOnes(*groups[r], 4, std::chrono::seconds(60)), PeerLostError, "peer 2 lost",
+                      "no heartbeat", "allreduce seq 2");
+  });
+  fs::remove_all(dir);
+}
+
+TEST(Supervisor, CheckCollectivesReportsTheDiffOnEveryRankAndSendsNothing) {
+  const std::string dir = tempDir("check");
+  auto groups = makeGroups(glooConfig(dir, "debug: { check_collectives: true }\n"), 3);
+  runRanks(3, [&](int r) {
+    EXPECT_THROW_WITH(allreduceOnes(*groups[r], r == 1 ? 5 : 4), InvalidArgument, "seq 1",
+                      "ranks 0 and 2 called allreduce(tensor=f32[4]", "rank 1 called allreduce(tensor=f32[5]",
+                      "nothing was sent");
+    allreduceOnes(*groups[r]);  // the group is still usable
+  });
+  fs::remove_all(dir);
+}
+
+TEST(Supervisor, FlightRecorderKeepsTheLastEntriesOnly) {
+  const std::string dir = tempDir("ring");
+  auto groups = makeGroups(glooConfig(dir), 2);
+  runRanks(2, [&](int r) {
+    for (int i = 0; i < 20; ++i) allreduceOnes(*groups[r]);
+  });
+  const auto dump = readJson(dumpFlightRecorder("test"));
+  ASSERT_EQ(dump["entries"].size(), 16u);  // 40 ops recorded, both ranks share the process ring
+  EXPECT_EQ(dump["entries_capacity"], 16);
+  for (const auto& e : dump["entries"]) {
+    EXPECT_GE(e["seq"].get<int>(), 13);
+    EXPECT_EQ(e["state"], "completed");
+    EXPECT_EQ(e["op"], "allreduce");
+    EXPECT_EQ(e["bytes"], 16);
+    EXPECT_GE(e["ended_us"].get<int64_t>(), e["started_us"].get<int64_t>());
+  }
+  fs::remove_all(dir);
+}
+
+TEST(Supervisor, Sigusr1Dumps) {
+  const std::string dir = tempDir("usr1");
+  auto groups = makeGroups(glooConfig(dir), 2);
+  runRanks(2, [&](int r) { allreduceOnes(*groups[r]); });
+  ::raise(SIGUSR1);
+  for (int i = 0; i < 100 && !fs::exists(dir); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(readJson(onlyDump(dir))["reason"], "SIGUSR1");
+  fs::remove_all(dir);
+}
+
+TEST(Supervisor, CompletionHooksRunOnTheirOwnThreadInOrder) {
+  const std::string dir = tempDir("hooks");
+  auto groups = makeGroups(glooConfig(dir), 2);
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<CompletionEvent> events;
+  std::set<std::thread::id> hookThreads;
+  const int id = groups[0]->addCompletionHook([&](const CompletionEvent& ev) {
+    std::lock_guard<std::mutex> lock(m);
+    events.push_back(ev);
+    hookThreads.insert(std::this_thread::get_id());
+    cv.notify_all();
+  });
+  std::thread::id rank0Thread;
+  runRanks(2, [&](int r) {
+    if (r == 0) rank0Thread = std::this_thread::get_id();
+    for (int i = 0; i < 5; ++i) allreduceOnes(*groups[r], 8);
+  });
+  std::unique_lock<std::mutex> lock(m);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return events.size() >= 5; }));
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(events[i].seq, i + 1);
+    EXPECT_EQ(events[i].op, OpType::Allreduce);
+    EXPECT_EQ(events[i].rank, 0);
+    EXPECT_EQ(events[i].bytes, 32);
+    EXPECT_TRUE(events[i].error.empty());
+    EXPECT_GE(events[i].end, events[i].start);
+  }
+  EXPECT_EQ(hookThreads.size(), 1u);
+  EXPECT_EQ(hookThreads.count(rank0Thread), 0u);
+  lock.unlock();
+  groups[0]->removeCompletionHook(id);
+}
+
+TEST(Supervisor, OffMeansNoHooksAndPlainWorks) {
+  auto registry = testRegistry();
+  auto config = configFrom(kSelfConfig, *registry, {"supervisor.enabled=false"});
+  auto pg = ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
+  EXPECT_THROW_WITH(pg->addCompletionHook([](const CompletionEvent&) {}), InvalidArgument, "supervisor.enabled");
+  allreduceOnes(*pg);
+}
+
+}  // namespace
+}  // namespace commhost::test

@@ -1,0 +1,142 @@
+// `commhost trace analyze`: merges the ranks' flight recorders and names the first
+// collective where they diverge: a rank that never issued it, ranks that disagree on
+// op/dtype/size, or a collective every rank issued but not all completed.
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "dumps.h"
+
+namespace commhost::cli::trace {
+namespace {
+
+std::string list(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i) out += i + 1 == ranks.size() ? " and " : ", ";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+std::string plural(const std::vector<int>& ranks) { return ranks.size() > 1 ? "Ranks " : "Rank "; }
+
+std::string signature(const Entry& e) {
+  return e.op + " " + e.dtype + "[" + std::to_string(e.numel) + "]";
+}
+
+using Timeline = std::map<int, std::map<uint64_t, const Entry*>>;  // group rank -> seq -> entry
+
+std::string describeDivergence(const std::string& group, const Timeline& byRank, uint64_t seq) {
+  std::vector<int> missing;
+  std::map<std::string, std::vector<int>> bySignature;
+  std::map<std::string, std::vector<int>> byState;
+  const Entry* any = nullptr;
+  for (const auto& [rank, entries] : byRank) {
+    auto it = entries.find(seq);
+    if (it == entries.end()) {
+      missing.push_back(rank);
+      continue;
+    }
+    any = it->second;
+    bySignature[signature(*it->second)].push_back(rank);
+    byState[it->second->state].push_back(rank);
+  }
+  std::ostringstream out;
+  const std::string what = any ? any->op + " seq " + std::to_string(seq) : "seq " + std::to_string(seq);
+  out << "Group " << group << ": the first divergence is at " << what
+      << (any ? " (" + any->dtype + ", " + std::to_string(any->numel) + " elements, " + any->backend + ")" : "")
+      << ". ";
+  for (const auto& [state, ranks] : byState) {
+    out << plural(ranks) << list(ranks) << (state == "completed" ? " completed it" : state == "failed" ? " failed in it" : " started it and never completed it");
+    if (state == "failed") {
+      const auto& e = *byRank.at(ranks[0]).at(seq);
+      if (!e.error.empty()) out << " (rank " << ranks[0] << ": " << e.error.substr(0, 200) << (e.error.size() > 200 ? "..." : "") << ")";
+    }
+    out << ". ";
+  }
+  for (int rank : missing) {
+    const auto& entries = byRank.at(rank);
+    auto before = entries.lower_bound(seq);
+    if (before == entries.begin()) {
+      out << "Rank " << rank << " never issued it (nothing recorded before it). ";
+    } else {
+      const Entry& last = *std::prev(before)->second;
+      out << "Rank " << rank << " never issued it: its last collective was " << last.op << " seq " << last.seq << " ("
+          << last.state << ")" << (before != entries.end() ? ", and it went on to seq " + std::to_string(before->first) : "")
+          << ". ";
+    }
+  }
+  if (!missing.empty()) {
+    out << "Look at rank" << (missing.size() > 1 ? "s " : " ") << list(missing)
+        << " first: it stopped issuing collectives after its last one (blocked in application code, a crash, or "
+           "a different code path), while the others waited.";
+  } else if (bySignature.size() > 1) {
+    out << "The ranks disagree on the call: ";
+    bool first = true;
+    for (const auto& [sig, ranks] : bySignature) {
+      out << (first ? "" : "; ") << (ranks.size() > 1 ? "ranks " : "rank ") << list(ranks) << " issued " << sig;
+      first = false;
+    }
+    out << ". Make every rank issue the same op with the same dtype and size here (debug.check_collectives: true "
+           "catches this before anything is sent).";
+  } else {
+    out << "Every rank issued the same call, so the backend did not finish it: check the failed ranks' errors, "
+           "the network between the ranks, or whether the op is just slower than group.timeout.";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+std::string analyze(const std::vector<RankDump>& dumps) {
+  std::map<std::string, Timeline> groups;
+  std::map<std::string, int> sizes;
+  for (const auto& d : dumps)
+    for (const auto& e : d.entries) {
+      if (e.pointToPoint()) continue;  // p2p seqs are per pair of ranks, not comparable
+      groups[e.group][e.rank][e.seq] = &e;
+      sizes[e.group] = std::max(sizes[e.group], e.worldSize);
+    }
+  std::ostringstream out;
+  out << "Read " << dumps.size() << " dump" << (dumps.size() > 1 ? "s" : "") << " (ranks";
+  for (const auto& d : dumps) out << " " << d.rank;
+  out << "; first reason: " << (dumps.empty() ? "" : dumps[0].reason) << ").\n";
+  for (const auto& d : dumps)
+    for (const auto& [peer, why] : d.lostPeers) out << "Rank " << d.rank << " reported " << peer << " lost: " << why << "\n";
+  for (const auto& [group, byRank] : groups) {
+    std::vector<int> noData;
+    for (int r = 0; r < sizes[group]; ++r)
+      if (!byRank.count(r)) noData.push_back(r);
+    uint64_t first = 0, last = 0;
+    for (const auto& [rank, entries] : byRank) {
+      first = std::max(first, entries.begin()->first);  // the rings may have dropped older ones
+      last = std::max(last, entries.rbegin()->first);
+    }
+    out << "\n";
+    if (!noData.empty())
+      out << "Group " << group << ": no dump from " << (noData.size() > 1 ? "ranks " : "rank ") << list(noData)
+          << " (dead, unreachable, or its supervisor is off); comparing the other ranks.\n";
+    bool diverged = false;
+    for (uint64_t seq = first; seq <= last && !diverged; ++seq) {
+      bool differs = false;
+      std::set<std::string> sigs;
+      for (const auto& [rank, entries] : byRank) {
+        auto it = entries.find(seq);
+        if (it == entries.end() || it->second->state != "completed") differs = true;
+        else sigs.insert(signature(*it->second));
+      }
+      if (differs || sigs.size() > 1) {
+        out << describeDivergence(group, byRank, seq) << "\n";
+        diverged = true;
+      }
+    }
+    if (!diverged)
+      out << "Group " << group << ": all " << byRank.size() << " ranks recorded seq " << first << " to " << last
+          << " identically and completed them; no divergence in the recorded window.\n";
+  }
+  return out.str();
+}
+
+}  // namespace commhost::cli::trace

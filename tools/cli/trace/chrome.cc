@@ -1,0 +1,54 @@
+// `commhost trace export --chrome`: the Trace Event format Perfetto and chrome://tracing
+// read. One process track per rank, one thread track per group, one slice per op.
+#include <algorithm>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "dumps.h"
+
+namespace commhost::cli::trace {
+
+std::string chromeTrace(const std::vector<RankDump>& dumps) {
+  int64_t origin = INT64_MAX;
+  for (const auto& d : dumps)
+    for (const auto& e : d.entries) origin = std::min(origin, e.scheduledUs);
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::string, int> groupTrack;
+  for (const auto& d : dumps) {
+    for (const auto& e : d.entries) {
+      if (!groupTrack.count(e.group)) groupTrack[e.group] = static_cast<int>(groupTrack.size()) + 1;
+    }
+  }
+  std::map<std::pair<int, int>, bool> named;
+  for (const auto& d : dumps) {
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", d.rank}, {"args", {{"name", "rank " + std::to_string(d.rank)}}}});
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d.rank}, {"args", {{"sort_index", d.rank}}}});
+    for (const auto& e : d.entries) {
+      const int tid = groupTrack[e.group];
+      if (!named[{d.rank, tid}]) {
+        named[{d.rank, tid}] = true;
+        events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", d.rank}, {"tid", tid},
+                          {"args", {{"name", "group " + e.group + " (rank " + std::to_string(e.rank) + ")"}}}});
+      }
+      // An op still in flight at dump time runs to the dump.
+      const int64_t end = e.endedUs ? e.endedUs : std::max(d.timeUs, e.startedUs);
+      nlohmann::json args = {{"seq", e.seq}, {"backend", e.backend}, {"dtype", e.dtype}, {"bytes", e.bytes},
+                             {"numel", e.numel}, {"state", e.state}};
+      if (!e.error.empty()) args["error"] = e.error;
+      events.push_back({{"ph", "X"},
+                        {"name", e.op + " #" + std::to_string(e.seq)},
+                        {"cat", e.state},
+                        {"pid", d.rank},
+                        {"tid", tid},
+                        {"ts", e.scheduledUs - origin},
+                        {"dur", std::max<int64_t>(end - e.scheduledUs, 1)},
+                        {"args", args}});
+    }
+  }
+  nlohmann::json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+                          {"otherData", {{"generator", "commhost trace export"}, {"origin_us", origin}}}};
+  return trace.dump();
+}
+
+}  // namespace commhost::cli::trace

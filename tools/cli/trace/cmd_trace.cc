@@ -1,0 +1,79 @@
+// commhost trace analyze DIR | export DIR --chrome OUT | dump --master HOST:PORT
+#include <fstream>
+#include <iostream>
+
+#include "../commands.h"
+#include "commhost/config.h"
+#include "commhost/errors.h"
+#include "commhost/registry.h"
+#include "commhost/supervisor.h"
+#include "dumps.h"
+
+namespace commhost::cli {
+namespace {
+
+struct TraceArgs {
+  std::string dir;
+  std::string chromeOut;
+  std::string master;
+  std::string token;
+  std::vector<std::string> pluginPaths;
+};
+
+int requestDump(const TraceArgs& a) {
+  const size_t colon = a.master.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    throw InvalidArgument("--master " + a.master + ": want HOST:PORT of the job's store (MASTER_ADDR:MASTER_PORT)");
+  PluginRegistry registry;
+  registry.scan(PluginRegistry::searchPath(a.pluginPaths));
+  const PluginEntry& tcp = registry.require("tcp", PluginKind::Store);
+  const OptionValues options = resolveOptions(tcp.descriptor->options,
+                                              {{"serve", "never"},
+                                               {"host", a.master.substr(0, colon)},
+                                               {"port", a.master.substr(colon + 1)},
+                                               {"auth_token", a.token},
+                                               {"timeout", "10s"}},
+                                              "commhost trace dump");
+  StoreContext ctx;
+  ctx.logger = std::make_shared<Logger>("commhost.tcp", "trace dump");
+  auto store = tcp.descriptor->createStore(options, ctx);
+  requestTraceDump(*store, "commhost trace dump");
+  std::cout << "asked every rank of the job at " << a.master
+            << " to dump its flight recorder (to its supervisor.flight_recorder.dump_dir)\n";
+  return 0;
+}
+
+}  // namespace
+
+void addTraceCommand(CLI::App& app) {
+  auto* trace = app.add_subcommand("trace", "Flight recorder dumps: request, analyze, export");
+  trace->require_subcommand(1);
+  static TraceArgs a;
+  auto* analyze = trace->add_subcommand("analyze", "Merge the ranks' dumps and name the first collective where they "
+                                                   "diverge");
+  analyze->add_option("DIR", a.dir, "The dump directory (supervisor.flight_recorder.dump_dir)")->required();
+  analyze->callback([] { std::cout << trace::analyze(trace::loadDumps(a.dir)); });
+
+  auto* exportCmd = trace->add_subcommand("export", "Write the dumps as a timeline for Perfetto / chrome://tracing");
+  exportCmd->add_option("DIR", a.dir, "The dump directory")->required();
+  exportCmd->add_option("--chrome", a.chromeOut, "Output file (Chrome Trace Event JSON)")->required();
+  exportCmd->callback([] {
+    const std::string text = trace::chromeTrace(trace::loadDumps(a.dir));
+    std::ofstream out(a.chromeOut);
+    out << text << "\n";
+    if (!out) throw InvalidArgument("trace export: cannot write " + a.chromeOut);
+    std::cout << "wrote " << a.chromeOut << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  });
+
+  auto* dump = trace->add_subcommand("dump", "Ask every rank of a running job to dump its flight recorder now");
+  dump->add_option("--master", a.master, "HOST:PORT of the job's tcp store")->required();
+  dump->add_option("--token", a.token, "The store's auth token, if it has one");
+  dump->add_option("--plugin-path", a.pluginPaths, "Extra directories to search for the tcp plugin");
+  dump->footer("A single process can also be asked with `kill -USR1 PID`.");
+  dump->callback([] {
+    const int rc = requestDump(a);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace commhost::cli

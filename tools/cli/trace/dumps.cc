@@ -1,0 +1,70 @@
+#include "dumps.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "commhost/errors.h"
+
+namespace commhost::cli::trace {
+
+std::vector<RankDump> loadDumps(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir))
+    throw InvalidArgument("trace: " + dir + " is not a directory; pass supervisor.flight_recorder.dump_dir");
+  std::vector<RankDump> out;
+  for (const auto& file : fs::directory_iterator(dir)) {
+    if (file.path().extension() != ".json") continue;
+    std::ifstream in(file.path());
+    nlohmann::json j;
+    try {
+      in >> j;
+    } catch (const std::exception& e) {
+      throw InvalidArgument("trace: " + file.path().string() + " is not valid JSON (" + e.what() +
+                            "); remove it or re-dump that rank");
+    }
+    if (!j.is_object() || !j.contains("entries") || !j.contains("rank")) continue;  // not a dump
+    RankDump d;
+    d.path = file.path().string();
+    d.rank = j.value("rank", -1);
+    d.pid = j.value("pid", 0);
+    d.host = j.value("host", "");
+    d.reason = j.value("reason", "");
+    d.timeUs = j.value("time_us", int64_t(0));
+    for (const auto& g : j.value("groups", nlohmann::json::array())) {
+      const std::string name = g.value("name", "");
+      d.groupRank[name] = g.value("rank", 0);
+      d.groupSize[name] = g.value("world_size", 0);
+      for (const auto& [peer, why] : g.value("lost_peers", nlohmann::json::object()).items())
+        d.lostPeers[name + ": peer " + peer] = why.get<std::string>();
+    }
+    for (const auto& e : j["entries"]) {
+      Entry x;
+      x.group = e.value("group", "");
+      x.op = e.value("op", "");
+      x.backend = e.value("backend", "");
+      x.dtype = e.value("dtype", "");
+      x.state = e.value("state", "");
+      x.error = e.value("error", "");
+      x.rank = e.value("rank", 0);
+      x.worldSize = e.value("world_size", 0);
+      x.seq = e.value("seq", uint64_t(0));
+      x.bytes = e.value("bytes", int64_t(0));
+      x.numel = e.value("numel", int64_t(0));
+      x.scheduledUs = e.value("scheduled_us", int64_t(0));
+      x.startedUs = e.value("started_us", int64_t(0));
+      x.endedUs = e.value("ended_us", int64_t(0));
+      d.entries.push_back(std::move(x));
+    }
+    out.push_back(std::move(d));
+  }
+  if (out.empty())
+    throw InvalidArgument("trace: no flight recorder dumps (rank<N>.json) in " + dir +
+                          "; dumps appear on a timeout or error, on SIGUSR1, or with `commhost trace dump`");
+  std::sort(out.begin(), out.end(), [](const RankDump& a, const RankDump& b) { return a.rank < b.rank; });
+  return out;
+}
+
+}  // namespace commhost::cli::trace
