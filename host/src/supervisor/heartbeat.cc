@@ -50,6 +50,7 @@ void Supervisor::heartbeatLoop() {
     const auto groups = this->groups();
     bool traceChecked = false;
     for (const auto& g : groups) {
+      if (g->storeLost.load(std::memory_order_acquire)) continue;
       try {
         if (!traceChecked && g->jobStore) {
           traceChecked = true;
@@ -67,6 +68,7 @@ void Supervisor::heartbeatLoop() {
       } catch (const std::exception& e) {
         // The store lives in rank 0's process (or a standalone server): losing it means
         // losing the job's control plane.
+        g->storeLost.store(true, std::memory_order_release);
         g->markLost(-1, std::string("the store stopped answering heartbeats (") + e.what() +
                             "); the rank serving it (usually 0) may have died");
       }

@@ -71,6 +71,9 @@ struct GroupMonitor {
   std::mutex lostMutex;
   std::map<int, std::string> lostPeers;
   std::atomic<bool> anyPeerLost{false};
+  // Once a store call failed, nothing calls the store again: the client would retry
+  // connecting until its timeout, stalling the supervisor's threads.
+  std::atomic<bool> storeLost{false};
 
   // Heartbeat thread only.
   int64_t seenIncident = 0;

@@ -127,6 +127,7 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
     g.lastIncidentAt = Clock::now();
     std::string report;
     try {
+      if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
       const std::string line = "incident|" + std::to_string(g.rank) + "|" + std::to_string(g.incidentsRaised) + "|" +
                                opName(ctx.op) + " seq " + std::to_string(ctx.seq);
       g.store->append(kIncidentLog, toBytes(line + "\n"));
@@ -146,6 +147,7 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
         std::this_thread::sleep_for(Millis(20));
       report = desyncReport(g, ctx.seq, ctx.op);
     } catch (const std::exception& e) {
+      if (!g.storeLost.exchange(true)) logger_->error("the store failed during an incident: " + std::string(e.what()));
       report = "No desync report: the store did not answer (" + std::string(e.what()) + "). ";
       dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
     }
@@ -162,7 +164,8 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
   logger_->error(message);
   w.setVerdict(verdict, message);
   complete(w);
-  applyOnError(g, message);
+  // A point-to-point op involves two ranks only: it fails alone, the group goes on.
+  if (!isPointToPoint(ctx.op)) applyOnError(g, message);
 }
 
 void Supervisor::applyOnError(GroupMonitor& g, const std::string& message) {
