@@ -12,12 +12,15 @@ namespace commhost::tcpstore {
 using boost::asio::ip::tcp;
 
 struct Server::Connection {
-  explicit Connection(tcp::socket s) : socket(std::move(s)) {
+  Connection(tcp::socket s, std::atomic<int>& open) : socket(std::move(s)), open(open) {
+    open.fetch_add(1, std::memory_order_relaxed);
     boost::system::error_code ec;
     const auto ep = socket.remote_endpoint(ec);
     peer = ec ? "unknown peer" : ep.address().to_string() + ":" + std::to_string(ep.port());
   }
+  ~Connection() { open.fetch_sub(1, std::memory_order_release); }
   tcp::socket socket;
+  std::atomic<int>& open;
   std::string peer;
   // Bytes received and not yet handled: in[0, filled). Reading whole chunks rather than
   // header then body saves a syscall and an event-loop turn per request.
@@ -72,6 +75,9 @@ Server::Server(ServerOptions options) : options_(std::move(options)), acceptor_(
 }
 
 Server::~Server() {
+  const auto until = std::chrono::steady_clock::now() + options_.linger;
+  while (connections_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   io_.stop();
   if (thread_.joinable()) thread_.join();
 }
@@ -80,7 +86,7 @@ void Server::accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
-      auto c = std::make_shared<Connection>(std::move(socket));
+      auto c = std::make_shared<Connection>(std::move(socket), connections_);
       c->authenticated = options_.token.empty();
       next(c);
     } else if (ec != boost::asio::error::operation_aborted && options_.logger) {

@@ -8,6 +8,8 @@
 
 #include <boost/asio.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,6 +27,9 @@ struct ServerOptions {
   int port = 0;               // 0: pick a free port; see Server::port()
   std::string token;          // "" disables authentication
   uint32_t maxFrame = 64u << 20;
+  // How long ~Server keeps serving while other clients are still connected: a rank that
+  // finishes (or fails) first must not take the job's control plane down with it.
+  std::chrono::milliseconds linger{0};
   std::shared_ptr<Logger> logger;
 };
 
@@ -32,7 +37,7 @@ class Server {
  public:
   // Binds and starts serving; throws StoreError naming the address when it cannot bind.
   explicit Server(ServerOptions options);
-  ~Server();  // stops the loop and closes every connection
+  ~Server();  // serves up to options.linger while clients remain, then closes everything
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
@@ -58,6 +63,7 @@ class Server {
   bool present(const std::vector<std::string>& keys) const;
 
   ServerOptions options_;
+  std::atomic<int> connections_{0};  // open connections; written by the loop, read by ~Server
   boost::asio::io_context io_;
   boost::asio::ip::tcp::acceptor acceptor_;
   int port_ = 0;

@@ -18,6 +18,8 @@ const std::vector<OptionSpec>& optionSpecs() {
     {"timeout", OptionType::Duration, "5m", "Connect and wait timeout of store calls", {}, 0.001, 86400},
     {"auth_token", OptionType::String, "", "Shared secret every client must present (also COMMHOST_STORE_TOKEN)"},
     {"max_frame", OptionType::Size, "256MiB", "Largest frame accepted, in either direction", {}, 1024, 1ll << 31},
+    {"linger", OptionType::Duration, "2s",
+     "How long a serving process, once done with the store, keeps serving ranks still connected", {}, 0, 3600},
   };
   return kOptions;
 }
@@ -36,6 +38,7 @@ std::shared_ptr<Store> create(const OptionValues& options, const StoreContext& c
     so.port = port;
     so.token = options.getString("auth_token");
     so.maxFrame = maxFrame;
+    so.linger = options.getDuration("linger");
     so.logger = ctx.logger;
     server = std::make_shared<Server>(std::move(so));
     if (port == 0 && ctx.logger) ctx.logger->info("tcp store serving on " + server->address() + ":" +

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 
 #include "../host/test_util.h"
 #include "protocol.h"
@@ -194,6 +196,31 @@ TEST(TcpStore, PluginServesRankZeroAndConnectsTheOthers) {
   EXPECT_THROW_WITH(tcp.descriptor->createStore(options, noPort), ConfigError, "no port", "MASTER_PORT");
   EXPECT_THROW_WITH(resolveOptions(tcp.descriptor->options, {{"serve", "sometimes"}}, "test"), ConfigError,
                     "'sometimes' is not one of auto, always, never");
+  stores[1].reset();  // the client leaves first, so the serving rank need not linger
+}
+
+TEST(TcpStore, ServerLingersWhileClientsRemainThenStops) {
+  tcpstore::ServerOptions options;
+  options.linger = std::chrono::seconds(20);
+  auto server = std::make_unique<tcpstore::Server>(options);
+  tcpstore::ClientOptions clientOptions;
+  clientOptions.port = server->port();
+  clientOptions.timeout = std::chrono::seconds(10);
+  auto client = std::make_shared<tcpstore::Client>(clientOptions);
+  std::atomic<bool> stopped{false};
+  std::thread owner([&] {
+    server.reset();  // the serving rank is done; a peer still needs the store
+    stopped = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(stopped.load());
+  client->set("late", toBytes("still served"));
+  EXPECT_EQ(toString(client->get("late")), "still served");
+  const auto start = std::chrono::steady_clock::now();
+  client.reset();  // last client gone: the server stops well before its linger ends
+  owner.join();
+  EXPECT_TRUE(stopped.load());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 }  // namespace

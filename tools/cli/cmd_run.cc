@@ -26,6 +26,7 @@ struct RunArgs {
   std::string config;
   std::vector<std::string> sets;
   double grace = 5;
+  double settle = 1;
   std::vector<std::string> command;
 };
 
@@ -39,6 +40,7 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   plan.nodeRank = args.nodeRank;
   plan.overrides = args.sets;
   plan.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace * 1000));
+  plan.settle = std::chrono::milliseconds(static_cast<int64_t>(args.settle * 1000));
   if (!args.master.empty()) {
     const size_t colon = args.master.rfind(':');
     if (colon == std::string::npos) throw CLI::ValidationError("--master", "expected HOST:PORT");
@@ -83,6 +85,9 @@ void addRunCommand(CLI::App& app) {
   cmd->add_option("--node-rank", args.nodeRank, "This node's index, 0 .. nnodes-1");
   cmd->add_option("--master", args.master, "HOST:PORT of the store (node 0); default: this host, a free port");
   cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")->capture_default_str();
+  cmd->add_option("--settle", args.settle,
+                  "Seconds the other ranks get to exit (and report) by themselves after one fails, before SIGTERM")
+      ->capture_default_str();
   cmd->add_option("program", args.command, "The program to start in each rank, and its arguments (after --)");
   cmd->footer("Example: commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check");
   cmd->callback([] {

@@ -22,7 +22,8 @@ int serve(const ServeArgs& args) {
   registry.scan(PluginRegistry::searchPath(args.pluginPaths));
   const PluginEntry& tcp = registry.require("tcp", PluginKind::Store);
   std::map<std::string, std::string> values = {
-      {"serve", "always"}, {"port", std::to_string(args.port)}, {"bind", args.bind}, {"auth_token", args.token}};
+      {"serve", "always"}, {"port", std::to_string(args.port)}, {"bind", args.bind}, {"auth_token", args.token},
+      {"linger", "0"}};  // an operator stopping the server means now
   const OptionValues options = resolveOptions(tcp.descriptor->options, values, "commhost store serve");
 
   // Block the stop signals first so the server thread inherits the mask and sigwait sees them.

@@ -154,16 +154,23 @@ int launch(const LaunchPlan& plan) {
   std::vector<Rank> ranks(plan.localRanks);
   int firstFailure = -1;               // index into ranks
   std::string stopReason;
-  Clock::time_point killAt{};
-  bool stopping = false, killed = false;
+  Clock::time_point termAt{}, killAt{};
+  bool stopping = false, termed = false, killed = false;
   int stopSignal = 0;                  // the signal that stopped the launcher, if any
-  auto stopAll = [&](const std::string& why) {
-    if (stopping) return;
-    stopping = true;
-    stopReason = why;
+  auto sendTerm = [&] {
+    termed = true;
     for (auto& r : ranks)
       if (!r.exited && r.pid > 0) signalRank(r, SIGTERM);
     killAt = Clock::now() + plan.grace;
+  };
+  // After a rank fails, the others usually fail at the same moment (a hang detected by
+  // every watchdog): they get `settle` to exit and report by themselves before SIGTERM.
+  auto stopAll = [&](const std::string& why, std::chrono::milliseconds settle) {
+    if (stopping) return;
+    stopping = true;
+    stopReason = why;
+    termAt = Clock::now() + settle;
+    if (settle.count() <= 0) sendTerm();
   };
 
   int running = 0;
@@ -174,7 +181,8 @@ int launch(const LaunchPlan& plan) {
       ++running;
     } catch (const std::exception& e) {
       for (int j = i; j < plan.localRanks; ++j) ranks[j].exited = true;
-      stopAll(std::string("cannot start rank ") + std::to_string(ranks[i].globalRank) + ": " + e.what());
+      stopAll(std::string("cannot start rank ") + std::to_string(ranks[i].globalRank) + ": " + e.what(),
+              std::chrono::milliseconds(0));
       break;
     }
   }
@@ -186,7 +194,7 @@ int launch(const LaunchPlan& plan) {
     int timeoutMs = -1;
     if (stopping && !killed)
       timeoutMs = std::max<int>(0, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        killAt - Clock::now()).count()));
+                                                        (termed ? killAt : termAt) - Clock::now()).count()));
     ::poll(fds.data(), fds.size(), timeoutMs);
 
     for (auto& r : ranks) relay(r);
@@ -194,7 +202,9 @@ int launch(const LaunchPlan& plan) {
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
         if (!stopping) stopSignal = static_cast<int>(info.ssi_signo);
-        stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)));
+        stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)),
+                std::chrono::milliseconds(0));
+        if (!termed) sendTerm();  // a second Ctrl-C during the settle time
       }
     }
     int status = 0;
@@ -209,11 +219,12 @@ int launch(const LaunchPlan& plan) {
         --running;
         if (failed(status) && firstFailure < 0 && !stopping) {
           firstFailure = static_cast<int>(i);
-          stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeStatus(status) + ")");
+          stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeStatus(status) + ")", plan.settle);
         }
       }
     }
-    if (stopping && !killed && Clock::now() >= killAt) {
+    if (stopping && !termed && Clock::now() >= termAt) sendTerm();
+    if (stopping && termed && !killed && Clock::now() >= killAt) {
       killed = true;  // once; then wait for the exits without a timeout
       for (auto& r : ranks)
         if (!r.exited && r.pid > 0) signalRank(r, SIGKILL);

@@ -23,6 +23,7 @@ struct LaunchPlan {
   std::vector<std::string> overrides;     // --set key=value, passed as COMMHOST_OVERRIDES
   std::vector<std::string> command;       // program and arguments
   std::chrono::milliseconds grace{std::chrono::seconds(5)};  // SIGTERM -> SIGKILL
+  std::chrono::milliseconds settle{std::chrono::seconds(1)};  // first failure -> SIGTERM
 };
 
 // Runs the job and returns the launcher's exit status: 0, the first failing rank's

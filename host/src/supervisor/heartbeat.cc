@@ -113,7 +113,8 @@ void Supervisor::beat(GroupMonitor& g, Clock::time_point now) {
 }
 
 // Another rank raised an incident: publish progress for its report, dump, acknowledge.
-void Supervisor::answerIncidents(GroupMonitor& g) {
+void Supervisor::answerIncidents(GroupMonitor& g, bool dumpFirst) {
+  std::lock_guard<std::mutex> lock(g.incidentMutex);
   const int64_t count = g.store->add(kIncidentCount, 0);
   if (count <= g.seenIncident) return;
   std::istringstream log(toString(g.store->get(kIncidentLog)));
@@ -135,7 +136,7 @@ void Supervisor::answerIncidents(GroupMonitor& g) {
   }
   if (acks.empty()) return;
   publishProgress(g);
-  dump("incident raised by another rank of group " + g.name);
+  if (dumpFirst) dump("incident raised by another rank of group " + g.name);
   for (const auto& key : acks) g.store->add(key, 1);
 }
 

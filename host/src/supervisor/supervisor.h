@@ -75,8 +75,12 @@ struct GroupMonitor {
   // connecting until its timeout, stalling the supervisor's threads.
   std::atomic<bool> storeLost{false};
 
-  // Heartbeat thread only.
+  // Lines of the incident log already answered: the heartbeat thread answers them, and
+  // the watchdog too while it waits for acks to an incident of its own.
+  std::mutex incidentMutex;
   int64_t seenIncident = 0;
+
+  // Heartbeat thread only.
   std::vector<int> watched;
   std::vector<int64_t> watchedBeat;
   std::vector<Clock::time_point> watchedSince;
@@ -184,7 +188,9 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   void applyOnError(GroupMonitor& g, const std::string& message);
   // heartbeat.cc
   void beat(GroupMonitor& g, Clock::time_point now);
-  void answerIncidents(GroupMonitor& g);
+  // Acknowledges other ranks' incidents (after a dump unless this rank has just dumped
+  // for one of its own) and takes note of peers they found lost.
+  void answerIncidents(GroupMonitor& g, bool dumpFirst = true);
   void reportWatchdogStall(Millis stalled);
   std::vector<std::shared_ptr<GroupMonitor>> groups();
 

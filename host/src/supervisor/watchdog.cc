@@ -143,8 +143,11 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
         expected -= static_cast<int>(g.lostPeers.size());
       }
       const auto until = Clock::now() + Millis(1000);
-      while (g.store->add(acks, 0) < expected && Clock::now() < until)
+      // Ranks that raise the same incident at once wait on each other: answer theirs.
+      while (g.store->add(acks, 0) < expected && Clock::now() < until) {
+        answerIncidents(g, /*dumpFirst=*/false);
         std::this_thread::sleep_for(Millis(20));
+      }
       report = desyncReport(g, ctx.seq, ctx.op);
     } catch (const std::exception& e) {
       if (!g.storeLost.exchange(true)) logger_->error("the store failed during an incident: " + std::string(e.what()));

@@ -91,14 +91,7 @@ double across(ProcessGroup& pg, Injector& inject, double value, ReduceOp op) {
   return t.data_as<double>()[0];
 }
 
-int bench(const BenchArgs& a) {
-  InitOptions init;
-  init.overrides.set = a.sets;
-  if (!a.backend.empty()) init.overrides.set.push_back("routes=[{ device: cpu, backend: " + a.backend + " }]");
-  std::vector<Injection> injections;
-  for (const auto& spec : a.injections) injections.push_back(parseInjection(spec));
-  Injector inject(std::move(injections));
-  auto pg = commhost::init(init);
+int measure(const BenchArgs& a, const std::shared_ptr<ProcessGroup>& pg, Injector& inject) {
   BenchParams params;
   params.dtype = parseDType(a.dtype);
   if (params.dtype == DType::Bool) throw InvalidArgument("--dtype bool is not measured; use u8 or an integer type");
@@ -165,6 +158,25 @@ int bench(const BenchArgs& a) {
     return 1;
   }
   return 0;
+}
+
+int bench(const BenchArgs& a) {
+  InitOptions init;
+  init.overrides.set = a.sets;
+  if (!a.backend.empty()) init.overrides.set.push_back("routes=[{ device: cpu, backend: " + a.backend + " }]");
+  std::vector<Injection> injections;
+  for (const auto& spec : a.injections) injections.push_back(parseInjection(spec));
+  Injector inject(std::move(injections));
+  auto pg = commhost::init(init);
+  try {
+    return measure(a, pg, inject);
+  } catch (const Error& e) {
+    // Report before the group is torn down: a store-serving rank keeps serving its peers
+    // for a while on the way out, and the launcher may stop it before that ends.
+    std::fprintf(stderr, "commhost: %s\n", e.what());
+    std::fflush(stderr);
+    return 1;
+  }
 }
 
 }  // namespace
