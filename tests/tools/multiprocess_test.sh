@@ -17,7 +17,7 @@ trap cleanup EXIT
 for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
 
 run_once() {
-  local port=$((20000 + RANDOM % 40000))
+  local port=$((20000 + RANDOM % 12000))  # below the ephemeral range, where other tests' connections take ports
   pids=()
   for ((r = 0; r < ranks; r++)); do
     RANK=$r WORLD_SIZE=$ranks LOCAL_RANK=$r LOCAL_WORLD_SIZE=$ranks MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \

@@ -1,5 +1,6 @@
 #include "desync.h"
 
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -34,6 +35,23 @@ std::string progressKey(int rank) { return "supervisor/progress/" + std::to_stri
 std::string heartbeatKey(int rank) { return "supervisor/heartbeat/" + std::to_string(rank); }
 std::string ackKey(int rank, int64_t incident) {
   return "supervisor/ack/" + std::to_string(rank) + "/" + std::to_string(incident);
+}
+
+std::set<int> peersThatDumped(GroupMonitor& g, int64_t incident, int64_t raisedAtMs, int64_t windowMs) {
+  std::set<int> out;
+  std::istringstream acks(toString(g.store->get(ackKey(g.rank, incident))));
+  for (std::string r; std::getline(acks, r, ',');)
+    if (!r.empty()) out.insert(std::atoi(r.c_str()));
+  std::istringstream log(toString(g.store->get(kIncidentLog)));
+  for (std::string line; std::getline(log, line);) {
+    std::vector<std::string> parts;
+    std::istringstream fields(line);
+    for (std::string f; std::getline(fields, f, '|');) parts.push_back(f);
+    if (parts.size() < 5 || parts[0] != "incident") continue;
+    const int rank = std::atoi(parts[1].c_str());
+    if (rank != g.rank && std::llabs(std::atoll(parts[4].c_str()) - raisedAtMs) <= windowMs) out.insert(rank);
+  }
+  return out;
 }
 
 void publishProgress(GroupMonitor& g) {

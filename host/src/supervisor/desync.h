@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,17 @@ namespace commhost::supervisor {
 // Store keys under the group's store.
 std::string progressKey(int rank);
 std::string heartbeatKey(int rank);
-// One line per incident: "incident|RANK|K|what" (RANK's K-th incident; others dump and
-// add 1 to ackKey(RANK, K)) or "peer|RANK|PEER|why" (RANK found PEER lost).
+// One line per incident: "incident|RANK|K|what|MS" (RANK's K-th incident, raised at MS
+// milliseconds of the system clock; others dump and append "THEIR_RANK," to
+// ackKey(RANK, K)) or "peer|RANK|PEER|why" (RANK found PEER lost).
 constexpr const char* kIncidentLog = "supervisor/incidents";
 constexpr const char* kIncidentCount = "supervisor/incident_count";  // lines appended so far
 std::string ackKey(int rank, int64_t incident);
+
+// Watchdog thread, while raising incident K: the peers known to have dumped for it, those
+// that acked it and those that raised an incident of their own within `window` of
+// `raisedAtMs` (they dumped then; they may have exited since, without acking).
+std::set<int> peersThatDumped(GroupMonitor& g, int64_t incident, int64_t raisedAtMs, int64_t windowMs);
 
 // Heartbeat thread: publishes this rank's progress.
 void publishProgress(GroupMonitor& g);

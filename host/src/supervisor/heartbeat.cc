@@ -137,7 +137,7 @@ void Supervisor::answerIncidents(GroupMonitor& g, bool dumpFirst) {
   if (acks.empty()) return;
   publishProgress(g);
   if (dumpFirst) dump("incident raised by another rank of group " + g.name);
-  for (const auto& key : acks) g.store->add(key, 1);
+  for (const auto& key : acks) g.store->append(key, toBytes(std::to_string(g.rank) + ","));
 }
 
 void Supervisor::reportWatchdogStall(Millis stalled) {

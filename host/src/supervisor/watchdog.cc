@@ -2,7 +2,9 @@
 // incidents (desync report, dumps from every rank, the verdict), and applies on_error.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <set>
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
@@ -128,24 +130,31 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
     std::string report;
     try {
       if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
+      const int64_t raisedAtMs = std::chrono::duration_cast<Millis>(
+                                     std::chrono::system_clock::now().time_since_epoch()).count();
       const std::string line = "incident|" + std::to_string(g.rank) + "|" + std::to_string(g.incidentsRaised) + "|" +
-                               opName(ctx.op) + " seq " + std::to_string(ctx.seq);
+                               opName(ctx.op) + " seq " + std::to_string(ctx.seq) + "|" + std::to_string(raisedAtMs);
+      g.store->set(ackKey(g.rank, g.incidentsRaised), Bytes{});  // before anyone can ack it
       g.store->append(kIncidentLog, toBytes(line + "\n"));
       g.store->add(kIncidentCount, 1);
-      const std::string acks = ackKey(g.rank, g.incidentsRaised);
       publishProgress(g);
       dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
       // Peers dump within a heartbeat tick; give them up to a second before the
       // verdict lets this process exit (and a launcher stop theirs).
-      int expected = g.worldSize - 1;
+      std::set<int> expected;
+      for (int r = 0; r < g.worldSize; ++r)
+        if (r != g.rank) expected.insert(r);
       {
         std::lock_guard<std::mutex> lock(g.lostMutex);
-        expected -= static_cast<int>(g.lostPeers.size());
+        for (const auto& lost : g.lostPeers) expected.erase(lost.first);
       }
       const auto until = Clock::now() + Millis(1000);
-      // Ranks that raise the same incident at once wait on each other: answer theirs.
-      while (g.store->add(acks, 0) < expected && Clock::now() < until) {
+      const int64_t window = (settings_.heartbeatInterval + Millis(2000)).count();
+      while (Clock::now() < until) {
+        // Ranks that raise the same incident at once wait on each other: answer theirs.
         answerIncidents(g, /*dumpFirst=*/false);
+        for (int r : peersThatDumped(g, g.incidentsRaised, raisedAtMs, window)) expected.erase(r);
+        if (expected.empty()) break;
         std::this_thread::sleep_for(Millis(20));
       }
       report = desyncReport(g, ctx.seq, ctx.op);
