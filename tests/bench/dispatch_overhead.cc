@@ -1,34 +1,37 @@
 // Host dispatch overhead: one allreduce through ProcessGroup -> RouteTable -> self
 // backend -> Work, at world size 1 (the self backend does no communication; at 1 MiB
-// with Sum it does no work on the data either, so this is the host's own cost).
+// with Sum it does no work on the data either, so this is the host's own cost), with the
+// supervisor (watchdog, flight recorder, heartbeat) on and off: the difference is its cost.
 #include <benchmark/benchmark.h>
 
 #include "commhost/commhost.h"
 
 namespace {
 
-std::shared_ptr<commhost::ProcessGroup> selfGroup() {
+std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true) {
   using namespace commhost;
   auto registry = std::make_shared<PluginRegistry>();
   ConfigOverrides overrides;
   overrides.fromEnvironment = false;
   auto config = std::make_shared<Config>(loadConfigText(
-      "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\nlogging: { level: warn }\n", "bench", *registry,
+      std::string("backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\nlogging: { level: warn }\n") +
+          "supervisor: { enabled: " + (supervised ? "true" : "false") + " }\n",
+      "bench", *registry,
       overrides));
   return ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
 }
 
 void BM_AllreduceDispatch(benchmark::State& state) {
-  auto pg = selfGroup();
+  auto pg = selfGroup(state.range(1) != 0);
   commhost::Tensor t = commhost::Tensor::empty({state.range(0) / 4}, commhost::DType::Float32);
   for (auto _ : state) {
     auto work = pg->allreduce(t);
     work->wait();
     benchmark::DoNotOptimize(work);
   }
-  state.SetLabel(std::to_string(state.range(0)) + " B");
+  state.SetLabel(std::to_string(state.range(0)) + " B, supervisor " + (state.range(1) ? "on" : "off"));
 }
-BENCHMARK(BM_AllreduceDispatch)->Arg(8)->Arg(1 << 20);
+BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}});
 
 void BM_RouteLookup(benchmark::State& state) {
   auto pg = selfGroup();
