@@ -37,7 +37,9 @@ std::vector<RankDump> loadDumps(const std::string& dir) {
       const std::string name = g.value("name", "");
       d.groupRank[name] = g.value("rank", 0);
       d.groupSize[name] = g.value("world_size", 0);
-      for (const auto& [peer, why] : g.value("lost_peers", nlohmann::json::object()).items())
+      // Held in a local: items() of a temporary would outlive the temporary in the loop.
+      const nlohmann::json lost = g.value("lost_peers", nlohmann::json::object());
+      for (const auto& [peer, why] : lost.items())
         d.lostPeers[name + ": peer " + peer] = why.get<std::string>();
     }
     for (const auto& e : j["entries"]) {
