@@ -207,6 +207,7 @@ TEST(TcpStore, ServerLingersWhileClientsRemainThenStops) {
   clientOptions.port = server->port();
   clientOptions.timeout = std::chrono::seconds(10);
   auto client = std::make_shared<tcpstore::Client>(clientOptions);
+  client->set("early", toBytes("served"));  // the server has accepted this client
   std::atomic<bool> stopped{false};
   std::thread owner([&] {
     server.reset();  // the serving rank is done; a peer still needs the store
