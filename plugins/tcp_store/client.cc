@@ -128,30 +128,44 @@ Client::Client(ClientOptions options, std::shared_ptr<void> keepAlive)
       options_(std::move(options)),
       where_(options_.host + ":" + std::to_string(options_.port)),
       who_(options_.rank >= 0 ? "[rank " + std::to_string(options_.rank) + "] " : "") {
-  std::lock_guard<std::mutex> lock(mutex_);
-  connectWithRetry();
+  giveBack(connectWithRetry());
 }
 
-Client::~Client() { closeSocket(); }
+Client::~Client() {
+  for (int fd : idle_) ::close(fd);
+}
 
-void Client::closeSocket() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+int Client::borrow() {
+  {
+    std::lock_guard<std::mutex> lock(idleMutex_);
+    if (!idle_.empty()) {
+      const int fd = idle_.back();
+      idle_.pop_back();
+      return fd;
+    }
+  }
+  return connectWithRetry();
+}
+
+void Client::giveBack(int fd) {
+  std::lock_guard<std::mutex> lock(idleMutex_);
+  idle_.push_back(fd);
 }
 
 // Exponential backoff with jitter, so hundreds of ranks starting together do not
 // reconnect in lockstep.
-void Client::connectWithRetry() {
+int Client::connectWithRetry() {
   const auto deadline = Clock::now() + options_.timeout;
   std::mt19937 rng(std::random_device{}());
   auto delay = std::chrono::milliseconds(10);
   int attempts = 0;
   std::string error;
+  int fd = -1;
   while (true) {
     ++attempts;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    fd_ = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error);
-    if (fd_ >= 0) break;
+    fd = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error);
+    if (fd >= 0) break;
     if (Clock::now() + delay > deadline)
       throw StoreError(who_ + "cannot connect to the store at " + where_ + " after " + std::to_string(attempts) +
                        " attempts over " + formatDuration(options_.timeout) + " (" + error +
@@ -166,23 +180,23 @@ void Client::connectWithRetry() {
     auth.op = Op::Auth;
     auth.token = options_.token;
     const auto frame = encodeRequest(auth);
-    std::string problem = writeAll(fd_, frame.data(), frame.size());
+    std::string problem = writeAll(fd, frame.data(), frame.size());
     std::vector<uint8_t> answer;
     try {
-      if (problem.empty()) problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + options_.timeout);
+      if (problem.empty()) problem = readFrame(fd, answer, options_.maxFrame, Clock::now() + options_.timeout);
     } catch (const ProtocolError& e) {
       problem = std::string("it does not speak the commhost store protocol: ") + e.what();
     }
     if (!problem.empty()) {
-      closeSocket();
+      ::close(fd);
       throw StoreError(who_ + "the store at " + where_ + " refused this client's auth token (" + problem +
                        "); use the same auth_token / COMMHOST_STORE_TOKEN as the server");
     }
   }
+  return fd;
 }
 
 void Client::lost(Op op, const std::string& what) {
-  closeSocket();
   throw StoreError(who_ + "store " + std::string(opName(op)) + " at " + where_ + " failed: " + what +
                    ". The store server (rank 0, or `commhost store serve`) may have exited or dropped this client; "
                    "check its log (a wrong or missing auth_token closes the connection)");
@@ -194,18 +208,21 @@ std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseco
   if (frame.size() - kHeaderSize > options_.maxFrame)
     throw InvalidArgument("store " + std::string(opName(op)) + ": request of " + std::to_string(frame.size()) +
                           " bytes is over the frame limit (store option max_frame)");
-  if (fd_ < 0) connectWithRetry();
-  if (auto problem = writeAll(fd_, frame.data(), frame.size()); !problem.empty()) lost(op, problem);
+  const int fd = borrow();
   std::vector<uint8_t> answer;
+  std::string problem = writeAll(fd, frame.data(), frame.size());
   try {
     // Saturate: a huge serverWait must not overflow the deadline.
     const auto wait = std::min<std::chrono::milliseconds>(serverWait, std::chrono::hours(24 * 365));
-    if (auto problem = readFrame(fd_, answer, options_.maxFrame, Clock::now() + wait + kNetworkGrace);
-        !problem.empty())
-      lost(op, problem);
+    if (problem.empty()) problem = readFrame(fd, answer, options_.maxFrame, Clock::now() + wait + kNetworkGrace);
   } catch (const ProtocolError& e) {
-    lost(op, std::string("malformed answer: ") + e.what());
+    problem = std::string("malformed answer: ") + e.what();
   }
+  if (!problem.empty()) {
+    ::close(fd);  // the exchange broke off midway: this connection is out of step
+    lost(op, problem);
+  }
+  giveBack(fd);
   const auto status = static_cast<Status>(answer[kHeaderSize]);
   if (status == Status::Ok) return answer;
   FrameReader in(answer.data() + kHeaderSize + 1, answer.size() - kHeaderSize - 1);
@@ -230,9 +247,8 @@ Request request(Op op, std::vector<std::string> keys = {}, std::vector<Bytes> va
 uint64_t ms(std::chrono::milliseconds d) { return static_cast<uint64_t>(std::max<int64_t>(d.count(), 0)); }
 }  // namespace
 
-// Runs one request under the connection lock; `in` reads the answer after the status.
+// Runs one request; `in` reads the answer after the status.
 #define COMMHOST_CALL(req, wait)                                     \
-  std::lock_guard<std::mutex> lock(mutex_);                          \
   const std::vector<uint8_t> answer = call(req, wait);               \
   [[maybe_unused]] FrameReader in(answer.data() + kHeaderSize + 1, answer.size() - kHeaderSize - 1)
 

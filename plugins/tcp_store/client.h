@@ -1,7 +1,10 @@
-// The tcp store client: one blocking TCP connection per store object.
+// The tcp store client: blocking TCP connections to one server.
 //
-// Threading: every call takes the connection's mutex, so a client may be shared by
-// threads; calls from different threads are served one at a time.
+// Threading: a client may be shared by threads. Each call borrows an idle connection (or
+// opens one), so calls from different threads run at once: a thread blocked in wait()
+// does not hold up another thread's set() (the supervisor's heartbeat shares the
+// application's store). Connections are kept for reuse; there are at most as many as
+// calls ever ran at once.
 // Errors: a server that cannot be reached within the timeout, or that goes away during
 // a call, gives StoreError naming host:port and what to check; never a hang.
 #pragma once
@@ -9,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "commhost/logging.h"
 #include "commhost/store.h"
@@ -52,16 +56,17 @@ class Client final : public Store {
   // Sends one request and returns the whole answer frame (header, status, fields).
   // Waits up to `serverWait` for the server's answer (plus a grace for the network).
   std::vector<uint8_t> call(const Request& request, std::chrono::milliseconds serverWait);
-  void connectWithRetry();
-  void closeSocket();
+  int connectWithRetry();  // returns a connected, authenticated socket
+  int borrow();            // an idle connection, or a new one
+  void giveBack(int fd);
   [[noreturn]] void lost(Op op, const std::string& what);
 
   std::shared_ptr<void> keepAlive_;  // declared first: released last
   ClientOptions options_;
   std::string where_;  // "host:port"
   std::string who_;    // "[rank N] " or ""
-  std::mutex mutex_;   // guards fd_ and the request/response exchange
-  int fd_ = -1;
+  std::mutex idleMutex_;  // guards idle_
+  std::vector<int> idle_;  // connected sockets no call is using
 };
 
 }  // namespace commhost::tcpstore

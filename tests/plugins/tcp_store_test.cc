@@ -199,6 +199,19 @@ TEST(TcpStore, PluginServesRankZeroAndConnectsTheOthers) {
   stores[1].reset();  // the client leaves first, so the serving rank need not linger
 }
 
+TEST(TcpStore, OneThreadWaitingDoesNotHoldUpAnotherOnTheSameClient) {
+  TcpFixture fixture;
+  auto shared = fixture.connect(std::chrono::seconds(30));
+  std::thread waiter([&] { shared->wait({"released"}, std::chrono::seconds(30)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the waiter is blocked in the server
+  const auto start = std::chrono::steady_clock::now();
+  shared->set("beat", toBytes("1"));  // would queue behind the wait on a single connection
+  EXPECT_EQ(toString(shared->get("beat")), "1");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  shared->set("released", toBytes("go"));
+  waiter.join();
+}
+
 TEST(TcpStore, ServerLingersWhileClientsRemainThenStops) {
   tcpstore::ServerOptions options;
   options.linger = std::chrono::seconds(20);
