@@ -161,7 +161,9 @@ TEST(Supervisor, CompletionHooksRunOnTheirOwnThreadInOrder) {
     EXPECT_EQ(events[i].rank, 0);
     EXPECT_EQ(events[i].bytes, 32);
     EXPECT_TRUE(events[i].error.empty());
+    EXPECT_EQ(events[i].backend, "gloo");
     EXPECT_GE(events[i].end, events[i].start);
+    EXPECT_EQ(events[i].end - events[i].start, events[i].duration);
   }
   EXPECT_EQ(hookThreads.size(), 1u);
   EXPECT_EQ(hookThreads.count(rank0Thread), 0u);

@@ -21,8 +21,8 @@ const std::vector<OptionSpec>& configSchema() {
        "and progress to the store", {}, 0.01, 3600},
       {"supervisor.heartbeat.timeout", OptionType::Duration, "10s", "A peer whose heartbeat is older than this is "
        "lost: works in flight fail with \"peer N lost\"", {}, 0.05, 86400},
-      {"supervisor.flight_recorder.entries", OptionType::Int, "2048", "Collectives kept per process for dumps",
-       {}, 1, 1 << 24},
+      {"supervisor.flight_recorder.entries", OptionType::Int, "2048", "Collectives kept per process for dumps "
+       "(about 400 bytes each, allocated up front)", {}, 1, 1 << 20},
       {"supervisor.flight_recorder.dump_dir", OptionType::String, "./traces", "Where rank<N>.json dumps are written "
        "on timeout, error, SIGUSR1 or `commhost trace dump`"},
       {"debug.check_collectives", OptionType::Bool, "false", "Before each collective, ranks compare op, dtype, "

@@ -17,7 +17,10 @@ const char* opStateName(OpState s) {
 }
 
 void copyName(char* dst, size_t size, const std::string& src) {
-  const size_t n = std::min(size - 1, src.size());
+  size_t n = std::min(size - 1, src.size());
+  // Cut at a character boundary: never keep the lead bytes of a split UTF-8 character.
+  if (n < src.size())
+    while (n > 0 && (static_cast<unsigned char>(src[n]) & 0xC0) == 0x80) --n;
   std::memcpy(dst, src.data(), n);
   dst[n] = '\0';
 }

@@ -1,5 +1,6 @@
 // The heartbeat thread: publishes this rank's heartbeat and progress, notices peers that
 // stopped beating, answers dump requests, and checks that the watchdog still advances.
+#include <algorithm>
 #include <sstream>
 
 #include "commhost/errors.h"
@@ -11,6 +12,9 @@ namespace commhost::supervisor {
 namespace {
 
 constexpr const char* kTraceDumpCount = "commhost/trace_dump";
+// An incident keeps the watchdog busy up to a second waiting for peers' dumps, plus the
+// store round trips of the desync report: not a stall.
+constexpr Millis kLongestIncident{5000};
 
 // Each rank watches the next two ranks (ring order): every rank is watched by two
 // others, and the store serves O(world) reads per interval, not O(world^2).
@@ -34,46 +38,54 @@ void Supervisor::heartbeatLoop() {
     wake_.wait_for(lock, tick, [&] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
-    const auto now = Clock::now();
-    if (takeSigusr1() || signalDump_.exchange(false)) dump("SIGUSR1");
-
-    const uint64_t ticks = watchdogTicks_.load(std::memory_order_relaxed);
-    if (ticks != lastTicks) {
-      lastTicks = ticks;
-      lastAdvance = now;
-    } else if (now - lastAdvance > std::max(settings_.heartbeatTimeout, settings_.poll * 20) &&
-               !watchdogStallReported_) {
-      watchdogStallReported_ = true;
-      reportWatchdogStall(std::chrono::duration_cast<Millis>(now - lastAdvance));
-    }
-
-    const auto groups = this->groups();
-    bool traceChecked = false;
-    for (const auto& g : groups) {
-      if (g->storeLost.load(std::memory_order_acquire)) continue;
-      try {
-        if (!traceChecked && g->jobStore) {
-          traceChecked = true;
-          const int64_t requests = g->jobStore->add(kTraceDumpCount, 0);
-          if (requests > seenTraceDump_) {
-            if (seenTraceDump_ >= 0) dump("commhost trace dump");
-            seenTraceDump_ = requests;
-          }
-        }
-        answerIncidents(*g);
-        if (now >= g->nextBeat) {
-          g->nextBeat = now + settings_.heartbeatInterval;
-          beat(*g, now);
-        }
-      } catch (const std::exception& e) {
-        // The store lives in rank 0's process (or a standalone server): losing it means
-        // losing the job's control plane.
-        g->storeLost.store(true, std::memory_order_release);
-        g->markLost(-1, std::string("the store stopped answering heartbeats (") + e.what() +
-                            "); the rank serving it (usually 0) may have died");
-      }
+    try {
+      heartbeatTick(lastTicks, lastAdvance);
+    } catch (...) {
+      logUnexpected("heartbeat", std::current_exception());  // and go on beating
     }
     lock.lock();
+  }
+}
+
+void Supervisor::heartbeatTick(uint64_t& lastTicks, Clock::time_point& lastAdvance) {
+  const auto now = Clock::now();
+  if (takeSigusr1() || signalDump_.exchange(false)) dump("SIGUSR1");
+
+  const uint64_t ticks = watchdogTicks_.load(std::memory_order_relaxed);
+  if (ticks != lastTicks) {
+    lastTicks = ticks;
+    lastAdvance = now;
+  } else if (now - lastAdvance > std::max({settings_.heartbeatTimeout, settings_.poll * 20, kLongestIncident}) &&
+             !watchdogStallReported_) {
+    watchdogStallReported_ = true;
+    reportWatchdogStall(std::chrono::duration_cast<Millis>(now - lastAdvance));
+  }
+
+  const auto groups = this->groups();
+  bool traceChecked = false;
+  for (const auto& g : groups) {
+    if (g->storeLost.load(std::memory_order_acquire)) continue;
+    try {
+      if (!traceChecked && g->jobStore) {
+        traceChecked = true;
+        const int64_t requests = g->jobStore->add(kTraceDumpCount, 0);
+        if (requests > seenTraceDump_) {
+          if (seenTraceDump_ >= 0) dump("commhost trace dump");
+          seenTraceDump_ = requests;
+        }
+      }
+      answerIncidents(*g);
+      if (now >= g->nextBeat) {
+        g->nextBeat = now + settings_.heartbeatInterval;
+        beat(*g, now);
+      }
+    } catch (const std::exception& e) {
+      // The store lives in rank 0's process (or a standalone server): losing it means
+      // losing the job's control plane.
+      g->storeLost.store(true, std::memory_order_release);
+      g->markLost(-1, std::string("the store stopped answering heartbeats (") + e.what() +
+                          "); the rank serving it (usually 0) may have died");
+    }
   }
 }
 

@@ -82,6 +82,11 @@ std::shared_ptr<Supervisor> Supervisor::current() {
   return processSupervisor.lock();
 }
 
+namespace {
+// Set on the hook thread when ~Supervisor runs there (see ~Supervisor).
+thread_local bool destroyedOnThisThread = false;
+}  // namespace
+
 Supervisor::Supervisor(const Settings& settings)
     : settings_(settings),
       logger_(std::make_shared<Logger>("commhost.supervisor", "pid " + std::to_string(::getpid()))),
@@ -103,9 +108,16 @@ Supervisor::~Supervisor() {
     hookStopping_ = true;
   }
   hookWake_.notify_all();
-  watchdog_.join();
-  heartbeat_.join();
-  hookThread_.join();
+  // The last group may be released by a hook (it captured the group), on the hook
+  // thread: that thread cannot join itself; it leaves hookLoop without touching *this.
+  for (std::thread* t : {&watchdog_, &heartbeat_, &hookThread_}) {
+    if (t->get_id() != std::this_thread::get_id()) {
+      t->join();
+    } else {
+      destroyedOnThisThread = true;
+      t->detach();
+    }
+  }
 }
 
 void Supervisor::attach(const std::shared_ptr<GroupMonitor>& group) {
@@ -138,7 +150,18 @@ void Supervisor::detach(const GroupMonitor* group) {
       }
     }
   }
-  for (auto& w : leaving) complete(*w);
+  {
+    std::lock_guard<std::mutex> lock(hookMutex_);
+    for (auto it = hooks_.begin(); it != hooks_.end();)
+      it = it->second.first == group ? hooks_.erase(it) : std::next(it);
+    hasHooks_.store(!hooks_.empty(), std::memory_order_release);
+  }
+  for (auto& w : leaving) {
+    if (!w->finalized() && !w->inner()->isCompleted())
+      w->setVerdict(std::make_exception_ptr(AbortedError("its group was destroyed while it was in flight")),
+                    "its group was destroyed while it was in flight");
+    complete(*w);
+  }
 }
 
 std::vector<std::shared_ptr<GroupMonitor>> Supervisor::groups() {
@@ -173,6 +196,8 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
                              Millis(2000);
   auto work = std::make_shared<SupervisedWork>(ctx, std::move(inner), group, id, issued, bytes, verdictWait);
   work->attachTo(weak_from_this());
+  work->backend = backend;
+  work->issuedUs = r.scheduledUs;
   std::lock_guard<std::mutex> lock(mutex_);
   // Works whose completion a waiter already recorded leave in batches, so a tight loop
   // of ops keeps the list short without the watchdog.
@@ -216,14 +241,15 @@ void Supervisor::complete(SupervisedWork& work) {
   ev.op = ctx.op;
   ev.seq = ctx.seq;
   ev.bytes = work.bytes();
+  ev.backend = work.backend;
   const auto toTime = [](int64_t us) { return std::chrono::system_clock::time_point(std::chrono::microseconds(us)); };
-  ev.end = toTime(ended);
-  ev.duration = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - work.issued());
-  ev.start = ev.end - ev.duration;
+  ev.start = toTime(work.issuedUs);
+  ev.end = toTime(std::max(ended, work.issuedUs));
+  ev.duration = std::chrono::duration_cast<std::chrono::microseconds>(ev.end - ev.start);
   ev.error = message;
   {
     std::lock_guard<std::mutex> lock(hookMutex_);
-    hookQueue_.emplace_back(&g, std::move(ev));
+    hookQueue_.emplace_back(work.group(), std::move(ev));
   }
   hookWake_.notify_one();
 }
@@ -247,30 +273,44 @@ void Supervisor::hookLoop() {
   for (;;) {
     hookWake_.wait(lock, [&] { return !hookQueue_.empty() || hookStopping_; });
     if (hookQueue_.empty()) return;
-    auto [group, ev] = std::move(hookQueue_.front());
-    hookQueue_.pop_front();
-    auto hooks = hooks_;  // a hook may add or remove hooks
-    lock.unlock();
-    for (auto& [id, entry] : hooks) {
-      if (entry.first != group) continue;
-      try {
-        entry.second(ev);
-      } catch (const std::exception& e) {
-        logger_->error("completion hook " + std::to_string(id) + " threw on " + opName(ev.op) + " seq " +
-                       std::to_string(ev.seq) + ": " + e.what() + "; fix the hook (it stays registered)");
+    {
+      auto [group, ev] = std::move(hookQueue_.front());
+      hookQueue_.pop_front();
+      std::vector<std::pair<int, CompletionHook>> hooks;  // a hook may add or remove hooks
+      for (const auto& [id, entry] : hooks_)
+        if (entry.first == group.get()) hooks.emplace_back(id, entry.second);
+      lock.unlock();
+      for (auto& [id, hook] : hooks) {
+        std::string problem;
+        try {
+          hook(ev);
+        } catch (const std::exception& e) {
+          problem = e.what();
+        } catch (...) {
+          problem = "an exception that is not a std::exception";
+        }
+        if (!problem.empty())
+          logger_->error("[group " + ev.group + " rank " + std::to_string(ev.rank) + "] completion hook " +
+                         std::to_string(id) + " threw on " + opName(ev.op) + " seq " + std::to_string(ev.seq) +
+                         ": " + problem + "; fix the hook (it stays registered)");
       }
+      // The copies (and what the hooks capture, the group perhaps) go before the lock is
+      // taken again: their destructors may end a group, which takes the lock.
     }
+    if (destroyedOnThisThread) return;  // the last group went with a hook: *this is gone
     lock.lock();
   }
 }
 
 nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   // Works a waiter has not looked at yet may have finished: show them as they are.
+  std::vector<std::shared_ptr<SupervisedWork>> running;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& w : inflight_)
-      if (!w->finalized() && w->inner()->isCompleted()) w->noteEnd();
+    running = inflight_;
   }
+  for (auto& w : running)  // outside mutex_, as in pollOnce
+    if (!w->finalized() && w->inner()->isCompleted()) w->noteEnd();
   nlohmann::json j;
   j["version"] = 1;
   j["reason"] = reason;
@@ -306,11 +346,12 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
 }
 
 std::string Supervisor::dump(const std::string& reason) {
-  const nlohmann::json j = dumpJson(reason);
-  const std::string text = j.dump(1);
-  const int rank = j.value("rank", -1);
   std::lock_guard<std::mutex> lock(dumpMutex_);
   try {
+    const nlohmann::json j = dumpJson(reason);
+    // replace: an error message from a backend need not be valid UTF-8.
+    const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const int rank = j.value("rank", -1);
     std::filesystem::create_directories(settings_.dumpDir);
     const std::string path = settings_.dumpDir + "/rank" + std::to_string(rank) + ".json";
     const std::string tmp = path + ".tmp" + std::to_string(::getpid());
@@ -323,8 +364,8 @@ std::string Supervisor::dump(const std::string& reason) {
     logger_->warn("flight recorder dumped to " + path + " (" + reason + ")");
     return path;
   } catch (const std::exception& e) {
-    logger_->error("could not write the flight recorder dump to " + settings_.dumpDir + ": " + e.what() +
-                   "; set supervisor.flight_recorder.dump_dir to a writable directory");
+    logger_->error("could not write the flight recorder dump (" + reason + ") to " + settings_.dumpDir + ": " +
+                   e.what() + "; set supervisor.flight_recorder.dump_dir to a writable directory");
     return {};
   }
 }

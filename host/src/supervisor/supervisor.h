@@ -130,6 +130,10 @@ class SupervisedWork final : public Work {
   int64_t endedUs() const { return endedUs_.load(std::memory_order_acquire); }
   const OpContext& context() const { return ctx_; }
 
+  // Set by track() before the work is shared.
+  std::string backend;
+  int64_t issuedUs = 0;  // wall clock, as the flight recorder shows it
+
  private:
   WorkPtr inner_;
   std::shared_ptr<GroupMonitor> group_;
@@ -180,6 +184,8 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
  private:
   void watchdogLoop();
   void heartbeatLoop();
+  void heartbeatTick(uint64_t& lastWatchdogTicks, Clock::time_point& lastAdvance);
+  void logUnexpected(const char* thread, std::exception_ptr error);
   void hookLoop();
   // watchdog.cc
   void pollOnce();
@@ -207,9 +213,10 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
 
   std::mutex hookMutex_;  // guards hooks_, nextHook_, hookQueue_, hookStopping_
   std::condition_variable hookWake_;
-  std::map<int, std::pair<const GroupMonitor*, CompletionHook>> hooks_;  // id -> (group, hook)
+  std::map<int, std::pair<const GroupMonitor*, CompletionHook>> hooks_;  // id -> (group, hook); detach removes
   int nextHook_ = 1;
-  std::deque<std::pair<const GroupMonitor*, CompletionEvent>> hookQueue_;
+  // The event's group is held, so its address cannot be reused by a new group meanwhile.
+  std::deque<std::pair<std::shared_ptr<GroupMonitor>, CompletionEvent>> hookQueue_;
   bool hookStopping_ = false;
   std::atomic<bool> hasHooks_{false};
 

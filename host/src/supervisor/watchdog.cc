@@ -44,13 +44,22 @@ std::string formatBytes(int64_t b) {
 
 }  // namespace
 
+void Supervisor::logUnexpected(const char* thread, std::exception_ptr error) {
+  logger_->error(std::string("the supervisor's ") + thread + " thread caught an unexpected error: " +
+                 describe(error) + "; it goes on. Please report this with the log");
+}
+
 void Supervisor::watchdogLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
     wake_.wait_for(lock, settings_.poll, [&] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
-    pollOnce();
+    try {
+      pollOnce();
+    } catch (...) {
+      logUnexpected("watchdog", std::current_exception());  // and go on watching
+    }
     watchdogTicks_.fetch_add(1, std::memory_order_relaxed);
     lock.lock();
   }
@@ -58,21 +67,25 @@ void Supervisor::watchdogLoop() {
 
 void Supervisor::pollOnce() {
   const auto now = Clock::now();
-  std::vector<std::shared_ptr<SupervisedWork>> attention;
+  std::vector<std::shared_ptr<SupervisedWork>> running;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (size_t i = 0; i < inflight_.size();) {
-      SupervisedWork& w = *inflight_[i];
-      if (w.finalized()) {
+      if (inflight_[i]->finalized()) {
         inflight_[i] = std::move(inflight_.back());
         inflight_.pop_back();
         continue;
       }
-      if (w.inner()->isCompleted() || now >= w.deadline() || w.group()->anyPeerLost.load(std::memory_order_acquire))
-        attention.push_back(inflight_[i]);
+      running.push_back(inflight_[i]);
       ++i;
     }
   }
+  // Backends are asked outside mutex_: a blocked isCompleted() must stall only this
+  // thread (the heartbeat reports that), never the callers' track() or the heartbeat.
+  std::vector<std::shared_ptr<SupervisedWork>> attention;
+  for (auto& w : running)
+    if (w->inner()->isCompleted() || now >= w->deadline() || w->group()->anyPeerLost.load(std::memory_order_acquire))
+      attention.push_back(std::move(w));
   for (auto& w : attention) {
     if (!w->inner()->isCompleted()) {
       raiseIncident(*w, nullptr);  // deadline passed, or a peer of its group is lost
@@ -171,6 +184,12 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
                                       "OOM killer); restart the job or re-create the group without it"
                                     : "look at the ranks named above; raise group.timeout if the op is just slow";
   const std::string message = where.format() + what + " Next: " + hint + ".";
+  if (!cause && w.inner()->isCompleted() && !w.inner()->exception()) {
+    // It finished during the handshake above: no verdict, and no on_error for a success.
+    logger_->warn(where.format() + "completed after all, " + formatDuration(elapsed) + " after it was issued");
+    complete(w);
+    return;
+  }
   std::exception_ptr verdict = peerLost ? std::make_exception_ptr(PeerLostError(message))
                                         : std::make_exception_ptr(TimeoutError(message));
   logger_->error(message);
