@@ -106,6 +106,38 @@ TEST(Supervisor, CheckCollectivesReportsTheDiffOnEveryRankAndSendsNothing) {
   fs::remove_all(dir);
 }
 
+// Calls that legitimately differ by rank pass the check: root-only lists of gather and
+// scatter, and alltoall_single with uneven splits.
+TEST(Supervisor, CheckCollectivesAcceptsWhatRanksMayPassDifferently) {
+  const std::string dir = tempDir("check-ok");
+  auto groups = makeGroups(glooConfig(dir, "debug: { check_collectives: true }\n"), 2);
+  runRanks(2, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    Tensor mine = Tensor::empty({2}, DType::Float32);
+    for (int i = 0; i < 2; ++i) mine.data_as<float>()[i] = static_cast<float>(10 * r + i);
+    std::vector<Tensor> gathered;
+    if (r == 0) gathered = {Tensor::empty({2}, DType::Float32), Tensor::empty({2}, DType::Float32)};
+    GatherOptions gopts;
+    pg.gather(gathered, mine, gopts)->wait();
+    if (r == 0) EXPECT_EQ(gathered[1].data_as<float>()[1], 11.0f);
+    Tensor piece = Tensor::empty({2}, DType::Float32);
+    ScatterOptions sopts;
+    pg.scatter(piece, gathered, sopts)->wait();
+    EXPECT_EQ(piece.data_as<float>()[0], static_cast<float>(10 * r));
+    // Rank 0 sends 1 row to itself and 2 to rank 1; rank 1 sends 3 to rank 0 and 1 to itself.
+    const std::vector<std::vector<int64_t>> send = {{1, 2}, {3, 1}};
+    AlltoallSingleOptions aopts;
+    aopts.inputSplitSizes = send[r];
+    aopts.outputSplitSizes = {send[0][r], send[1][r]};
+    Tensor in = Tensor::empty({send[r][0] + send[r][1]}, DType::Float32);
+    Tensor out = Tensor::empty({aopts.outputSplitSizes[0] + aopts.outputSplitSizes[1]}, DType::Float32);
+    for (int64_t i = 0; i < in.numel(); ++i) in.data_as<float>()[i] = static_cast<float>(100 * r + i);
+    pg.alltoallSingle(out, in, aopts)->wait();
+    EXPECT_EQ(out.data_as<float>()[out.numel() - 1], r == 0 ? 100.0f + 2 : 100.0f + 3);
+  });
+  fs::remove_all(dir);
+}
+
 TEST(Supervisor, FlightRecorderKeepsTheLastEntriesOnly) {
   const std::string dir = tempDir("ring");
   auto groups = makeGroups(glooConfig(dir), 2);

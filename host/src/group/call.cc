@@ -20,7 +20,12 @@ void ProcessGroup::Call::invalid(const std::string& what, const std::string& hin
 }
 
 void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) {
-  if (pg.checkCollectives_) fingerprint += std::string(fingerprint.empty() ? "" : ", ") + name + "=" + t.str();
+  if (pg.checkCollectives_ && agree != Agree::Nothing) {
+    // The device type, not its index: ranks use different GPUs of one kind.
+    fingerprint += std::string(fingerprint.empty() ? "" : ", ") + name + "=" + dtypeName(t.dtype()) +
+                   (agree == Agree::Full ? t.shape().str() : std::string("[...]")) + " on " +
+                   deviceTypeName(t.device().type);
+  }
   if (!t.defined()) invalid(std::string(name) + " is an undefined tensor (null data)", "pass an allocated tensor");
   if (!pg.routes_.servesDevice(t.device().type))
     invalid(std::string(name) + " is " + t.str() + " but no route serves " + deviceTypeName(t.device().type) +

@@ -25,6 +25,10 @@ struct ProcessGroup::Call {
   void checkRoot(int root);
   void checkPeer(int peer, const char* role) const;
   void checkReduceOp(const ReduceOp& reduceOp, DType dtype);
+  // For debug.check_collectives: what of the tensors checked next must agree across
+  // ranks: dtype, shape and device type (Full); dtype and device type (alltoall: splits
+  // may differ); nothing (lists only the root passes).
+  enum class Agree { Full, DtypeOnly, Nothing } agree = Agree::Full;
 
   // Picks the backend for `bytes` on `device`, checks it can take `dtype`, and gives the
   // call its seq. After this no more validation may fail.

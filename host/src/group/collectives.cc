@@ -88,6 +88,7 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   call.checkRoot(opts.root);
   if (rank_ == opts.root) {
     call.checkCount(outputs.size(), worldSize_, "output tensors on the root");
+    call.agree = Call::Agree::Nothing;  // the other ranks pass no list
     for (size_t i = 0; i < outputs.size(); ++i) call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
   } else if (!outputs.empty()) {
     call.invalid("outputs must be empty on non-root ranks (root is " + std::to_string(opts.root) + ")",
@@ -103,6 +104,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   call.checkRoot(opts.root);
   if (rank_ == opts.root) {
     call.checkCount(inputs.size(), worldSize_, "input tensors on the root");
+    call.agree = Call::Agree::Nothing;  // the other ranks pass no list
     for (size_t i = 0; i < inputs.size(); ++i) call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
   } else if (!inputs.empty()) {
     call.invalid("inputs must be empty on non-root ranks (root is " + std::to_string(opts.root) + ")",
@@ -140,6 +142,7 @@ WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<T
   Call call(*this, OpType::Alltoall);
   call.checkCount(inputs.size(), worldSize_, "input tensors");
   call.checkCount(outputs.size(), worldSize_, "output tensors");
+  call.agree = Call::Agree::DtypeOnly;  // each rank sends and receives its own sizes
   for (size_t i = 0; i < inputs.size(); ++i) {
     call.checkLike(inputs[0], inputs[i], "inputs[" + std::to_string(i) + "]", false);
     call.checkLike(inputs[0], outputs[i], "outputs[" + std::to_string(i) + "]", false);
@@ -150,6 +153,7 @@ WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<T
 
 WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const AlltoallSingleOptions& opts) {
   Call call(*this, OpType::AlltoallSingle);
+  call.agree = Call::Agree::DtypeOnly;  // uneven splits differ by rank
   call.checkTensor(input, "input");
   call.checkLike(input, output, "output", false);
   // Resolve splits so the backend always gets one entry per rank.
