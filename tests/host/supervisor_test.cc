@@ -82,11 +82,46 @@ TEST(Supervisor, RankThatNeverJoinsIsNamedWithTheSeq) {
   fs::remove_all(dir);
 }
 
+// One rank's view of the job's store that can be cut off, as a crashed process is: from
+// then on nothing it would say reaches the store (not even that it left its group).
+class CuttableStore final : public Store {
+ public:
+  explicit CuttableStore(StorePtr inner) : inner_(std::move(inner)) {}
+  std::atomic<bool> cut{false};
+  void set(const std::string& k, const Bytes& v) override { live()->set(k, v); }
+  Bytes get(const std::string& k) override { return live()->get(k); }
+  int64_t add(const std::string& k, int64_t d) override { return live()->add(k, d); }
+  Bytes compareSet(const std::string& k, const Bytes& e, const Bytes& d) override {
+    return live()->compareSet(k, e, d);
+  }
+  using Store::wait;
+  void wait(const std::vector<std::string>& k, std::chrono::milliseconds t) override { live()->wait(k, t); }
+  bool check(const std::vector<std::string>& k) override { return live()->check(k); }
+  bool deleteKey(const std::string& k) override { return live()->deleteKey(k); }
+  int64_t numKeys() override { return live()->numKeys(); }
+  void append(const std::string& k, const Bytes& v) override { live()->append(k, v); }
+
+ private:
+  Store* live() {
+    if (cut) throw StoreError("this rank's store connection is cut (test)");
+    return inner_.get();
+  }
+  StorePtr inner_;
+};
+
 TEST(Supervisor, SilentPeerFailsWorksWithPeerLostLongBeforeTheTimeout) {
   const std::string dir = tempDir("peer");
-  auto groups = makeGroups(glooConfig(dir), 3);
+  auto registry = testRegistry();
+  auto config = configFrom(glooConfig(dir), *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  auto doomed = std::make_shared<CuttableStore>(store);
+  std::vector<std::shared_ptr<ProcessGroup>> groups(3);
+  runRanks(3, [&](int r) {
+    groups[r] = ProcessGroup::create({config, registry, r == 2 ? StorePtr(doomed) : StorePtr(store), r, 3});
+  });
   runRanks(3, [&](int r) { allreduceOnes(*groups[r]); });
-  groups[2].reset();  // rank 2 goes away: its heartbeat stops, its sockets close
+  doomed->cut = true;  // rank 2 crashes: its heartbeat stops, then its sockets close
+  groups[2].reset();
   runRanks(2, [&](int r) {
     EXPECT_THROW_WITH(allreduceOnes(*groups[r], 4, std::chrono::seconds(60)), PeerLostError, "peer 2 lost",
                       "no heartbeat", "allreduce seq 2");
@@ -135,6 +170,21 @@ TEST(Supervisor, CheckCollectivesAcceptsWhatRanksMayPassDifferently) {
     pg.alltoallSingle(out, in, aopts)->wait();
     EXPECT_EQ(out.data_as<float>()[out.numel() - 1], r == 0 ? 100.0f + 2 : 100.0f + 3);
   });
+  fs::remove_all(dir);
+}
+
+TEST(Supervisor, PeerThatDestroyedItsGroupIsNotReportedLost) {
+  const std::string dir = tempDir("left");
+  auto groups = makeGroups(glooConfig(dir), 2);
+  runRanks(2, [&](int r) { allreduceOnes(*groups[r]); });
+  groups[1].reset();  // rank 1 is done with the group; rank 0 keeps its own
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // > heartbeat.timeout 400ms
+  const auto dump = readJson(dumpFlightRecorder("test"));
+  ASSERT_EQ(dump["groups"].size(), 1u);
+  EXPECT_EQ(dump["groups"][0]["rank"], 0);
+  EXPECT_TRUE(dump["groups"][0]["lost_peers"].empty()) << dump["groups"][0]["lost_peers"].dump();
+  EXPECT_EQ(dump["groups"][0]["left_peers"], nlohmann::json::array({1}));
+  groups.clear();
   fs::remove_all(dir);
 }
 

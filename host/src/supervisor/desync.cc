@@ -33,6 +33,7 @@ std::vector<Progress> readProgress(GroupMonitor& g) {
 
 std::string progressKey(int rank) { return "supervisor/progress/" + std::to_string(rank); }
 std::string heartbeatKey(int rank) { return "supervisor/heartbeat/" + std::to_string(rank); }
+std::string leftKey(int rank) { return "supervisor/left/" + std::to_string(rank); }
 std::string ackKey(int rank, int64_t incident) {
   return "supervisor/ack/" + std::to_string(rank) + "/" + std::to_string(incident);
 }

@@ -15,6 +15,7 @@ namespace commhost::supervisor {
 // Store keys under the group's store.
 std::string progressKey(int rank);
 std::string heartbeatKey(int rank);
+std::string leftKey(int rank);  // set when the rank destroys its group: its silence is not a loss
 // One line per incident: "incident|RANK|K|what|MS" (RANK's K-th incident, raised at MS
 // milliseconds of the system clock; others dump and append "THEIR_RANK," to
 // ackKey(RANK, K)) or "peer|RANK|PEER|why" (RANK found PEER lost).

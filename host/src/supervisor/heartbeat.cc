@@ -94,6 +94,7 @@ void Supervisor::beat(GroupMonitor& g, Clock::time_point now) {
     g.watched = peersToWatch(g.rank, g.worldSize);
     g.watchedBeat.assign(g.watched.size(), -1);
     g.watchedSince.assign(g.watched.size(), now);
+    g.watchedLeft.assign(g.watched.size(), false);
   }
   g.store->add(heartbeatKey(g.rank), 1);
   publishProgress(g);
@@ -106,10 +107,17 @@ void Supervisor::beat(GroupMonitor& g, Clock::time_point now) {
       continue;
     }
     const auto silent = std::chrono::duration_cast<Millis>(now - g.watchedSince[i]);
-    if (silent <= settings_.heartbeatTimeout) continue;
+    if (silent <= settings_.heartbeatTimeout || g.watchedLeft[i]) continue;
     {
       std::lock_guard<std::mutex> lock(g.lostMutex);
       if (g.lostPeers.count(peer)) continue;
+    }
+    if (g.store->check({leftKey(peer)})) {  // it destroyed the group: done, not lost
+      g.watchedLeft[i] = true;
+      std::lock_guard<std::mutex> lock(g.lostMutex);
+      g.leftPeers.insert(peer);
+      g.anyPeerLeft.store(true, std::memory_order_release);
+      continue;
     }
     const std::string why = "no heartbeat for " + formatDuration(silent) + " (heartbeat.timeout " +
                             formatDuration(settings_.heartbeatTimeout) + "), noticed by rank " +

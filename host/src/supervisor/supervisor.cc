@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commhost/errors.h"
+#include "desync.h"
 
 namespace commhost::supervisor {
 namespace {
@@ -128,6 +129,16 @@ void Supervisor::attach(const std::shared_ptr<GroupMonitor>& group) {
 // The group's works leave the in-flight list with it: nothing may watch a group whose
 // backends are gone, and a work must not keep the supervisor's lists alive.
 void Supervisor::detach(const GroupMonitor* group) {
+  // Peers watching this rank must not take the end of its heartbeat for a death. Skipped
+  // once the store failed: the call would only retry connecting until its timeout.
+  if (!group->storeLost.load(std::memory_order_acquire) && group->worldSize > 1) {
+    try {
+      group->store->set(leftKey(group->rank), toBytes("1"));
+    } catch (const std::exception& e) {
+      logger_->warn("[group " + group->name + " rank " + std::to_string(group->rank) +
+                    "] could not tell the peers this rank left (" + e.what() + "); they may report it lost");
+    }
+  }
   std::vector<std::shared_ptr<SupervisedWork>> leaving;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -325,9 +336,11 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   for (auto& g : groups()) {
     if (processRank < 0) processRank = g->globalRank(g->rank);
     nlohmann::json lost = nlohmann::json::object();
+    nlohmann::json left = nlohmann::json::array();
     {
       std::lock_guard<std::mutex> lock(g->lostMutex);
       for (auto& [peer, why] : g->lostPeers) lost[std::to_string(peer)] = why;
+      for (int peer : g->leftPeers) left.push_back(peer);
     }
     groupsJson.push_back({{"name", g->name},
                           {"rank", g->rank},
@@ -335,7 +348,8 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
                           {"global_ranks", g->globalRanks},
                           {"last_issued", g->lastIssued.load()},
                           {"last_completed", g->lastCompleted.load()},
-                          {"lost_peers", lost}});
+                          {"lost_peers", lost},
+                          {"left_peers", left}});
   }
   j["rank"] = processRank;
   j["groups"] = groupsJson;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,7 +71,9 @@ struct GroupMonitor {
   // Set by the heartbeat thread, read by the watchdog: peers found lost and why.
   std::mutex lostMutex;
   std::map<int, std::string> lostPeers;
+  std::set<int> leftPeers;  // destroyed their group (a clean exit): silent, not lost
   std::atomic<bool> anyPeerLost{false};
+  std::atomic<bool> anyPeerLeft{false};
   // Once a store call failed, nothing calls the store again: the client would retry
   // connecting until its timeout, stalling the supervisor's threads.
   std::atomic<bool> storeLost{false};
@@ -84,6 +87,7 @@ struct GroupMonitor {
   std::vector<int> watched;
   std::vector<int64_t> watchedBeat;
   std::vector<Clock::time_point> watchedSince;
+  std::vector<bool> watchedLeft;  // the peer destroyed its group (leftKey): not lost
   Clock::time_point nextBeat{};
 
   // Watchdog thread only.

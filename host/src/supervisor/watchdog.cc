@@ -103,6 +103,7 @@ void Supervisor::pollOnce() {
       // to name the peer, or give up after one heartbeat timeout.
       if (w->peerErrorSeen == Clock::time_point{}) w->peerErrorSeen = now;
       if (w->group()->anyPeerLost.load(std::memory_order_acquire) ||
+          w->group()->anyPeerLeft.load(std::memory_order_acquire) ||
           now - w->peerErrorSeen > settings_.heartbeatTimeout + settings_.heartbeatInterval)
         raiseIncident(*w, error);
     } else {
@@ -125,6 +126,9 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
     for (const auto& [peer, why] : g.lostPeers)
       lost += (lost.empty() ? "" : "; ") +
               (peer >= 0 ? "peer " + std::to_string(g.globalRank(peer)) + " lost: " : std::string()) + why;
+    for (int peer : g.leftPeers)
+      lost += (lost.empty() ? "" : "; ") + std::string("peer ") + std::to_string(g.globalRank(peer)) +
+              " left: it destroyed its side of the group";
   }
   const bool peerLost = !lost.empty();
   ErrorContext where{g.name, g.rank, opName(ctx.op), ctx.seq};
