@@ -22,6 +22,9 @@ std::string leftKey(int rank);  // set when the rank destroys its group: its sil
 constexpr const char* kIncidentLog = "supervisor/incidents";
 constexpr const char* kIncidentCount = "supervisor/incident_count";  // lines appended so far
 std::string ackKey(int rank, int64_t incident);
+// In the job's store: `commhost trace dump` requests (a counter) and their reasons (lines).
+constexpr const char* kTraceDumpCount = "commhost/trace_dump";
+constexpr const char* kTraceDumpReasons = "commhost/trace_dump/reasons";
 
 // Watchdog thread, while raising incident K: the peers known to have dumped for it, those
 // that acked it and those that raised an incident of their own within `window` of

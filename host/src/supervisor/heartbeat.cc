@@ -11,7 +11,6 @@
 namespace commhost::supervisor {
 namespace {
 
-constexpr const char* kTraceDumpCount = "commhost/trace_dump";
 // An incident keeps the watchdog busy up to a second waiting for peers' dumps, plus the
 // store round trips of the desync report: not a stall.
 constexpr Millis kLongestIncident{5000};
@@ -70,7 +69,12 @@ void Supervisor::heartbeatTick(uint64_t& lastTicks, Clock::time_point& lastAdvan
         traceChecked = true;
         const int64_t requests = g->jobStore->add(kTraceDumpCount, 0);
         if (requests > seenTraceDump_) {
-          if (seenTraceDump_ >= 0) dump("commhost trace dump");
+          if (seenTraceDump_ >= 0) {
+            // The last reason given (requestTraceDump appends one line per request).
+            std::string reasons = toString(g->jobStore->get(kTraceDumpReasons));
+            while (!reasons.empty() && reasons.back() == '\n') reasons.pop_back();
+            dump("commhost trace dump: " + reasons.substr(reasons.rfind('\n') + 1));
+          }
           seenTraceDump_ = requests;
         }
       }
@@ -161,9 +165,22 @@ void Supervisor::answerIncidents(GroupMonitor& g, bool dumpFirst) {
 }
 
 void Supervisor::reportWatchdogStall(Millis stalled) {
+  std::shared_ptr<SupervisedWork> oldest;  // the likeliest to be the one asked
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& w : inflight_)
+      if (!w->finalized() && (!oldest || w->issued() < oldest->issued())) oldest = w;
+  }
+  std::string suspect;
+  if (oldest) {
+    const GroupMonitor& g = *oldest->group();
+    suspect = " The oldest work in flight is [group " + g.name + " rank " + std::to_string(g.rank) + "] " +
+              opName(oldest->context().op) + " seq " + std::to_string(oldest->context().seq) + " on backend " +
+              oldest->backend + ".";
+  }
   const std::string message = "the supervisor's watchdog has not advanced for " + formatDuration(stalled) +
-                              ": a backend call it made (isCompleted) is blocked. Works are no longer timed out. "
-                              "Next: report the backend's blocking call to its author";
+                              ": a backend call it made (isCompleted) is blocked. Works are no longer timed out." +
+                              suspect + " Next: report the backend's blocking call to its author";
   logger_->error(message);
   dump("watchdog stalled");
   for (const auto& g : groups()) applyOnError(*g, message);

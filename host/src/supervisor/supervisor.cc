@@ -260,6 +260,15 @@ void Supervisor::complete(SupervisedWork& work) {
   ev.error = message;
   {
     std::lock_guard<std::mutex> lock(hookMutex_);
+    // Bounded: hooks slower than the ops they watch lose events, and are told so.
+    if (hookQueue_.size() >= kMaxQueuedHookEvents) {
+      if (droppedHookEvents_++ % kMaxQueuedHookEvents == 0)
+        logger_->warn("[group " + g.name + " rank " + std::to_string(g.rank) + "] completion hooks are " +
+                      std::to_string(kMaxQueuedHookEvents) + " events behind; " + std::to_string(droppedHookEvents_) +
+                      " dropped so far (" + opName(ctx.op) + " seq " + std::to_string(ctx.seq) +
+                      " among them). Next: make the hooks cheaper, or hand their work to a thread of yours");
+      return;
+    }
     hookQueue_.emplace_back(work.group(), std::move(ev));
   }
   hookWake_.notify_one();
@@ -394,8 +403,8 @@ std::string dumpFlightRecorder(const std::string& reason) {
 }
 
 void requestTraceDump(Store& jobStore, const std::string& reason) {
-  jobStore.append("commhost/trace_dump/reasons", toBytes(reason + "\n"));
-  jobStore.add("commhost/trace_dump", 1);
+  jobStore.append(supervisor::kTraceDumpReasons, toBytes(reason + "\n"));
+  jobStore.add(supervisor::kTraceDumpCount, 1);
 }
 
 }  // namespace commhost

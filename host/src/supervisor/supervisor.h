@@ -224,6 +224,9 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   bool hookStopping_ = false;
   std::atomic<bool> hasHooks_{false};
 
+  Clock::time_point lastErrorDump_{};  // watchdog thread
+  size_t droppedHookEvents_ = 0;       // under hookMutex_
+  static constexpr size_t kMaxQueuedHookEvents = 1 << 16;
   std::atomic<uint64_t> watchdogTicks_{0};
   std::atomic<bool> signalDump_{false};
   int64_t seenTraceDump_ = -1;             // heartbeat thread; -1 = not read yet

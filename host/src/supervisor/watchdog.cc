@@ -107,8 +107,13 @@ void Supervisor::pollOnce() {
           now - w->peerErrorSeen > settings_.heartbeatTimeout + settings_.heartbeatInterval)
         raiseIncident(*w, error);
     } else {
-      if (code != ErrorCode::Aborted) dump("error in " + std::string(opName(w->op())) + " seq " +
-                                           std::to_string(w->seq()) + ": " + describe(error));
+      // One dump a second at most: a backend failing every op must not keep this thread
+      // writing files (the heartbeat would take that for a stalled watchdog).
+      if (code != ErrorCode::Aborted && now - lastErrorDump_ >= Millis(1000)) {
+        lastErrorDump_ = now;
+        dump("error in " + std::string(opName(w->op())) + " seq " + std::to_string(w->seq()) + ": " +
+             describe(error));
+      }
       complete(*w);
     }
   }
@@ -176,7 +181,10 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
       }
       report = desyncReport(g, ctx.seq, ctx.op);
     } catch (const std::exception& e) {
-      if (!g.storeLost.exchange(true)) logger_->error("the store failed during an incident: " + std::string(e.what()));
+      if (!g.storeLost.exchange(true))
+        logger_->error(where.format() + "the store failed while reporting this incident (" + e.what() +
+                       "); the supervisor stops using it, so no more heartbeats or desync reports for this "
+                       "group. Next: check the rank serving the store (usually 0)");
       report = "No desync report: the store did not answer (" + std::string(e.what()) + "). ";
       dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
     }
