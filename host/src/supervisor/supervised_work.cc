@@ -27,10 +27,19 @@ bool SupervisedWork::hasVerdict() {
 }
 
 void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& message) {
+  ErrorCode code = ErrorCode::Backend;
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    code = e.code();
+  } catch (...) {
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (verdict_) return;
     verdict_ = std::move(error);
+    verdictCode_ = code;
+    verdictMessage_ = message;
   }
   cv_.notify_all();
   noteEnd();
@@ -43,10 +52,20 @@ bool SupervisedWork::isCompleted() {
   return true;
 }
 
+// Each caller gets an exception object of its own: a shared one would be read by a
+// waiter while the supervisor's thread drops the last reference to it.
+std::exception_ptr SupervisedWork::freshVerdict() const {
+  try {
+    raise(verdictCode_, ErrorContext{}, verdictMessage_);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 std::exception_ptr SupervisedWork::exception() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (verdict_) return verdict_;
+    if (verdict_) return freshVerdict();
   }
   return inner_->exception();
 }
@@ -57,14 +76,14 @@ bool SupervisedWork::wait(Millis timeout) {
   } catch (const Error& e) {
     const std::exception_ptr cause = std::current_exception();
     std::unique_lock<std::mutex> lock(mutex_);
-    if (verdict_) std::rethrow_exception(verdict_);
+    if (verdict_) std::rethrow_exception(freshVerdict());
     // A shorter wait of the caller's own ended before the op's deadline: not an incident.
     const bool callersTimeout = e.code() == ErrorCode::Timeout && !inner_->isCompleted() && Clock::now() < deadline();
     const bool incident = e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost;
     auto sup = supervisor_.lock();
     if (incident && !callersTimeout && sup) {
       cv_.wait_for(lock, verdictWait_, [&] { return verdict_ != nullptr; });
-      if (verdict_) std::rethrow_exception(verdict_);
+      if (verdict_) std::rethrow_exception(freshVerdict());
     }
     lock.unlock();
     noteEnd();

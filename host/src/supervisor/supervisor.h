@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "commhost/config.h"
+#include "commhost/errors.h"
 #include "commhost/logging.h"
 #include "commhost/store.h"
 #include "commhost/supervisor.h"
@@ -150,7 +151,10 @@ class SupervisedWork final : public Work {
   std::weak_ptr<Supervisor> supervisor_;  // weak: a work may outlive every group
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::exception_ptr verdict_;
+  std::exception_ptr verdict_;  // under mutex_, with its code and message:
+  ErrorCode verdictCode_ = ErrorCode::Backend;
+  std::string verdictMessage_;
+  std::exception_ptr freshVerdict() const;  // a new copy of the verdict; call under mutex_
 };
 
 // True once after each SIGUSR1 (when commhost installed the handler).
