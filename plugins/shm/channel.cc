@@ -1,0 +1,88 @@
+#include "channel.h"
+
+#include <signal.h>
+
+#include <cerrno>
+
+#include "commhost/errors.h"
+
+namespace commhost::shm {
+
+Channel::Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort,
+                 std::chrono::microseconds spin)
+    : segment_(segment),
+      rank_(rank),
+      world_(segment.layout().world),
+      group_(std::move(group)),
+      abort_(abort),
+      spin_(spin),
+      consumedSeen_(world_, 0),
+      postedSeen_(world_, 0),
+      sources_(world_, nullptr) {}
+
+uint8_t* Channel::begin() {
+  const uint64_t depth = static_cast<uint64_t>(segment_.layout().depth);
+  if (step_ + 1 > depth) {
+    const uint64_t target = step_ + 1 - depth;
+    for (int p = 0; p < world_; ++p)
+      if (p != rank_ && consumedSeen_[p] < target)
+        await(p, segment_.control(p).consumed, target, "finish reading an earlier step");
+  }
+  return segment_.buffer(rank_, step_);
+}
+
+void Channel::post() { segment_.control(rank_).posted.store(step_ + 1, std::memory_order_release); }
+
+const uint8_t* Channel::peer(int p) {
+  if (p != rank_ && postedSeen_[p] < step_ + 1) await(p, segment_.control(p).posted, step_ + 1, "publish its data");
+  return segment_.buffer(p, step_);
+}
+
+void Channel::end() {
+  ++step_;
+  segment_.control(rank_).consumed.store(step_, std::memory_order_release);
+}
+
+void Channel::barrier() {
+  begin();
+  post();
+  for (int p = 0; p < world_; ++p) peer(p);
+  end();
+}
+
+void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what) {
+  std::vector<uint64_t>& seen = &counter == &segment_.control(peer).posted ? postedSeen_ : consumedSeen_;
+  uint64_t value = 0;
+  auto nextLivenessCheck = Clock::now();
+  waitUntil([&] { return (value = counter.load(std::memory_order_acquire)) >= target; }, spin_,
+            [&] {
+              const auto now = Clock::now();
+              if (abort_.isSet()) fail(peer, what, false);
+              if (now >= scope_.deadline) fail(peer, what, false);
+              if (now >= nextLivenessCheck) {
+                nextLivenessCheck = now + std::chrono::milliseconds(50);
+                const int64_t pid = segment_.control(peer).pid.load(std::memory_order_acquire);
+                if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) fail(peer, what, true);
+              }
+            });
+  seen[peer] = value;
+}
+
+void Channel::fail(int peer, const char* what, bool peerDead) {
+  const OpContext& op = *scope_.op;
+  const ErrorContext where{group_, rank_, opName(op.op), op.seq, peer, ""};
+  const std::string waiting = "while waiting for rank " + std::to_string(peer) + " to " + what + " (step " +
+                              std::to_string(step_) + ")";
+  if (abort_.isSet()) raise(ErrorCode::Aborted, where, "shm backend aborted " + waiting + ": " + abort_.reason() + ".");
+  if (peerDead)
+    raise(ErrorCode::PeerLost, where,
+          "rank " + std::to_string(peer) + " (pid " + std::to_string(segment_.control(peer).pid.load()) +
+              ") exited " + waiting + ".",
+          "That process may have died; check its log.");
+  raise(ErrorCode::Timeout, where,
+        "timed out after " + std::to_string(op.timeout.count()) + " ms " + waiting + ".",
+        "Rank " + std::to_string(peer) + " may not have joined this collective: check that every rank issues the "
+        "same ops in the same order.");
+}
+
+}  // namespace commhost::shm

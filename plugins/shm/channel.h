@@ -1,0 +1,71 @@
+// The step protocol over a Segment: every op is a sequence of steps that every rank of
+// the group runs in the same order (ops run one at a time, in seq order, so the step
+// count is global). In step s each rank
+//   begin(): waits until every peer has finished reading the buffer step s reuses
+//            (consumed[p] >= s + 1 - depth), then returns its own buffer for s;
+//   post():  after filling it, publishes posted[rank] = s + 1 (release);
+//   peer(p): waits for posted[p] >= s + 1 (acquire) and returns p's buffer for s;
+//   end():   publishes consumed[rank] = s + 1 (release): it will not read step s again.
+// Counters only grow (never reset), so a fast peer already at step s + 1 cannot be
+// mistaken for step s: it writes another buffer, and it cannot come back to this one
+// before this rank's end(). Depth >= 2 lets a rank fill step s + 1 while peers still
+// read step s.
+//
+// Threading: a Channel is owned by the one thread running the group's current op.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "commhost/options.h"
+#include "segment.h"
+#include "sync.h"
+
+namespace commhost::shm {
+
+// One op's identity and deadline, for waits and their errors.
+struct OpScope {
+  const OpContext* op = nullptr;
+  Clock::time_point deadline;
+};
+
+class Channel {
+ public:
+  Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort,
+          std::chrono::microseconds spin);
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  size_t chunk() const { return segment_.layout().chunk; }
+
+  // The op the following steps belong to (for deadlines and errors).
+  void start(const OpScope& scope) { scope_ = scope; }
+  uint8_t* begin();
+  void post();
+  const uint8_t* peer(int p);
+  void end();
+  // A world-sized array for the algorithm running now (source lists), no allocation per op.
+  const void** sources() { return sources_.data(); }
+  // begin + post + peer(every rank) + end: a barrier, also used to exchange small data.
+  void barrier();
+
+ private:
+  void await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what);
+  [[noreturn]] void fail(int peer, const char* what, bool peerDead);
+
+  const Segment& segment_;
+  int rank_;
+  int world_;
+  std::string group_;
+  const AbortFlag& abort_;
+  std::chrono::microseconds spin_;
+  uint64_t step_ = 0;                   // the current (or next) step
+  std::vector<uint64_t> consumedSeen_;  // last consumed[p] this rank loaded (acquire)
+  std::vector<uint64_t> postedSeen_;
+  std::vector<const void*> sources_;
+  OpScope scope_;
+};
+
+}  // namespace commhost::shm

@@ -1,0 +1,81 @@
+// The shared-memory segment of one group: a header, one control block per rank and one
+// data slot per rank (`depth` buffers of `chunk` bytes, used round-robin by step).
+//
+//   [header | control[0..world) | slot[0] | slot[1] | ... ]     (each part page-aligned)
+//
+// Group rank 0 creates the segment (O_EXCL, mode 0600) under a name that carries its pid,
+// the other ranks map it by name, and rank 0 unlinks the name as soon as every rank has
+// mapped it, so nothing is left in /dev/shm once a group is up, even if a rank is
+// killed later. Names of segments whose creator died before unlinking are removed by
+// the next create (removeStaleSegments).
+//
+// Threading: a Segment is immutable after construction; the atomics inside the mapping
+// are the only shared state and their protocol is in channel.h.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace commhost::shm {
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the shm protocol needs lock-free 64-bit atomics");
+
+// Written by its rank only, read by every rank. Each counter sits on its own 128-byte
+// line so a rank polling one does not slow the writer of another (adjacent-line prefetch).
+struct RankControl {
+  alignas(128) std::atomic<uint64_t> posted;    // steps whose data this rank has published
+  alignas(128) std::atomic<uint64_t> consumed;  // steps this rank has finished reading
+  alignas(128) std::atomic<int64_t> pid;        // the rank's process, for liveness checks
+};
+
+struct SegmentLayout {
+  int world = 0;
+  size_t chunk = 0;   // bytes per buffer
+  int depth = 0;      // buffers per rank
+  size_t slotBytes() const { return chunk * static_cast<size_t>(depth); }
+  size_t controlOffset() const;
+  size_t dataOffset() const;
+  size_t totalBytes() const;
+};
+
+class Segment {
+ public:
+  // Rank 0: removes stale segments, then creates and initialises a new one.
+  static std::unique_ptr<Segment> create(const std::string& name, const SegmentLayout& layout);
+  // Other ranks: maps `name` and checks its header against `layout`.
+  static std::unique_ptr<Segment> open(const std::string& name, const SegmentLayout& layout);
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  // Removes the name (rank 0, once every rank mapped it); the mapping stays valid.
+  void unlink();
+  const std::string& name() const { return name_; }
+  const SegmentLayout& layout() const { return layout_; }
+  RankControl& control(int rank) const;
+  // The buffer `rank` writes at `step`.
+  uint8_t* buffer(int rank, uint64_t step) const {
+    return data_ + static_cast<size_t>(rank) * layout_.slotBytes() +
+           static_cast<size_t>(step % static_cast<uint64_t>(layout_.depth)) * layout_.chunk;
+  }
+
+ private:
+  Segment(std::string name, SegmentLayout layout, void* base, bool owner);
+  std::string name_;
+  SegmentLayout layout_;
+  uint8_t* base_;
+  uint8_t* data_;
+  bool owner_;
+  bool linked_;
+};
+
+// "/commhost-shm-<jobhash>-<pid>-<groupid>": jobhash from the group and backend names,
+// pid of the creator, groupid counting the groups this process created.
+std::string segmentName(const std::string& groupName, const std::string& backendName);
+// Unlinks /dev/shm/commhost-shm-* whose creator pid no longer exists; returns how many.
+int removeStaleSegments();
+
+}  // namespace commhost::shm
