@@ -25,13 +25,18 @@ uint8_t* Channel::begin() {
   if (step_ + 1 > depth) {
     const uint64_t target = step_ + 1 - depth;
     for (int p = 0; p < world_; ++p)
-      if (p != rank_ && consumedSeen_[p] < target)
+      // A rank posts step s only after it ended step s - 1, so posted - 1 bounds
+      // consumed from below: in lockstep the peer's consumed line is never read.
+      if (p != rank_ && consumedSeen_[p] < target && postedSeen_[p] < target + 1)
         await(p, segment_.control(p).consumed, target, "finish reading an earlier step");
   }
   return segment_.buffer(rank_, step_);
 }
 
-void Channel::post() { segment_.control(rank_).posted.store(step_ + 1, std::memory_order_release); }
+void Channel::post() {
+  RankControl& mine = segment_.control(rank_);
+  publish(mine.posted, step_ + 1, mine.sleepers);
+}
 
 const uint8_t* Channel::peer(int p) {
   if (p != rank_ && postedSeen_[p] < step_ + 1) await(p, segment_.control(p).posted, step_ + 1, "publish its data");
@@ -40,7 +45,8 @@ const uint8_t* Channel::peer(int p) {
 
 void Channel::end() {
   ++step_;
-  segment_.control(rank_).consumed.store(step_, std::memory_order_release);
+  RankControl& mine = segment_.control(rank_);
+  publish(mine.consumed, step_, mine.sleepers);
 }
 
 void Channel::barrier() {
@@ -51,21 +57,19 @@ void Channel::barrier() {
 }
 
 void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what) {
-  std::vector<uint64_t>& seen = &counter == &segment_.control(peer).posted ? postedSeen_ : consumedSeen_;
-  uint64_t value = 0;
+  RankControl& control = segment_.control(peer);
+  std::vector<uint64_t>& seen = &counter == &control.posted ? postedSeen_ : consumedSeen_;
   auto nextLivenessCheck = Clock::now();
-  waitUntil([&] { return (value = counter.load(std::memory_order_acquire)) >= target; }, spin_,
-            [&] {
-              const auto now = Clock::now();
-              if (abort_.isSet()) fail(peer, what, false);
-              if (now >= scope_.deadline) fail(peer, what, false);
-              if (now >= nextLivenessCheck) {
-                nextLivenessCheck = now + std::chrono::milliseconds(50);
-                const int64_t pid = segment_.control(peer).pid.load(std::memory_order_acquire);
-                if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) fail(peer, what, true);
-              }
-            });
-  seen[peer] = value;
+  seen[peer] = waitAtLeast(counter, target, control.sleepers, spin_, [&] {
+    const auto now = Clock::now();
+    if (abort_.isSet()) fail(peer, what, false);
+    if (now >= scope_.deadline) fail(peer, what, false);
+    if (now >= nextLivenessCheck) {
+      nextLivenessCheck = now + std::chrono::milliseconds(50);
+      const int64_t pid = control.pid.load(std::memory_order_acquire);
+      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) fail(peer, what, true);
+    }
+  });
 }
 
 void Channel::fail(int peer, const char* what, bool peerDead) {

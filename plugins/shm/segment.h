@@ -23,10 +23,13 @@ namespace commhost::shm {
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "the shm protocol needs lock-free 64-bit atomics");
 
-// Written by its rank only, read by every rank. Each counter sits on its own 128-byte
+// Written by its rank only (except sleepers), read by every rank. Each counter sits on its own 128-byte
 // line so a rank polling one does not slow the writer of another (adjacent-line prefetch).
 struct RankControl {
   alignas(128) std::atomic<uint64_t> posted;    // steps whose data this rank has published
+  // Peers asleep on this rank's posted or consumed futex (their low 32 bits); the
+  // owner wakes them after a store only when this is non-zero. Peers add/subtract.
+  std::atomic<uint32_t> sleepers;
   alignas(128) std::atomic<uint64_t> consumed;  // steps this rank has finished reading
   alignas(128) std::atomic<int64_t> pid;        // the rank's process, for liveness checks
 };

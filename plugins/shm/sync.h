@@ -1,15 +1,26 @@
-// Waiting on a flag another rank sets in shared memory: spin briefly (the low-latency
-// path), then yield, then sleep with backoff. The slow rounds call a check that throws
-// on the op's deadline, on abort, or when the awaited peer's process is gone, so a dead
-// or missing peer is an error, never an endless spin.
+// Waiting on a counter another rank advances in shared memory: spin briefly (the
+// low-latency path), yield a few times, then sleep on a futex on the counter's low 32
+// bits, so the writer's next store wakes the sleeper at once (a plain sleep with backoff
+// lets two ranks fall into a convoy of each other's sleeps). Before each sleep a check
+// runs that throws on the op's deadline, on abort, or when the awaited peer's process is
+// gone, and sleeps are bounded, so a dead or missing peer is an error, never a hang.
+//
+// The wake-up handshake (Dekker-style, all seq_cst): the writer stores the counter, then
+// reads `sleepers`; a sleeper increments `sleepers`, then re-reads the counter before
+// FUTEX_WAIT (which itself re-checks the word). Either the writer sees the sleeper and
+// wakes it, or the sleeper sees the new value and does not sleep.
 #pragma once
 
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -23,6 +34,23 @@ inline void cpuRelax() {
 #elif defined(__aarch64__)
   asm volatile("yield" ::: "memory");
 #endif
+}
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the futex word is the counter's low half");
+
+// Shared (not FUTEX_PRIVATE): the counters live in a mapping shared between processes.
+inline void futexWait(const std::atomic<uint64_t>& counter, uint32_t expected, long timeoutNs) {
+  timespec ts{timeoutNs / 1'000'000'000L, timeoutNs % 1'000'000'000L};
+  ::syscall(SYS_futex, reinterpret_cast<const uint32_t*>(&counter), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+inline void futexWakeAll(const std::atomic<uint64_t>& counter) {
+  ::syscall(SYS_futex, reinterpret_cast<const uint32_t*>(&counter), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+// The writer's side: publish `value`, then wake sleepers if any registered.
+inline void publish(std::atomic<uint64_t>& counter, uint64_t value, const std::atomic<uint32_t>& sleepers) {
+  counter.store(value, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) != 0) futexWakeAll(counter);
 }
 
 // Set once by Backend::abort() from any thread; read by the thread running an op.
@@ -47,29 +75,32 @@ class AbortFlag {
   std::string reason_;
 };
 
-// Returns once ready() is true. Spins for `spin`, then yields for about 200 us, then
-// sleeps 10 us .. 1 ms. check() runs on every slow round and throws to give up.
-template <class Ready, class Check>
-void waitUntil(Ready&& ready, std::chrono::microseconds spin, Check&& check) {
-  if (ready()) return;
+// Returns the counter's value once it is >= target. Spins for `spin`, yields 16 times,
+// then sleeps on the counter's futex (at most 2 ms per sleep). check() runs before every
+// sleep and throws to give up.
+template <class Check>
+uint64_t waitAtLeast(const std::atomic<uint64_t>& counter, uint64_t target, std::atomic<uint32_t>& sleepers,
+                     std::chrono::microseconds spin, Check&& check) {
+  uint64_t value = counter.load(std::memory_order_acquire);
+  if (value >= target) return value;
   const auto start = Clock::now();
   do {
     for (int i = 0; i < 64; ++i) {
-      if (ready()) return;
+      if ((value = counter.load(std::memory_order_acquire)) >= target) return value;
       cpuRelax();
     }
   } while (Clock::now() - start < spin);
-  long sleepNs = 10'000;
-  for (int round = 0;; ++round) {
-    if (ready()) return;
+  for (int i = 0; i < 16; ++i) {
+    if ((value = counter.load(std::memory_order_acquire)) >= target) return value;
+    sched_yield();
+  }
+  while (true) {
     check();
-    if (round < 100) {
-      sched_yield();
-    } else {
-      timespec ts{0, sleepNs};
-      nanosleep(&ts, nullptr);
-      sleepNs = std::min(sleepNs * 2, 1'000'000L);
-    }
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    value = counter.load(std::memory_order_seq_cst);
+    if (value < target) futexWait(counter, static_cast<uint32_t>(value), 2'000'000L);
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if ((value = counter.load(std::memory_order_acquire)) >= target) return value;
   }
 }
 
