@@ -77,14 +77,14 @@ void Channel::fail(int peer, const char* what, bool peerDead) {
   const ErrorContext where{group_, rank_, opName(op.op), op.seq, peer, ""};
   const std::string waiting = "while waiting for rank " + std::to_string(peer) + " to " + what + " (step " +
                               std::to_string(step_) + ")";
-  if (abort_.isSet()) raise(ErrorCode::Aborted, where, "shm backend aborted " + waiting + ": " + abort_.reason() + ".");
+  if (abort_.isSet()) raise(ErrorCode::Aborted, where, "shm backend aborted " + waiting + ": " + abort_.reason());
   if (peerDead)
     raise(ErrorCode::PeerLost, where,
           "rank " + std::to_string(peer) + " (pid " + std::to_string(segment_.control(peer).pid.load()) +
-              ") exited " + waiting + ".",
+              ") exited " + waiting,
           "That process may have died; check its log.");
   raise(ErrorCode::Timeout, where,
-        "timed out after " + std::to_string(op.timeout.count()) + " ms " + waiting + ".",
+        "timed out after " + std::to_string(op.timeout.count()) + " ms " + waiting,
         "Rank " + std::to_string(peer) + " may not have joined this collective: check that every rank issues the "
         "same ops in the same order.");
 }

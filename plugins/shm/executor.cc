@@ -21,7 +21,7 @@ Executor::~Executor() {
 void Executor::checkUsable(const OpContext& ctx) {
   if (abort_.isSet()) {
     const ErrorContext where{ctx.group, ctx.rank, opName(ctx.op), ctx.seq};
-    raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ").");
+    raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ")");
   }
   if (broken_.load(std::memory_order_acquire)) {
     std::string reason;

@@ -16,7 +16,7 @@ int64_t rowBytes(const Tensor& t) {
 
 [[noreturn]] void unsupported(const OpContext& op) {
   raise(ErrorCode::InvalidArgument, {op.group, op.rank, opName(op.op), op.seq},
-        "the shm backend does not implement this op (it is not in its manifest).",
+        "the shm backend does not implement this op (it is not in its manifest)",
         "Route it to another backend, e.g. { op: " + std::string(opName(op.op)) + ", backend: gloo }.");
 }
 
