@@ -3,10 +3,30 @@
 #include <signal.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "commhost/errors.h"
 
 namespace commhost::shm {
+namespace {
+
+// True when `pid` no longer runs: gone, or a zombie its parent has not reaped yet.
+bool processGone(pid_t pid) {
+  if (::kill(pid, 0) == -1) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", static_cast<int>(pid));
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const char* close = std::strrchr(buf, ')');  // "pid (comm) S ...": comm may hold spaces
+  return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
+
+}  // namespace
 
 Channel::Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort,
                  std::chrono::microseconds spin)
@@ -67,7 +87,7 @@ void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t tar
     if (now >= nextLivenessCheck) {
       nextLivenessCheck = now + std::chrono::milliseconds(50);
       const int64_t pid = control.pid.load(std::memory_order_acquire);
-      if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH) fail(peer, what, true);
+      if (pid > 0 && processGone(static_cast<pid_t>(pid))) fail(peer, what, true);
     }
   });
 }
