@@ -48,28 +48,38 @@ void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const 
 void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op) {
   const size_t es = elementSize(dtype);
   const size_t perStep = ch.chunk() / es;
-  const size_t align = std::max<size_t>(1, 64 / es);
-  const int world = ch.world();
+  const size_t align = std::max<size_t>(1, 64 / es);  // slices start on cache lines
+  const int world = ch.world(), me = ch.rank();
   for (size_t off = 0; off < count; off += perStep) {
     const size_t n = std::min(perStep, count - off);
-    const size_t slice = (n + world - 1) / world + align - 1;
-    const size_t per = slice / align * align;
+    const size_t per = ((n + world - 1) / world + align - 1) / align * align;
     auto lo = [&](int r) { return std::min(n, per * static_cast<size_t>(r)); };
     uint8_t* chunk = bytesOf(data) + off * es;
-    const size_t myLo = lo(ch.rank()), myN = lo(ch.rank() + 1) - myLo;
-    // Reduce-scatter: every rank's chunk in, this rank's slice reduced into its output.
-    std::memcpy(ch.begin(), chunk, n * es);
+    const size_t myLo = lo(me), myN = lo(me + 1) - myLo;
+    // Step A (reduce-scatter): publish the slices the peers reduce (not this rank's
+    // own), then reduce this rank's slice from its own data and every peer's copy,
+    // writing the result into its own slice of its buffer, which nobody reads in A.
+    uint8_t* mine = ch.begin();
+    for (int p = 0; p < world; ++p)
+      if (p != me) std::memcpy(mine + lo(p) * es, chunk + lo(p) * es, (lo(p + 1) - lo(p)) * es);
     ch.post();
-    if (myN) kernels::reduceSourcesBuffer(chunk + myLo * es, peerSources(ch, myLo * es), world, myN, dtype, op.kind);
+    if (myN) {
+      const void** srcs = ch.sources();
+      for (int p = 0; p < world; ++p) srcs[p] = p == me ? chunk + myLo * es : ch.peer(p) + myLo * es;
+      kernels::reduceSourcesBuffer(mine + myLo * es, srcs, world, myN, dtype, op.kind);
+      finish(mine + myLo * es, myN, dtype, op, world);
+    } else {
+      for (int p = 0; p < world; ++p) ch.peer(p);
+    }
     ch.end();
-    finish(chunk + myLo * es, myN, dtype, op, world);
-    // Allgather: publish the reduced slice, copy every other rank's.
-    std::memcpy(ch.begin() + myLo * es, chunk + myLo * es, myN * es);
+    // Step B (allgather): only a signal; every rank copies each reduced slice out of
+    // its owner's step-A buffer.
+    ch.begin();
     ch.post();
     for (int p = 0; p < world; ++p) {
-      if (p == ch.rank()) continue;
       const size_t pLo = lo(p), pN = lo(p + 1) - pLo;
-      std::memcpy(chunk + pLo * es, ch.peer(p) + pLo * es, pN * es);
+      if (p != me) ch.peer(p);
+      std::memcpy(chunk + pLo * es, (p == me ? ch.previous() : ch.peerPrevious(p)) + pLo * es, pN * es);
     }
     ch.end();
   }

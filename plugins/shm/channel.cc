@@ -42,8 +42,10 @@ Channel::Channel(const Segment& segment, int rank, std::string group, const Abor
 
 uint8_t* Channel::begin() {
   const uint64_t depth = static_cast<uint64_t>(segment_.layout().depth);
-  if (step_ + 1 > depth) {
-    const uint64_t target = step_ + 1 - depth;
+  // Buffer s was last written at step s - depth, and peers may read it until the end of
+  // step s - depth + 1 (peerPrevious): wait until they finished that step.
+  if (step_ + 2 > depth) {
+    const uint64_t target = step_ + 2 - depth;
     for (int p = 0; p < world_; ++p)
       // A rank posts step s only after it ended step s - 1, so posted - 1 bounds
       // consumed from below: in lockstep the peer's consumed line is never read.

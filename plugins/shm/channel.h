@@ -2,13 +2,14 @@
 // the group runs in the same order (ops run one at a time, in seq order, so the step
 // count is global). In step s each rank
 //   begin(): waits until every peer has finished reading the buffer step s reuses
-//            (consumed[p] >= s + 1 - depth), then returns its own buffer for s;
+//            (consumed[p] >= s + 2 - depth: a buffer may still be read, through
+//            peerPrevious, in the step after its own), then returns its own buffer for s;
 //   post():  after filling it, publishes posted[rank] = s + 1 (release);
 //   peer(p): waits for posted[p] >= s + 1 (acquire) and returns p's buffer for s;
 //   end():   publishes consumed[rank] = s + 1 (release): it will not read step s again.
 // Counters only grow (never reset), so a fast peer already at step s + 1 cannot be
 // mistaken for step s: it writes another buffer, and it cannot come back to this one
-// before this rank's end(). Depth >= 2 lets a rank fill step s + 1 while peers still
+// before this rank's end(). Depth >= 3 lets a rank fill step s + 1 while peers still
 // read step s.
 //
 // Threading: a Channel is owned by the one thread running the group's current op.
@@ -45,6 +46,11 @@ class Channel {
   uint8_t* begin();
   void post();
   const uint8_t* peer(int p);
+  // After peer(p) (posted[p] >= s + 1): p's buffer of step s - 1, which p may have
+  // rewritten in step s (a later phase of the same op); safe while depth >= 2.
+  const uint8_t* peerPrevious(int p) const { return segment_.buffer(p, step_ - 1); }
+  // This rank's own buffer of step s - 1, still unread by peers until this step's post.
+  uint8_t* previous() const { return segment_.buffer(rank_, step_ - 1); }
   void end();
   // A world-sized array for the algorithm running now (source lists), no allocation per op.
   const void** sources() { return sources_.data(); }
