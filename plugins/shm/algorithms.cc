@@ -34,6 +34,16 @@ size_t blockBytes(const Channel& ch, size_t elementSize) {
 
 void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op) {
   const size_t es = elementSize(dtype);
+  if (count * es <= Line::kBytes) {  // the latency path: data and flag in one cache line
+    std::memcpy(ch.beginLine(), data, count * es);
+    ch.postLine();
+    const void** srcs = ch.sources();
+    for (int p = 0; p < ch.world(); ++p) srcs[p] = ch.peerLine(p);
+    kernels::reduceSourcesBuffer(data, srcs, ch.world(), count, dtype, op.kind);
+    ch.end();
+    finish(data, count, dtype, op, ch.world());
+    return;
+  }
   const size_t perStep = ch.chunk() / es;
   for (size_t off = 0; off < count; off += perStep) {
     const size_t n = std::min(perStep, count - off);

@@ -65,6 +65,33 @@ const uint8_t* Channel::peer(int p) {
   return segment_.buffer(p, step_);
 }
 
+uint8_t* Channel::beginLine() {
+  begin();  // the line of step s rotates with the buffer of step s: the same wait covers it
+  return segment_.line(rank_, step_).data;
+}
+
+void Channel::postLine() {
+  segment_.line(rank_, step_).step.store(step_ + 1, std::memory_order_release);
+  post();
+}
+
+const uint8_t* Channel::peerLine(int p) {
+  const Line& line = segment_.line(p, step_);
+  if (p == rank_ || postedSeen_[p] >= step_ + 1) return line.data;
+  const auto until = Clock::now() + spin_;
+  do {
+    for (int i = 0; i < 64; ++i) {
+      if (line.step.load(std::memory_order_acquire) >= step_ + 1) {
+        postedSeen_[p] = step_ + 1;  // p began step s, so it ended s - 1: the bound begin() uses
+        return line.data;
+      }
+      cpuRelax();
+    }
+  } while (Clock::now() < until);
+  peer(p);  // the slow path: sleep on p's posted counter, which p stores after the line
+  return line.data;
+}
+
 void Channel::end() {
   ++step_;
   RankControl& mine = segment_.control(rank_);

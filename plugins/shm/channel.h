@@ -52,6 +52,12 @@ class Channel {
   // This rank's own buffer of step s - 1, still unread by peers until this step's post.
   uint8_t* previous() const { return segment_.buffer(rank_, step_ - 1); }
   void end();
+  // The same step for data of at most Line::kBytes: beginLine() returns this rank's line
+  // for step s, postLine() publishes it (line flag, then posted), peerLine(p) spins on
+  // p's line flag (one cache miss for flag and data), falling back to peer()'s wait.
+  uint8_t* beginLine();
+  void postLine();
+  const uint8_t* peerLine(int p);
   // A world-sized array for the algorithm running now (source lists), no allocation per op.
   const void** sources() { return sources_.data(); }
   // begin + post + peer(every rank) + end: a barrier, also used to exchange small data.

@@ -18,7 +18,7 @@ namespace commhost::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x434f4d4853484d31ull;  // "COMHSHM1"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;
 constexpr size_t kPage = 4096;
 constexpr const char* kPrefix = "commhost-shm-";
 
@@ -51,8 +51,11 @@ long pidOfName(const std::string& name) {
 }  // namespace
 
 size_t SegmentLayout::controlOffset() const { return roundUp(sizeof(Header), kPage); }
-size_t SegmentLayout::dataOffset() const {
+size_t SegmentLayout::lineOffset() const {
   return roundUp(controlOffset() + sizeof(RankControl) * static_cast<size_t>(world), kPage);
+}
+size_t SegmentLayout::dataOffset() const {
+  return roundUp(lineOffset() + sizeof(Line) * static_cast<size_t>(world) * static_cast<size_t>(depth), kPage);
 }
 size_t SegmentLayout::totalBytes() const { return dataOffset() + slotBytes() * static_cast<size_t>(world); }
 
@@ -83,6 +86,7 @@ Segment::Segment(std::string name, SegmentLayout layout, void* base, bool owner)
       layout_(layout),
       base_(static_cast<uint8_t*>(base)),
       data_(base_ + layout.dataOffset()),
+      lines_(reinterpret_cast<Line*>(base_ + layout.lineOffset())),
       owner_(owner),
       linked_(owner) {}
 
@@ -114,6 +118,8 @@ std::unique_ptr<Segment> Segment::create(const std::string& name, const SegmentL
   auto* header = new (base) Header{};
   auto* controls = reinterpret_cast<uint8_t*>(base) + layout.controlOffset();
   for (int r = 0; r < layout.world; ++r) new (controls + sizeof(RankControl) * r) RankControl{};
+  auto* lines = reinterpret_cast<uint8_t*>(base) + layout.lineOffset();
+  for (int i = 0; i < layout.world * layout.depth; ++i) new (lines + sizeof(Line) * i) Line{};
   header->version = kVersion;
   header->world = static_cast<uint32_t>(layout.world);
   header->chunk = layout.chunk;
