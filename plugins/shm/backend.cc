@@ -27,7 +27,7 @@ const std::vector<OptionSpec>& optionSpecs() {
        256.0 * 1024 * 1024},
       {"depth", OptionType::Int, "4",
        "Buffers per rank in the segment: a rank may run depth - 2 chunks ahead of the slowest peer", {}, 2, 64},
-      {"one_shot_max", OptionType::Size, "64KiB",
+      {"one_shot_max", OptionType::Size, "256KiB",
        "Allreduce messages up to this size use one-shot (every rank reduces all); larger use two-shot "
        "(reduce-scatter + allgather)", {}, 0, 1e15},
       {"inline_max", OptionType::Size, "1MiB",

@@ -107,7 +107,7 @@ std::unique_ptr<Segment> Segment::create(const std::string& name, const SegmentL
     throw BackendError("shm: cannot size shared memory " + name + " to " + std::to_string(bytes) +
                        " bytes: " + errnoText(err) + ". Check free space in /dev/shm or lower the chunk option");
   }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int err = errno;
   ::close(fd);
   if (base == MAP_FAILED) {
@@ -141,7 +141,7 @@ std::unique_ptr<Segment> Segment::open(const std::string& name, const SegmentLay
     throw BackendError("shm: shared memory " + name + " has " + std::to_string(st.st_size) + " bytes, expected " +
                        std::to_string(bytes) + "; do all ranks use the same shm options?");
   }
-  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   const int err = errno;
   ::close(fd);
   if (base == MAP_FAILED) throw BackendError("shm: cannot map shared memory " + name + ": " + errnoText(err));
