@@ -35,6 +35,9 @@ const std::vector<OptionSpec>& optionSpecs() {
        "worker thread", {}, 0, 1e15},
       {"spin_us", OptionType::Int, "50",
        "Microseconds a waiting rank spins before it yields and then sleeps with backoff", {}, 0, 1000000},
+      {"yield_us", OptionType::Int, "2000",
+       "Microseconds a waiting rank then yields its CPU before it sleeps on a futex (an idle CPU wakes slowly)", {},
+       0, 10000000},
       {"timeout", OptionType::Duration, "0s", "Rendezvous timeout; 0s: the group's timeout", {}, 0, 86400 * 7},
   };
   return specs;
@@ -48,6 +51,7 @@ std::unique_ptr<Backend> create(const OptionValues& options, const BackendContex
   s.oneShotMax = static_cast<size_t>(options.getInt("one_shot_max"));
   s.inlineMax = static_cast<size_t>(options.getInt("inline_max"));
   s.spin = std::chrono::microseconds(options.getInt("spin_us"));
+  s.yield = std::chrono::microseconds(options.getInt("yield_us"));
   s.timeout = options.getDuration("timeout");
   if (s.timeout.count() == 0) s.timeout = ctx.timeout;
   return std::make_unique<ShmBackend>(s, ctx);
@@ -56,7 +60,7 @@ std::unique_ptr<Backend> create(const OptionValues& options, const BackendContex
 ShmBackend::ShmBackend(const Settings& settings, const BackendContext& ctx) : ctx_(ctx), settings_(settings) {
   checkSameHost(ctx_);
   segment_ = connectSegment(ctx_, settings_.layout, settings_.timeout);
-  channel_ = std::make_unique<Channel>(*segment_, ctx_.rank, ctx_.groupName, abort_, settings_.spin);
+  channel_ = std::make_unique<Channel>(*segment_, ctx_.rank, ctx_.groupName, abort_, settings_.spin, settings_.yield);
   executor_ = std::make_unique<Executor>(*channel_, abort_);
 }
 

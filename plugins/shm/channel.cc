@@ -29,13 +29,14 @@ bool processGone(pid_t pid) {
 }  // namespace
 
 Channel::Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort,
-                 std::chrono::microseconds spin)
+                 std::chrono::microseconds spin, std::chrono::microseconds yield)
     : segment_(segment),
       rank_(rank),
       world_(segment.layout().world),
       group_(std::move(group)),
       abort_(abort),
       spin_(spin),
+      yield_(yield),
       consumedSeen_(world_, 0),
       postedSeen_(world_, 0),
       sources_(world_, nullptr) {}
@@ -109,7 +110,7 @@ void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t tar
   RankControl& control = segment_.control(peer);
   std::vector<uint64_t>& seen = &counter == &control.posted ? postedSeen_ : consumedSeen_;
   auto nextLivenessCheck = Clock::now();
-  seen[peer] = waitAtLeast(counter, target, control.sleepers, spin_, [&] {
+  seen[peer] = waitAtLeast(counter, target, control.sleepers, spin_, yield_, [&] {
     const auto now = Clock::now();
     if (abort_.isSet()) fail(peer, what, false);
     if (now >= scope_.deadline) fail(peer, what, false);

@@ -35,7 +35,7 @@ struct OpScope {
 class Channel {
  public:
   Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort,
-          std::chrono::microseconds spin);
+          std::chrono::microseconds spin, std::chrono::microseconds yield);
 
   int rank() const { return rank_; }
   int world() const { return world_; }
@@ -73,6 +73,7 @@ class Channel {
   std::string group_;
   const AbortFlag& abort_;
   std::chrono::microseconds spin_;
+  std::chrono::microseconds yield_;
   uint64_t step_ = 0;                   // the current (or next) step
   std::vector<uint64_t> consumedSeen_;  // last consumed[p] this rank loaded (acquire)
   std::vector<uint64_t> postedSeen_;

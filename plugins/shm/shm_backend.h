@@ -25,6 +25,7 @@ struct Settings {
   size_t oneShotMax = 0;  // allreduce bytes up to which one-shot is used (two-shot above)
   size_t inlineMax = 0;   // op bytes up to which an idle backend runs the op on the caller
   std::chrono::microseconds spin{0};
+  std::chrono::microseconds yield{0};
   std::chrono::milliseconds timeout{0};  // rendezvous
 };
 
