@@ -4,9 +4,11 @@
 //   begin(): waits until every peer has finished reading the buffer step s reuses
 //            (consumed[p] >= s + 2 - depth: a buffer may still be read, through
 //            peerPrevious, in the step after its own), then returns its own buffer for s;
-//   post():  after filling it, publishes posted[rank] = s + 1 (release);
+//   post():  after filling it, publishes posted[rank] = s + 1 (seq_cst store, then a
+//            futex wake if a peer registered as sleeping; see sync.h);
 //   peer(p): waits for posted[p] >= s + 1 (acquire) and returns p's buffer for s;
-//   end():   publishes consumed[rank] = s + 1 (release): it will not read step s again.
+//   end():   publishes consumed[rank] = s + 1 the same way: it is done with step s (it
+//            may still read the buffers of step s - 1 through peerPrevious in s).
 // Counters only grow (never reset), so a fast peer already at step s + 1 cannot be
 // mistaken for step s: it writes another buffer, and it cannot come back to this one
 // before this rank's end(). Depth >= 3 lets a rank fill step s + 1 while peers still
