@@ -107,6 +107,21 @@ TEST(Shm, MissingPeerTimesOutNamingItAndBreaksTheGroup) {
   EXPECT_THROW_WITH(groups[0]->allreduce(t), BackendError, "unusable", "timed out");
 }
 
+TEST(Shm, AlltoallSplitMismatchFailsEveryRankAlikeAndKeepsTheGroup) {
+  auto groups = makeGroups(config("{}"), 2);
+  runRanks(2, [&](int r) {
+    // Rank 0 sends rank 1 two rows, but rank 1 expects three from it.
+    AlltoallSingleOptions splits;
+    splits.inputSplitSizes = {1, 2};
+    splits.outputSplitSizes = r == 0 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{3, 2};
+    Tensor in = Tensor::empty({3}, DType::Float32);
+    Tensor out = Tensor::empty({r == 0 ? 3 : 5}, DType::Float32);
+    EXPECT_THROW_WITH(groups[r]->alltoallSingle(out, in, splits)->wait(), InvalidArgument,
+                      "rank 0 sends 8 bytes to rank 1, which expects 12");
+    EXPECT_EQ(allreduceSum(*groups[r], r + 1.0f, 3), 3.0f);  // still in step
+  });
+}
+
 TEST(Shm, AbortEndsAQueuedWait) {
   auto groups = makeGroups(config("{ inline_max: 0 }"), 2);
   Tensor t = Tensor::empty({16}, DType::Float32);
