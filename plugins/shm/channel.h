@@ -4,7 +4,7 @@
 //   begin(): waits until every peer has finished reading the buffer step s reuses
 //            (consumed[p] >= s + 2 - depth: a buffer may still be read, through
 //            peerPrevious, in the step after its own), then returns its own buffer for s;
-//   post():  after filling it, publishes posted[rank] = s + 1 (seq_cst store, then a
+//   post():  after filling it, publishes posted[rank] = s + 1 (release store, then a
 //            futex wake if a peer registered as sleeping; see sync.h);
 //   peer(p): waits for posted[p] >= s + 1 (acquire) and returns p's buffer for s;
 //   end():   publishes consumed[rank] = s + 1 the same way: it is done with step s (it
