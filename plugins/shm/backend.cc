@@ -1,4 +1,6 @@
 // The shm backend's lifecycle: manifest, options, joining the group, abort, shutdown.
+#include <sched.h>
+
 #include "commhost/errors.h"
 #include "rendezvous.h"
 #include "shm_backend.h"
@@ -33,11 +35,13 @@ const std::vector<OptionSpec>& optionSpecs() {
       {"inline_max", OptionType::Size, "1MiB",
        "Ops up to this size run on the calling thread when the backend is idle (no hand-off); 0: always the "
        "worker thread", {}, 0, 1e15},
-      {"spin_us", OptionType::Int, "50",
-       "Microseconds a waiting rank spins before it yields and then sleeps with backoff", {}, 0, 1000000},
-      {"yield_us", OptionType::Int, "2000",
-       "Microseconds a waiting rank then yields its CPU before it sleeps on a futex (an idle CPU wakes slowly)", {},
-       0, 10000000},
+      {"spin_us", OptionType::Int, "-1",
+       "Microseconds a waiting rank spins before it yields; -1: 50 when every rank has a CPU of its own "
+       "(world size <= CPUs this process may run on), else 1 (spinning would keep a peer off its CPU)", {}, -1,
+       1000000},
+      {"yield_us", OptionType::Int, "-1",
+       "Microseconds a waiting rank then yields its CPU before it sleeps on a futex (an idle CPU wakes slowly); "
+       "-1: 2000, or 10000 when ranks outnumber CPUs", {}, -1, 10000000},
       {"timeout", OptionType::Duration, "0s", "Rendezvous timeout; 0s: the group's timeout", {}, 0, 86400 * 7},
   };
   return specs;
@@ -50,8 +54,14 @@ std::unique_ptr<Backend> create(const OptionValues& options, const BackendContex
   s.layout.depth = static_cast<int>(options.getInt("depth"));
   s.oneShotMax = static_cast<size_t>(options.getInt("one_shot_max"));
   s.inlineMax = static_cast<size_t>(options.getInt("inline_max"));
-  s.spin = std::chrono::microseconds(options.getInt("spin_us"));
-  s.yield = std::chrono::microseconds(options.getInt("yield_us"));
+  // Spinning pays only when every rank runs on a CPU of its own.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int cpuCount = ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  const bool oversubscribed = ctx.worldSize > cpuCount;
+  const int64_t spin = options.getInt("spin_us"), yield = options.getInt("yield_us");
+  s.spin = std::chrono::microseconds(spin >= 0 ? spin : oversubscribed ? 1 : 50);
+  s.yield = std::chrono::microseconds(yield >= 0 ? yield : oversubscribed ? 10000 : 2000);
   s.timeout = options.getDuration("timeout");
   if (s.timeout.count() == 0) s.timeout = ctx.timeout;
   return std::make_unique<ShmBackend>(s, ctx);
