@@ -10,36 +10,51 @@ namespace {
 template <class T>
 constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
-template <class T>
-void reduceTyped(T* dst, const T* src, size_t n, ReduceOp::Kind op) {
+// Calls body(fn) with the functor of `op` for storage type T (Avg and PreMulSum sum).
+template <class T, class Body>
+void withFn(ReduceOp::Kind op, Body&& body) {
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg:
-    case ReduceOp::PreMulSum: return reduceInto(dst, src, n, SumFn{});
-    case ReduceOp::Product: return reduceInto(dst, src, n, ProdFn{});
-    case ReduceOp::Min: return reduceInto(dst, src, n, MinFn{});
-    case ReduceOp::Max: return reduceInto(dst, src, n, MaxFn{});
+    case ReduceOp::PreMulSum: return body(SumFn{});
+    case ReduceOp::Product: return body(ProdFn{});
+    case ReduceOp::Min: return body(MinFn{});
+    case ReduceOp::Max: return body(MaxFn{});
     case ReduceOp::BAnd:
     case ReduceOp::BOr:
     case ReduceOp::BXor:
       if constexpr (kIsFloat<T>) {
         throw InvalidArgument(std::string("bitwise reduce op ") + reduceOpName(op) + " on floating-point data");
       } else {
-        if (op == ReduceOp::BAnd) return reduceInto(dst, src, n, BAndFn{});
-        if (op == ReduceOp::BOr) return reduceInto(dst, src, n, BOrFn{});
-        return reduceInto(dst, src, n, BXorFn{});
+        if (op == ReduceOp::BAnd) return body(BAndFn{});
+        if (op == ReduceOp::BOr) return body(BOrFn{});
+        return body(BXorFn{});
       }
   }
+}
+
+// Bool sum and max are or; product and min are and.
+ReduceOp::Kind boolOp(DType dtype, ReduceOp::Kind op) {
+  if (dtype == DType::Bool && (op == ReduceOp::Sum || op == ReduceOp::Max)) return ReduceOp::BOr;
+  if (dtype == DType::Bool && (op == ReduceOp::Product || op == ReduceOp::Min)) return ReduceOp::BAnd;
+  return op;
 }
 
 }  // namespace
 
 void reduceBuffer(void* dst, const void* src, size_t n, DType dtype, ReduceOp::Kind op) {
-  if (dtype == DType::Bool && (op == ReduceOp::Sum || op == ReduceOp::Max)) op = ReduceOp::BOr;  // bool sum = or
-  if (dtype == DType::Bool && (op == ReduceOp::Product || op == ReduceOp::Min)) op = ReduceOp::BAnd;
   withStorageType(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    reduceTyped(static_cast<T*>(dst), static_cast<const T*>(src), n, op);
+    withFn<T>(boolOp(dtype, op), [&](auto fn) { reduceInto(static_cast<T*>(dst), static_cast<const T*>(src), n, fn); });
+  });
+}
+
+void reduceSourcesBuffer(void* dst, const void* const* srcs, int count, size_t n, DType dtype, ReduceOp::Kind op) {
+  withStorageType(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    withFn<T>(boolOp(dtype, op), [&](auto fn) {
+      reduceSources(static_cast<T*>(dst), reinterpret_cast<const T* const*>(srcs), count, n, fn);
+    });
   });
 }
 

@@ -13,6 +13,7 @@ bool AsyncWork::wait(std::chrono::milliseconds timeout) {
   try {
     future_->wait(timeout);
   } catch (const TimeoutError&) {
+    if (future_->isCompleted()) throw;  // the op itself failed with a timeout: keep its message
     ErrorContext where{ctx_.group, ctx_.rank, opName(ctx_.op), ctx_.seq};
     throw TimeoutError(where.format() +
                        "not completed within " + formatDuration(timeout) +

@@ -3,6 +3,7 @@
 // nccl-tests table (or JSON lines). Exits 1 when any result was wrong.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -34,6 +35,17 @@ struct BenchArgs {
 };
 
 std::vector<int64_t> sweep(const BenchArgs& a) {
+  if (a.sizes.find(',') != std::string::npos) {  // an explicit list: 8,64K,1M
+    std::vector<int64_t> out;
+    for (size_t at = 0; at <= a.sizes.size();) {
+      const size_t comma = std::min(a.sizes.find(',', at), a.sizes.size());
+      const int64_t s = parseSize(a.sizes.substr(at, comma - at));
+      if (s <= 0) throw InvalidArgument("--sizes " + a.sizes + ": every size must be above 0");
+      out.push_back(s);
+      at = comma + 1;
+    }
+    return out;
+  }
   const size_t colon = a.sizes.find(':');
   const int64_t lo = parseSize(a.sizes.substr(0, colon));
   const int64_t hi = colon == std::string::npos ? lo : parseSize(a.sizes.substr(colon + 1));
@@ -187,7 +199,7 @@ void addBenchCommand(CLI::App& app) {
   std::string opList;
   for (const auto& n : benchOpNames()) opList += n + "|";
   cmd->add_option("--op", a.op, opList + "all")->capture_default_str();
-  cmd->add_option("--sizes", a.sizes, "MIN:MAX message sizes (8, 64K, 1M, 64MiB ...)")->capture_default_str();
+  cmd->add_option("--sizes", a.sizes, "MIN:MAX message sizes (8, 64K, 1M, 64MiB ...), or a list: 8,64K,1M")->capture_default_str();
   cmd->add_option("--factor", a.factor, "Multiply the size by this between rows")->capture_default_str();
   cmd->add_option("--step", a.step, "Add this size between rows instead of multiplying");
   cmd->add_option("--dtype", a.dtype, "f32 f64 f16 bf16 i8 u8 i32 i64")->capture_default_str();

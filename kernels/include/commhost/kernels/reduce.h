@@ -39,6 +39,46 @@ void reduceInto(T* __restrict dst, const T* __restrict src, size_t n, Fn fn) {
   for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(load(dst[i]), load(src[i])));
 }
 
+// dst[i] = fn(srcs[0][i], srcs[1][i], ..., srcs[count-1][i]), folded in source order and
+// accumulated in the compute type (f16/bf16 round once, at the end). dst must not alias
+// a source. Up to 4 sources are fused into one pass; more go in blocks through a
+// compute-type accumulator, so every loop stays a plain vectorisable one.
+template <class T, class Fn>
+void reduceSources(T* __restrict dst, const T* const* srcs, int count, size_t n, Fn fn) {
+  using C = typename Compute<T>::type;
+  const T* __restrict a = srcs[0];
+  if (count == 1) {
+    for (size_t i = 0; i < n; ++i) dst[i] = a[i];
+    return;
+  }
+  const T* __restrict b = srcs[1];
+  if (count == 2) {
+    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(load(a[i]), load(b[i])));
+    return;
+  }
+  const T* __restrict c = srcs[2];
+  if (count == 3) {
+    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(fn(load(a[i]), load(b[i])), load(c[i])));
+    return;
+  }
+  const T* __restrict d = srcs[3];
+  if (count == 4) {
+    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(fn(fn(load(a[i]), load(b[i])), load(c[i])), load(d[i])));
+    return;
+  }
+  constexpr size_t kBlock = 512;
+  C acc[kBlock];
+  for (size_t at = 0; at < n; at += kBlock) {
+    const size_t m = n - at < kBlock ? n - at : kBlock;
+    for (size_t i = 0; i < m; ++i) acc[i] = load(a[at + i]);
+    for (int s = 1; s < count; ++s) {
+      const T* __restrict src = srcs[s] + at;
+      for (size_t i = 0; i < m; ++i) acc[i] = fn(acc[i], load(src[i]));
+    }
+    for (size_t i = 0; i < m; ++i) dst[at + i] = store<T>(acc[i]);
+  }
+}
+
 // dst[i] *= factor (Avg's divide and PreMulSum's scale); floating types only.
 template <class T>
 void scale(T* dst, size_t n, double factor) {
@@ -73,6 +113,10 @@ void setElement(void* data, DType dtype, int64_t i, double value);
 // the caller applies the final scale once (scaleFor below). Bitwise ops on floating
 // types throw InvalidArgument (the ProcessGroup rejects them earlier).
 void reduceBuffer(void* dst, const void* src, size_t n, DType dtype, ReduceOp::Kind op);
+// dst = op(srcs[0], ..., srcs[count-1]) over n elements of `dtype`, folded in source
+// order (so every rank that reduces the same sources in the same order gets the same
+// bits). Avg and PreMulSum sum, as above. dst must not alias a source.
+void reduceSourcesBuffer(void* dst, const void* const* srcs, int count, size_t n, DType dtype, ReduceOp::Kind op);
 // Scales n elements of `dtype` in place by `factor` (no-op for factor 1).
 void scaleBuffer(void* dst, size_t n, DType dtype, double factor);
 

@@ -1,0 +1,202 @@
+#include "algorithms.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "commhost/errors.h"
+#include "commhost/kernels/reduce.h"
+
+namespace commhost::shm {
+namespace {
+
+uint8_t* bytesOf(void* p) { return static_cast<uint8_t*>(p); }
+const uint8_t* bytesOf(const void* p) { return static_cast<const uint8_t*>(p); }
+
+// Sources of this step (every rank's buffer + offset, rank order) into ch.sources().
+const void* const* peerSources(Channel& ch, size_t offset) {
+  const void** srcs = ch.sources();
+  for (int p = 0; p < ch.world(); ++p) srcs[p] = ch.peer(p) + offset;
+  return srcs;
+}
+
+void finish(void* data, size_t count, DType dtype, const ReduceOp& op, int world) {
+  kernels::scaleBuffer(data, count, dtype, kernels::finalScale(op, world));
+}
+
+// Per-destination block of a step: chunk / world, rounded down to 64 bytes (and whole elements).
+size_t blockBytes(const Channel& ch, size_t elementSize) {
+  size_t block = ch.chunk() / static_cast<size_t>(ch.world()) / 64 * 64;
+  return block / elementSize * elementSize;
+}
+
+}  // namespace
+
+void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op) {
+  const size_t es = elementSize(dtype);
+  if (count * es <= Line::kBytes) {  // the latency path: data and flag in one cache line
+    std::memcpy(ch.beginLine(), data, count * es);
+    ch.postLine();
+    const void** srcs = ch.sources();
+    for (int p = 0; p < ch.world(); ++p) srcs[p] = ch.peerLine(p);
+    kernels::reduceSourcesBuffer(data, srcs, ch.world(), count, dtype, op.kind);
+    ch.end();
+    finish(data, count, dtype, op, ch.world());
+    return;
+  }
+  const size_t perStep = ch.chunk() / es;
+  for (size_t off = 0; off < count; off += perStep) {
+    const size_t n = std::min(perStep, count - off);
+    std::memcpy(ch.begin(), bytesOf(data) + off * es, n * es);
+    ch.post();
+    kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind);
+    ch.end();
+    finish(bytesOf(data) + off * es, n, dtype, op, ch.world());
+  }
+}
+
+void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op) {
+  const size_t es = elementSize(dtype);
+  const size_t perStep = ch.chunk() / es;
+  const size_t align = std::max<size_t>(1, 64 / es);  // slices start on cache lines
+  const int world = ch.world(), me = ch.rank();
+  for (size_t off = 0; off < count; off += perStep) {
+    const size_t n = std::min(perStep, count - off);
+    const size_t per = ((n + world - 1) / world + align - 1) / align * align;
+    auto lo = [&](int r) { return std::min(n, per * static_cast<size_t>(r)); };
+    uint8_t* chunk = bytesOf(data) + off * es;
+    const size_t myLo = lo(me), myN = lo(me + 1) - myLo;
+    // Step A (reduce-scatter): publish the slices the peers reduce (not this rank's
+    // own), then reduce this rank's slice from its own data and every peer's copy,
+    // writing the result into its own slice of its buffer, which nobody reads in A.
+    uint8_t* mine = ch.begin();
+    for (int p = 0; p < world; ++p)
+      if (p != me) std::memcpy(mine + lo(p) * es, chunk + lo(p) * es, (lo(p + 1) - lo(p)) * es);
+    ch.post();
+    if (myN) {
+      const void** srcs = ch.sources();
+      for (int p = 0; p < world; ++p) srcs[p] = p == me ? chunk + myLo * es : ch.peer(p) + myLo * es;
+      kernels::reduceSourcesBuffer(mine + myLo * es, srcs, world, myN, dtype, op.kind);
+      finish(mine + myLo * es, myN, dtype, op, world);
+    } else {
+      for (int p = 0; p < world; ++p) ch.peer(p);
+    }
+    ch.end();
+    // Step B (allgather): only a signal; every rank copies each reduced slice out of
+    // its owner's step-A buffer.
+    ch.begin();
+    ch.post();
+    for (int p = 0; p < world; ++p) {
+      const size_t pLo = lo(p), pN = lo(p + 1) - pLo;
+      if (p != me) ch.peer(p);
+      std::memcpy(chunk + pLo * es, (p == me ? ch.previous() : ch.peerPrevious(p)) + pLo * es, pN * es);
+    }
+    ch.end();
+  }
+}
+
+void reduce(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op, int root) {
+  const size_t es = elementSize(dtype);
+  const size_t perStep = ch.chunk() / es;
+  for (size_t off = 0; off < count; off += perStep) {
+    const size_t n = std::min(perStep, count - off);
+    std::memcpy(ch.begin(), bytesOf(data) + off * es, n * es);
+    ch.post();
+    if (ch.rank() == root) {
+      kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind);
+      finish(bytesOf(data) + off * es, n, dtype, op, ch.world());
+    }
+    ch.end();
+  }
+}
+
+void broadcast(Channel& ch, void* data, size_t bytes, int root) {
+  for (size_t off = 0; off < bytes; off += ch.chunk()) {
+    const size_t n = std::min(ch.chunk(), bytes - off);
+    uint8_t* mine = ch.begin();
+    if (ch.rank() == root) std::memcpy(mine, bytesOf(data) + off, n);
+    ch.post();
+    if (ch.rank() != root) std::memcpy(bytesOf(data) + off, ch.peer(root), n);
+    ch.end();
+  }
+}
+
+void gather(Channel& ch, const void* in, size_t bytes, void* const* outs, int root) {
+  for (size_t off = 0; off < bytes; off += ch.chunk()) {
+    const size_t n = std::min(ch.chunk(), bytes - off);
+    std::memcpy(ch.begin(), bytesOf(in) + off, n);
+    ch.post();
+    if (root < 0 || ch.rank() == root)
+      for (int p = 0; p < ch.world(); ++p) std::memcpy(bytesOf(outs[p]) + off, ch.peer(p), n);
+    ch.end();
+  }
+}
+
+void scatter(Channel& ch, const void* const* ins, void* out, size_t bytes, int root) {
+  const size_t block = blockBytes(ch, 1);
+  for (size_t off = 0; off < bytes; off += block) {
+    const size_t n = std::min(block, bytes - off);
+    uint8_t* mine = ch.begin();
+    if (ch.rank() == root)
+      for (int d = 0; d < ch.world(); ++d) std::memcpy(mine + block * d, bytesOf(ins[d]) + off, n);
+    ch.post();
+    std::memcpy(bytesOf(out) + off, ch.peer(root) + block * ch.rank(), n);
+    ch.end();
+  }
+}
+
+void reduceScatter(Channel& ch, const void* const* ins, void* out, size_t count, DType dtype, const ReduceOp& op) {
+  const size_t es = elementSize(dtype);
+  const size_t block = blockBytes(ch, es), perStep = block / es;
+  for (size_t off = 0; off < count; off += perStep) {
+    const size_t n = std::min(perStep, count - off);
+    uint8_t* mine = ch.begin();
+    for (int d = 0; d < ch.world(); ++d) std::memcpy(mine + block * d, bytesOf(ins[d]) + off * es, n * es);
+    ch.post();
+    uint8_t* dst = bytesOf(out) + off * es;
+    kernels::reduceSourcesBuffer(dst, peerSources(ch, block * ch.rank()), ch.world(), n, dtype, op.kind);
+    ch.end();
+    finish(dst, n, dtype, op, ch.world());
+  }
+}
+
+void alltoall(Channel& ch, const void* const* ins, const size_t* inBytes, void* const* outs, const size_t* outBytes) {
+  const int world = ch.world();
+  // Step 0: every rank publishes what it sends and expects; every rank checks the whole
+  // matrix, so all agree on the step count and on any mismatch (and all throw alike).
+  auto* sizes = reinterpret_cast<uint64_t*>(ch.begin());
+  for (int d = 0; d < world; ++d) {
+    sizes[d] = inBytes[d];
+    sizes[world + d] = outBytes[d];
+  }
+  ch.post();
+  size_t most = 0;
+  std::string mismatch;
+  for (int s = 0; s < world; ++s) {
+    const auto* row = reinterpret_cast<const uint64_t*>(ch.peer(s));
+    for (int d = 0; d < world && mismatch.empty(); ++d) {
+      const auto* dRow = reinterpret_cast<const uint64_t*>(ch.peer(d));
+      if (row[d] != dRow[world + s])
+        mismatch = "rank " + std::to_string(s) + " sends " + std::to_string(row[d]) + " bytes to rank " +
+                   std::to_string(d) + ", which expects " + std::to_string(dRow[world + s]);
+      most = std::max<size_t>(most, row[d]);
+    }
+  }
+  ch.end();
+  if (!mismatch.empty())
+    throw InvalidArgument("shm alltoall: " + mismatch + "; every rank's output split sizes must match what the "
+                          "others send it");
+  const size_t block = blockBytes(ch, 1);
+  for (size_t off = 0; off < most; off += block) {
+    uint8_t* mine = ch.begin();
+    for (int d = 0; d < world; ++d)
+      if (inBytes[d] > off) std::memcpy(mine + block * d, bytesOf(ins[d]) + off, std::min(block, inBytes[d] - off));
+    ch.post();
+    for (int s = 0; s < world; ++s)
+      if (outBytes[s] > off)
+        std::memcpy(bytesOf(outs[s]) + off, ch.peer(s) + block * ch.rank(), std::min(block, outBytes[s] - off));
+    ch.end();
+  }
+}
+
+}  // namespace commhost::shm

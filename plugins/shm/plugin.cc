@@ -1,0 +1,19 @@
+// Declares the `shm` backend plugin.
+#include "shm_backend.h"
+
+namespace {
+
+const commhost::PluginDescriptor kDescriptor = {
+    commhost::PluginKind::Backend,
+    "shm",
+    COMMHOST_VERSION,
+    "CPU collectives between the processes (or threads) of one host through POSIX shared memory",
+    commhost::shm::optionSpecs(),
+    commhost::shm::capabilities(),
+    nullptr,
+    commhost::shm::create,
+};
+
+}  // namespace
+
+COMMHOST_PLUGIN(kDescriptor)

@@ -1,0 +1,74 @@
+#include "rendezvous.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "commhost/errors.h"
+
+namespace commhost::shm {
+namespace {
+
+std::string prefix(const BackendContext& ctx) {
+  return "[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) + "] shm: ";
+}
+
+std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
+
+}  // namespace
+
+std::string hostIdentity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  std::string boot;
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::getline(in, boot);
+  return std::string(host) + " boot " + (boot.empty() ? "unknown" : boot);
+}
+
+void checkSameHost(const BackendContext& ctx) {
+  const std::string mine = hostIdentity();
+  ctx.store->set("host/" + std::to_string(ctx.rank), toBytes(mine));
+  std::vector<std::string> keys;
+  for (int r = 0; r < ctx.worldSize; ++r) keys.push_back("host/" + std::to_string(r));
+  ctx.store->wait(keys, ctx.timeout);
+  const std::vector<Bytes> all = ctx.store->multiGet(keys);
+  std::string elsewhere;
+  for (int r = 0; r < ctx.worldSize; ++r) {
+    const std::string theirs = text(all[r]);
+    if (theirs != mine) elsewhere += "\n  rank " + std::to_string(r) + " runs on " + theirs;
+  }
+  if (!elsewhere.empty())
+    throw PluginError(prefix(ctx) + "every rank of an shm group must run on one host; this rank runs on " + mine +
+                      ", but" + elsewhere +
+                      "\nRoute these collectives to a multi-host backend (e.g. gloo), or use shm only in "
+                      "per-host subgroups");
+}
+
+std::unique_ptr<Segment> connectSegment(const BackendContext& ctx, const SegmentLayout& layout,
+                                        std::chrono::milliseconds timeout) {
+  std::unique_ptr<Segment> segment;
+  if (ctx.rank == 0) {
+    segment = Segment::create(segmentName(ctx.groupName, ctx.backendName), layout);
+    ctx.store->set("segment", toBytes(segment->name()));
+  } else {
+    ctx.store->wait({"segment"}, timeout);
+    segment = Segment::open(text(ctx.store->get("segment")), layout);
+  }
+  segment->control(ctx.rank).pid.store(static_cast<int64_t>(::getpid()), std::memory_order_release);
+  ctx.store->set("mapped/" + std::to_string(ctx.rank), toBytes("1"));
+  if (ctx.rank == 0) {
+    std::vector<std::string> keys;
+    for (int r = 1; r < ctx.worldSize; ++r) keys.push_back("mapped/" + std::to_string(r));
+    try {
+      if (!keys.empty()) ctx.store->wait(keys, timeout);
+    } catch (const Error& e) {
+      throw PeerLostError(prefix(ctx) + "not every rank mapped the shared memory " + segment->name() + ": " +
+                          e.what() + ". Check that every rank started and runs on this host");
+    }
+    segment->unlink();  // every rank holds a mapping: the name is no longer needed
+  }
+  return segment;
+}
+
+}  // namespace commhost::shm

@@ -1,0 +1,80 @@
+// The shm backend: CPU collectives between the ranks of one host through one POSIX
+// shared-memory segment per group (the CPU counterpart of intra_node_comm's one-shot /
+// two-shot allreduce). Ops it lacks (point-to-point, gather/scatter lists of lists) are
+// absent from its manifest, so routes send them to another backend.
+//
+// Threading: calls come from the group's thread in seq order; the Executor runs each op
+// inline or on its worker, one at a time (see executor.h). abort() and shutdown() may be
+// called from any thread. Members are fixed after construction except through the
+// Executor and AbortFlag, which guard their own state.
+#pragma once
+
+#include "algorithms.h"
+#include "commhost/plugin.h"
+#include "executor.h"
+
+namespace commhost::shm {
+
+const Capabilities& capabilities();
+const std::vector<OptionSpec>& optionSpecs();
+std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx);
+
+// The plugin options, resolved.
+struct Settings {
+  SegmentLayout layout;
+  size_t oneShotMax = 0;  // allreduce bytes up to which one-shot is used (two-shot above)
+  size_t inlineMax = 0;   // op bytes up to which an idle backend runs the op on the caller
+  std::chrono::microseconds spin{0};
+  std::chrono::microseconds yield{0};
+  std::chrono::milliseconds timeout{0};  // rendezvous
+};
+
+class ShmBackend final : public Backend {
+ public:
+  ShmBackend(const Settings& settings, const BackendContext& ctx);
+  ~ShmBackend() override;
+  const Capabilities& capabilities() const override { return shm::capabilities(); }
+
+  WorkPtr allreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts) override;
+  WorkPtr allreduceCoalesced(const OpContext& op, std::vector<Tensor>& tensors,
+                             const AllreduceCoalescedOptions& opts) override;
+  WorkPtr broadcast(const OpContext& op, Tensor& tensor, const BroadcastOptions& opts) override;
+  WorkPtr reduce(const OpContext& op, Tensor& tensor, const ReduceOptions& opts) override;
+  WorkPtr allgather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
+                    const AllgatherOptions& opts) override;
+  WorkPtr allgatherIntoTensor(const OpContext& op, Tensor& output, const Tensor& input,
+                              const AllgatherOptions& opts) override;
+  WorkPtr allgatherCoalesced(const OpContext& op, std::vector<std::vector<Tensor>>& outputs,
+                             const std::vector<Tensor>& inputs, const AllgatherOptions& opts) override;
+  WorkPtr gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
+                 const GatherOptions& opts) override;
+  WorkPtr scatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
+                  const ScatterOptions& opts) override;
+  WorkPtr reduceScatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
+                        const ReduceScatterOptions& opts) override;
+  WorkPtr reduceScatterTensor(const OpContext& op, Tensor& output, const Tensor& input,
+                              const ReduceScatterOptions& opts) override;
+  WorkPtr alltoall(const OpContext& op, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                   const AlltoallOptions& opts) override;
+  WorkPtr alltoallSingle(const OpContext& op, Tensor& output, const Tensor& input,
+                         const AlltoallSingleOptions& opts) override;
+  WorkPtr barrier(const OpContext& op, const BarrierOptions& opts) override;
+  WorkPtr send(const OpContext& op, const Tensor& tensor, int dst, const SendOptions& opts) override;
+  WorkPtr recv(const OpContext& op, Tensor& tensor, int src, const RecvOptions& opts) override;
+  WorkPtr recvAnySource(const OpContext& op, Tensor& tensor, const RecvOptions& opts) override;
+
+  void abort(const std::string& reason) override;
+  void shutdown() override;
+
+ private:
+  bool small(size_t bytes) const { return bytes <= settings_.inlineMax; }
+
+  BackendContext ctx_;
+  Settings settings_;
+  AbortFlag abort_;
+  std::unique_ptr<Segment> segment_;
+  std::unique_ptr<Channel> channel_;    // used only by the thread the Executor lets run
+  std::unique_ptr<Executor> executor_;  // destroyed first: drains before the channel goes
+};
+
+}  // namespace commhost::shm

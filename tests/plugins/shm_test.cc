@@ -1,0 +1,161 @@
+// The shm backend with ranks as threads over a HashStore: every dtype x reduce op for
+// allreduce, reduce and reduce_scatter, and every other op it serves, at 1 to 4 ranks,
+// through both allreduce algorithms and both executors (inline and worker). Chunks are
+// 4 KiB, so most sizes take several pipeline steps and none divides evenly by the chunk
+// or the world size. Each rank computes the expected result from the input formula.
+#include "../host/test_util.h"
+#include "reference_data.h"
+
+namespace commhost::test {
+namespace {
+
+// one_shot: every allreduce one-shot, every op inline; two_shot: every allreduce
+// two-shot, every op on the worker thread.
+std::string shmConfig(bool oneShot, const std::string& timeout = "20s") {
+  const std::string options = oneShot ? "{ chunk: 4096, depth: 2, one_shot_max: 1GiB, inline_max: 1GiB }"
+                                      : "{ chunk: 4096, depth: 3, one_shot_max: 0, inline_max: 0 }";
+  return "group: { timeout: " + timeout + " }\n"
+         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: " + options + " } }\n"
+         "routes: [{ backend: gloo }, { device: cpu, backend: shm }]\n";
+}
+
+struct Param {
+  int world;
+  bool oneShot;
+};
+
+class ShmWorld : public ::testing::TestWithParam<Param> {
+ protected:
+  void SetUp() override { groups = makeGroups(shmConfig(GetParam().oneShot), GetParam().world); }
+  void each(const std::function<void(ProcessGroup&, int)>& fn) {
+    runRanks(GetParam().world, [&](int r) { fn(*groups[r], r); });
+  }
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+};
+
+void expectNear(const Tensor& t, int64_t i, double want, const std::string& what) {
+  ASSERT_NEAR(load(t, i), want, tolerance(t.dtype()) * std::max(1.0, std::fabs(want))) << what << " i " << i;
+}
+
+TEST_P(ShmWorld, ReductionsEveryDTypeAndOp) {
+  const int world = GetParam().world;
+  each([&](ProcessGroup& pg, int rank) {
+    for (int64_t n : {1, 37, 1531}) {  // 1531 x 8 B: three 4 KiB chunks and a remainder
+      for (int d = 0; d < kNumDTypes; ++d) {
+        const auto dtype = static_cast<DType>(d);
+        for (int k = 0; k < ReduceOp::kNumKinds; ++k) {
+          const auto kind = static_cast<ReduceOp::Kind>(k);
+          if (!valid(dtype, kind)) continue;
+          const ReduceOp op = kind == ReduceOp::PreMulSum ? ReduceOp::preMulSum(0.5) : ReduceOp(kind);
+          const std::string what = std::string(dtypeName(dtype)) + " " + reduceOpName(kind) + " n " +
+                                   std::to_string(n) + " rank " + std::to_string(rank);
+          Tensor all = sourceTensor(dtype, rank, n);
+          pg.allreduce(all, {op})->wait();
+          const int root = static_cast<int>(n % world);
+          Tensor red = sourceTensor(dtype, rank, n);
+          pg.reduce(red, {root, op})->wait();
+          Tensor rs = Tensor::empty({n}, dtype);
+          pg.reduceScatterTensor(rs, sourceTensor(dtype, rank, n * world), {op})->wait();
+          for (int64_t i = 0; i < n; ++i) {
+            const double want = expected(dtype, kind, world, i);
+            expectNear(all, i, want, "allreduce " + what);
+            if (rank == root) expectNear(red, i, want, "reduce " + what);
+            expectNear(rs, i, expected(dtype, kind, world, rank * n + i), "reduce_scatter " + what);
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_P(ShmWorld, DataMovementOps) {
+  const int world = GetParam().world;
+  auto v = [](int rank, int64_t i) { return static_cast<float>(rank * 10000 + i); };
+  auto filled = [&](int rank, int64_t count) {
+    Tensor t = Tensor::empty({count}, DType::Float32);
+    for (int64_t i = 0; i < count; ++i) t.data_as<float>()[i] = v(rank, i);
+    return t;
+  };
+  auto check = [&](const Tensor& t, int rank, int64_t from, int64_t count, const std::string& what) {
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(t.data_as<float>()[from + i], v(rank, i)) << what << " i " << i;
+  };
+  each([&](ProcessGroup& pg, int rank) {
+    for (int64_t n : {1, 13, 3001}) {  // 3001 floats: 12004 bytes, not a multiple of anything
+      const std::string at = " n " + std::to_string(n) + " rank " + std::to_string(rank);
+      const int root = static_cast<int>((n + 1) % world);
+      Tensor b = filled(rank, n);
+      pg.broadcast(b, {root})->wait();
+      check(b, root, 0, n, "broadcast" + at);
+
+      std::vector<Tensor> outs;
+      for (int r = 0; r < world; ++r) outs.push_back(Tensor::empty({n}, DType::Float32));
+      pg.allgather(outs, filled(rank, n))->wait();
+      for (int r = 0; r < world; ++r) check(outs[r], r, 0, n, "allgather" + at);
+
+      Tensor flat = Tensor::empty({n * world}, DType::Float32);
+      pg.allgatherIntoTensor(flat, filled(rank, n))->wait();
+      for (int r = 0; r < world; ++r) check(flat, r, r * n, n, "allgather_into_tensor" + at);
+
+      std::vector<Tensor> gathered;
+      if (rank == root)
+        for (int r = 0; r < world; ++r) gathered.push_back(Tensor::empty({n}, DType::Float32));
+      pg.gather(gathered, filled(rank, n), {root})->wait();
+      for (size_t r = 0; r < gathered.size(); ++r) check(gathered[r], static_cast<int>(r), 0, n, "gather" + at);
+
+      std::vector<Tensor> parts;
+      if (rank == root)
+        for (int r = 0; r < world; ++r) parts.push_back(filled(100 + r, n));
+      Tensor mine = Tensor::empty({n}, DType::Float32);
+      pg.scatter(mine, parts, {root})->wait();
+      check(mine, 100 + rank, 0, n, "scatter" + at);
+
+      std::vector<Tensor> rsIn;
+      for (int r = 0; r < world; ++r) rsIn.push_back(filled(rank + r, n));
+      Tensor rs = Tensor::empty({n}, DType::Float32);
+      pg.reduceScatter(rs, rsIn)->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int s = 0; s < world; ++s) want += v(s + rank, i);
+        ASSERT_EQ(rs.data_as<float>()[i], want) << "reduce_scatter" << at;
+      }
+
+      std::vector<Tensor> a2aIn, a2aOut;
+      for (int r = 0; r < world; ++r) {
+        a2aIn.push_back(filled(rank * 10 + r, n));
+        a2aOut.push_back(Tensor::empty({n}, DType::Float32));
+      }
+      pg.alltoall(a2aOut, a2aIn)->wait();
+      for (int r = 0; r < world; ++r) check(a2aOut[r], r * 10 + rank, 0, n, "alltoall" + at);
+
+      // Uneven: rank s sends (d + 1) * n rows of 2 floats to rank d.
+      AlltoallSingleOptions splits;
+      int64_t inRows = 0;
+      for (int d = 0; d < world; ++d) {
+        splits.inputSplitSizes.push_back((d + 1) * n);
+        splits.outputSplitSizes.push_back((rank + 1) * n);
+        inRows += (d + 1) * n;
+      }
+      Tensor in = Tensor::empty({inRows, 2}, DType::Float32);
+      Tensor out = Tensor::empty({(rank + 1) * n * world, 2}, DType::Float32);
+      for (int64_t row = 0, d = 0; d < world; ++d)
+        for (int64_t k = 0; k < (d + 1) * n; ++k, ++row) in.data_as<float>()[2 * row + 1] = rank * 10 + d + k;
+      pg.alltoallSingle(out, in, splits)->wait();
+      for (int s = 0; s < world; ++s)
+        for (int64_t k = 0; k < (rank + 1) * n; ++k)
+          ASSERT_EQ(out.data_as<float>()[2 * (s * (rank + 1) * n + k) + 1], s * 10 + rank + k) << "alltoall_single" << at;
+
+      pg.barrier()->wait();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmWorld,
+                         ::testing::Values(Param{1, true}, Param{2, true}, Param{2, false}, Param{3, true},
+                                           Param{3, false}, Param{4, true}, Param{4, false}),
+                         [](const auto& info) {
+                           return "ranks" + std::to_string(info.param.world) +
+                                  (info.param.oneShot ? "_one_shot_inline" : "_two_shot_worker");
+                         });
+
+}  // namespace
+}  // namespace commhost::test
