@@ -154,7 +154,9 @@ TEST(Supervisor, CheckCollectivesAcceptsWhatRanksMayPassDifferently) {
     if (r == 0) gathered = {Tensor::empty({2}, DType::Float32), Tensor::empty({2}, DType::Float32)};
     GatherOptions gopts;
     pg.gather(gathered, mine, gopts)->wait();
-    if (r == 0) EXPECT_EQ(gathered[1].data_as<float>()[1], 11.0f);
+    if (r == 0) {
+      EXPECT_EQ(gathered[1].data_as<float>()[1], 11.0f);
+    }
     Tensor piece = Tensor::empty({2}, DType::Float32);
     ScatterOptions sopts;
     pg.scatter(piece, gathered, sopts)->wait();
