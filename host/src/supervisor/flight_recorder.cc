@@ -1,5 +1,7 @@
 #include "flight_recorder.h"
 
+#include <atomic>
+
 #include <chrono>
 #include <cstring>
 
@@ -30,13 +32,30 @@ int64_t wallMicros() {
       .count();
 }
 
+namespace {
+int64_t offsetNow() {
+  using namespace std::chrono;
+  return wallMicros() - duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+}
+std::atomic<int64_t> wallMinusSteadyUs{offsetNow()};
+}  // namespace
+
+void refreshWallClockOffset() { wallMinusSteadyUs.store(offsetNow(), std::memory_order_relaxed); }
+
+int64_t wallMicros(std::chrono::steady_clock::time_point t) {
+  using namespace std::chrono;
+  return duration_cast<microseconds>(t.time_since_epoch()).count() + wallMinusSteadyUs.load(std::memory_order_relaxed);
+}
+
 FlightRecorder::FlightRecorder(size_t entries) : ring_(std::max<size_t>(entries, 1)) {}
 
-uint64_t FlightRecorder::add(OpRecord record) {
+uint64_t FlightRecorder::add(const OpRecord& record) {
   std::lock_guard<std::mutex> lock(mutex_);
-  record.id = nextId_++;
-  ring_[record.id % ring_.size()] = record;
-  return record.id;
+  const uint64_t id = nextId_++;
+  OpRecord& slot = ring_[id % ring_.size()];
+  slot = record;
+  slot.id = id;
+  return id;
 }
 
 void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error) {

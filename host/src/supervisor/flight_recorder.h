@@ -5,6 +5,8 @@
 // Memory: entries x sizeof(OpRecord), fixed at construction.
 #pragma once
 
+#include <chrono>
+
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -40,12 +42,17 @@ struct OpRecord {
 
 void copyName(char* dst, size_t size, const std::string& src);
 int64_t wallMicros();
+// The wall-clock time of a steady-clock reading, through an offset the heartbeat thread
+// refreshes: the per-op path reads one clock instead of two (clock reads are a fifth
+// of the supervisor's cost per op on a VM).
+int64_t wallMicros(std::chrono::steady_clock::time_point t);
+void refreshWallClockOffset();
 
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t entries);
   // Stores the record in the next slot (overwriting the oldest) and returns its id.
-  uint64_t add(OpRecord record);
+  uint64_t add(const OpRecord& record);
   // Updates the record with this id, if the ring still holds it.
   void finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error);
   std::vector<OpRecord> snapshot() const;  // oldest first

@@ -48,6 +48,7 @@ void Supervisor::heartbeatLoop() {
 
 void Supervisor::heartbeatTick(uint64_t& lastTicks, Clock::time_point& lastAdvance) {
   const auto now = Clock::now();
+  refreshWallClockOffset();  // follows NTP's steps of the wall clock
   if (takeSigusr1() || signalDump_.exchange(false)) dump("SIGUSR1");
 
   const uint64_t ticks = watchdogTicks_.load(std::memory_order_relaxed);

@@ -17,14 +17,12 @@ SupervisedWork::SupervisedWork(const OpContext& ctx, WorkPtr inner, std::shared_
       verdictWait_(verdictWait) {}
 
 void SupervisedWork::noteEnd() {
+  if (endedUs_.load(std::memory_order_acquire) != 0) return;
   int64_t expected = 0;
-  endedUs_.compare_exchange_strong(expected, wallMicros(), std::memory_order_acq_rel);
+  endedUs_.compare_exchange_strong(expected, wallMicros(Clock::now()), std::memory_order_acq_rel);
 }
 
-bool SupervisedWork::hasVerdict() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return verdict_ != nullptr;
-}
+bool SupervisedWork::hasVerdict() { return verdictSet_.load(std::memory_order_acquire); }
 
 void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& message) {
   ErrorCode code = ErrorCode::Backend;
@@ -40,6 +38,7 @@ void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& mes
     verdict_ = std::move(error);
     verdictCode_ = code;
     verdictMessage_ = message;
+    verdictSet_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
   noteEnd();
@@ -63,7 +62,7 @@ std::exception_ptr SupervisedWork::freshVerdict() const {
 }
 
 std::exception_ptr SupervisedWork::exception() {
-  {
+  if (hasVerdict()) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (verdict_) return freshVerdict();
   }

@@ -196,8 +196,8 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   r.dtype = dtype;
   r.bytes = bytes;
   r.numel = bytes / static_cast<int64_t>(elementSize(dtype));
-  r.startedUs = wallMicros();
-  r.scheduledUs = r.startedUs - std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - issued).count();
+  r.startedUs = wallMicros(Clock::now());
+  r.scheduledUs = wallMicros(issued);
   const uint64_t id = recorder_.add(r);
   if (!isPointToPoint(ctx.op)) {
     group->lastIssued.store(ctx.seq, std::memory_order_relaxed);
@@ -225,7 +225,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
 // Called once per work, by whichever thread first sees it end (a waiter or the watchdog).
 void Supervisor::complete(SupervisedWork& work) {
   if (!work.claimFinalize()) return;
-  const int64_t ended = work.endedUs() ? work.endedUs() : wallMicros();
+  const int64_t ended = work.endedUs() ? work.endedUs() : wallMicros(Clock::now());
   std::exception_ptr error = work.exception();
   std::string message;
   if (error) {

@@ -151,6 +151,7 @@ class SupervisedWork final : public Work {
   std::weak_ptr<Supervisor> supervisor_;  // weak: a work may outlive every group
   std::mutex mutex_;
   std::condition_variable cv_;
+  std::atomic<bool> verdictSet_{false};  // verdict_ is set: lets the common path skip mutex_
   std::exception_ptr verdict_;  // under mutex_, with its code and message:
   ErrorCode verdictCode_ = ErrorCode::Backend;
   std::string verdictMessage_;
