@@ -260,6 +260,39 @@ TEST(Supervisor, CompletionHooksRunOnTheirOwnThreadInOrder) {
   groups[0]->removeCompletionHook(id);
 }
 
+// A backend that completes the op inline (self) skips the watchdog, yet the op is in the
+// flight recorder as completed, moves the progress and reaches the hooks.
+TEST(Supervisor, InlineCompletedWorksAreRecordedAndReachHooks) {
+  const std::string dir = tempDir("inline");
+  auto registry = testRegistry();
+  auto config = configFrom(std::string(kSelfConfig) + "supervisor: { flight_recorder: { dump_dir: " + dir + " } }\n",
+                           *registry);
+  auto pg = ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<CompletionEvent> events;
+  pg->addCompletionHook([&](const CompletionEvent& ev) {
+    std::lock_guard<std::mutex> lock(m);
+    events.push_back(ev);
+    cv.notify_all();
+  });
+  for (int i = 0; i < 3; ++i) allreduceOnes(*pg);
+  {
+    std::unique_lock<std::mutex> lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return events.size() >= 3; }));
+    EXPECT_EQ(events[2].seq, 3u);
+    EXPECT_EQ(events[2].backend, "self");
+    EXPECT_TRUE(events[2].error.empty());
+  }
+  const auto dump = readJson(dumpFlightRecorder("test"));
+  ASSERT_EQ(dump["entries"].size(), 3u);
+  EXPECT_EQ(dump["entries"][2]["state"], "completed");
+  EXPECT_EQ(dump["entries"][2]["backend"], "self");
+  EXPECT_EQ(dump["groups"][0]["last_completed"], 3);
+  pg.reset();
+  fs::remove_all(dir);
+}
+
 TEST(Supervisor, OffMeansNoHooksAndPlainWorks) {
   auto registry = testRegistry();
   auto config = configFrom(kSelfConfig, *registry, {"supervisor.enabled=false"});

@@ -198,11 +198,20 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   r.numel = bytes / static_cast<int64_t>(elementSize(dtype));
   r.startedUs = wallMicros(Clock::now());
   r.scheduledUs = wallMicros(issued);
-  const uint64_t id = recorder_.add(r);
   if (!isPointToPoint(ctx.op)) {
     group->lastIssued.store(ctx.seq, std::memory_order_relaxed);
     group->lastIssuedOp.store(static_cast<uint8_t>(ctx.op), std::memory_order_relaxed);
   }
+  // A backend that ran the op inline (self; shm when idle) returns it done: nothing is
+  // left to watch, so it is recorded as completed and handed back as it is.
+  if (inner->isCompleted() && !inner->exception()) {
+    r.state = OpState::Completed;
+    r.endedUs = r.startedUs;
+    recorder_.add(r);
+    publishCompletion(group, ctx, backend, bytes, r.scheduledUs, r.endedUs, std::string());
+    return inner;
+  }
+  const uint64_t id = recorder_.add(r);
   const Millis verdictWait = settings_.heartbeatTimeout + settings_.heartbeatInterval + 4 * settings_.poll +
                              Millis(2000);
   auto work = std::make_shared<SupervisedWork>(ctx, std::move(inner), group, id, issued, bytes, verdictWait);
@@ -238,9 +247,15 @@ void Supervisor::complete(SupervisedWork& work) {
     }
   }
   recorder_.finish(work.recordId(), error ? OpState::Failed : OpState::Completed, ended, message);
-  const OpContext& ctx = work.context();
-  GroupMonitor& g = *work.group();
-  if (!error && !isPointToPoint(ctx.op)) {
+  publishCompletion(work.group(), work.context(), work.backend, work.bytes(), work.issuedUs, ended, message);
+}
+
+// Progress and hooks of a work that ended (any thread; complete() or track()'s inline path).
+void Supervisor::publishCompletion(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx,
+                                   const std::string& backend, int64_t bytes, int64_t issuedUs, int64_t endedUs,
+                                   const std::string& error) {
+  GroupMonitor& g = *group;
+  if (error.empty() && !isPointToPoint(ctx.op)) {
     uint64_t seen = g.lastCompleted.load(std::memory_order_relaxed);
     while (seen < ctx.seq && !g.lastCompleted.compare_exchange_weak(seen, ctx.seq, std::memory_order_relaxed)) {
     }
@@ -251,13 +266,13 @@ void Supervisor::complete(SupervisedWork& work) {
   ev.rank = g.rank;
   ev.op = ctx.op;
   ev.seq = ctx.seq;
-  ev.bytes = work.bytes();
-  ev.backend = work.backend;
+  ev.bytes = bytes;
+  ev.backend = backend;
   const auto toTime = [](int64_t us) { return std::chrono::system_clock::time_point(std::chrono::microseconds(us)); };
-  ev.start = toTime(work.issuedUs);
-  ev.end = toTime(std::max(ended, work.issuedUs));
+  ev.start = toTime(issuedUs);
+  ev.end = toTime(std::max(endedUs, issuedUs));
   ev.duration = std::chrono::duration_cast<std::chrono::microseconds>(ev.end - ev.start);
-  ev.error = message;
+  ev.error = error;
   {
     std::lock_guard<std::mutex> lock(hookMutex_);
     // Bounded: hooks slower than the ops they watch lose events, and are told so.
@@ -269,7 +284,7 @@ void Supervisor::complete(SupervisedWork& work) {
                       " among them). Next: make the hooks cheaper, or hand their work to a thread of yours");
       return;
     }
-    hookQueue_.emplace_back(work.group(), std::move(ev));
+    hookQueue_.emplace_back(group, std::move(ev));
   }
   hookWake_.notify_one();
 }
