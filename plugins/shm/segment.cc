@@ -100,8 +100,13 @@ std::unique_ptr<Segment> Segment::create(const std::string& name, const SegmentL
   const int fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) throw BackendError("shm: cannot create shared memory " + name + ": " + errnoText(errno));
   const size_t bytes = layout.totalBytes();
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    const int err = errno;
+  // posix_fallocate reserves the pages: a /dev/shm too small (64 MiB in a default Docker
+  // container) fails here with ENOSPC instead of killing a rank with SIGBUS mid-op.
+  int allocError = 0;
+  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) allocError = errno;
+  else allocError = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+  if (allocError != 0) {
+    const int err = allocError;
     ::close(fd);
     ::shm_unlink(name.c_str());
     throw BackendError("shm: cannot size shared memory " + name + " to " + std::to_string(bytes) +

@@ -13,7 +13,11 @@ bool AsyncWork::wait(std::chrono::milliseconds timeout) {
   try {
     future_->wait(timeout);
   } catch (const TimeoutError&) {
-    if (future_->isCompleted()) throw;  // the op itself failed with a timeout: keep its message
+    // Completed after all (just now, or the op itself failed with a timeout): its own result.
+    if (future_->isCompleted()) {
+      if (auto error = future_->error()) std::rethrow_exception(error);
+      return true;
+    }
     ErrorContext where{ctx_.group, ctx_.rank, opName(ctx_.op), ctx_.seq};
     throw TimeoutError(where.format() +
                        "not completed within " + formatDuration(timeout) +
