@@ -169,6 +169,7 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
       {
         std::lock_guard<std::mutex> lock(g.lostMutex);
         for (const auto& lost : g.lostPeers) expected.erase(lost.first);
+        for (int left : g.leftPeers) expected.erase(left);  // no longer there to dump
       }
       const auto until = Clock::now() + Millis(1000);
       const int64_t window = (settings_.heartbeatInterval + Millis(2000)).count();
