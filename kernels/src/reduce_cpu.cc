@@ -33,6 +33,11 @@ void withFn(ReduceOp::Kind op, Body&& body) {
   }
 }
 
+[[noreturn]] void cannotScale(DType dtype, double factor) {
+  throw InvalidArgument(std::string("cannot scale ") + dtypeName(dtype) + " data by " + std::to_string(factor) +
+                        "; avg and premul_sum need a floating-point dtype");
+}
+
 // Bool sum and max are or; product and min are and.
 ReduceOp::Kind boolOp(DType dtype, ReduceOp::Kind op) {
   if (dtype == DType::Bool && (op == ReduceOp::Sum || op == ReduceOp::Max)) return ReduceOp::BOr;
@@ -49,12 +54,22 @@ void reduceBuffer(void* dst, const void* src, size_t n, DType dtype, ReduceOp::K
   });
 }
 
-void reduceSourcesBuffer(void* dst, const void* const* srcs, int count, size_t n, DType dtype, ReduceOp::Kind op) {
+void reduceSourcesBuffer(void* dst, const void* const* srcs, int count, size_t n, DType dtype, ReduceOp::Kind op,
+                         double factor) {
   withStorageType(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    withFn<T>(boolOp(dtype, op), [&](auto fn) {
-      reduceSources(static_cast<T*>(dst), reinterpret_cast<const T* const*>(srcs), count, n, fn);
-    });
+    auto* out = static_cast<T*>(dst);
+    auto* in = reinterpret_cast<const T* const*>(srcs);
+    if constexpr (kIsFloat<T>) {
+      if (factor != 1.0) {
+        using C = typename Compute<T>::type;
+        const ScaleBy<C> fin{static_cast<C>(factor)};
+        return withFn<T>(boolOp(dtype, op), [&](auto fn) { reduceSources(out, in, count, n, fn, fin); });
+      }
+    } else if (factor != 1.0) {
+      cannotScale(dtype, factor);
+    }
+    withFn<T>(boolOp(dtype, op), [&](auto fn) { reduceSources(out, in, count, n, fn); });
   });
 }
 
@@ -65,8 +80,7 @@ void scaleBuffer(void* dst, size_t n, DType dtype, double factor) {
     if constexpr (kIsFloat<T>) {
       scale(static_cast<T*>(dst), n, factor);
     } else {
-      throw InvalidArgument(std::string("cannot scale ") + dtypeName(dtype) + " data by " + std::to_string(factor) +
-                            "; avg and premul_sum need a floating-point dtype");
+      cannotScale(dtype, factor);
     }
   });
 }

@@ -37,6 +37,9 @@ void common(Options& o, const Call& call) {
 
 void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgorithm algorithm,
                int64_t ringThreshold) {
+  // Gloo folds pairwise through 16-bit partial sums: see kernels::pairwiseScale.
+  const kernels::ScaleSplit scale = kernels::pairwiseScale(op, call.size(), buf.dtype);
+  kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.input);
   if (call.size() > 1 && buf.count > 0) {
     ::gloo::AllreduceOptions o(call.context);
     common(o, call);
@@ -51,10 +54,12 @@ void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgori
                                                          : ::gloo::AllreduceOptions::Algorithm::BCUBE);
     ::gloo::allreduce(o);
   }
-  kernels::scaleBuffer(buf.data, buf.count, buf.dtype, kernels::finalScale(op, call.size()));
+  kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.output);
 }
 
 void reduce(const Call& call, Buffer buf, const ReduceOp& op, int root) {
+  const kernels::ScaleSplit scale = kernels::pairwiseScale(op, call.size(), buf.dtype);
+  kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.input);
   if (call.size() > 1 && buf.count > 0) {
     ::gloo::ReduceOptions o(call.context);
     common(o, call);
@@ -66,7 +71,7 @@ void reduce(const Call& call, Buffer buf, const ReduceOp& op, int root) {
     o.setReduceFunction(reduceFunction(buf.dtype, op.kind));
     ::gloo::reduce(o);
   }
-  if (call.rank() == root) kernels::scaleBuffer(buf.data, buf.count, buf.dtype, kernels::finalScale(op, call.size()));
+  if (call.rank() == root) kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.output);
 }
 
 void broadcast(const Call& call, Buffer buf, int root) {

@@ -20,10 +20,6 @@ const void* const* peerSources(Channel& ch, size_t offset) {
   return srcs;
 }
 
-void finish(void* data, size_t count, DType dtype, const ReduceOp& op, int world) {
-  kernels::scaleBuffer(data, count, dtype, kernels::finalScale(op, world));
-}
-
 // Per-destination block of a step: chunk / world, rounded down to 64 bytes (and whole elements).
 size_t blockBytes(const Channel& ch, size_t elementSize) {
   size_t block = ch.chunk() / static_cast<size_t>(ch.world()) / 64 * 64;
@@ -39,9 +35,8 @@ void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const 
     ch.postLine();
     const void** srcs = ch.sources();
     for (int p = 0; p < ch.world(); ++p) srcs[p] = ch.peerLine(p);
-    kernels::reduceSourcesBuffer(data, srcs, ch.world(), count, dtype, op.kind);
+    kernels::reduceSourcesBuffer(data, srcs, ch.world(), count, dtype, op.kind, kernels::finalScale(op, ch.world()));
     ch.end();
-    finish(data, count, dtype, op, ch.world());
     return;
   }
   const size_t perStep = ch.chunk() / es;
@@ -49,9 +44,9 @@ void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const 
     const size_t n = std::min(perStep, count - off);
     std::memcpy(ch.begin(), bytesOf(data) + off * es, n * es);
     ch.post();
-    kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind);
+    kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind,
+                                 kernels::finalScale(op, ch.world()));
     ch.end();
-    finish(bytesOf(data) + off * es, n, dtype, op, ch.world());
   }
 }
 
@@ -76,8 +71,7 @@ void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const 
     if (myN) {
       const void** srcs = ch.sources();
       for (int p = 0; p < world; ++p) srcs[p] = p == me ? chunk + myLo * es : ch.peer(p) + myLo * es;
-      kernels::reduceSourcesBuffer(mine + myLo * es, srcs, world, myN, dtype, op.kind);
-      finish(mine + myLo * es, myN, dtype, op, world);
+      kernels::reduceSourcesBuffer(mine + myLo * es, srcs, world, myN, dtype, op.kind, kernels::finalScale(op, world));
     } else {
       for (int p = 0; p < world; ++p) ch.peer(p);
     }
@@ -103,8 +97,8 @@ void reduce(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& 
     std::memcpy(ch.begin(), bytesOf(data) + off * es, n * es);
     ch.post();
     if (ch.rank() == root) {
-      kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind);
-      finish(bytesOf(data) + off * es, n, dtype, op, ch.world());
+      kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind,
+                                   kernels::finalScale(op, ch.world()));
     }
     ch.end();
   }
@@ -154,9 +148,9 @@ void reduceScatter(Channel& ch, const void* const* ins, void* out, size_t count,
     for (int d = 0; d < ch.world(); ++d) std::memcpy(mine + block * d, bytesOf(ins[d]) + off * es, n * es);
     ch.post();
     uint8_t* dst = bytesOf(out) + off * es;
-    kernels::reduceSourcesBuffer(dst, peerSources(ch, block * ch.rank()), ch.world(), n, dtype, op.kind);
+    kernels::reduceSourcesBuffer(dst, peerSources(ch, block * ch.rank()), ch.world(), n, dtype, op.kind,
+                                 kernels::finalScale(op, ch.world()));
     ch.end();
-    finish(dst, n, dtype, op, ch.world());
   }
 }
 

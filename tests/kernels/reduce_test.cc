@@ -71,6 +71,55 @@ TEST(Reduce, HalfTypesAccumulateInFloat) {
   EXPECT_DOUBLE_EQ(finalScale(ReduceOp::preMulSum(3), 4), 3);
 }
 
+// Avg and PreMulSum of 16-bit floats: a result that fits must not be lost to a 16-bit sum
+// that does not (f16 max is 65504; four 30000s sum to 120000 but average to 30000).
+TEST(Reduce, HalfAvgScalesBeforeTheStore) {
+  for (int count : {2, 3, 4, 5, 7}) {  // the fused paths and the blocked one
+    std::vector<std::vector<Float16>> in(count, std::vector<Float16>(1000, Float16::fromFloat(30000.0f)));
+    std::vector<const void*> srcs;
+    for (auto& v : in) srcs.push_back(v.data());
+    std::vector<Float16> out(1000);
+    reduceSourcesBuffer(out.data(), srcs.data(), count, out.size(), DType::Float16, ReduceOp::Avg,
+                        finalScale(ReduceOp::Avg, count));
+    EXPECT_FLOAT_EQ(out.front().toFloat(), 30000.0f) << count << " sources";
+    EXPECT_FLOAT_EQ(out.back().toFloat(), 30000.0f) << count << " sources";
+    reduceSourcesBuffer(out.data(), srcs.data(), count, out.size(), DType::Float16, ReduceOp::PreMulSum,
+                        finalScale(ReduceOp::preMulSum(0.5 / count), count));
+    EXPECT_FLOAT_EQ(out.front().toFloat(), 15000.0f) << count << " sources";
+  }
+  // An integer dtype cannot take a fractional factor: refused, not truncated.
+  std::vector<int32_t> a = {1}, b = {2};
+  const void* ints[] = {a.data(), b.data()};
+  int32_t r = 0;
+  EXPECT_THROW(reduceSourcesBuffer(&r, ints, 2, 1, DType::Int32, ReduceOp::Sum, 0.5), InvalidArgument);
+}
+
+// A pairwise fold (Gloo's ring) keeps 16-bit partial sums, so 16-bit inputs are scaled
+// before the reduction and f32/f64 results after it.
+TEST(Reduce, PairwiseScaleSplitsBy16BitDtypes) {
+  const ReduceOp avg = ReduceOp::Avg;
+  for (DType dt : {DType::Float16, DType::BFloat16}) {
+    EXPECT_DOUBLE_EQ(pairwiseScale(avg, 4, dt).input, 0.25) << dtypeName(dt);
+    EXPECT_DOUBLE_EQ(pairwiseScale(avg, 4, dt).output, 1.0) << dtypeName(dt);
+  }
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    EXPECT_DOUBLE_EQ(pairwiseScale(avg, 4, dt).input, 1.0) << dtypeName(dt);
+    EXPECT_DOUBLE_EQ(pairwiseScale(avg, 4, dt).output, 0.25) << dtypeName(dt);
+  }
+  EXPECT_DOUBLE_EQ(pairwiseScale(ReduceOp::Sum, 4, DType::Float16).input, 1.0);
+  // What the split buys: four ranks' 30000s folded pairwise through an f16 partial sum.
+  const ScaleSplit s = pairwiseScale(avg, 4, DType::Float16);
+  std::vector<Float16> acc = {Float16::fromFloat(30000.0f)};
+  scaleBuffer(acc.data(), 1, DType::Float16, s.input);
+  for (int r = 1; r < 4; ++r) {
+    std::vector<Float16> peer = {Float16::fromFloat(30000.0f)};
+    scaleBuffer(peer.data(), 1, DType::Float16, s.input);
+    reduceBuffer(acc.data(), peer.data(), 1, DType::Float16, ReduceOp::Avg);
+  }
+  scaleBuffer(acc.data(), 1, DType::Float16, s.output);
+  EXPECT_FLOAT_EQ(acc[0].toFloat(), 30000.0f);
+}
+
 TEST(Reduce, BoolSumIsOr) {
   std::vector<uint8_t> d = {0, 1, 0}, s = {1, 1, 0};
   reduceBuffer(d.data(), s.data(), 3, DType::Bool, ReduceOp::Sum);

@@ -53,6 +53,32 @@ TEST_P(GlooWorld, AllreduceAndReduceEveryDTypeAndOp) {
   });
 }
 
+// Avg of f16 values whose sum overflows f16 (max 65504) but whose mean fits: Gloo folds
+// through f16 partial sums, so the inputs are scaled first (kernels::pairwiseScale).
+TEST_P(GlooWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
+  const int world = GetParam();
+  each([&](ProcessGroup& pg, int rank) {
+    constexpr int64_t n = 37;
+    auto filled = [] {
+      Tensor t = Tensor::empty({n}, DType::Float16);
+      for (int64_t i = 0; i < n; ++i) kernels::setElement(t.data(), DType::Float16, i, 40000.0);
+      return t;
+    };
+    for (const ReduceOp op : {ReduceOp(ReduceOp::Avg), ReduceOp::preMulSum(0.5 / world)}) {
+      const double want = op.kind == ReduceOp::Avg ? 40000.0 : 20000.0;
+      Tensor all = filled();
+      pg.allreduce(all, {op})->wait();
+      Tensor red = filled();
+      pg.reduce(red, {world - 1, op})->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(load(all, i), want, 0.01 * want) << "allreduce " << reduceOpName(op.kind) << " rank " << rank;
+        if (rank == world - 1)
+          ASSERT_NEAR(load(red, i), want, 0.01 * want) << "reduce " << reduceOpName(op.kind) << " rank " << rank;
+      }
+    }
+  });
+}
+
 TEST_P(GlooWorld, EveryOtherOp) {
   const int world = GetParam();
   constexpr int64_t n = 13;

@@ -68,6 +68,35 @@ TEST_P(ShmWorld, ReductionsEveryDTypeAndOp) {
   });
 }
 
+// Avg of f16 values whose sum overflows f16 (max 65504) but whose mean fits: scaled in
+// f32 before the one store, on both algorithms, for allreduce, reduce and reduce_scatter.
+TEST_P(ShmWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
+  const int world = GetParam().world;
+  each([&](ProcessGroup& pg, int rank) {
+    constexpr int64_t n = 1531;
+    auto filled = [](int64_t count) {
+      Tensor t = Tensor::empty({count}, DType::Float16);
+      for (int64_t i = 0; i < count; ++i) kernels::setElement(t.data(), DType::Float16, i, 40000.0);
+      return t;
+    };
+    for (const ReduceOp op : {ReduceOp(ReduceOp::Avg), ReduceOp::preMulSum(0.5 / world)}) {
+      const double want = op.kind == ReduceOp::Avg ? 40000.0 : 20000.0;
+      Tensor all = filled(n);
+      pg.allreduce(all, {op})->wait();
+      Tensor red = filled(n);
+      pg.reduce(red, {0, op})->wait();
+      Tensor rs = Tensor::empty({n}, DType::Float16);
+      pg.reduceScatterTensor(rs, filled(n * world), {op})->wait();
+      for (int64_t i = 0; i < n; i += 97) {
+        const std::string what = std::string(reduceOpName(op.kind)) + " rank " + std::to_string(rank);
+        expectNear(all, i, want, "allreduce " + what);
+        if (rank == 0) expectNear(red, i, want, "reduce " + what);
+        expectNear(rs, i, want, "reduce_scatter " + what);
+      }
+    }
+  });
+}
+
 TEST_P(ShmWorld, DataMovementOps) {
   const int world = GetParam().world;
   auto v = [](int rank, int64_t i) { return static_cast<float>(rank * 10000 + i); };

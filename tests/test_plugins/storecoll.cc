@@ -178,16 +178,18 @@ class StoreCollBackend final : public Backend {
                             std::to_string(b.size()) + " bytes for a " + std::to_string(t.nbytes()) + "-byte tensor");
     std::memcpy(t.data(), b.data(), b.size());
   }
-  // out = op over ranks (in rank order) of the tensors at keyOf(rank), then the final scale.
+  // out = op over ranks (in rank order) of the tensors at keyOf(rank), times the final scale.
   template <class KeyOf>
   void combine(const OpContext& op, KeyOf keyOf, Tensor& out, const ReduceOp& rop) {
-    Tensor tmp = Tensor::empty(out.shape(), out.dtype());
-    take(op, keyOf(0), out);
-    for (int r = 1; r < ctx_.worldSize; ++r) {
-      take(op, keyOf(r), tmp);
-      kernels::reduceBuffer(out.data(), tmp.data(), out.numel(), out.dtype(), rop.kind);
+    std::vector<Tensor> parts;
+    std::vector<const void*> srcs;
+    for (int r = 0; r < ctx_.worldSize; ++r) {
+      parts.push_back(Tensor::empty(out.shape(), out.dtype()));
+      take(op, keyOf(r), parts.back());
+      srcs.push_back(parts.back().data());
     }
-    kernels::scaleBuffer(out.data(), out.numel(), out.dtype(), kernels::finalScale(rop, ctx_.worldSize));
+    kernels::reduceSourcesBuffer(out.data(), srcs.data(), ctx_.worldSize, out.numel(), out.dtype(), rop.kind,
+                                 kernels::finalScale(rop, ctx_.worldSize));
   }
   void reduceAll(const OpContext& op, const std::string& part, const Tensor& in, Tensor& out, const ReduceOp& rop) {
     put(key(op, ctx_.rank, part), in);

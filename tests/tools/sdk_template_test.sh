@@ -4,7 +4,9 @@
 # The plugin SDK as a third party sees it: installs the already-built commhost from
 # <build dir> into a temporary prefix, builds tools/plugin-template out of tree against
 # that prefix with find_package(commhost CONFIG), and checks with the INSTALLED commhost
-# that the plugin loads, is found on the search path, and that its options are validated.
+# that the plugin loads, is found on the search path, that its options are validated,
+# and that it serves real collectives (checked element by element) in a 2-process
+# `commhost run` job, refusing ranks that pass different sizes.
 #
 # Set COMMHOST_TEST_KEEP_TMP=1 to keep the temporary directory for a look afterwards.
 set -euo pipefail
@@ -159,4 +161,36 @@ expect_text "config check (unknown key)" "$typo:$line:"
 expect_text "config check (unknown key)" "did you mean 'threads'"
 pass "exit $rc, \"did you mean 'threads'\""
 
-echo "PASS: the plugin template builds against the installed commhost and loads"
+# --- (f) a real 2-rank job through the template ------------------------------------
+# Two processes under `commhost run`: gloo serves cpu, the template serves the ops it
+# implements, and bench checks every element of every result.
+job=$tmp/job.yaml
+cat >"$job" <<EOF
+plugin_path: ["$tb"]
+group: { timeout: 20s }
+store: { plugin: tcp }
+backends:
+  gloo: { plugin: gloo }
+  t: { plugin: template }
+routes:
+  - { device: cpu, backend: gloo }
+  - { device: cpu, op: allreduce, backend: t }
+  - { device: cpu, op: broadcast, backend: t }
+  - { device: cpu, op: barrier, backend: t }
+EOF
+for op in allreduce broadcast barrier; do
+  step "(f) commhost run -n 2 -- commhost bench --op $op --check through the template"
+  run timeout 120 "$commhost" run -n 2 -c "$job" -- "$commhost" bench --op "$op" --sizes 4,4K,1M --iters 3 --warmup 1 --check
+  expect_rc0 "bench --op $op through the template"
+  [[ $op == barrier ]] || expect_regex "bench --op $op" "^\[0\] +1048576 .* 0$"  # the 1 MiB row, #wrong 0
+  pass "2 ranks, $op through the template, every element right"
+done
+
+step "(f) ranks passing different sizes to the template get an error naming both, never a wrong sum"
+run timeout 120 "$commhost" run -n 2 -c "$job" -- "$commhost" bench --op allreduce --sizes 1K --iters 5 --check \
+  --inject mismatch:1@3
+expect_rc_nonzero "bench with mismatched sizes through the template"
+expect_regex "mismatched sizes" "rank [01] passed [0-9]+ bytes but rank [01] passed [0-9]+"
+pass "exit $rc, the ranks and both sizes named"
+
+echo "PASS: the plugin template builds against the installed commhost, loads and serves a 2-rank job"

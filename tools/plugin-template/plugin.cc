@@ -14,7 +14,7 @@ const commhost::PluginDescriptor kDescriptor = {
     commhost::PluginKind::Backend,  // kind: Backend, Store or CommHook
     "template",                     // name: `plugin: template` in a config
     "0.1.0",                        // this plugin's own version, free form
-    "A starting point for backend plugins: one rank, allreduce/broadcast/barrier on cpu f32",
+    "A starting point for backend plugins: allreduce/broadcast/barrier on cpu f32/f64 over the store",
     // options: every key a user may set under `backends.<name>.options`. The factory
     // receives all of them, defaults filled in; unknown keys and wrong types never reach it.
     {

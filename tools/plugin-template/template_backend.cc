@@ -1,5 +1,8 @@
 #include "template_backend.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "commhost/errors.h"
 
 namespace commhost::templ {
@@ -22,58 +25,133 @@ WorkPtr done(const OpContext& ctx, std::vector<Tensor> outputs) {
 }  // namespace
 
 std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx) {
-  // Refuse what this backend cannot serve with a message that says what to do instead.
-  if (ctx.worldSize != 1)
-    throw ConfigError("backend '" + ctx.backendName + "' uses the template plugin, which serves groups of one rank, "
-                      "but group " + ctx.groupName + " has " + std::to_string(ctx.worldSize) +
-                      " ranks; route multi-rank groups to a networked backend");
-  // A real backend would rendezvous with its peers here through ctx.store (private to
-  // this backend in this group), e.g. rank 0 sets an address and the others get it.
-  return std::make_unique<TemplateBackend>(options.getInt("threads"), options.getBool("verbose"), ctx.logger);
+  // A backend that cannot serve this group refuses here, with a message that says what
+  // to do instead (throw ConfigError or PluginError). A networked backend would also
+  // rendezvous with its peers here through ctx.store (private to this backend in this
+  // group), e.g. rank 0 sets its address and the others get it.
+  return std::make_unique<TemplateBackend>(ctx, options.getInt("threads"), options.getBool("verbose"));
 }
 
-TemplateBackend::TemplateBackend(int64_t threads, bool verbose, std::shared_ptr<Logger> logger)
-    : threads_(threads), verbose_(verbose), logger_(std::move(logger)) {
-  if (verbose_ && logger_) logger_->info("template backend ready with " + std::to_string(threads_) + " thread(s)");
+TemplateBackend::TemplateBackend(const BackendContext& ctx, int64_t threads, bool verbose)
+    : ctx_(ctx), threads_(threads), verbose_(verbose) {
+  if (verbose_ && ctx_.logger)
+    ctx_.logger->info("template backend ready: rank " + std::to_string(ctx_.rank) + " of " +
+                      std::to_string(ctx_.worldSize) + ", " + std::to_string(threads_) + " thread(s)");
 }
 
 void TemplateBackend::begin(const OpContext& ctx) const {
-  if (aborted_) throw AbortedError(std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq) +
-                                   ": the template backend was aborted; create a new group");
-  if (verbose_ && logger_) logger_->info(std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
+  if (aborted_)
+    raise(ErrorCode::Aborted, where(ctx), "the template backend was aborted", "create a new group to continue");
+  if (verbose_ && ctx_.logger) ctx_.logger->info(where(ctx).format() + "start");
 }
+
+ErrorContext TemplateBackend::where(const OpContext& ctx, int peer) const {
+  ErrorContext w;
+  w.group = ctx_.groupName;
+  w.rank = ctx_.rank;
+  w.op = opName(ctx.op);
+  w.seq = ctx.seq;
+  w.peer = peer;
+  return w;
+}
+
+std::string TemplateBackend::key(uint64_t seq, int rank) const {
+  return std::to_string(seq) + "/" + std::to_string(rank);
+}
+
+std::vector<Bytes> TemplateBackend::exchange(const OpContext& ctx, const Tensor& tensor, bool withData,
+                                             int dataFrom) {
+  // A contribution is the byte count this rank passed (8 bytes), then, if it carries
+  // data, the bytes. Every rank publishes one for every op, so that every rank can check
+  // every other's size, and so that reading a peer's post proves the peer is done with
+  // the previous op.
+  const uint64_t bytes = tensor.nbytes();
+  Bytes mine(sizeof bytes);
+  std::memcpy(mine.data(), &bytes, sizeof bytes);
+  if (withData) {
+    const auto* data = static_cast<const uint8_t*>(tensor.data());
+    mine.insert(mine.end(), data, data + bytes);
+  }
+  ctx_.store->set(key(ctx.seq, ctx_.rank), mine);
+
+  std::vector<Bytes> posts(ctx_.worldSize);
+  for (int peer = 0; peer < ctx_.worldSize; ++peer) {
+    if (peer == ctx_.rank) continue;
+    const std::string k = key(ctx.seq, peer);
+    ctx_.store->wait({k}, ctx.timeout);  // throws a timeout naming the key
+    posts[peer] = ctx_.store->get(k);
+  }
+  // Every peer has posted this op, so every peer has finished the previous one: its
+  // reads of this rank's previous post are over.
+  if (lastSeq_ != 0) ctx_.store->deleteKey(key(lastSeq_, ctx_.rank));
+  lastSeq_ = ctx.seq;
+
+  // Ranks that disagree on the size must all fail, never reduce garbage: every rank sees
+  // the same posts, so every rank raises the same error.
+  for (int peer = 0; peer < ctx_.worldSize; ++peer) {
+    if (peer == ctx_.rank) continue;
+    uint64_t theirs = 0;
+    if (posts[peer].size() >= sizeof theirs) std::memcpy(&theirs, posts[peer].data(), sizeof theirs);
+    const bool carries = withData && (dataFrom < 0 || dataFrom == peer);
+    if (theirs != bytes || (carries && posts[peer].size() != sizeof theirs + bytes))
+      raise(ErrorCode::InvalidArgument, where(ctx, peer),
+            "rank " + std::to_string(ctx_.rank) + " passed " + std::to_string(bytes) + " bytes but rank " +
+                std::to_string(peer) + " passed " + std::to_string(theirs),
+            "every rank must pass tensors of the same size to this op");
+  }
+  return posts;
+}
+
+namespace {
+
+// dst = op over ranks, folded in rank order on every rank, so that every rank gets the
+// same bits (float addition is not associative: x0 + x1 + x2 and x1 + x0 + x2 can differ).
+template <class T>
+void fold(T* dst, const std::vector<const uint8_t*>& srcs, size_t n, ReduceOp::Kind op) {
+  std::vector<T> acc(n);
+  for (size_t r = 0; r < srcs.size(); ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      T v;
+      std::memcpy(&v, srcs[r] + i * sizeof v, sizeof v);  // store values need not be aligned
+      acc[i] = r == 0 ? v : op == ReduceOp::Max ? std::max(acc[i], v) : acc[i] + v;
+    }
+  }
+  std::memcpy(dst, acc.data(), n * sizeof(T));
+}
+
+}  // namespace
 
 WorkPtr TemplateBackend::allreduce(const OpContext& ctx, Tensor& tensor, const AllreduceOptions& opts) {
   begin(ctx);
-  // With one rank, Sum and Max of a single contribution are the tensor itself, so there
-  // is nothing to compute. A real backend exchanges data with its peers here and
-  // combines f32 elements with + (Sum) or std::max (Max). The host already refused any
-  // dtype or reduce op not listed in kCapabilities, so this switch is belt and braces.
-  switch (opts.reduceOp.kind) {
-    case ReduceOp::Sum:
-    case ReduceOp::Max:
-      break;
-    default:
-      throw InvalidArgument(std::string("allreduce seq ") + std::to_string(ctx.seq) + ": reduce op " +
-                            reduceOpName(opts.reduceOp.kind) + " is not supported by the template backend");
-  }
+  const std::vector<Bytes> posts = exchange(ctx, tensor, /*withData=*/true, /*dataFrom=*/-1);
+  std::vector<const uint8_t*> srcs;
+  for (int r = 0; r < ctx_.worldSize; ++r)
+    srcs.push_back(r == ctx_.rank ? static_cast<const uint8_t*>(tensor.data()) : posts[r].data() + sizeof(uint64_t));
+  // The host already refused any dtype or reduce op not listed in kCapabilities, so the
+  // data is f32 or f64 and the op Sum or Max.
+  const size_t n = static_cast<size_t>(tensor.numel());
+  if (tensor.dtype() == DType::Float64) fold(static_cast<double*>(tensor.data()), srcs, n, opts.reduceOp.kind);
+  else fold(static_cast<float*>(tensor.data()), srcs, n, opts.reduceOp.kind);
   return done(ctx, {tensor});
 }
 
-WorkPtr TemplateBackend::broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions&) {
+WorkPtr TemplateBackend::broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions& opts) {
   begin(ctx);
-  // The only rank is the root: the tensor already holds the broadcast value.
+  const bool root = ctx_.rank == opts.root;
+  const std::vector<Bytes> posts = exchange(ctx, tensor, /*withData=*/root, opts.root);
+  if (!root) std::memcpy(tensor.data(), posts[opts.root].data() + sizeof(uint64_t), tensor.nbytes());
   return done(ctx, {tensor});
 }
 
 WorkPtr TemplateBackend::barrier(const OpContext& ctx, const BarrierOptions&) {
   begin(ctx);
-  return done(ctx, {});  // no peers to wait for
+  exchange(ctx, Tensor(), /*withData=*/false, -1);  // returns once every rank has posted
+  return done(ctx, {});
 }
 
 void TemplateBackend::abort(const std::string& reason) {
   aborted_ = true;
-  if (logger_) logger_->warn("template backend aborted: " + reason);
+  if (ctx_.logger) ctx_.logger->warn("template backend aborted: " + reason);
 }
 
 void TemplateBackend::shutdown() {}

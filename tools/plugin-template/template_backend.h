@@ -1,5 +1,7 @@
-// The `template` backend: a group of one rank that implements only allreduce,
-// broadcast and barrier, as a skeleton for real backends.
+// The `template` backend: allreduce, broadcast and barrier for any number of ranks,
+// moving every byte through the group's Store. Slow on purpose and simple to trust: a
+// skeleton whose transport (the Store calls in template_backend.cc) a real backend
+// replaces with its own.
 //
 // What the host guarantees (see commhost/backend.h): every argument was validated against
 // the group and against kCapabilities before a call, calls for one group come from one
@@ -11,6 +13,7 @@
 #include <string>
 
 #include "commhost/backend.h"
+#include "commhost/errors.h"
 #include "commhost/plugin.h"
 
 namespace commhost::templ {
@@ -21,7 +24,7 @@ namespace commhost::templ {
 // another dtype or reduce op, so none of them reaches the backend.
 inline constexpr Capabilities kCapabilities = {
     {OpType::Allreduce, OpType::Broadcast, OpType::Barrier},  // ops
-    {DType::Float32},                                         // dtypes
+    {DType::Float32, DType::Float64},                         // dtypes
     {ReduceOp::Sum, ReduceOp::Max},                           // reduce ops
     {DeviceType::CPU},                                        // devices
     {},                                                       // features (Abort, Split, ...)
@@ -29,7 +32,7 @@ inline constexpr Capabilities kCapabilities = {
 
 class TemplateBackend final : public Backend {
  public:
-  TemplateBackend(int64_t threads, bool verbose, std::shared_ptr<Logger> logger);
+  TemplateBackend(const BackendContext& ctx, int64_t threads, bool verbose);
 
   const Capabilities& capabilities() const override { return kCapabilities; }
 
@@ -65,8 +68,8 @@ class TemplateBackend final : public Backend {
   WorkPtr recv(const OpContext& ctx, Tensor& tensor, int src, const RecvOptions& opts) override;
   WorkPtr recvAnySource(const OpContext& ctx, Tensor& tensor, const RecvOptions& opts) override;
 
-  // Every op completes inside its call, so there is never anything in flight to cancel
-  // or wait for. A backend with its own threads fails its AsyncWorks with AbortedError
+  // Every op completes inside its call (on the caller's thread), so there is never
+  // anything in flight to cancel or wait for. A backend with its own threads fails its AsyncWorks with AbortedError
   // in abort(), and joins its threads in shutdown(); both may be called more than once.
   void abort(const std::string& reason) override;
   void shutdown() override;
@@ -74,11 +77,20 @@ class TemplateBackend final : public Backend {
  private:
   // Throws AbortedError after abort(); logs the op when `verbose` is set.
   void begin(const OpContext& ctx) const;
+  // The transport: publishes this rank's contribution to op ctx.seq (its byte count,
+  // then its bytes if withData), waits for every peer's, and checks that every rank
+  // passed the same byte count (and that dataFrom, or every peer when dataFrom < 0,
+  // sent its bytes); ranks that disagree all get an InvalidArgument naming both ranks
+  // and sizes, never a wrong result. Returns the peers' posts, indexed by rank.
+  std::vector<Bytes> exchange(const OpContext& ctx, const Tensor& tensor, bool withData, int dataFrom);
+  std::string key(uint64_t seq, int rank) const;
+  ErrorContext where(const OpContext& ctx, int peer = -1) const;
 
+  BackendContext ctx_;   // rank, world size, the store private to this backend, logger
   int64_t threads_;
   bool verbose_;
+  uint64_t lastSeq_ = 0;  // this rank's previous op through this backend (seqs have gaps)
   std::atomic<bool> aborted_{false};  // abort() may come from any thread
-  std::shared_ptr<Logger> logger_;
 };
 
 // The factory named in the descriptor. `options` holds every declared option (defaults

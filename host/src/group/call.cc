@@ -75,7 +75,7 @@ void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
             "convert to a floating-point dtype, or use sum and divide yourself");
 }
 
-Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, DType dtype, Millis timeout,
+Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<DType> dtype, Millis timeout,
                                    const ReduceOp* reduceOp) {
   if (pg.aborted_->load(std::memory_order_acquire))
     raise(ErrorCode::Aborted, where(), "the group was aborted", "create a new group to continue");
@@ -91,8 +91,8 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, DType dtype, Mi
               pg.unavailable_[index] + ")",
           "route this op to another backend, or fix what the plugin needs");
   const Capabilities& caps = backend->capabilities();
-  if (!caps.dtypes.has(dtype))
-    invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support dtype " + dtypeName(dtype),
+  if (dtype && !caps.dtypes.has(*dtype))
+    invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support dtype " + dtypeName(*dtype),
             "route this dtype's op to another backend, or convert the data");
   if (reduceOp && !caps.reduceOps.has(reduceOp->kind))
     invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support reduce op " +
@@ -105,7 +105,7 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, DType dtype, Mi
   ctx.timeout = timeout.count() > 0 ? timeout : pg.setup_.config->timeout();
   backendIndex = index;
   bytes_ = bytes;
-  dtype_ = dtype;
+  dtype_ = dtype.value_or(DType::UInt8);  // the flight recorder shows u8 for a dataless op
   if (pg.checkCollectives_ && !isPointToPoint(op))
     supervisor::checkFingerprints(*pg.monitor_, ctx.seq, op, std::string(opName(op)) + "(" + fingerprint + ")",
                                   ctx.timeout);

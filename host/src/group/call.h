@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include "commhost/errors.h"
@@ -30,11 +31,12 @@ struct ProcessGroup::Call {
   // may differ); nothing (lists only the root passes).
   enum class Agree { Full, DtypeOnly, Nothing } agree = Agree::Full;
 
-  // Picks the backend for `bytes` on `device`, checks it can take `dtype`, and gives the
-  // call its seq. After this no more validation may fail.
+  // Picks the backend for `bytes` on `device`, checks it can take `dtype` (nullopt for an
+  // op that carries no data, such as barrier: no dtype to check), and gives the call its seq. After this no more validation may fail.
   // With debug.check_collectives, first compares this call's fingerprint (op, tensors,
   // root, reduce op, as the checks above saw them) with every rank's.
-  Backend& issue(Device device, int64_t bytes, DType dtype, Millis timeout, const ReduceOp* reduceOp = nullptr);
+  Backend& issue(Device device, int64_t bytes, std::optional<DType> dtype, Millis timeout,
+                 const ReduceOp* reduceOp = nullptr);
   const OpContext& context() const { return ctx; }
   // Hands the backend's work to the supervisor (when on), which returns the work the
   // caller gets.

@@ -189,7 +189,7 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   Call call(*this, OpType::Barrier);
   Device device = Device::cpu();
   if (!routes_.servesDevice(DeviceType::CPU)) device = Device::cuda(0);
-  Backend& b = call.issue(device, 0, DType::UInt8, opts.timeout);
+  Backend& b = call.issue(device, 0, std::nullopt, opts.timeout);
   return call.supervise(b.barrier(call.context(), opts));
 }
 

@@ -43,27 +43,38 @@ void reduceInto(T* __restrict dst, const T* __restrict src, size_t n, Fn fn) {
 // accumulated in the compute type (f16/bf16 round once, at the end). dst must not alias
 // a source. Up to 4 sources are fused into one pass; more go in blocks through a
 // compute-type accumulator, so every loop stays a plain vectorisable one.
-template <class T, class Fn>
-void reduceSources(T* __restrict dst, const T* const* srcs, int count, size_t n, Fn fn) {
+//
+// Fin is applied to each folded value in the compute type before the store: NoScale, or
+// ScaleBy for Avg's 1/n and PreMulSum's factor, so a 16-bit result that fits is never
+// lost to a 16-bit sum that does not (four f16 30000s average to 30000, not inf).
+struct NoScale { template <class C> COMMHOST_HD C operator()(C v) const { return v; } };
+template <class C> struct ScaleBy {
+  C factor;
+  COMMHOST_HD C operator()(C v) const { return v * factor; }
+};
+
+template <class T, class Fn, class Fin = NoScale>
+void reduceSources(T* __restrict dst, const T* const* srcs, int count, size_t n, Fn fn, Fin fin = Fin{}) {
   using C = typename Compute<T>::type;
   const T* __restrict a = srcs[0];
   if (count == 1) {
-    for (size_t i = 0; i < n; ++i) dst[i] = a[i];
+    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fin(load(a[i])));
     return;
   }
   const T* __restrict b = srcs[1];
   if (count == 2) {
-    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(load(a[i]), load(b[i])));
+    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fin(fn(load(a[i]), load(b[i]))));
     return;
   }
   const T* __restrict c = srcs[2];
   if (count == 3) {
-    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(fn(load(a[i]), load(b[i])), load(c[i])));
+    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fin(fn(fn(load(a[i]), load(b[i])), load(c[i]))));
     return;
   }
   const T* __restrict d = srcs[3];
   if (count == 4) {
-    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(fn(fn(load(a[i]), load(b[i])), load(c[i])), load(d[i])));
+    for (size_t i = 0; i < n; ++i)
+      dst[i] = store<T>(fin(fn(fn(fn(load(a[i]), load(b[i])), load(c[i])), load(d[i]))));
     return;
   }
   constexpr size_t kBlock = 512;
@@ -75,7 +86,7 @@ void reduceSources(T* __restrict dst, const T* const* srcs, int count, size_t n,
       const T* __restrict src = srcs[s] + at;
       for (size_t i = 0; i < m; ++i) acc[i] = fn(acc[i], load(src[i]));
     }
-    for (size_t i = 0; i < m; ++i) dst[at + i] = store<T>(acc[i]);
+    for (size_t i = 0; i < m; ++i) dst[at + i] = store<T>(fin(acc[i]));
   }
 }
 
@@ -113,10 +124,13 @@ void setElement(void* data, DType dtype, int64_t i, double value);
 // the caller applies the final scale once (scaleFor below). Bitwise ops on floating
 // types throw InvalidArgument (the ProcessGroup rejects them earlier).
 void reduceBuffer(void* dst, const void* src, size_t n, DType dtype, ReduceOp::Kind op);
-// dst = op(srcs[0], ..., srcs[count-1]) over n elements of `dtype`, folded in source
-// order (so every rank that reduces the same sources in the same order gets the same
-// bits). Avg and PreMulSum sum, as above. dst must not alias a source.
-void reduceSourcesBuffer(void* dst, const void* const* srcs, int count, size_t n, DType dtype, ReduceOp::Kind op);
+// dst = op(srcs[0], ..., srcs[count-1]) * factor over n elements of `dtype`, folded in
+// source order (so every rank that reduces the same sources in the same order gets the
+// same bits). Avg and PreMulSum sum; pass their finalScale as `factor`, which is applied
+// in the compute type before the one store (no 16-bit overflow of a sum whose scaled
+// result fits, and no second pass). dst must not alias a source.
+void reduceSourcesBuffer(void* dst, const void* const* srcs, int count, size_t n, DType dtype, ReduceOp::Kind op,
+                         double factor = 1.0);
 // Scales n elements of `dtype` in place by `factor` (no-op for factor 1).
 void scaleBuffer(void* dst, size_t n, DType dtype, double factor);
 
@@ -126,6 +140,21 @@ inline double finalScale(const ReduceOp& op, int worldSize) {
   if (op.kind == ReduceOp::Avg) return 1.0 / worldSize;
   if (op.kind == ReduceOp::PreMulSum) return op.factor;
   return 1.0;
+}
+
+// Where a backend that folds pairwise (dst = op(dst, src), partial results stored in
+// the storage type, as Gloo's ring does) applies Avg's and PreMulSum's factor. For f16
+// and bf16 a partial sum can overflow although the scaled result fits, so each input is
+// scaled first (as NCCL's PreMulSum does) and nothing after; other dtypes keep the one
+// rounding of scaling the sum at the end.
+struct ScaleSplit {
+  double input = 1.0;   // scaleBuffer the contribution by this before the reduction
+  double output = 1.0;  // scaleBuffer the result by this after it
+};
+inline ScaleSplit pairwiseScale(const ReduceOp& op, int worldSize, DType dtype) {
+  const double factor = finalScale(op, worldSize);
+  if (dtype == DType::Float16 || dtype == DType::BFloat16) return {factor, 1.0};
+  return {1.0, factor};
 }
 
 }  // namespace commhost::kernels
