@@ -1,4 +1,5 @@
 // commhost: run, inspect and check commhost jobs. See `commhost --help`.
+#include <exception>
 #include <iostream>
 
 #include "commands.h"
@@ -47,6 +48,13 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const commhost::Error& e) {
     std::cerr << "commhost: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    // A system call that failed (pipe, fork, signalfd, a free port): never a bare
+    // std::terminate, and the usual causes named.
+    std::cerr << "commhost: " << e.what()
+              << ". This is a system limit (open files: ulimit -n; processes: ulimit -u; memory) or a bug; "
+                 "raise the limit, or report it with the command line\n";
     return 1;
   }
   return 0;
