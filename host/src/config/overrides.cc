@@ -71,20 +71,27 @@ void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems
                            (hint.empty() ? "" : " (did you mean " + hint + "?)"));
         continue;
       }
-      apply(match->key, YAML::Node(value), name + "=" + value);
+      apply(match->key, YAML::Node(value), escaped(redactAssignment(name + "=" + value)));
     }
   }
-  auto applySet = [&](const std::string& assignment, const std::string& origin) {
+  // Origins are quoted in messages: a secret's value is hidden there (config check output
+  // ends up in CI logs), and bytes that are not UTF-8 are refused, shown escaped.
+  auto applySet = [&](const std::string& assignment, const std::string& suffix) {
+    const std::string origin = "--set " + escaped(redactAssignment(assignment)) + suffix;
     const size_t eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0) {
       problems.addAt(origin, "expected key=value, e.g. --set group.timeout=10s");
       return;
     }
+    if (invalidUtf8At(assignment) != std::string::npos) {
+      problems.addAt(origin, "not valid UTF-8; keys and values must be UTF-8 text");
+      return;
+    }
     apply(assignment.substr(0, eq), parseValue(assignment.substr(eq + 1)), origin);
   };
   if (overrides.fromEnvironment)
-    for (const auto& assignment : overridesFromEnv()) applySet(assignment, "--set " + assignment + " (from commhost run)");
-  for (const auto& assignment : overrides.set) applySet(assignment, "--set " + assignment);
+    for (const auto& assignment : overridesFromEnv()) applySet(assignment, " (from commhost run)");
+  for (const auto& assignment : overrides.set) applySet(assignment, "");
 }
 
 }  // namespace commhost::config
