@@ -167,13 +167,13 @@ TEST(Config, TokensNeverPrinted) {
   auto registry = testRegistry();
   const std::string secret = "s3cret-77af";
   // From --set: the effective config shows <redacted>.
-  auto cfg = configFrom(std::string("store: tcp\n") + kSelfConfig, *registry, {"store.options.auth_token=" + secret});
+  auto cfg = configFrom(std::string("store: { plugin: tcp }\n") + kSelfConfig, *registry, {"store.options.auth_token=" + secret});
   EXPECT_EQ(cfg->store.options.getString("auth_token"), secret);
   EXPECT_EQ(cfg->effectiveYaml.find(secret), std::string::npos) << cfg->effectiveYaml;
   EXPECT_NE(cfg->effectiveYaml.find("auth_token: <redacted>"), std::string::npos) << cfg->effectiveYaml;
   // An error under a --set quotes the assignment with the value hidden.
   try {
-    configFrom(std::string("store: hash\n") + kSelfConfig, *registry, {"store.options.auth_token=" + secret});
+    configFrom(std::string("store: { plugin: hash }\n") + kSelfConfig, *registry, {"store.options.auth_token=" + secret});
     ADD_FAILURE() << "a hash store took an auth_token";
   } catch (const ConfigError& e) {
     const std::string message = e.what();
@@ -183,7 +183,7 @@ TEST(Config, TokensNeverPrinted) {
   // From COMMHOST_STORE_TOKEN: the same.
   ::setenv("COMMHOST_STORE_TOKEN", secret.c_str(), 1);
   ConfigOverrides env;
-  Config fromEnv = loadConfigText(std::string("store: tcp\n") + kSelfConfig, "test.yaml", *registry, env);
+  Config fromEnv = loadConfigText(std::string("store: { plugin: tcp }\n") + kSelfConfig, "test.yaml", *registry, env);
   ::unsetenv("COMMHOST_STORE_TOKEN");
   EXPECT_EQ(fromEnv.store.options.getString("auth_token"), secret);
   EXPECT_EQ(fromEnv.effectiveYaml.find(secret), std::string::npos) << fromEnv.effectiveYaml;

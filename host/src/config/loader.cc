@@ -321,8 +321,9 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   try {
     root = YAML::Load(text);
   } catch (const YAML::DeepRecursion& e) {
-    throw ConfigError("config " + source + ": nested more than " + std::to_string(e.depth() - 1) +
-                      " levels deep, where the YAML parser stops (a commhost config nests a few levels); is this the "
+    // yaml-cpp reports no place here, only its recursion depth.
+    throw ConfigError("config " + source + ": nesting too deep: the YAML parser stopped at depth " +
+                      std::to_string(e.depth()) + ", its limit (a commhost config nests a few levels); is this the "
                       "right file?");
   } catch (const YAML::ParserException& e) {
     throwParseError(e, text, source);
