@@ -167,7 +167,8 @@ TEST(Config, TokensNeverPrinted) {
   auto registry = testRegistry();
   const std::string secret = "s3cret-77af";
   // From --set: the effective config shows <redacted>.
-  auto cfg = configFrom(std::string("store: { plugin: tcp }\n") + kSelfConfig, *registry, {"store.options.auth_token=" + secret});
+  auto cfg = configFrom(std::string("store: { plugin: tcp }\n") + kSelfConfig, *registry,
+                        {"store.options.auth_token=" + secret});
   EXPECT_EQ(cfg->store.options.getString("auth_token"), secret);
   EXPECT_EQ(cfg->effectiveYaml.find(secret), std::string::npos) << cfg->effectiveYaml;
   EXPECT_NE(cfg->effectiveYaml.find("auth_token: <redacted>"), std::string::npos) << cfg->effectiveYaml;
@@ -208,6 +209,27 @@ TEST(Config, InvalidUtf8RefusedAndEscaped) {
     const std::string message = e.what();
     EXPECT_EQ(message.find('\xc3'), std::string::npos) << "raw byte echoed";
     EXPECT_NE(message.find("--set group.name=tr\\xc3: not valid UTF-8"), std::string::npos) << message;
+  }
+  // From a COMMHOST_ variable: refused too.
+  ::setenv("COMMHOST_GROUP_NAME", "b\xfe", 1);
+  ConfigOverrides env;
+  try {
+    loadConfigText(kSelfConfig, "test.yaml", *registry, env);
+    ADD_FAILURE() << "a COMMHOST_GROUP_NAME that is not UTF-8 was accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\xfe'), std::string::npos) << "raw byte echoed";
+    EXPECT_NE(message.find("COMMHOST_GROUP_NAME=b\\xfe: not valid UTF-8"), std::string::npos) << message;
+  }
+  ::unsetenv("COMMHOST_GROUP_NAME");
+  // A control character quoted back in a message is escaped, not sent to the terminal.
+  try {
+    configFrom(std::string("logging: { level: \"\x1b[31mred\" }\n") + kSelfConfig, *registry);
+    ADD_FAILURE() << "a bad log level was accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\x1b'), std::string::npos) << "raw escape echoed";
+    EXPECT_NE(message.find("'\\x1b[31mred' is not one of"), std::string::npos) << message;
   }
   // Valid multi-byte names still load.
   EXPECT_EQ(configFrom(std::string("group: { name: \"tr\xc3\xa4ger\" }\n") + kSelfConfig, *registry)->groupName(),

@@ -71,7 +71,12 @@ void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems
                            (hint.empty() ? "" : " (did you mean " + hint + "?)"));
         continue;
       }
-      apply(match->key, YAML::Node(value), escaped(redactAssignment(name + "=" + value)));
+      const std::string origin = escaped(redactAssignment(name + "=" + value));
+      if (invalidUtf8At(value) != std::string::npos) {
+        problems.addAt(origin, "not valid UTF-8; values must be UTF-8 text");
+        continue;
+      }
+      apply(match->key, YAML::Node(value), origin);
     }
   }
   // Origins are quoted in messages: a secret's value is hidden there (config check output

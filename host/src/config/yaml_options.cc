@@ -23,15 +23,39 @@ std::string Problems::where(const YAML::Node& node, const std::string& path) con
   return source_;
 }
 
+namespace {
+
+// \xNN for control characters, and for every byte past ASCII when `nonAscii`.
+std::string escapeBytes(const std::string& text, bool nonAscii) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f || (nonAscii && c >= 0x80)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// Messages quote values from the file; control characters in them (an escape sequence
+// in a name) are shown as \xNN rather than sent to the terminal or log. The text is
+// UTF-8 by then (checked at load), so other bytes stay readable.
+std::string withoutControls(const std::string& line) { return escapeBytes(line, false); }
+
+}  // namespace
+
 void Problems::add(const YAML::Node& node, const std::string& path, const std::string& message) {
   ++count_;
   if (lines_.size() < kShown)
-    lines_.push_back(where(node, path) + ": " + (path.empty() ? "" : "'" + escaped(path) + "': ") + message);
+    lines_.push_back(withoutControls(where(node, path) + ": " + (path.empty() ? "" : "'" + path + "': ") + message));
 }
 
 void Problems::addAt(const std::string& where, const std::string& message) {
   ++count_;
-  if (lines_.size() < kShown) lines_.push_back(where + ": " + message);
+  if (lines_.size() < kShown) lines_.push_back(withoutControls(where + ": " + message));
 }
 
 void Problems::throwIfAny() const {
@@ -52,19 +76,7 @@ std::string withThousands(size_t n) {
   return out;
 }
 
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
+std::string escaped(const std::string& text) { return escapeBytes(text, true); }
 
 size_t invalidUtf8At(const std::string& text) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
@@ -94,7 +106,7 @@ size_t invalidUtf8At(const std::string& text) {
 bool isSecretKey(const std::string& key) {
   std::string lower = key;
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* secret : {"token", "secret", "password"})
+  for (const char* secret : {"token", "secret", "password", "auth"})
     if (lower.find(secret) != std::string::npos) return true;
   return false;
 }
