@@ -174,7 +174,8 @@ TEST(Config, TokensNeverPrinted) {
   EXPECT_NE(cfg->effectiveYaml.find("auth_token: <redacted>"), std::string::npos) << cfg->effectiveYaml;
   // An error under a --set quotes the assignment with the value hidden.
   try {
-    configFrom(std::string("store: { plugin: hash }\n") + kSelfConfig, *registry, {"store.options.auth_token=" + secret});
+    configFrom(std::string("store: { plugin: hash }\n") + kSelfConfig, *registry,
+               {"store.options.auth_token=" + secret});
     ADD_FAILURE() << "a hash store took an auth_token";
   } catch (const ConfigError& e) {
     const std::string message = e.what();

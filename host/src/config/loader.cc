@@ -79,7 +79,8 @@ void checkDuplicateKeys(const YAML::Node& root, Problems& problems) {
     while (i < end && text[i] == ' ') ++i;
     if (i < end && text[i] == '\t')
       throw ConfigError("config " + source + ":" + std::to_string(line + 1) + ":" + std::to_string(i - start + 1) +
-                        ": YAML does not allow tabs for indentation; indent with spaces (malformed YAML: " + e.msg + ")");
+                        ": YAML does not allow tabs for indentation; indent with spaces (malformed YAML: " + e.msg +
+                        ")");
     start = end + 1;
   }
   throw ConfigError("config " + source + ":" + std::to_string(e.mark.line + 1) + ":" +
@@ -183,10 +184,12 @@ bool entryShapeOk(const std::pair<YAML::Node, YAML::Node>& kv, const std::string
   const YAML::Node& value = kv.second;
   if (value.IsNull() || value.IsMap()) return true;
   const bool optionKey = name == "plugin" || name == "options";
+  const std::string fix =
+      optionKey ? "'" + name + "' looks like a setting of the entry above: indent it under that entry"
+                : "write " + name + ": { plugin: " + (value.IsScalar() ? value.Scalar() : std::string("NAME")) + " }";
   problems.add(kv.first, table + "." + name,
-               std::string("expected { plugin: NAME, options: {...} }, got a ") + (value.IsSequence() ? "list" : "plain value") +
-                   (optionKey ? "; '" + name + "' looks like a setting of the entry above: indent it under that entry"
-                              : "; write " + name + ": { plugin: " + (value.IsScalar() ? value.Scalar() : std::string("NAME")) + " }"));
+               std::string("expected { plugin: NAME, options: {...} }, got a ") +
+                   (value.IsSequence() ? "list" : "plain value") + "; " + fix);
   return false;
 }
 

@@ -60,7 +60,8 @@ void Problems::addAt(const std::string& where, const std::string& message) {
 
 void Problems::throwIfAny() const {
   if (count_ == 0) return;
-  std::string message = "config " + source_ + " has " + withThousands(count_) + (count_ == 1 ? " error" : " errors") + ":";
+  std::string message =
+      "config " + source_ + " has " + withThousands(count_) + (count_ == 1 ? " error" : " errors") + ":";
   for (const auto& line : lines_) message += "\n  " + line;
   if (count_ > lines_.size())
     message += "\n  ... and " + withThousands(count_ - lines_.size()) + " more (fix these first, then check again)";
