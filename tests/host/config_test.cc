@@ -182,6 +182,11 @@ TEST(Config, TokensNeverPrinted) {
     EXPECT_EQ(message.find(secret), std::string::npos) << message;
     EXPECT_NE(message.find("--set store.options.auth_token=<redacted>"), std::string::npos) << message;
   }
+  // Options cannot be set under the `store: tcp` shorthand: the error says how to fix it.
+  EXPECT_THROW_WITH(configFrom(std::string("store: tcp\n") + kSelfConfig, *registry,
+                               {"store.options.auth_token=" + secret}),
+                    ConfigError, "--set store.options.auth_token=<redacted>: 'store' is not a map but the plain value 'tcp'",
+                    "e.g. store: { plugin: tcp }");
   // From COMMHOST_STORE_TOKEN: the same.
   ::setenv("COMMHOST_STORE_TOKEN", secret.c_str(), 1);
   ConfigOverrides env;

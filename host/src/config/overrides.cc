@@ -28,7 +28,12 @@ bool setPath(YAML::Node root, const std::string& dotted, const YAML::Node& value
       cur[part] = YAML::Node(YAML::NodeType::Map);
       next.reset(cur[part]);
     } else if (!next.IsMap()) {
-      error = "'" + dotted.substr(0, dot) + "' is not a map";
+      const std::string prefix = dotted.substr(0, dot);
+      error = "'" + prefix + "' is not a map";
+      // `store: tcp` is shorthand for { plugin: tcp }: say how to make room for options.
+      if (next.IsScalar())
+        error += " but the plain value '" + next.Scalar() + "', so nothing can be set under it; write it as a map " +
+                 "in the config (e.g. " + prefix + ": { plugin: " + next.Scalar() + " })";
       return false;
     }
     cur.reset(next);
