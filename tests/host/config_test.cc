@@ -185,7 +185,8 @@ TEST(Config, TokensNeverPrinted) {
   // Options cannot be set under the `store: tcp` shorthand: the error says how to fix it.
   EXPECT_THROW_WITH(configFrom(std::string("store: tcp\n") + kSelfConfig, *registry,
                                {"store.options.auth_token=" + secret}),
-                    ConfigError, "--set store.options.auth_token=<redacted>: 'store' is not a map but the plain value 'tcp'",
+                    ConfigError,
+                    "--set store.options.auth_token=<redacted>: 'store' is not a map but the plain value 'tcp'",
                     "e.g. store: { plugin: tcp }");
   // From COMMHOST_STORE_TOKEN: the same.
   ::setenv("COMMHOST_STORE_TOKEN", secret.c_str(), 1);
