@@ -54,3 +54,9 @@ grep -q "6 is not a whole number of f32 elements (4 bytes each); use 4 or 8" "$t
 sizes=$(grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/out" | awk '{print $2}' | tr '\n' ' ')
 [ "$sizes" = "8 12 16 24 36 52 " ] || fail "a --factor 1.5 sweep ran sizes '$sizes', want whole f32 elements"
 echo "ok: sizes are whole elements"
+
+# A config with no store: gets the embedded tcp store, so two processes can join.
+printf 'backends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n' >"$tmp/nostore.yaml"
+"$commhost" run -n 2 -c "$tmp/nostore.yaml" -- "$commhost" bench --sizes 8 --iters 1 --warmup 0 --check >"$tmp/out" 2>&1 ||
+  fail "two ranks on a config without store:"
+echo "ok: no store: means the tcp store"
