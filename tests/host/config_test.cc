@@ -19,6 +19,10 @@ TEST(OptionParsing, DurationsAndSizes) {
   EXPECT_EQ(parseSize("2GiB"), 2ll << 30);
   EXPECT_THROW(parseSize("big"), InvalidArgument);
   EXPECT_THROW_WITH(parseSize("99999999999GiB"), InvalidArgument, "too large");
+  EXPECT_EQ(parseSize("2TiB"), 2ll << 40);
+  EXPECT_THROW_WITH(parseSize("16EiB"), InvalidArgument, "too large a size (max 9223372036854775807 bytes");
+  EXPECT_THROW_WITH(parseSize("99999999999TiB"), InvalidArgument, "too large a size");
+  EXPECT_THROW_WITH(parseDuration("-5s"), InvalidArgument, "'-5s' is a negative duration");
   EXPECT_THROW_WITH(parseDuration("9999999999999999h"), InvalidArgument, "too long");
   EXPECT_EQ(formatSize(64ll << 20), "64MiB");
   EXPECT_EQ(formatDuration(std::chrono::milliseconds(1500)), "1500ms");
@@ -31,7 +35,10 @@ TEST(Config, DefaultsFilledIn) {
   auto cfg = configFrom(kSelfConfig, *registry);
   EXPECT_EQ(cfg->groupName(), "main");
   EXPECT_EQ(cfg->timeout(), std::chrono::seconds(30));
-  EXPECT_EQ(cfg->store.plugin, "hash");
+  // No store: the embedded tcp store, as the README and configs/default.yaml say, so a
+  // config written for one rank still works for many.
+  EXPECT_EQ(cfg->store.plugin, "tcp");
+  EXPECT_EQ(cfg->store.options.getString("serve"), "auto");
   EXPECT_EQ(cfg->backends.at("self").plugin, "self");  // plugin defaults to the backend's name
   EXPECT_NE(cfg->effectiveYaml.find("timeout: 30s"), std::string::npos);
 }
@@ -140,6 +147,139 @@ TEST(Config, UnavailablePluginLoadsWithWarning) {
       *registry);
   ASSERT_EQ(cfg->warnings.size(), 1u);
   EXPECT_NE(cfg->warnings[0].find("no CUDA device"), std::string::npos);
+}
+
+TEST(Config, HashStoreRefusesSeveralProcesses) {
+  // Threads-as-ranks tests hand ProcessGroup::create one HashStore; a job whose ranks are
+  // processes gets its store from the plugin, which refuses world size > 1 with the fix.
+  auto registry = testRegistry();
+  const PluginDescriptor* hash = registry->require("hash", PluginKind::Store).descriptor;
+  StoreContext ctx;
+  ctx.worldSize = 2;
+  ctx.timeout = std::chrono::seconds(1);
+  EXPECT_THROW_WITH(hash->createStore(OptionValues(), ctx), ConfigError, "lives inside one process",
+                    "store: { plugin: tcp }");
+  ctx.worldSize = 1;
+  EXPECT_NE(hash->createStore(OptionValues(), ctx), nullptr);
+}
+
+TEST(Config, TokensNeverPrinted) {
+  auto registry = testRegistry();
+  const std::string secret = "s3cret-77af";
+  // From --set: the effective config shows <redacted>.
+  auto cfg = configFrom(std::string("store: { plugin: tcp }\n") + kSelfConfig, *registry,
+                        {"store.options.auth_token=" + secret});
+  EXPECT_EQ(cfg->store.options.getString("auth_token"), secret);
+  EXPECT_EQ(cfg->effectiveYaml.find(secret), std::string::npos) << cfg->effectiveYaml;
+  EXPECT_NE(cfg->effectiveYaml.find("auth_token: <redacted>"), std::string::npos) << cfg->effectiveYaml;
+  // An error under a --set quotes the assignment with the value hidden.
+  try {
+    configFrom(std::string("store: { plugin: hash }\n") + kSelfConfig, *registry,
+               {"store.options.auth_token=" + secret});
+    ADD_FAILURE() << "a hash store took an auth_token";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find(secret), std::string::npos) << message;
+    EXPECT_NE(message.find("--set store.options.auth_token=<redacted>"), std::string::npos) << message;
+  }
+  // Options cannot be set under the `store: tcp` shorthand: the error says how to fix it.
+  EXPECT_THROW_WITH(configFrom(std::string("store: tcp\n") + kSelfConfig, *registry,
+                               {"store.options.auth_token=" + secret}),
+                    ConfigError,
+                    "--set store.options.auth_token=<redacted>: 'store' is not a map but the plain value 'tcp'",
+                    "e.g. store: { plugin: tcp }");
+  // From COMMHOST_STORE_TOKEN: the same.
+  ::setenv("COMMHOST_STORE_TOKEN", secret.c_str(), 1);
+  ConfigOverrides env;
+  Config fromEnv = loadConfigText(std::string("store: { plugin: tcp }\n") + kSelfConfig, "test.yaml", *registry, env);
+  ::unsetenv("COMMHOST_STORE_TOKEN");
+  EXPECT_EQ(fromEnv.store.options.getString("auth_token"), secret);
+  EXPECT_EQ(fromEnv.effectiveYaml.find(secret), std::string::npos) << fromEnv.effectiveYaml;
+}
+
+TEST(Config, InvalidUtf8RefusedAndEscaped) {
+  auto registry = testRegistry();
+  // In the file: refused with its place, the bytes written \xNN.
+  try {
+    configFrom(std::string("group: { name: \"a\xff\" }\n") + kSelfConfig, *registry);
+    ADD_FAILURE() << "a group name that is not UTF-8 was accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\xff'), std::string::npos) << "raw byte echoed";
+    EXPECT_NE(message.find("test.yaml:1:18: not valid UTF-8 (bytes \\xff"), std::string::npos) << message;
+  }
+  // In a --set: the same, and the origin is escaped too.
+  try {
+    configFrom(kSelfConfig, *registry, {"group.name=tr\xc3"});
+    ADD_FAILURE() << "a --set name that is not UTF-8 was accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\xc3'), std::string::npos) << "raw byte echoed";
+    EXPECT_NE(message.find("--set group.name=tr\\xc3: not valid UTF-8"), std::string::npos) << message;
+  }
+  // From a COMMHOST_ variable: refused too.
+  ::setenv("COMMHOST_GROUP_NAME", "b\xfe", 1);
+  ConfigOverrides env;
+  try {
+    loadConfigText(kSelfConfig, "test.yaml", *registry, env);
+    ADD_FAILURE() << "a COMMHOST_GROUP_NAME that is not UTF-8 was accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\xfe'), std::string::npos) << "raw byte echoed";
+    EXPECT_NE(message.find("COMMHOST_GROUP_NAME=b\\xfe: not valid UTF-8"), std::string::npos) << message;
+  }
+  ::unsetenv("COMMHOST_GROUP_NAME");
+  // A control character quoted back in a message is escaped, not sent to the terminal.
+  try {
+    configFrom(std::string("logging: { level: \"\x1b[31mred\" }\n") + kSelfConfig, *registry);
+    ADD_FAILURE() << "a bad log level was accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_EQ(message.find('\x1b'), std::string::npos) << "raw escape echoed";
+    EXPECT_NE(message.find("'\\x1b[31mred' is not one of"), std::string::npos) << message;
+  }
+  // Valid multi-byte names still load.
+  EXPECT_EQ(configFrom(std::string("group: { name: \"tr\xc3\xa4ger\" }\n") + kSelfConfig, *registry)->groupName(),
+            "tr\xc3\xa4ger");
+}
+
+TEST(Config, ManyProblemsStopAfterTheShownOnes) {
+  // 60,000 unknown keys: every one counted, 50 shown, the rest summed up.
+  std::string text = kSelfConfig;
+  for (int i = 0; i < 60000; ++i) text += "k" + std::to_string(100000 + i) + ": 1\n";
+  ASSERT_LT(text.size(), 1u << 20);
+  auto registry = testRegistry();
+  try {
+    configFrom(text, *registry);
+    ADD_FAILURE() << "unknown keys were accepted";
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("has 60,000 errors:"), std::string::npos) << message.substr(0, 200);
+    EXPECT_NE(message.find("... and 59,950 more"), std::string::npos) << message.substr(message.size() - 200);
+    EXPECT_LT(message.size(), 20000u);
+  }
+  // Past the size cap the file is refused before parsing.
+  EXPECT_THROW_WITH(configFrom(std::string(2 << 20, '#'), *registry), ConfigError,
+                    "is 2,097,152 bytes; a config may be at most 1,048,576 bytes");
+}
+
+TEST(Config, DirectoryGivenAsConfig) {
+  auto registry = testRegistry();
+  ConfigOverrides none;
+  none.fromEnvironment = false;
+  EXPECT_THROW_WITH(loadConfigFile(COMMHOST_TEST_CONFIG_DIR, *registry, none), ConfigError, "is a directory",
+                    "give a YAML file");
+}
+
+TEST(Config, RangesInTheKeysUnit) {
+  auto registry = testRegistry();
+  // group.timeout's minimum is 1 ms: "[0, 604800]" said neither the bound nor the unit.
+  EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"group.timeout=0s"}), ConfigError,
+                    "'group.timeout': '0s' is out of range; allowed: 1ms to 168h");
+  EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"supervisor.flight_recorder.entries=0"}), ConfigError,
+                    "'0' is out of range; allowed: 1 to 1048576");
+  EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"group.timeout=soon"}), ConfigError,
+                    "'soon' is not a duration; write e.g. 30s, 100ms, 2m or 1h (allowed: 1ms to 168h)");
 }
 
 }  // namespace

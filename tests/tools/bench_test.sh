@@ -43,3 +43,20 @@ status=0
 [ "$status" != 0 ] || fail "an unknown op was accepted"
 grep -q "did you mean 'allreduce'" "$tmp/out" || fail "no hint for a misspelt op"
 echo "ok: a misspelt op gets a hint"
+
+# A size that is not a whole number of elements is refused, not silently run smaller.
+status=0
+"$commhost" run -n 1 -c "$config" -- "$commhost" bench --sizes 6 --iters 1 --warmup 0 >"$tmp/out" 2>&1 || status=$?
+[ "$status" != 0 ] || fail "--sizes 6 with f32 ran"
+grep -q "6 is not a whole number of f32 elements (4 bytes each); use 4 or 8" "$tmp/out" || fail "no message for --sizes 6"
+"$commhost" run -n 1 -c "$config" -- "$commhost" bench --sizes 8:64 --factor 1.5 --iters 1 --warmup 0 >"$tmp/out" 2>&1 ||
+  fail "a --factor 1.5 sweep"
+sizes=$(grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/out" | awk '{print $2}' | tr '\n' ' ')
+[ "$sizes" = "8 12 16 24 36 52 " ] || fail "a --factor 1.5 sweep ran sizes '$sizes', want whole f32 elements"
+echo "ok: sizes are whole elements"
+
+# A config with no store: gets the embedded tcp store, so two processes can join.
+printf 'backends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n' >"$tmp/nostore.yaml"
+"$commhost" run -n 2 -c "$tmp/nostore.yaml" -- "$commhost" bench --sizes 8 --iters 1 --warmup 0 --check >"$tmp/out" 2>&1 ||
+  fail "two ranks on a config without store:"
+echo "ok: no store: means the tcp store"

@@ -103,4 +103,49 @@ where=$(grep -F "$broken:" <<<"$out" | grep -oE '\.yaml:[0-9]+:[0-9]+: malformed
 [[ -n "$where" ]] || fail "config check (malformed): no \"$broken:LINE:COL: malformed YAML\" in the output"
 pass "exit $rc, \"...malformed$where\""
 
+# Secrets never reach config check's output: not the effective config, not an error
+# quoting the --set that put them there.
+secret=s3cret-4d1f
+step "config check --set store.options.auth_token=... never prints the token"
+run "$commhost" config check "$default" --set store.options.auth_token=$secret
+expect_rc0 "config check --set auth_token"
+expect_text "config check (token)" "auth_token: <redacted>"
+grep -qF "$secret" <<<"$out" && fail "config check printed the token: $out"
+run "$commhost" config check "$default" --set store.plugin=hash --set store.options.auth_token=$secret
+expect_rc_nonzero "config check --set auth_token on a store without one"
+expect_text "config check (token, error)" "--set store.options.auth_token=<redacted>"
+grep -qF "$secret" <<<"$out" && fail "a config error printed the token: $out"
+pass "the token appears nowhere; errors cite the --set with <redacted>"
+
+# A generated config of many unknown keys: a short report ending in "... and N more",
+# from `config check` and from `run -c` (which checks the config once before starting ranks).
+big=$tmp/big.yaml
+python3 -c "
+import sys
+with open(sys.argv[1], 'w') as f:
+    f.write('backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n')
+    for i in range(60000): f.write('k%06d: 1\n' % i)
+" "$big"
+for cmd in "config check $big" "run -n 2 -c $big -- /bin/true"; do
+  step "commhost $cmd (60,000 unknown keys)"
+  run timeout 60 "$commhost" $cmd
+  expect_rc_nonzero "commhost $cmd"
+  expect_text "$cmd" "has 60,000 errors"
+  expect_text "$cmd" "... and 59,950 more"
+  (( ${#out} < 20000 )) || fail "commhost $cmd printed ${#out} bytes"
+  pass "exit $rc, ${#out} bytes of output"
+done
+head -c 2000000 /dev/zero | tr '\0' '#' >"$big"
+step "config check on a 2 MB file"
+run "$commhost" config check "$big"
+expect_rc_nonzero "config check (2 MB)"
+expect_text "config check (2 MB)" "is 2,000,000 bytes; a config may be at most 1,048,576 bytes"
+pass "exit $rc, refused before parsing"
+
+step "config check on a directory"
+run "$commhost" config check "$src/configs"
+expect_rc_nonzero "config check (directory)"
+expect_text "config check (directory)" "is a directory; give a YAML file"
+pass "exit $rc"
+
 echo "PASS: commhost CLI"

@@ -1,6 +1,11 @@
+#include <sys/stat.h>
+#include <yaml-cpp/depthguard.h>
+
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include "commhost/config.h"
 #include "commhost/dispatcher.h"
@@ -14,6 +19,9 @@ namespace commhost {
 namespace {
 
 using config::Problems;
+using config::escaped;
+using config::invalidUtf8At;
+using config::withThousands;
 
 // A child of a map, or an Undefined node: yaml-cpp's missing-key nodes throw on most
 // calls, so they never leave this function.
@@ -23,6 +31,61 @@ YAML::Node child(const YAML::Node& map, const std::string& key) {
 }
 
 const std::vector<std::string> kTables = {"store", "backends", "routes", "hooks"};
+
+// A config is a few KiB; the cap keeps a runaway file (a generated one, a log given by
+// mistake) from costing gigabytes in the YAML parser before any check runs.
+constexpr size_t kMaxConfigBytes = 1 << 20;
+
+std::string tooBig(const std::string& source, size_t bytes) {
+  return "config " + source + " is " + withThousands(bytes) + " bytes; a config may be at most " +
+         withThousands(kMaxConfigBytes) + " bytes (1 MiB). Is this the right file?";
+}
+
+// yaml-cpp keeps every entry of a map, duplicates included, and lookups then see only
+// one of them: walk every map (iteratively: depth is bounded by the parser, not by us)
+// and report each key given twice, with both places.
+void checkDuplicateKeys(const YAML::Node& root, Problems& problems) {
+  std::vector<std::pair<YAML::Node, std::string>> stack = {{root, ""}};
+  while (!stack.empty()) {
+    auto [node, path] = std::move(stack.back());
+    stack.pop_back();
+    if (node.IsSequence()) {
+      for (size_t i = 0; i < node.size(); ++i) stack.emplace_back(node[i], path + "[" + std::to_string(i) + "]");
+    } else if (node.IsMap()) {
+      std::unordered_map<std::string, YAML::Mark> seen;
+      for (const auto& kv : node) {
+        if (!kv.first.IsScalar()) continue;  // reported where the map is read
+        const std::string key = kv.first.Scalar();
+        const std::string keyPath = path.empty() ? key : path + "." + key;
+        auto [it, fresh] = seen.emplace(key, kv.first.Mark());
+        if (!fresh)
+          problems.add(kv.first, keyPath,
+                       "duplicate key: also given at line " + std::to_string(it->second.line + 1) + ":" +
+                           std::to_string(it->second.column + 1) + " (YAML keeps only one; remove or merge them)");
+        stack.emplace_back(kv.second, keyPath);
+      }
+    }
+  }
+}
+
+// Where the parser failed, said the way a user can act on.
+[[noreturn]] void throwParseError(const YAML::ParserException& e, const std::string& text, const std::string& source) {
+  // A tab in the indentation of any line up to the failure is the usual cause.
+  size_t line = 0, start = 0;
+  for (; start < text.size() && static_cast<int>(line) <= e.mark.line; ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    size_t i = start;
+    while (i < end && text[i] == ' ') ++i;
+    if (i < end && text[i] == '\t')
+      throw ConfigError("config " + source + ":" + std::to_string(line + 1) + ":" + std::to_string(i - start + 1) +
+                        ": YAML does not allow tabs for indentation; indent with spaces (malformed YAML: " + e.msg +
+                        ")");
+    start = end + 1;
+  }
+  throw ConfigError("config " + source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                    std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+}
 
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
@@ -109,6 +172,27 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
   return ref;
 }
 
+// An entry of backends: or hooks: is NAME: { plugin, options } (or NAME: with nothing).
+// A plain value there is almost always an option that lost its indentation and became an
+// entry of its own, such as a backend named `plugin`.
+bool entryShapeOk(const std::pair<YAML::Node, YAML::Node>& kv, const std::string& table, Problems& problems) {
+  if (!kv.first.IsScalar() || kv.first.Scalar().empty()) {
+    problems.add(kv.first, table, "an entry's name must be a plain word");
+    return false;
+  }
+  const std::string name = kv.first.Scalar();
+  const YAML::Node& value = kv.second;
+  if (value.IsNull() || value.IsMap()) return true;
+  const bool optionKey = name == "plugin" || name == "options";
+  const std::string fix =
+      optionKey ? "'" + name + "' looks like a setting of the entry above: indent it under that entry"
+                : "write " + name + ": { plugin: " + (value.IsScalar() ? value.Scalar() : std::string("NAME")) + " }";
+  problems.add(kv.first, table + "." + name,
+               std::string("expected { plugin: NAME, options: {...} }, got a ") +
+                   (value.IsSequence() ? "list" : "plain value") + "; " + fix);
+  return false;
+}
+
 void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
   if (!node.IsDefined() || node.IsNull()) return;
   if (!node.IsSequence()) {
@@ -176,7 +260,9 @@ YAML::Node pluginRefYaml(const PluginRef& ref) {
   n["plugin"] = ref.plugin;
   // Secrets never reach printed configs (config check output ends up in CI logs).
   OptionValues shown = ref.options;
-  if (shown.has("auth_token") && !shown.getString("auth_token").empty()) shown.set("auth_token", std::string("<redacted>"));
+  for (const auto& [key, value] : ref.options.all())
+    if (config::isSecretKey(key) && std::holds_alternative<std::string>(value) && !std::get<std::string>(value).empty())
+      shown.set(key, std::string("<redacted>"));
   YAML::Node options = config::toYaml(shown);
   if (options.size()) n["options"] = options;
   return n;
@@ -224,18 +310,33 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   Config cfg;
   cfg.source = source;
   Problems problems(source);
+  if (text.size() > kMaxConfigBytes) throw ConfigError(tooBig(source, text.size()));
+  // Names end up in store keys and log lines: bytes that are not UTF-8 (which YAML
+  // requires anyway) are refused here, and shown escaped rather than echoed raw.
+  if (const size_t bad = invalidUtf8At(text); bad != std::string::npos) {
+    const size_t lineStart = text.rfind('\n', bad) == std::string::npos ? 0 : text.rfind('\n', bad) + 1;
+    const size_t line = std::count(text.begin(), text.begin() + bad, '\n') + 1;
+    throw ConfigError("config " + source + ":" + std::to_string(line) + ":" + std::to_string(bad - lineStart + 1) +
+                      ": not valid UTF-8 (bytes " + escaped(text.substr(bad, 4)) +
+                      "); YAML files must be UTF-8: re-save the file as UTF-8");
+  }
   YAML::Node root;
   try {
     root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp reports no place here, only its recursion depth.
+    throw ConfigError("config " + source + ": nesting too deep: the YAML parser stopped at depth " +
+                      std::to_string(e.depth()) + ", its limit (a commhost config nests a few levels); is this the "
+                      "right file?");
   } catch (const YAML::ParserException& e) {
-    throw ConfigError("config " + source + ":" + std::to_string(e.mark.line + 1) + ":" +
-                      std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+    throwParseError(e, text, source);
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
   if (!root.IsMap()) {
     problems.add(root, "", "the config must be a map of settings (group, backends, routes, ...)");
     problems.throwIfAny();
   }
+  checkDuplicateKeys(root, problems);
   config::applyOverrides(root, overrides, problems, cfg.warnings);
   const YAML::Node& view = root;  // const lookups never insert keys
 
@@ -246,6 +347,10 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
     if (std::find(kTables.begin(), kTables.end(), key) != kTables.end()) continue;
     if (std::find(known.begin(), known.end(), key) == known.end()) {
+      if (problems.full()) {  // past the shown problems only the count matters
+        problems.tally();
+        continue;
+      }
       const std::string hint = closestMatch(key, known);
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -259,15 +364,20 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
 
   registry.scan(PluginRegistry::searchPath(cfg.host.getList("plugin_path")));
 
-  cfg.store = parsePluginRef(child(view, "store"), "store", "hash", PluginKind::Store, registry, problems, cfg.warnings);
+  // No store: the embedded tcp store (rank 0 serves it), as in the default config, so a
+  // multi-rank job works; `hash` must be asked for.
+  cfg.store = parsePluginRef(child(view, "store"), "store", "tcp", PluginKind::Store, registry, problems, cfg.warnings);
   applyStoreToken(cfg.store, registry, overrides);
   const YAML::Node backends = child(view, "backends");
   if (backends.IsMap() && backends.size()) {
     for (const auto& kv : backends) {
+      if (!entryShapeOk(kv, "backends", problems)) continue;
       const std::string name = kv.first.Scalar();
       cfg.backends[name] = parsePluginRef(kv.second, "backends." + name, name, PluginKind::Backend, registry,
                                           problems, cfg.warnings);
     }
+  } else if (backends.IsDefined() && !backends.IsNull() && !backends.IsMap()) {
+    problems.add(backends, "backends", "expected a map of name: { plugin, options }, e.g. backends: { self: {} }");
   } else {
     problems.add(backends.IsDefined() ? backends : root, "backends",
                  "configure at least one backend, e.g. backends: { self: { plugin: self } }");
@@ -275,6 +385,7 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   const YAML::Node hooks = child(view, "hooks");
   if (hooks.IsMap()) {
     for (const auto& kv : hooks) {
+      if (!entryShapeOk(kv, "hooks", problems)) continue;
       const std::string name = kv.first.Scalar();
       cfg.hooks[name] = parsePluginRef(kv.second, "hooks." + name, name, PluginKind::CommHook, registry, problems,
                                        cfg.warnings);
@@ -282,16 +393,32 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   } else if (hooks.IsDefined() && !hooks.IsNull()) {
     problems.add(hooks, "hooks", "expected a map of name: { plugin, options }");
   }
-  parseRoutes(child(view, "routes"), cfg, problems);
-  problems.throwIfAny();
+  const YAML::Node routes = child(view, "routes");
+  parseRoutes(routes, cfg, problems);
 
-  if (cfg.routes.empty())
-    problems.add(root, "routes", "no routes: add at least one, e.g. routes: [{ device: cpu, backend: NAME }]");
-  else {
+  // The route table is checked even when other keys had problems, so one pass reports
+  // everything. A route dropped above leaves holes that are not problems of their own.
+  const bool routeDropped = routes.IsSequence() && cfg.routes.size() != routes.size();
+  if (cfg.routes.empty()) {
+    if (!routeDropped)
+      problems.add(root, "routes", "no routes: add at least one, e.g. routes: [{ device: cpu, backend: NAME }]");
+  } else {
     try {
       RouteTable::forConfig(cfg, registry);
     } catch (const ConfigError& e) {
-      problems.addAt(source, e.what());
+      // One problem per line of the table's "routes:\n  a\n  b" message.
+      const std::string message = e.what();
+      for (size_t at = message.find("\n  "); at != std::string::npos;) {
+        const size_t next = message.find("\n  ", at + 3);
+        const std::string line = message.substr(at + 3, next == std::string::npos ? std::string::npos : next - at - 3);
+        at = next;
+        if (routeDropped && line.rfind("no route serves", 0) == 0) continue;
+        const size_t colon = line.find(": ");
+        if (line.rfind(source + ":", 0) == 0 && colon != std::string::npos)
+          problems.addAt(line.substr(0, colon), line.substr(colon + 2));
+        else
+          problems.addAt(source, line);
+      }
     }
   }
   problems.throwIfAny();
@@ -319,8 +446,16 @@ OptionValues resolveOptions(const std::vector<OptionSpec>& specs, const std::map
 }
 
 Config loadConfigFile(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      throw ConfigError("config '" + escaped(path) + "' is a directory; give a YAML file, e.g. " +
+                        escaped(path) + "/default.yaml (-c / COMMHOST_CONFIG)");
+    if (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kMaxConfigBytes)
+      throw ConfigError(tooBig(escaped(path), static_cast<size_t>(st.st_size)));
+  }
   std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read config file '" + path + "'; check the path (-c / COMMHOST_CONFIG)");
+  if (!in) throw ConfigError("cannot read config file '" + escaped(path) + "'; check the path (-c / COMMHOST_CONFIG)");
   std::stringstream text;
   text << in.rdbuf();
   return loadConfigText(text.str(), path, registry, overrides);

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
@@ -71,6 +72,8 @@ bool splitNumber(const std::string& text, double& number, std::string& unit) {
 std::chrono::milliseconds parseDuration(const std::string& text) {
   double n = 0;
   std::string unit;
+  if (!text.empty() && text[0] == '-' && splitNumber(text.substr(1), n, unit))
+    throw InvalidArgument("'" + text + "' is a negative duration; durations are 0 or more, e.g. 30s");
   if (splitNumber(text, n, unit)) {
     double ms = -1;
     if (unit.empty() || unit == "s") ms = n * 1000;
@@ -78,7 +81,7 @@ std::chrono::milliseconds parseDuration(const std::string& text) {
     else if (unit == "us") ms = n / 1000;
     else if (unit == "m" || unit == "min") ms = n * 60000;
     else if (unit == "h") ms = n * 3600000;
-    if (ms >= 9.2e18) throw InvalidArgument("'" + text + "' is too long a duration");
+    if (ms >= 9.2e18) throw InvalidArgument("'" + text + "' is too long a duration (max about 292 million years)");
     if (ms >= 0) return std::chrono::milliseconds(static_cast<int64_t>(std::llround(ms)));
   }
   throw InvalidArgument("'" + text + "' is not a duration; write e.g. 30s, 100ms, 2m or 1h");
@@ -91,11 +94,14 @@ int64_t parseSize(const std::string& text) {
     static const std::pair<const char*, double> kUnits[] = {
         {"", 1},         {"B", 1},        {"K", 1024},     {"KiB", 1024},   {"KB", 1e3},
         {"M", 1 << 20},  {"MiB", 1 << 20}, {"MB", 1e6},    {"G", 1 << 30},  {"GiB", 1 << 30},
-        {"GB", 1e9},
+        {"GB", 1e9},     {"T", 0x1p40},   {"TiB", 0x1p40}, {"TB", 1e12},    {"P", 0x1p50},
+        {"PiB", 0x1p50}, {"PB", 1e15},    {"E", 0x1p60},   {"EiB", 0x1p60}, {"EB", 1e18},
     };
     for (const auto& [name, scale] : kUnits) {
       if (unit != name) continue;
-      if (n * scale >= 9.2e18) throw InvalidArgument("'" + text + "' is too large a size");
+      if (n * scale >= 0x1p63)
+        throw InvalidArgument("'" + text + "' is too large a size (max " + std::to_string(INT64_MAX) +
+                              " bytes, just under 8EiB)");
       return static_cast<int64_t>(std::llround(n * scale));
     }
   }

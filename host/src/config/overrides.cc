@@ -28,7 +28,12 @@ bool setPath(YAML::Node root, const std::string& dotted, const YAML::Node& value
       cur[part] = YAML::Node(YAML::NodeType::Map);
       next.reset(cur[part]);
     } else if (!next.IsMap()) {
-      error = "'" + dotted.substr(0, dot) + "' is not a map";
+      const std::string prefix = dotted.substr(0, dot);
+      error = "'" + prefix + "' is not a map";
+      // `store: tcp` is shorthand for { plugin: tcp }: say how to make room for options.
+      if (next.IsScalar())
+        error += " but the plain value '" + next.Scalar() + "', so nothing can be set under it; write it as a map " +
+                 "in the config (e.g. " + prefix + ": { plugin: " + next.Scalar() + " })";
       return false;
     }
     cur.reset(next);
@@ -71,20 +76,32 @@ void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems
                            (hint.empty() ? "" : " (did you mean " + hint + "?)"));
         continue;
       }
-      apply(match->key, YAML::Node(value), name + "=" + value);
+      const std::string origin = escaped(redactAssignment(name + "=" + value));
+      if (invalidUtf8At(value) != std::string::npos) {
+        problems.addAt(origin, "not valid UTF-8; values must be UTF-8 text");
+        continue;
+      }
+      apply(match->key, YAML::Node(value), origin);
     }
   }
-  auto applySet = [&](const std::string& assignment, const std::string& origin) {
+  // Origins are quoted in messages: a secret's value is hidden there (config check output
+  // ends up in CI logs), and bytes that are not UTF-8 are refused, shown escaped.
+  auto applySet = [&](const std::string& assignment, const std::string& suffix) {
+    const std::string origin = "--set " + escaped(redactAssignment(assignment)) + suffix;
     const size_t eq = assignment.find('=');
     if (eq == std::string::npos || eq == 0) {
       problems.addAt(origin, "expected key=value, e.g. --set group.timeout=10s");
       return;
     }
+    if (invalidUtf8At(assignment) != std::string::npos) {
+      problems.addAt(origin, "not valid UTF-8; keys and values must be UTF-8 text");
+      return;
+    }
     apply(assignment.substr(0, eq), parseValue(assignment.substr(eq + 1)), origin);
   };
   if (overrides.fromEnvironment)
-    for (const auto& assignment : overridesFromEnv()) applySet(assignment, "--set " + assignment + " (from commhost run)");
-  for (const auto& assignment : overrides.set) applySet(assignment, "--set " + assignment);
+    for (const auto& assignment : overridesFromEnv()) applySet(assignment, " (from commhost run)");
+  for (const auto& assignment : overrides.set) applySet(assignment, "");
 }
 
 }  // namespace commhost::config

@@ -1,5 +1,8 @@
 #include "yaml_options.h"
 
+#include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "commhost/errors.h"
@@ -20,16 +23,99 @@ std::string Problems::where(const YAML::Node& node, const std::string& path) con
   return source_;
 }
 
+namespace {
+
+// \xNN for control characters, and for every byte past ASCII when `nonAscii`.
+std::string escapeBytes(const std::string& text, bool nonAscii) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f || (nonAscii && c >= 0x80)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// Messages quote values from the file; control characters in them (an escape sequence
+// in a name) are shown as \xNN rather than sent to the terminal or log. The text is
+// UTF-8 by then (checked at load), so other bytes stay readable.
+std::string withoutControls(const std::string& line) { return escapeBytes(line, false); }
+
+}  // namespace
+
 void Problems::add(const YAML::Node& node, const std::string& path, const std::string& message) {
-  lines_.push_back(where(node, path) + ": " + (path.empty() ? "" : "'" + path + "': ") + message);
+  ++count_;
+  if (lines_.size() < kShown)
+    lines_.push_back(withoutControls(where(node, path) + ": " + (path.empty() ? "" : "'" + path + "': ") + message));
+}
+
+void Problems::addAt(const std::string& where, const std::string& message) {
+  ++count_;
+  if (lines_.size() < kShown) lines_.push_back(withoutControls(where + ": " + message));
 }
 
 void Problems::throwIfAny() const {
-  if (lines_.empty()) return;
-  std::string message = "config " + source_ + " has " + std::to_string(lines_.size()) +
-                        (lines_.size() == 1 ? " error" : " errors") + ":";
+  if (count_ == 0) return;
+  std::string message =
+      "config " + source_ + " has " + withThousands(count_) + (count_ == 1 ? " error" : " errors") + ":";
   for (const auto& line : lines_) message += "\n  " + line;
+  if (count_ > lines_.size())
+    message += "\n  ... and " + withThousands(count_ - lines_.size()) + " more (fix these first, then check again)";
   throw ConfigError(message);
+}
+
+std::string withThousands(size_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string escaped(const std::string& text) { return escapeBytes(text, true); }
+
+size_t invalidUtf8At(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) { ++i; continue; }
+    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
+    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
+    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
+    else return i;
+    if (i + len > n) return i;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xc0) != 0x80) return i;
+      cp = (cp << 6) | (s[i + k] & 0x3f);
+    }
+    // Overlong forms, UTF-16 surrogates and values past U+10FFFF are invalid too.
+    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) return i;
+    i += len;
+  }
+  return std::string::npos;
+}
+
+bool isSecretKey(const std::string& key) {
+  std::string lower = key;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* secret : {"token", "secret", "password", "auth"})
+    if (lower.find(secret) != std::string::npos) return true;
+  return false;
+}
+
+std::string redactAssignment(const std::string& origin) {
+  const size_t eq = origin.find('=');
+  if (eq == std::string::npos || !isSecretKey(origin.substr(0, eq))) return origin;
+  return origin.substr(0, eq + 1) + "<redacted>";
 }
 
 namespace {
@@ -64,6 +150,10 @@ void checkUnknown(const YAML::Node& node, const std::string& rel, const std::str
     if (isSectionOf(relKey, specs)) {
       if (kv.second.IsMap()) checkUnknown(kv.second, relKey, base, specs, problems);
       else if (!kv.second.IsNull()) problems.add(kv.second, joinPath(base, relKey), "expected a map of settings");
+      continue;
+    }
+    if (problems.full()) {  // past the shown problems only the count matters
+      problems.tally();
       continue;
     }
     const std::string hint = closestMatch(relKey, known);
@@ -111,10 +201,25 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
   if (!node.IsScalar()) throw InvalidArgument(std::string("expected a ") + optionTypeName(spec.type) + ", got a " +
                                               (node.IsMap() ? "map" : node.IsSequence() ? "list" : "null"));
   const std::string text = node.Scalar();
+  const bool ranged = spec.minValue < spec.maxValue;
+  // Bounds in the key's own unit: a duration's range is declared in seconds but
+  // "[0, 60]" for a minimum of 1 ms would be wrong twice.
+  auto bound = [&](double v) -> std::string {
+    switch (spec.type) {
+      case OptionType::Duration: return formatDuration(std::chrono::milliseconds(std::llround(v * 1000)));
+      case OptionType::Size: return formatSize(static_cast<int64_t>(v));
+      case OptionType::Double: { YAML::Emitter e; e << v; return e.c_str(); }
+      default: return std::to_string(static_cast<int64_t>(v));
+    }
+  };
+  const std::string allowed = ranged ? "allowed: " + bound(spec.minValue) + " to " + bound(spec.maxValue) : "";
   auto checkRange = [&](double v) {
-    if (spec.minValue < spec.maxValue && (v < spec.minValue || v > spec.maxValue))
-      throw InvalidArgument(text + " is out of range [" + std::to_string(static_cast<int64_t>(spec.minValue)) + ", " +
-                            std::to_string(static_cast<int64_t>(spec.maxValue)) + "]");
+    if (ranged && (v < spec.minValue || v > spec.maxValue))
+      throw InvalidArgument("'" + text + "' is out of range; " + allowed);
+  };
+  // A malformed duration or size also says what range the key takes.
+  auto withRange = [&](const Error& e) {
+    return InvalidArgument(std::string(e.what()) + (ranged ? " (" + allowed + ")" : ""));
   };
   switch (spec.type) {
     case OptionType::Bool:
@@ -139,12 +244,22 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
     }
     case OptionType::String: return text;
     case OptionType::Duration: {
-      const auto d = parseDuration(text);
+      std::chrono::milliseconds d;
+      try {
+        d = parseDuration(text);
+      } catch (const InvalidArgument& e) {
+        throw withRange(e);
+      }
       checkRange(static_cast<double>(d.count()) / 1000.0);
       return d;
     }
     case OptionType::Size: {
-      const int64_t v = parseSize(text);
+      int64_t v = 0;
+      try {
+        v = parseSize(text);
+      } catch (const InvalidArgument& e) {
+        throw withRange(e);
+      }
       checkRange(static_cast<double>(v));
       return v;
     }

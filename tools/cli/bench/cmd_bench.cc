@@ -34,12 +34,26 @@ struct BenchArgs {
   std::vector<std::string> injections;
 };
 
-std::vector<int64_t> sweep(const BenchArgs& a) {
+// A size the user wrote must be a whole number of elements: `--sizes 6` with f32 would
+// otherwise run 4 bytes and print 4 in a table the user reads as 6. Sizes the sweep
+// computes (--factor 1.5) are rounded down to whole elements instead.
+int64_t wholeElements(const BenchArgs& a, const std::string& text, int64_t elem) {
+  const int64_t s = parseSize(text);
+  if (s > 0 && s % elem != 0) {
+    const int64_t below = std::max(elem, s / elem * elem), above = (s / elem + 1) * elem;
+    throw InvalidArgument("--sizes " + a.sizes + ": " + text + " is not a whole number of " + a.dtype + " elements (" +
+                          std::to_string(elem) + " bytes each); use " + std::to_string(below) +
+                          (below == above ? "" : " or " + std::to_string(above)));
+  }
+  return s;
+}
+
+std::vector<int64_t> sweep(const BenchArgs& a, int64_t elem) {
   if (a.sizes.find(',') != std::string::npos) {  // an explicit list: 8,64K,1M
     std::vector<int64_t> out;
     for (size_t at = 0; at <= a.sizes.size();) {
       const size_t comma = std::min(a.sizes.find(',', at), a.sizes.size());
-      const int64_t s = parseSize(a.sizes.substr(at, comma - at));
+      const int64_t s = wholeElements(a, a.sizes.substr(at, comma - at), elem);
       if (s <= 0) throw InvalidArgument("--sizes " + a.sizes + ": every size must be above 0");
       out.push_back(s);
       at = comma + 1;
@@ -47,16 +61,17 @@ std::vector<int64_t> sweep(const BenchArgs& a) {
     return out;
   }
   const size_t colon = a.sizes.find(':');
-  const int64_t lo = parseSize(a.sizes.substr(0, colon));
-  const int64_t hi = colon == std::string::npos ? lo : parseSize(a.sizes.substr(colon + 1));
+  const int64_t lo = wholeElements(a, a.sizes.substr(0, colon), elem);
+  const int64_t hi = colon == std::string::npos ? lo : wholeElements(a, a.sizes.substr(colon + 1), elem);
   if (lo <= 0 || hi < lo) throw InvalidArgument("--sizes " + a.sizes + ": want MIN:MAX with 0 < MIN <= MAX, e.g. 8:64M");
   const int64_t step = a.step.empty() ? 0 : parseSize(a.step);
   if (step <= 0 && a.factor <= 1) throw InvalidArgument("--factor must be above 1 (or give --step)");
   std::vector<int64_t> out;
   for (int64_t s = lo; s <= hi;) {
     out.push_back(s);
-    const int64_t next = step > 0 ? s + step : static_cast<int64_t>(static_cast<double>(s) * a.factor);
-    s = next > s ? next : s + 1;
+    int64_t next = step > 0 ? s + step : static_cast<int64_t>(static_cast<double>(s) * a.factor);
+    next = next / elem * elem;
+    s = next > s ? next : s + elem;
   }
   return out;
 }
@@ -113,7 +128,7 @@ int measure(const BenchArgs& a, const std::shared_ptr<ProcessGroup>& pg, Injecto
   if (a.iters < 1 || a.warmup < 0) throw InvalidArgument("--iters must be >= 1 and --warmup >= 0");
 
   const std::vector<std::string> ops = a.op == "all" ? benchOpNames() : std::vector<std::string>{a.op};
-  const auto sizes = sweep(a);
+  const auto sizes = sweep(a, static_cast<int64_t>(elementSize(params.dtype)));
   const bool leader = pg->rank() == 0;
   // Progress only to a terminal: under `commhost run` stderr is the rank's log.
   const bool progress = leader && sizes.size() > 8 && ::isatty(STDERR_FILENO);
@@ -173,6 +188,8 @@ int measure(const BenchArgs& a, const std::shared_ptr<ProcessGroup>& pg, Injecto
 }
 
 int bench(const BenchArgs& a) {
+  // Bad --sizes fail before the job is joined, not after every rank started.
+  if (parseDType(a.dtype) != DType::Bool) sweep(a, static_cast<int64_t>(elementSize(parseDType(a.dtype))));
   InitOptions init;
   init.overrides.set = a.sets;
   if (!a.backend.empty()) init.overrides.set.push_back("routes=[{ device: cpu, backend: " + a.backend + " }]");
