@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Real ranks under `commhost run` on gloo, one SIGKILLed mid-loop; the survivors must
+# fail by themselves with an error naming the dead rank, never abort (no "terminate
+# called", no SIGABRT).
+#   gloo_kill_test.sh <commhost> <config> p2p [TRIALS]
+#     rank 0 (which also serves the store) is killed during `bench --op sendrecv`, about
+#     2 s in, TRIALS times (default 2); Gloo threw on the caller's thread when posting
+#     to a dead peer, which used to terminate the survivor about 1 in 3 kills.
+#   gloo_kill_test.sh <commhost> <config> report
+#     rank 1 is killed during an allreduce loop under the default settle (1 s): both
+#     survivors must name rank 1 within 3 s of the kill (the heartbeat verdict takes
+#     10 s), and the launcher's output must carry both survivors' reports.
+set -euo pipefail
+commhost=$1
+config=$2
+mode=$3
+trials=${4:-2}
+tmp=$(mktemp -d)
+launcher=
+trap '[ -n "$launcher" ] && kill -KILL $launcher 2>/dev/null; rm -rf "$tmp"' EXIT
+for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
+fail() { echo "FAIL: $*"; exit 1; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", b - a }'; }
+
+# The pid of the launcher's child whose environment says RANK=$2 (waits up to 20 s).
+rank_pid() {
+  local parent=$1 rank=$2 _ child
+  for _ in $(seq 200); do
+    for child in $(pgrep -P "$parent" || true); do
+      if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "RANK=$rank"; then
+        echo "$child"
+        return 0
+      fi
+    done
+    sleep 0.1
+  done
+  return 1
+}
+
+# Waits until $1 contains the pattern $2 (up to $3 tenths of a second).
+wait_for() {
+  local _
+  for _ in $(seq "$3"); do grep -q -- "$2" "$1" && return 0; sleep 0.1; done
+  return 1
+}
+
+# Waits for the launcher to end (up to 60 s) and sets $status.
+wait_launcher() {
+  local _
+  for _ in $(seq 600); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$launcher" 2>/dev/null && { cat "$1"; fail "the job still runs 60 s after the kill"; }
+  status=0
+  wait "$launcher" || status=$?
+  launcher=
+}
+
+# No survivor aborted: no terminate, no SIGABRT in the launcher's status table.
+check_no_abort() {
+  local log=$1 r
+  if grep -q "terminate called" "$log"; then cat "$log"; fail "a survivor called std::terminate"; fi
+  for r in "${@:2}"; do
+    if grep -E "^ +$r +[0-9]+ +signal 6" "$log"; then cat "$log"; fail "rank $r died of SIGABRT"; fi
+  done
+}
+
+case $mode in
+p2p)
+  aborts=0
+  for trial in $(seq "$trials"); do
+    log=$tmp/p2p$trial.log
+    "$commhost" run -n 3 --settle 15 -c "$config" -- \
+      "$commhost" bench --op sendrecv --check --sizes 8:4M --iters 500 >"$log" 2>&1 &
+    launcher=$!
+    victim=$(rank_pid "$launcher" 0) || { cat "$log"; fail "rank 0 never started"; }
+    wait_for "$log" "^\[0\] .*sendrecv\|^\[0\] *[0-9]" 200 || true
+    sleep 2
+    kill -KILL "$victim"
+    wait_launcher "$log"
+    [ "$status" -ne 0 ] || { cat "$log"; fail "the launcher exited 0 after rank 0 was killed"; }
+    check_no_abort "$log" 1 2
+    for r in 1 2; do
+      line=$(grep -E "^\[$r\] commhost: " "$log" || true)
+      grep -q "peer 0" <<<"$line" || { cat "$log"; fail "trial $trial: rank $r's error does not name peer 0: $line"; }
+    done
+    echo "trial $trial: ok"
+  done
+  echo "ok: $trials kills of rank 0 during sendrecv; every survivor failed cleanly naming peer 0"
+  ;;
+report)
+  log=$tmp/report.log
+  "$commhost" run -n 3 -c "$config" --set group.timeout=60s -- \
+    "$commhost" bench --op allreduce --sizes 1K --iters 100000 --warmup 0 >"$log" 2>&1 &
+  launcher=$!
+  victim=$(rank_pid "$launcher" 1) || { cat "$log"; fail "rank 1 never started"; }
+  wait_for "$log" "^\[0\] .*1024" 300 || { cat "$log"; fail "the allreduce loop never started"; }
+  kill -KILL "$victim"
+  killed=$(now)
+  named=
+  for _ in $(seq 100); do
+    if [ "$(grep -cE '^\[(0|2)\] commhost: .*peer 1' "$log")" -ge 2 ]; then named=$(elapsed "$killed"); break; fi
+    sleep 0.1
+  done
+  wait_launcher "$log"
+  cat "$log"
+  [ -n "$named" ] || fail "the survivors did not both name rank 1 within 10 s of the kill"
+  awk -v t="$named" 'BEGIN { exit !(t < 3) }' || fail "the survivors named rank 1 only after $named s"
+  check_no_abort "$log" 0 2
+  grep -q "stopped the job: rank 1 failed" "$log" || fail "the launcher did not say rank 1 failed first"
+  echo "ok: both survivors named rank 1 within $named s of the kill, in the launcher's output"
+  ;;
+*) fail "mode must be p2p or report" ;;
+esac
