@@ -70,10 +70,10 @@ p2p)
   for trial in $(seq "$trials"); do
     log=$tmp/p2p$trial.log
     "$commhost" run -n 3 --settle 15 -c "$config" -- \
-      "$commhost" bench --op sendrecv --check --sizes 8:4M --iters 500 >"$log" 2>&1 &
+      stdbuf -oL "$commhost" bench --op sendrecv --check --sizes 8:4M --iters 500 >"$log" 2>&1 &
     launcher=$!
     victim=$(rank_pid "$launcher" 0) || { cat "$log"; fail "rank 0 never started"; }
-    wait_for "$log" "^\[0\] .*sendrecv\|^\[0\] *[0-9]" 200 || true
+    wait_for "$log" "^\[0\] # *size" 300 || { cat "$log"; fail "the sendrecv loop never started"; }
     sleep 2
     kill -KILL "$victim"
     wait_launcher "$log"
@@ -90,10 +90,11 @@ p2p)
 report)
   log=$tmp/report.log
   "$commhost" run -n 3 -c "$config" --set group.timeout=60s -- \
-    "$commhost" bench --op allreduce --sizes 1K --iters 100000 --warmup 0 >"$log" 2>&1 &
+    stdbuf -oL "$commhost" bench --op allreduce --sizes 1K --iters 100000 --warmup 0 >"$log" 2>&1 &
   launcher=$!
   victim=$(rank_pid "$launcher" 1) || { cat "$log"; fail "rank 1 never started"; }
-  wait_for "$log" "^\[0\] .*1024" 300 || { cat "$log"; fail "the allreduce loop never started"; }
+  wait_for "$log" "^\[0\] # *size" 300 || { cat "$log"; fail "the allreduce loop never started"; }
+  sleep 1
   kill -KILL "$victim"
   killed=$(now)
   named=
