@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
-# Real ranks under `commhost run` on gloo, one SIGKILLed mid-loop; the survivors must
-# fail by themselves with an error naming the dead rank, never abort (no "terminate
-# called", no SIGABRT).
-#   gloo_kill_test.sh <commhost> <config> p2p [TRIALS]
+# Faults in real ranks under `commhost run` on gloo. A rank SIGKILLed mid-loop: the
+# survivors must fail by themselves with an error naming the dead rank, never abort (no
+# "terminate called", no SIGABRT). Sizes that differ: never a bare SIGABRT.
+#   gloo_fault_test.sh <commhost> <config> p2p [TRIALS]
 #     rank 0 (which also serves the store) is killed during `bench --op sendrecv`, about
 #     2 s in, TRIALS times (default 2); Gloo threw on the caller's thread when posting
 #     to a dead peer, which used to terminate the survivor about 1 in 3 kills.
-#   gloo_kill_test.sh <commhost> <config> report
+#   gloo_fault_test.sh <commhost> <config> report
 #     rank 1 is killed during an allreduce loop under the default settle (1 s): both
 #     survivors must name rank 1 within 3 s of the kill (the heartbeat verdict takes
 #     10 s), and the launcher's output must carry both survivors' reports.
+#   gloo_fault_test.sh <commhost> <config> mismatch
+#     rank 1 passes 3 elements to allreduce seq 3 where rank 0 passes 256: Gloo's
+#     transport thread aborts rank 1, which must first log the op, seq and the
+#     debug.check_collectives hint; with debug.check_collectives on, both ranks end
+#     with the diff instead.
 set -euo pipefail
 commhost=$1
 config=$2
@@ -110,5 +115,33 @@ report)
   grep -q "stopped the job: rank 1 failed" "$log" || fail "the launcher did not say rank 1 failed first"
   echo "ok: both survivors named rank 1 within $named s of the kill, in the launcher's output"
   ;;
-*) fail "mode must be p2p or report" ;;
+mismatch)
+  log=$tmp/mismatch.log
+  start=$(now)
+  status=0
+  timeout 60 "$commhost" run -n 2 -c "$config" -- \
+    "$commhost" bench --op allreduce --sizes 1K --iters 100 --warmup 0 --inject mismatch:1@3 >"$log" 2>&1 || status=$?
+  cat "$log"
+  [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "the job exited $status (0: no error; 124: it hung)"
+  for want in "last op issued: allreduce seq 3" "different sizes" "debug.check_collectives: true" \
+    "--set debug.check_collectives=true"; do
+    grep -E "^\[1\] " "$log" | grep -qF -- "$want" || fail "rank 1's log lacks '$want'"
+  done
+  # The hint comes before the abort, so it is in the log even when the process dies.
+  hint=$(grep -n "commhost gloo: FATAL" "$log" | head -1 | cut -d: -f1)
+  term=$(grep -n "terminate called" "$log" | head -1 | cut -d: -f1 || true)
+  [ -z "$term" ] || [ "$hint" -lt "$term" ] || fail "the hint came after the abort"
+  status=0
+  timeout 60 "$commhost" run -n 2 -c "$config" --set debug.check_collectives=true -- \
+    "$commhost" bench --op allreduce --sizes 1K --iters 100 --warmup 0 --inject mismatch:1@3 >"$log" 2>&1 || status=$?
+  cat "$log"
+  [ "$status" -ne 0 ] && [ "$status" -ne 124 ] || fail "with check_collectives the job exited $status"
+  for r in 0 1; do
+    grep -E "^\[$r\] commhost: " "$log" | grep -q "ranks disagree on collective seq 3: rank 0 called allreduce(tensor=f32\[256\]" ||
+      fail "rank $r gave no diff naming both sizes"
+  done
+  check_no_abort "$log" 0 1
+  echo "ok: differing sizes log the hint before Gloo aborts, and check_collectives turns them into a diff"
+  ;;
+*) fail "mode must be p2p, report or mismatch" ;;
 esac
