@@ -66,6 +66,20 @@ GlooBackend::GlooBackend(const OptionValues& options, const BackendContext& ctx)
 
 GlooBackend::~GlooBackend() {
   unregisterForFatalHint(this);
+  // An op still inside Gloo after an abort (a peer died) keeps its worker until Gloo's
+  // own timeout, group.timeout: joining it would hold a process that already reported
+  // for that long, and its peers would see its connections open all the while. Leave
+  // such a queue behind, with the contexts its ops use (a leak, in a failed job), and
+  // close the connections now (the peers' ops waiting on this rank fail at once).
+  const bool stuck = queue_->stuckAfterAbort() || p2pQueue_->stuckAfterAbort();
+  if (stuck) {
+    closeConnections();
+    (void)queue_.release();
+    (void)p2pQueue_.release();
+    new std::vector<std::shared_ptr<::gloo::Context>>(contexts_);  // NOLINT: leaked on purpose
+    new std::shared_ptr<::gloo::Context>(p2p_);                       // NOLINT: leaked on purpose
+    return;
+  }
   queue_.reset();
   p2pQueue_.reset();
 }
@@ -118,9 +132,22 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr
   }
 }
 
+void GlooBackend::closeConnections() {
+  for (const auto& context : contexts_)
+    for (int peer = 0; peer < ctx_.worldSize; ++peer)
+      if (peer != ctx_.rank) context->getPair(peer)->close();
+  for (int peer = 0; peer < ctx_.worldSize; ++peer)
+    if (peer != ctx_.rank) p2p_->getPair(peer)->close();
+}
+
+// After an abort the backend takes no more ops, and its Gloo contexts are unusable (an
+// op may have left a pair mid-message). Closing the connections now tells the peers at
+// once: their ops waiting on this rank fail instead of waiting for Gloo's timeout or
+// for this process to exit (which may linger, e.g. serving the store).
 void GlooBackend::abort(const std::string& reason) {
   queue_->abort(reason);
   p2pQueue_->abort(reason);
+  closeConnections();
 }
 
 void GlooBackend::shutdown() {

@@ -170,16 +170,17 @@ int launch(const LaunchPlan& plan) {
   // After a rank fails, the others usually fail at the same moment (a hang detected by
   // every watchdog): they get `settle` to exit and report by themselves before SIGTERM.
   // A survivor still writing is reporting (its error, its dump): each line it writes
-  // renews the settle time, up to kSettleStretch times the settle in all, so the
+  // renews the settle time, to at least kReportWait (a supervisor waits up to a second
+  // for its peers' dumps before its verdict), up to 4 x settle or 5 s in all, so the
   // survivors' own account of the failure comes out before they are stopped.
-  constexpr int kSettleStretch = 4;
+  const std::chrono::milliseconds reportWait = std::max(plan.settle, std::chrono::milliseconds(2000));
   Clock::time_point settleLimit{};
   auto stopAll = [&](const std::string& why, std::chrono::milliseconds settle) {
     if (stopping) return;
     stopping = true;
     stopReason = why;
     termAt = Clock::now() + settle;
-    settleLimit = Clock::now() + kSettleStretch * settle;
+    settleLimit = Clock::now() + std::max(4 * settle, std::chrono::milliseconds(5000));
     if (settle.count() <= 0) sendTerm();
   };
 
@@ -208,7 +209,7 @@ int launch(const LaunchPlan& plan) {
     ::poll(fds.data(), fds.size(), timeoutMs);
 
     for (auto& r : ranks)
-      if (relay(r) && stopping && !termed) termAt = std::max(termAt, std::min(settleLimit, Clock::now() + plan.settle));
+      if (relay(r) && stopping && !termed) termAt = std::max(termAt, std::min(settleLimit, Clock::now() + reportWait));
     signalfd_siginfo info;
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
