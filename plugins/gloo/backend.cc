@@ -132,22 +132,29 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr
   }
 }
 
-void GlooBackend::closeConnections() {
-  for (const auto& context : contexts_)
-    for (int peer = 0; peer < ctx_.worldSize; ++peer)
-      if (peer != ctx_.rank) context->getPair(peer)->close();
-  for (int peer = 0; peer < ctx_.worldSize; ++peer)
-    if (peer != ctx_.rank) p2p_->getPair(peer)->close();
+// Called from the destructor: nothing may escape.
+void GlooBackend::closeConnections() noexcept {
+  auto close = [this](const std::shared_ptr<::gloo::Context>& context) {
+    for (int peer = 0; peer < ctx_.worldSize; ++peer) {
+      if (peer == ctx_.rank) continue;
+      try {
+        context->getPair(peer)->close();
+      } catch (const std::exception& e) {
+        if (ctx_.logger) ctx_.logger->warn("[group " + ctx_.groupName + " rank " + std::to_string(ctx_.rank) +
+                                           "] gloo: closing the connection to rank " + std::to_string(peer) +
+                                           " failed: " + e.what());
+      }
+    }
+  };
+  for (const auto& context : contexts_) close(context);
+  close(p2p_);
 }
 
-// After an abort the backend takes no more ops, and its Gloo contexts are unusable (an
-// op may have left a pair mid-message). Closing the connections now tells the peers at
-// once: their ops waiting on this rank fail instead of waiting for Gloo's timeout or
-// for this process to exit (which may linger, e.g. serving the store).
+// The connections stay open: closing them here would make the peers' ops fail with
+// "peer <this rank> lost", hiding the real cause (a hang elsewhere) behind this rank.
 void GlooBackend::abort(const std::string& reason) {
   queue_->abort(reason);
   p2pQueue_->abort(reason);
-  closeConnections();
 }
 
 void GlooBackend::shutdown() {

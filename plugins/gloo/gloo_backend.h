@@ -59,7 +59,7 @@ class GlooBackend final : public Backend {
 
  private:
   Call callFor(const OpContext& op) const;
-  void closeConnections();  // every pair of every context, hard (RST)
+  void closeConnections() noexcept;  // every pair of every context, hard (RST)
   WorkPtr submit(const OpContext& op, WorkQueue::Job job) {
     noteIssued(op);
     return queue_->enqueue(op, std::move(job));
