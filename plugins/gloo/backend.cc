@@ -1,9 +1,11 @@
 // The gloo backend's lifecycle: options, rendezvous, error description, abort, shutdown.
 #include <gloo/common/error.h>
 
+#include <cctype>
 #include <csignal>
 
 #include "commhost/errors.h"
+#include "fatal.h"
 #include "gloo_backend.h"
 #include "rendezvous.h"
 
@@ -39,6 +41,7 @@ std::unique_ptr<Backend> create(const OptionValues& options, const BackendContex
   // Ignore the signal unless the application installed its own handler.
   struct sigaction current {};
   if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+  installFatalHint();
   return std::make_unique<GlooBackend>(options, ctx);
 }
 
@@ -52,14 +55,31 @@ GlooBackend::GlooBackend(const OptionValues& options, const BackendContext& ctx)
   if (timeout.count() == 0) timeout = ctx.timeout;
   auto device = createDevice(options.getString("device"), ctx);
   contexts_ = connectContexts(ctx_, device, static_cast<int>(options.getInt("contexts")) + 1, timeout);
+  peerByAddress_ = exchangeEndpoints(ctx_, contexts_, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();
   auto describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e); };
   queue_ = std::make_unique<WorkQueue>(static_cast<int>(options.getInt("threads")), describe);
   p2pQueue_ = std::make_unique<WorkQueue>(1, describe);
+  registerForFatalHint(this);
 }
 
 GlooBackend::~GlooBackend() {
+  unregisterForFatalHint(this);
+  // An op still inside Gloo after an abort (a peer died) keeps its worker until Gloo's
+  // own timeout, group.timeout: joining it would hold a process that already reported
+  // for that long, and its peers would see its connections open all the while. Leave
+  // such a queue behind, with the contexts its ops use (a leak, in a failed job), and
+  // close the connections now (the peers' ops waiting on this rank fail at once).
+  const bool stuck = queue_->stuckAfterAbort() || p2pQueue_->stuckAfterAbort();
+  if (stuck) {
+    closeConnections();
+    (void)queue_.release();
+    (void)p2pQueue_.release();
+    new std::vector<std::shared_ptr<::gloo::Context>>(contexts_);  // NOLINT: leaked on purpose
+    new std::shared_ptr<::gloo::Context>(p2p_);                       // NOLINT: leaked on purpose
+    return;
+  }
   queue_.reset();
   p2pQueue_.reset();
 }
@@ -68,26 +88,70 @@ Call GlooBackend::callFor(const OpContext& op) const {
   return {contexts_[op.seq % contexts_.size()], static_cast<uint32_t>(op.seq), op.timeout};
 }
 
+int GlooBackend::peerNamedIn(const std::string& what) const {
+  for (const auto& [address, rank] : peerByAddress_) {
+    // "[127.0.0.1]:4000" must not match inside "[127.0.0.1]:40001".
+    for (size_t at = what.find(address); at != std::string::npos; at = what.find(address, at + 1)) {
+      const size_t end = at + address.size();
+      if (end == what.size() || !std::isdigit(static_cast<unsigned char>(what[end]))) return rank;
+    }
+  }
+  return -1;
+}
+
+std::string GlooBackend::inFlight() const {
+  const int op = lastOp_.load(std::memory_order_relaxed);
+  return "[group " + ctx_.groupName + " rank " + std::to_string(ctx_.rank) + "] last op issued: " +
+         (op < 0 ? std::string("none") : std::string(opName(static_cast<OpType>(op))) + " seq " +
+                                             std::to_string(lastSeq_.load(std::memory_order_relaxed)));
+}
+
 // Gloo reports a peer that went away and a deadline that passed as IoException /
-// EnforceNotMet with text only; classify them so callers can catch by kind.
+// EnforceNotMet with text only; classify them so callers can catch by kind, and name
+// the peer when the text carries its address.
 std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr error) const {
-  const std::string where = "[group " + ctx_.groupName + " rank " + std::to_string(ctx_.rank) + "] " + opName(op.op) +
-                            " seq " + std::to_string(op.seq) + " (gloo): ";
+  ErrorContext where{ctx_.groupName, ctx_.rank, opName(op.op), op.seq};
   try {
     std::rethrow_exception(error);
   } catch (const Error&) {
     return error;
   } catch (const ::gloo::IoException& e) {
-    const std::string what = e.what();
+    const std::string what = std::string("(gloo) ") + e.what();
     if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos)
-      return std::make_exception_ptr(TimeoutError(where + what + ". A peer may not have joined this collective; "
-                                                          "check every rank issues the same ops in the same order"));
-    return std::make_exception_ptr(PeerLostError(where + what + ". A peer process may have died; check its log"));
+      return std::make_exception_ptr(TimeoutError(where.format() + what + ". A peer may not have joined this collective; "
+                                                                      "check every rank issues the same ops in the same order"));
+    where.peer = peerNamedIn(what);
+    const std::string peer = std::to_string(where.peer);
+    return std::make_exception_ptr(PeerLostError(
+        where.format() + (where.peer >= 0 ? "peer " + peer + " lost: " : "a peer lost: ") + what + ". " +
+        (where.peer >= 0 ? "Rank " + peer : std::string("A peer process")) + " may have died; check its log"));
   } catch (const std::exception& e) {
-    return std::make_exception_ptr(BackendError(where + e.what()));
+    return std::make_exception_ptr(BackendError(where.format() + "(gloo) " + e.what()));
+  } catch (...) {
+    return std::make_exception_ptr(BackendError(where.format() + "(gloo) an exception that is not a std::exception"));
   }
 }
 
+// Called from the destructor: nothing may escape.
+void GlooBackend::closeConnections() noexcept {
+  auto close = [this](const std::shared_ptr<::gloo::Context>& context) {
+    for (int peer = 0; peer < ctx_.worldSize; ++peer) {
+      if (peer == ctx_.rank) continue;
+      try {
+        context->getPair(peer)->close();
+      } catch (const std::exception& e) {
+        if (ctx_.logger) ctx_.logger->warn("[group " + ctx_.groupName + " rank " + std::to_string(ctx_.rank) +
+                                           "] gloo: closing the connection to rank " + std::to_string(peer) +
+                                           " failed: " + e.what());
+      }
+    }
+  };
+  for (const auto& context : contexts_) close(context);
+  close(p2p_);
+}
+
+// The connections stay open: closing them here would make the peers' ops fail with
+// "peer <this rank> lost", hiding the real cause (a hang elsewhere) behind this rank.
 void GlooBackend::abort(const std::string& reason) {
   queue_->abort(reason);
   p2pQueue_->abort(reason);

@@ -6,6 +6,10 @@
 // contexts_ is fixed after construction. Tensors must stay alive until works finish.
 #pragma once
 
+#include <atomic>
+#include <functional>
+#include <map>
+
 #include "algorithms.h"
 #include "commhost/plugin.h"
 #include "work_queue.h"
@@ -55,15 +59,36 @@ class GlooBackend final : public Backend {
 
  private:
   Call callFor(const OpContext& op) const;
-  WorkPtr submit(const OpContext& op, WorkQueue::Job job) { return queue_->enqueue(op, std::move(job)); }
+  void closeConnections() noexcept;  // every pair of every context, hard (RST)
+  WorkPtr submit(const OpContext& op, WorkQueue::Job job) {
+    noteIssued(op);
+    return queue_->enqueue(op, std::move(job));
+  }
   // Point-to-point waits run on their own thread: a receive waiting for a send the peer
   // issues after a collective must not hold the collectives' worker (or, with threads: 0,
   // the caller) hostage.
   WorkPtr submitP2P(const OpContext& op, WorkQueue::Job job, std::shared_ptr<AsyncWork> work = nullptr) {
+    noteIssued(op);
     return p2pQueue_->enqueue(op, std::move(job), std::move(work));
   }
+  // Runs `post` (Gloo calls on the caller's thread); nullptr, or a work failed with
+  // the described error when Gloo threw.
+  WorkPtr postP2P(const OpContext& op, const std::function<void()>& post) const;
   std::exception_ptr describe(const OpContext& op, std::exception_ptr error) const;
+  // The rank whose end of a connection Gloo's message names ("[addr]:port"), or -1.
+  int peerNamedIn(const std::string& what) const;
+  // Two relaxed stores per op: what the fatal-error hint names if Gloo's own thread
+  // aborts the process (see fatal.h).
+  void noteIssued(const OpContext& op) {
+    lastOp_.store(static_cast<int>(op.op), std::memory_order_relaxed);
+    lastSeq_.store(op.seq, std::memory_order_relaxed);
+  }
 
+ public:
+  // One line for the fatal-error hint: group, rank and the last op issued.
+  std::string inFlight() const;
+
+ private:
   BackendContext ctx_;
   AllreduceAlgorithm algorithm_;
   int64_t ringThreshold_;
@@ -71,6 +96,9 @@ class GlooBackend final : public Backend {
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<WorkQueue> p2pQueue_;  // one thread: send/recv completion waits
+  std::map<std::string, int> peerByAddress_;  // every connection endpoint of every peer
+  std::atomic<int> lastOp_{-1};
+  std::atomic<uint64_t> lastSeq_{0};
 };
 
 }  // namespace commhost::gloo_backend

@@ -185,8 +185,12 @@ WorkPtr GlooBackend::barrier(const OpContext& op, const BarrierOptions&) {
 // for on the p2p thread: a blocked send must not keep the matching receive from being
 // posted (two ranks exchanging would deadlock).
 WorkPtr GlooBackend::send(const OpContext& op, const Tensor& tensor, int dst, const SendOptions& opts) {
-  std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
-  buf->send(dst, static_cast<uint64_t>(opts.tag));
+  std::shared_ptr<::gloo::transport::UnboundBuffer> buf;
+  if (auto failed = postP2P(op, [&] {
+        buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+        buf->send(dst, static_cast<uint64_t>(opts.tag));
+      }))
+    return failed;
   return submitP2P(op, [buf, t = tensor, timeout = op.timeout] {
     buf->waitSend(timeout);
     return std::vector<Tensor>{};
@@ -194,8 +198,12 @@ WorkPtr GlooBackend::send(const OpContext& op, const Tensor& tensor, int dst, co
 }
 
 WorkPtr GlooBackend::recv(const OpContext& op, Tensor& tensor, int src, const RecvOptions& opts) {
-  std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
-  buf->recv(src, static_cast<uint64_t>(opts.tag));
+  std::shared_ptr<::gloo::transport::UnboundBuffer> buf;
+  if (auto failed = postP2P(op, [&] {
+        buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+        buf->recv(src, static_cast<uint64_t>(opts.tag));
+      }))
+    return failed;
   return submitP2P(op, [buf, t = tensor, timeout = op.timeout] {
     buf->waitRecv(timeout);
     return std::vector<Tensor>{t};
@@ -206,8 +214,12 @@ WorkPtr GlooBackend::recvAnySource(const OpContext& op, Tensor& tensor, const Re
   std::vector<int> peers;
   for (int r = 0; r < p2p_->size; ++r)
     if (r != p2p_->rank) peers.push_back(r);
-  std::shared_ptr<::gloo::transport::UnboundBuffer> buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
-  buf->recv(peers, static_cast<uint64_t>(opts.tag));
+  std::shared_ptr<::gloo::transport::UnboundBuffer> buf;
+  if (auto failed = postP2P(op, [&] {
+        buf = p2p_->createUnboundBuffer(tensor.data(), tensor.nbytes());
+        buf->recv(peers, static_cast<uint64_t>(opts.tag));
+      }))
+    return failed;
   // The job finishes the work itself, with the source rank; errors and abort reach it
   // through the queue like any other work.
   auto work = std::make_shared<AsyncWork>(op);
@@ -220,6 +232,20 @@ WorkPtr GlooBackend::recvAnySource(const OpContext& op, Tensor& tensor, const Re
         return std::vector<Tensor>{t};
       },
       work);
+}
+
+// Posting writes to the peer's socket on the caller's thread, and Gloo throws there
+// (IoException) once that peer is gone: the caller gets a failed work, never a raw
+// Gloo exception (one that reached a thread's top would terminate the process).
+WorkPtr GlooBackend::postP2P(const OpContext& op, const std::function<void()>& post) const {
+  try {
+    post();
+    return nullptr;
+  } catch (...) {
+    auto work = std::make_shared<AsyncWork>(op);
+    work->fail(describe(op, std::current_exception()));
+    return work;
+  }
 }
 
 }  // namespace commhost::gloo_backend

@@ -72,4 +72,32 @@ std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendConte
   return contexts;
 }
 
+std::map<std::string, int> exchangeEndpoints(const BackendContext& ctx,
+                                             const std::vector<std::shared_ptr<::gloo::Context>>& contexts,
+                                             std::chrono::milliseconds timeout) {
+  // A pair's address() is its own end of the connected socket, which is exactly what
+  // the other side's Gloo messages print as the peer.
+  std::string mine;
+  for (const auto& context : contexts)
+    for (int peer = 0; peer < ctx.worldSize; ++peer)
+      if (peer != ctx.rank) mine += context->getPair(peer)->address().str() + "\n";
+  StoreAdapter store(ctx.store, "endpoints", timeout);
+  store.set(std::to_string(ctx.rank), std::vector<char>(mine.begin(), mine.end()));
+  std::map<std::string, int> byAddress;
+  for (int peer = 0; peer < ctx.worldSize; ++peer) {
+    if (peer == ctx.rank) continue;
+    const std::vector<char> value = store.get(std::to_string(peer));
+    std::string line;
+    for (char c : value) {
+      if (c != '\n') {
+        line += c;
+        continue;
+      }
+      byAddress[line] = peer;
+      line.clear();
+    }
+  }
+  return byAddress;
+}
+
 }  // namespace commhost::gloo_backend

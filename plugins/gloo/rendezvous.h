@@ -6,6 +6,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/device.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,5 +38,12 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
                                                               const std::shared_ptr<::gloo::transport::Device>& device,
                                                               int count, std::chrono::milliseconds timeout);
+
+// Every peer's endpoints of its connections to this rank, exchanged through the store
+// once after connecting: Gloo names a lost connection by the peer's address only, and
+// this map turns that address into the peer's rank.
+std::map<std::string, int> exchangeEndpoints(const BackendContext& ctx,
+                                             const std::vector<std::shared_ptr<::gloo::Context>>& contexts,
+                                             std::chrono::milliseconds timeout);
 
 }  // namespace commhost::gloo_backend

@@ -54,7 +54,15 @@ void WorkQueue::workerLoop() {
     try {
       item.work->finish(item.job());
     } catch (...) {
-      item.work->fail(describe_(item.context, std::current_exception()));
+      // After abort() the work has failed already, and the backend behind describe_
+      // may be gone (it leaks a queue stuck in Gloo rather than wait): describe only
+      // while not aborted.
+      bool aborted;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        aborted = !aborted_.empty();
+      }
+      if (!aborted) item.work->fail(describe_(item.context, std::current_exception()));
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -76,6 +84,11 @@ void WorkQueue::abort(const std::string& reason) {
   }
   for (auto& item : queued) item.work->abort(reason);
   for (auto& work : running) work->abort(reason);
+}
+
+bool WorkQueue::stuckAfterAbort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !aborted_.empty() && !running_.empty();
 }
 
 void WorkQueue::drain() {

@@ -37,6 +37,9 @@ class WorkQueue {
   void abort(const std::string& reason);
   // Waits until nothing is queued or running.
   void drain();
+  // True when abort() was called and a job is still inside Gloo (which returns only at
+  // its own timeout): the owner may then leak this queue instead of joining it.
+  bool stuckAfterAbort();
 
  private:
   struct Item {

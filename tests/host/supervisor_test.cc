@@ -122,9 +122,11 @@ TEST(Supervisor, SilentPeerFailsWorksWithPeerLostLongBeforeTheTimeout) {
   runRanks(3, [&](int r) { allreduceOnes(*groups[r]); });
   doomed->cut = true;  // rank 2 crashes: its heartbeat stops, then its sockets close
   groups[2].reset();
+  // Its sockets closed too, so the backend names it before the heartbeat would (the
+  // heartbeat is the fallback for peers that go silent with their sockets open).
   runRanks(2, [&](int r) {
     EXPECT_THROW_WITH(allreduceOnes(*groups[r], 4, std::chrono::seconds(60)), PeerLostError, "peer 2 lost",
-                      "no heartbeat", "allreduce seq 2");
+                      "allreduce seq 2");
   });
   fs::remove_all(dir);
 }

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -59,21 +60,24 @@ int exitCodeOf(int status) {
 bool failed(int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; }
 
 // Reads what the rank wrote since the last look and prints its complete lines; closes
-// the pipe at end of file.
-void relay(Rank& r) {
+// the pipe at end of file. Returns whether the rank wrote anything.
+bool relay(Rank& r) {
+  bool wrote = false;
   while (r.outFd >= 0) {
     char buf[65536];
     const ssize_t n = ::read(r.outFd, buf, sizeof buf);
     if (n > 0) {
       r.pending.append(buf, static_cast<size_t>(n));
       flushLines(r, false);
+      wrote = true;
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return wrote;
     flushLines(r, true);
     ::close(r.outFd);
     r.outFd = -1;
   }
+  return wrote;
 }
 
 // Signals the rank's process group (the rank and what it started), or the rank alone.
@@ -165,11 +169,18 @@ int launch(const LaunchPlan& plan) {
   };
   // After a rank fails, the others usually fail at the same moment (a hang detected by
   // every watchdog): they get `settle` to exit and report by themselves before SIGTERM.
+  // A survivor still writing is reporting (its error, its dump): each line it writes
+  // renews the settle time, to at least kReportWait (a supervisor waits up to a second
+  // for its peers' dumps before its verdict), up to 4 x settle or 5 s in all, so the
+  // survivors' own account of the failure comes out before they are stopped.
+  const std::chrono::milliseconds reportWait = std::max(plan.settle, std::chrono::milliseconds(2000));
+  Clock::time_point settleLimit{};
   auto stopAll = [&](const std::string& why, std::chrono::milliseconds settle) {
     if (stopping) return;
     stopping = true;
     stopReason = why;
     termAt = Clock::now() + settle;
+    settleLimit = Clock::now() + std::max(4 * settle, std::chrono::milliseconds(5000));
     if (settle.count() <= 0) sendTerm();
   };
 
@@ -197,7 +208,8 @@ int launch(const LaunchPlan& plan) {
                                                         (termed ? killAt : termAt) - Clock::now()).count()));
     ::poll(fds.data(), fds.size(), timeoutMs);
 
-    for (auto& r : ranks) relay(r);
+    for (auto& r : ranks)
+      if (relay(r) && stopping && !termed) termAt = std::max(termAt, std::min(settleLimit, Clock::now() + reportWait));
     signalfd_siginfo info;
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {

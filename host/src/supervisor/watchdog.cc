@@ -34,6 +34,21 @@ ErrorCode codeOf(std::exception_ptr e) {
   }
 }
 
+// The group rank a backend's error names in its ErrorContext prefix
+// ("[group g rank r] op seq s (peer N): ..."), or -1: the backend's own evidence of
+// which peer died (e.g. gloo maps the dropped connection to its rank).
+int peerNamedBy(std::exception_ptr e) {
+  const std::string what = describe(e);
+  const size_t prefixEnd = what.find(": ");
+  const size_t at = what.find(" (peer ");
+  if (at == std::string::npos || prefixEnd == std::string::npos || at > prefixEnd) return -1;
+  try {
+    return std::stoi(what.substr(at + 7));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
 std::string formatBytes(int64_t b) {
   char buf[32];
   if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
@@ -99,8 +114,13 @@ void Supervisor::pollOnce() {
     } else if (code == ErrorCode::Timeout) {
       raiseIncident(*w, error);
     } else if (code == ErrorCode::PeerLost) {
-      // Backends see a connection drop, not which rank died: wait for the heartbeat
-      // to name the peer, or give up after one heartbeat timeout.
+      // A backend that names the dead peer is believed at once: the peer is marked
+      // lost, so the group's other works (waiting on live ranks) fail now too. One that
+      // sees only a connection drop waits for the heartbeat to name the peer, or gives
+      // up after one heartbeat timeout.
+      const int named = peerNamedBy(error);
+      if (named >= 0 && named < w->group()->worldSize && named != w->group()->rank)
+        w->group()->markLost(named, "the backend saw its connection to this rank drop");
       if (w->peerErrorSeen == Clock::time_point{}) w->peerErrorSeen = now;
       if (w->group()->anyPeerLost.load(std::memory_order_acquire) ||
           w->group()->anyPeerLeft.load(std::memory_order_acquire) ||
