@@ -185,8 +185,9 @@ int Client::connectWithRetry() {
                        "). Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the "
                        "store host/port (MASTER_ADDR/MASTER_PORT)");
     if (options_.logger && options_.progressEvery.count() > 0 && Clock::now() >= nextReport) {
-      // The wording is what `commhost run` looks for: keep it in step with launcher.cc.
-      options_.logger->warn(who_ + "still waiting for the store at " + where_ + " after " + waited() + " (" + error +
+      // The logger names the rank. The wording is what `commhost run` looks for: keep it
+      // in step with launcher.cc.
+      options_.logger->warn("still waiting for the store at " + where_ + " after " + waited() + " (" + error +
                             "); giving up after " + formatDuration(options_.timeout) +
                             ". Check that rank 0 (serve: auto) or `commhost store serve` is running there and that "
                             "this host can reach it (MASTER_ADDR/MASTER_PORT, store.options.host/port, firewall)");
@@ -197,7 +198,7 @@ int Client::connectWithRetry() {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(delay.count() * jitter(rng))));
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
-  if (reported) options_.logger->warn(who_ + "reached the store at " + where_ + " after " + waited());
+  if (reported) options_.logger->warn("reached the store at " + where_ + " after " + waited());
   if (!options_.token.empty()) {
     Request auth;
     auth.op = Op::Auth;

@@ -158,3 +158,18 @@ grep -q "cannot connect to the store at 127.0.0.1:$port" "$tmp/nowhere.log" || f
 grep -q "ranks that never reached the store: 0, 1" "$tmp/nowhere.log" ||
   fail "commhost run does not say which ranks never reached the store"
 echo "ok: unreachable store: progress lines, a final error naming it, and commhost run names the ranks"
+
+# --- a rank that starts before the store: it waits, says so, then says it got there ---
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+write_config "$tmp/late.yaml" ", progress_interval: 1s" 20s
+COMMHOST_CONFIG=$tmp/late.yaml timeout 60 "$job" --elements 8 >"$tmp/late_job.log" 2>&1 &
+holder=$!
+for _ in $(seq 100); do grep -q "still waiting for the store" "$tmp/late_job.log" && break; sleep 0.1; done
+"$commhost" store serve --port "$port" >"$tmp/late_server.log" 2>&1 &
+server=$!
+wait "$holder" || fail "the job that started before the store failed"
+holder=""
+grep -q "still waiting for the store at 127.0.0.1:$port" "$tmp/late_job.log" || fail "no progress line before the store came up"
+grep -q "reached the store at 127.0.0.1:$port after [0-9.]*s" "$tmp/late_job.log" || fail "no line saying the store was reached"
+stop_server
+echo "ok: a rank that starts before the store says it is waiting, then that it reached it"
