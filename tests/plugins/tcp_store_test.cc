@@ -303,6 +303,7 @@ TEST(TcpStore, StalledFrameIsDroppedButIdleConnectionsStay) {
 TEST(TcpStore, ConnectionsOverTheCapAreClosedUntilOneLeaves) {
   tcpstore::ServerOptions options;
   options.maxConnections = 2;
+  options.logger = std::make_shared<Logger>("commhost.tcp", "cap test");
   tcpstore::Server server(options);
   tcpstore::ClientOptions clientOptions;
   clientOptions.port = server.port();
@@ -311,10 +312,16 @@ TEST(TcpStore, ConnectionsOverTheCapAreClosedUntilOneLeaves) {
   tcpstore::Client second(clientOptions);
   first->ping();
   second.ping();
+  testing::internal::CaptureStderr();
   {
     RawSocket third(server.port());
     EXPECT_TRUE(third.closedByServer());
   }
+  Logger::flushAll();
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("refusing connection from 127.0.0.1: 2 connections are open (store option max_connections)"),
+            std::string::npos)
+      << log;
   second.ping();  // the others are still served
   first.reset();
   EXPECT_TRUE(servedWithin5s(server.port()));
