@@ -82,7 +82,7 @@ void addStoreCommand(CLI::App& app) {
   auto* serveCmd = store->add_subcommand("serve", "Serve the tcp store until SIGINT/SIGTERM (ranks use serve: never)");
   serveCmd->add_option("--port", args.port, "Port to listen on (0 picks a free one and prints it)")->capture_default_str();
   serveCmd->add_option("--token", args.token, "Auth token every client must present");
-  serveCmd->add_option("--bind", args.bind, "Address to listen on (another than loopback needs --token or --insecure)")
+  serveCmd->add_option("--bind", args.bind, "Address to listen on (a non-loopback one needs --token or --insecure)")
       ->capture_default_str();
   serveCmd->add_flag("--insecure", args.insecure, "Allow a non-loopback --bind without a token");
   serveCmd->add_option("--plugin-path", args.pluginPaths, "Extra directories to search for the tcp plugin");
