@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <thread>
@@ -128,6 +129,10 @@ Client::Client(ClientOptions options, std::shared_ptr<void> keepAlive)
       options_(std::move(options)),
       where_(options_.host + ":" + std::to_string(options_.port)),
       who_(options_.rank >= 0 ? "[rank " + std::to_string(options_.rank) + "] " : "") {
+  const size_t authBody = 1 + 4 + options_.token.size();
+  if (authBody > kMaxAuthBody)
+    throw ConfigError(who_ + "tcp store: auth_token is " + std::to_string(options_.token.size()) +
+                      " bytes; at most " + std::to_string(kMaxAuthBody - 5) + " are allowed. Use a shorter secret");
   giveBack(connectWithRetry());
 }
 
@@ -155,7 +160,15 @@ void Client::giveBack(int fd) {
 // Exponential backoff with jitter, so hundreds of ranks starting together do not
 // reconnect in lockstep.
 int Client::connectWithRetry() {
-  const auto deadline = Clock::now() + options_.timeout;
+  const auto start = Clock::now();
+  const auto deadline = start + options_.timeout;
+  auto nextReport = start + options_.progressEvery;
+  bool reported = false;
+  auto waited = [&] {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1fs", std::chrono::duration<double>(Clock::now() - start).count());
+    return std::string(text);
+  };
   std::mt19937 rng(std::random_device{}());
   auto delay = std::chrono::milliseconds(10);
   int attempts = 0;
@@ -171,10 +184,21 @@ int Client::connectWithRetry() {
                        " attempts over " + formatDuration(options_.timeout) + " (" + error +
                        "). Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the "
                        "store host/port (MASTER_ADDR/MASTER_PORT)");
+    if (options_.logger && options_.progressEvery.count() > 0 && Clock::now() >= nextReport) {
+      // The logger names the rank. The wording is what `commhost run` looks for: keep it
+      // in step with launcher.cc.
+      options_.logger->warn("still waiting for the store at " + where_ + " after " + waited() + " (" + error +
+                            "); giving up after " + formatDuration(options_.timeout) +
+                            ". Check that rank 0 (serve: auto) or `commhost store serve` is running there and that "
+                            "this host can reach it (MASTER_ADDR/MASTER_PORT, store.options.host/port, firewall)");
+      reported = true;
+      while (nextReport <= Clock::now()) nextReport += options_.progressEvery;
+    }
     std::uniform_real_distribution<double> jitter(0.75, 1.25);
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(delay.count() * jitter(rng))));
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
+  if (reported) options_.logger->warn("reached the store at " + where_ + " after " + waited());
   if (!options_.token.empty()) {
     Request auth;
     auth.op = Op::Auth;

@@ -6,7 +6,9 @@
 // application's store). Connections are kept for reuse; there are at most as many as
 // calls ever ran at once.
 // Errors: a server that cannot be reached within the timeout, or that goes away during
-// a call, gives StoreError naming host:port and what to check; never a hang.
+// a call, gives StoreError naming host:port and what to check; never a hang. Until the
+// server is reached, a warning every progressEvery says so ("still waiting for the store
+// at host:port"); `commhost run` reads these lines to name the ranks that never reached it.
 #pragma once
 
 #include <memory>
@@ -27,6 +29,9 @@ struct ClientOptions {
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   uint32_t maxFrame = 64u << 20;
   int rank = -1;  // named in error messages when known
+  // While the server cannot be reached, a progress line every this often (0: none).
+  std::chrono::milliseconds progressEvery{std::chrono::seconds(5)};
+  std::shared_ptr<Logger> logger;  // for the progress lines; none: they are not printed
 };
 
 class Client final : public Store {

@@ -21,6 +21,10 @@ namespace commhost::tcpstore {
 
 constexpr uint32_t kMagic = 0x01534843;  // "CHS" + version 1, little-endian
 constexpr size_t kHeaderSize = 8;
+// The largest auth frame body (opcode, token length, token). When the server has a token,
+// a connection's first frame must be auth, so this caps what an unauthenticated peer can
+// make the server buffer.
+constexpr uint32_t kMaxAuthBody = 4096;
 
 enum class Op : uint8_t {
   Auth = 1, Set, Get, Add, CompareSet, Wait, Check, Delete, NumKeys, MultiGet, MultiSet, Append, Ping,

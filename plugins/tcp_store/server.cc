@@ -3,13 +3,20 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "commhost/errors.h"
+#include "commhost/option_schema.h"
 #include "protocol.h"
 
 namespace commhost::tcpstore {
 
 using boost::asio::ip::tcp;
+
+namespace {
+constexpr size_t kInitialBuffer = 4096;
+constexpr size_t kKeepBuffer = 64 * 1024;  // a bigger buffer is given back once its frame is handled
+}  // namespace
 
 struct Server::Connection {
   Connection(tcp::socket s, std::atomic<int>& open) : socket(std::move(s)), open(open) {
@@ -24,10 +31,17 @@ struct Server::Connection {
   std::string peer;
   // Bytes received and not yet handled: in[0, filled). Reading whole chunks rather than
   // header then body saves a syscall and an event-loop turn per request.
-  std::vector<uint8_t> in = std::vector<uint8_t>(4096);
+  std::vector<uint8_t> in = std::vector<uint8_t>(kInitialBuffer);
   size_t filled = 0;
+  size_t want = kHeaderSize;  // bytes the frame being received needs in all (header first)
   std::vector<uint8_t> out;  // the reply being written
   bool authenticated = false;
+  bool closed = false;
+  // Closes a connection that is silent mid-frame (or before auth). `timerGeneration`
+  // tells a stale expiry (the frame completed, a new one started) from a live one.
+  std::unique_ptr<boost::asio::steady_timer> timer;
+  bool timerArmed = false;
+  uint64_t timerGeneration = 0;
 };
 
 struct Server::Waiter {
@@ -40,6 +54,18 @@ struct Server::Waiter {
 };
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::seconds kLogInterval(10);
+// Accept errors that only time cures (out of fds or kernel memory): retrying at once
+// spins, so the acceptor waits this long between tries.
+constexpr std::chrono::milliseconds kAcceptBackoff(100);
+
+bool resourceExhausted(const boost::system::error_code& ec) {
+  const int v = ec.value();
+  return ec.category() == boost::system::system_category() &&
+         (v == EMFILE || v == ENFILE || v == ENOBUFS || v == ENOMEM);
+}
 
 int listenBacklog() {
   std::ifstream in("/proc/sys/net/core/somaxconn");
@@ -56,7 +82,7 @@ std::vector<uint8_t> errorFrame(const std::string& message) {
 
 }  // namespace
 
-Server::Server(ServerOptions options) : options_(std::move(options)), acceptor_(io_) {
+Server::Server(ServerOptions options) : options_(std::move(options)), acceptor_(io_), acceptRetry_(io_) {
   boost::system::error_code ec;
   const auto address = boost::asio::ip::make_address(options_.bind, ec);
   if (ec)
@@ -82,25 +108,86 @@ Server::~Server() {
   if (thread_.joinable()) thread_.join();
 }
 
+void Server::logLimited(RateLimited& r, const std::string& message) {
+  ++r.count;
+  const auto now = Clock::now();
+  if (r.last != Clock::time_point{} && now - r.last < kLogInterval) return;
+  if (options_.logger)
+    options_.logger->warn(message + " [" + std::to_string(r.count) + " time" + (r.count == 1 ? "" : "s") +
+                          " since the last such line; at most one per " + formatDuration(kLogInterval) + "]");
+  r.last = now;
+  r.count = 0;
+}
+
 void Server::accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, tcp::socket socket) {
-    if (!ec) {
+    if (ec == boost::asio::error::operation_aborted) return;
+    if (ec) return acceptFailed(ec);
+    if (acceptFailures_ > 0 && options_.logger)
+      options_.logger->warn("tcp store: accepting connections again after " + std::to_string(acceptFailures_) +
+                            " failed accepts");
+    acceptFailures_ = 0;
+    if (connections_.load(std::memory_order_relaxed) >= options_.maxConnections) {
+      boost::system::error_code ignored;
+      const auto ep = socket.remote_endpoint(ignored);
+      logLimited(refused_, "tcp store: refusing connection from " +
+                               (ignored ? std::string("unknown peer") : ep.address().to_string()) + ": " +
+                               std::to_string(options_.maxConnections) +
+                               " connections are open (store option max_connections); raise it if the job "
+                               "needs more, or find the client that opens so many");
+      socket.close(ignored);
+    } else {
       socket.set_option(tcp::no_delay(true), ec);
       auto c = std::make_shared<Connection>(std::move(socket), connections_);
       c->authenticated = options_.token.empty();
+      c->timer = std::make_unique<boost::asio::steady_timer>(io_);
+      if (!c->authenticated) armTimer(c, options_.authTimeout, "authenticate (store option auth_timeout)");
       next(c);
-    } else if (ec != boost::asio::error::operation_aborted && options_.logger) {
-      options_.logger->warn("tcp store: accept failed: " + ec.message());
     }
-    if (acceptor_.is_open()) accept();
+    accept();
+  });
+}
+
+void Server::acceptFailed(const boost::system::error_code& ec) {
+  ++acceptFailures_;
+  const bool exhausted = resourceExhausted(ec);
+  logLimited(acceptErrors_,
+             "tcp store: cannot accept a connection: " + ec.message() + " (" +
+                 std::to_string(connections_.load(std::memory_order_relaxed)) + " connections open" +
+                 (exhausted ? "; the process is out of file descriptors or memory: raise `ulimit -n`, or lower "
+                              "store option max_connections below it; retrying every " +
+                                  formatDuration(kAcceptBackoff)
+                            : "") +
+                 ")");
+  if (!exhausted) return accept();
+  acceptRetry_.expires_after(kAcceptBackoff);
+  acceptRetry_.async_wait([this](boost::system::error_code timerEc) {
+    if (!timerEc && acceptor_.is_open()) accept();
+  });
+}
+
+void Server::armTimer(const ConnectionPtr& c, std::chrono::milliseconds limit, const std::string& what) {
+  c->timerArmed = true;
+  const uint64_t generation = ++c->timerGeneration;
+  c->timer->expires_after(limit);
+  c->timer->async_wait([this, c, generation, limit, what](boost::system::error_code ec) {
+    if (ec || c->closed || !c->timerArmed || c->timerGeneration != generation) return;
+    drop(c, "did not " + what + " within " + formatDuration(limit) + " (" + std::to_string(c->filled) + " of " +
+                std::to_string(c->want) + " bytes of a frame received)");
   });
 }
 
 void Server::read(const ConnectionPtr& c) {
-  if (c->filled == c->in.size()) c->in.resize(c->in.size() * 2);
+  // Grow toward the frame's length only as its bytes arrive: a header claiming a huge
+  // frame costs nothing until the bytes are really sent.
+  if (c->filled == c->in.size()) c->in.resize(std::max(c->filled + 1, std::min(c->in.size() * 2, c->want)));
   c->socket.async_read_some(boost::asio::buffer(c->in.data() + c->filled, c->in.size() - c->filled),
                             [this, c](boost::system::error_code ec, size_t n) {
-                              if (ec) return;  // the client closed its connection: nothing to report
+                              if (ec) {  // the client closed its connection: nothing to report
+                                c->closed = true;
+                                c->timer->cancel();
+                                return;
+                              }
                               c->filled += n;
                               next(c);
                             });
@@ -110,23 +197,47 @@ void Server::read(const ConnectionPtr& c) {
 // the following one is looked at only after this one's reply is written.
 void Server::next(const ConnectionPtr& c) {
   try {
-    if (c->filled < kHeaderSize) return read(c);
-    const uint32_t length = parseHeader(c->in.data(), options_.maxFrame);
+    if (c->closed) return;
+    c->want = kHeaderSize;
+    if (c->filled < kHeaderSize) return more(c);
+    const uint32_t length = parseHeader(c->in.data(), std::numeric_limits<uint32_t>::max());
+    if (!c->authenticated && length > kMaxAuthBody)
+      return drop(c, "unauthenticated client's first frame claims " + std::to_string(length) +
+                         " bytes; it must be an auth frame of at most " + std::to_string(kMaxAuthBody) +
+                         " (the client needs the store's auth_token)");
+    if (length > options_.maxFrame)
+      throw ProtocolError("frame of " + std::to_string(length) + " bytes is over the limit of " +
+                          std::to_string(options_.maxFrame) + " (store option max_frame)");
     const size_t frame = kHeaderSize + length;
-    if (c->filled < frame) {
-      if (c->in.size() < frame) c->in.resize(frame);
-      return read(c);
-    }
+    c->want = frame;
+    if (c->filled < frame) return more(c);
     Request request = decodeRequest(c->in.data() + kHeaderSize, length);
     std::memmove(c->in.data(), c->in.data() + frame, c->filled - frame);
     c->filled -= frame;
+    c->timerArmed = false;  // this frame is complete; an unauthenticated one is auth or dropped
+    c->timer->cancel();
+    // A big frame's buffer is not kept for the connection's lifetime.
+    if (c->in.size() > kKeepBuffer && c->filled <= kInitialBuffer) {
+      std::vector<uint8_t> small(kInitialBuffer);
+      std::memcpy(small.data(), c->in.data(), c->filled);
+      c->in.swap(small);
+    }
     handle(c, std::move(request));
   } catch (const ProtocolError& e) {
     drop(c, e.what());
   }
 }
 
+// Reads more of the frame being received; a frame under way must complete in time.
+void Server::more(const ConnectionPtr& c) {
+  if (c->filled > 0 && !c->timerArmed) armTimer(c, options_.frameTimeout, "complete a frame (store option frame_timeout)");
+  read(c);
+}
+
 void Server::drop(const ConnectionPtr& c, const std::string& reason) {
+  if (c->closed) return;
+  c->closed = true;
+  c->timer->cancel();
   if (options_.logger) options_.logger->warn("tcp store: closing connection from " + c->peer + ": " + reason);
   boost::system::error_code ec;
   c->socket.shutdown(tcp::socket::shutdown_both, ec);
@@ -197,13 +308,14 @@ void Server::changed(const std::string& key) {
 
 void Server::handle(const ConnectionPtr& c, Request r) {
   if (!c->authenticated && r.op != Op::Auth)
-    return drop(c, std::string("unauthenticated ") + opName(r.op) + " request; the client needs the store's auth_token");
+    return drop(c, std::string("unauthenticated ") + opName(r.op) +
+                       " request; the first frame must be auth (the client needs the store's auth_token)");
   auto ok = [] { return FrameWriter().u8(static_cast<uint8_t>(Status::Ok)); };
   const std::string key = r.keys.empty() ? std::string() : r.keys[0];
   switch (r.op) {
     case Op::Auth:
       if (!options_.token.empty() && r.token != options_.token)
-        return drop(c, "wrong auth token; check auth_token / COMMHOST_STORE_TOKEN on both sides");
+        return drop(c, "wrong auth token (not logged); check auth_token / COMMHOST_STORE_TOKEN on both sides");
       c->authenticated = true;
       return reply(c, statusFrame(Status::Ok));
     case Op::Set:

@@ -1,9 +1,17 @@
 // The tcp store server: one Boost.Asio event loop on its own thread holds every key and
-// every connection. All state below is touched only by that thread, so it needs no lock.
+// every connection. All state below is touched only by that thread, so it needs no lock
+// (connections_ alone is also read by ~Server, hence atomic).
 //
 // A malformed, oversized or unauthenticated frame closes that one connection with a
 // logged reason; everyone else keeps being served. Waits (get, wait, multi_get) park on
 // the server and are answered when their keys appear or their timeout passes.
+//
+// Memory a peer can make the server hold is bounded by what it actually sends: a frame's
+// buffer grows as its bytes arrive, never to the length its header claims. When a token
+// is set, a connection's first frame must be a small auth frame (kMaxAuthBody), so an
+// unauthenticated connection holds a few KiB at most, max_connections of them in total.
+// A frame that stops arriving is dropped after frame_timeout; a connection that does not
+// authenticate within auth_timeout is closed.
 #pragma once
 
 #include <boost/asio.hpp>
@@ -27,6 +35,9 @@ struct ServerOptions {
   int port = 0;               // 0: pick a free port; see Server::port()
   std::string token;          // "" disables authentication
   uint32_t maxFrame = 64u << 20;
+  int maxConnections = 4096;  // more are accepted and closed at once, with a log line
+  std::chrono::milliseconds authTimeout{std::chrono::seconds(10)};   // token set: auth within this
+  std::chrono::milliseconds frameTimeout{std::chrono::seconds(60)};  // a started frame completes within this
   // How long ~Server keeps serving while other clients are still connected: a rank that
   // finishes (or fails) first must not take the job's control plane down with it.
   std::chrono::milliseconds linger{0};
@@ -49,8 +60,18 @@ class Server {
   struct Waiter;
   using ConnectionPtr = std::shared_ptr<Connection>;
 
+  // Logs at most once per kLogInterval; `count` is how often it happened meanwhile.
+  struct RateLimited {
+    std::chrono::steady_clock::time_point last{};
+    uint64_t count = 0;
+  };
+  void logLimited(RateLimited& r, const std::string& message);
+
   void accept();
+  void acceptFailed(const boost::system::error_code& ec);
+  void armTimer(const ConnectionPtr& c, std::chrono::milliseconds limit, const std::string& what);
   void read(const ConnectionPtr& c);
+  void more(const ConnectionPtr& c);
   void next(const ConnectionPtr& c);
   void handle(const ConnectionPtr& c, Request request);
   void reply(const ConnectionPtr& c, std::vector<uint8_t> frame);
@@ -70,6 +91,9 @@ class Server {
   // Loop thread only:
   std::map<std::string, Bytes> data_;
   std::map<std::string, std::vector<std::shared_ptr<Waiter>>> waiters_;  // by a key each waits for
+  boost::asio::steady_timer acceptRetry_;
+  uint64_t acceptFailures_ = 0;  // since the last successful accept
+  RateLimited acceptErrors_, refused_;
   std::thread thread_;
 };
 

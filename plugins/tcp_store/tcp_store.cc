@@ -20,6 +20,14 @@ const std::vector<OptionSpec>& optionSpecs() {
     {"max_frame", OptionType::Size, "256MiB", "Largest frame accepted, in either direction", {}, 1024, 1ll << 31},
     {"linger", OptionType::Duration, "2s",
      "How long a serving process, once done with the store, keeps serving ranks still connected", {}, 0, 3600},
+    {"max_connections", OptionType::Int, "4096",
+     "Server: connections open at once; more are closed on accept with a log line", {}, 1, 1 << 20},
+    {"auth_timeout", OptionType::Duration, "10s",
+     "Server with auth_token: a connection that has not authenticated by then is closed", {}, 0.001, 3600},
+    {"frame_timeout", OptionType::Duration, "60s",
+     "Server: a frame whose bytes stop arriving is dropped (with its connection) after this", {}, 0.001, 86400},
+    {"progress_interval", OptionType::Duration, "5s",
+     "Client: while the server cannot be reached, a line saying so every this often; 0: none", {}, 0, 3600},
   };
   return kOptions;
 }
@@ -39,10 +47,14 @@ std::shared_ptr<Store> create(const OptionValues& options, const StoreContext& c
     so.token = options.getString("auth_token");
     so.maxFrame = maxFrame;
     so.linger = options.getDuration("linger");
+    so.maxConnections = static_cast<int>(options.getInt("max_connections"));
+    so.authTimeout = options.getDuration("auth_timeout");
+    so.frameTimeout = options.getDuration("frame_timeout");
     so.logger = ctx.logger;
     server = std::make_shared<Server>(std::move(so));
-    if (port == 0 && ctx.logger) ctx.logger->info("tcp store serving on " + server->address() + ":" +
-                                                  std::to_string(server->port()));
+    if (port == 0 && ctx.logger)
+      ctx.logger->info("tcp store serving on " + server->address() + ":" + std::to_string(server->port()) +
+                       (options.getString("auth_token").empty() ? " (no auth token)" : " (auth token required)"));
     port = server->port();
   } else if (port == 0) {
     throw ConfigError("[rank " + std::to_string(ctx.rank) +
@@ -57,6 +69,8 @@ std::shared_ptr<Store> create(const OptionValues& options, const StoreContext& c
   co.timeout = options.getDuration("timeout");
   co.maxFrame = maxFrame;
   co.rank = ctx.rank;
+  co.progressEvery = options.getDuration("progress_interval");
+  co.logger = ctx.logger;
   return std::make_shared<Client>(std::move(co), server);
 }
 

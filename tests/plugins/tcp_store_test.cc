@@ -237,5 +237,95 @@ TEST(TcpStore, ServerLingersWhileClientsRemainThenStops) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
+// Connects raw sockets until the server has accepted and kept one (it answers a ping),
+// within 5 s; the frame is a ping request.
+bool servedWithin5s(int port) {
+  tcpstore::Request ping;
+  ping.op = tcpstore::Op::Ping;
+  const auto frame = tcpstore::encodeRequest(ping);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < until) {
+    RawSocket s(port);
+    s.send(frame);
+    if (!s.closedByServer()) return true;  // it answered (or is still answering)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+TEST(TcpStore, UnauthenticatedFirstFrameMustBeASmallAuth) {
+  tcpstore::ServerOptions options;
+  options.token = "s3cret";
+  options.maxFrame = 256u << 20;
+  options.authTimeout = std::chrono::milliseconds(300);
+  tcpstore::Server server(options);
+  tcpstore::ClientOptions clientOptions;
+  clientOptions.port = server.port();
+  clientOptions.token = "s3cret";
+  clientOptions.timeout = std::chrono::seconds(5);
+  tcpstore::Client good(clientOptions);
+  {
+    // Before the fix this header made the server allocate 256 MiB and wait for it.
+    RawSocket huge(server.port());
+    huge.send(header(tcpstore::kMagic, 256u << 20));
+    EXPECT_TRUE(huge.closedByServer());
+  }
+  {
+    RawSocket silent(server.port());  // connects and never authenticates
+    EXPECT_TRUE(silent.closedByServer());
+  }
+  good.set("k", toBytes("v"));
+  EXPECT_EQ(toString(good.get("k")), "v");
+  clientOptions.token = std::string(tcpstore::kMaxAuthBody, 'x');
+  EXPECT_THROW_WITH(tcpstore::Client tooLong(clientOptions), ConfigError, "auth_token is", "at most");
+}
+
+TEST(TcpStore, StalledFrameIsDroppedButIdleConnectionsStay) {
+  tcpstore::ServerOptions options;
+  options.frameTimeout = std::chrono::milliseconds(300);
+  tcpstore::Server server(options);
+  tcpstore::ClientOptions clientOptions;
+  clientOptions.port = server.port();
+  clientOptions.timeout = std::chrono::seconds(5);
+  tcpstore::Client idle(clientOptions);
+  idle.set("k", toBytes("v"));
+  {
+    RawSocket stalled(server.port());  // promises 1 MiB, sends 10 bytes, then nothing
+    auto frame = header(tcpstore::kMagic, 1u << 20);
+    frame.resize(18, 7);
+    stalled.send(frame);
+    EXPECT_TRUE(stalled.closedByServer());  // within frame_timeout, not never
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));  // idle past frame_timeout
+  EXPECT_EQ(toString(idle.get("k")), "v");  // between frames a connection is never timed out
+}
+
+TEST(TcpStore, ConnectionsOverTheCapAreClosedUntilOneLeaves) {
+  tcpstore::ServerOptions options;
+  options.maxConnections = 2;
+  options.logger = std::make_shared<Logger>("commhost.tcp", "cap test");
+  tcpstore::Server server(options);
+  tcpstore::ClientOptions clientOptions;
+  clientOptions.port = server.port();
+  clientOptions.timeout = std::chrono::seconds(5);
+  auto first = std::make_unique<tcpstore::Client>(clientOptions);
+  tcpstore::Client second(clientOptions);
+  first->ping();
+  second.ping();
+  testing::internal::CaptureStderr();
+  {
+    RawSocket third(server.port());
+    EXPECT_TRUE(third.closedByServer());
+  }
+  Logger::flushAll();
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("refusing connection from 127.0.0.1: 2 connections are open (store option max_connections)"),
+            std::string::npos)
+      << log;
+  second.ping();  // the others are still served
+  first.reset();
+  EXPECT_TRUE(servedWithin5s(server.port()));
+}
+
 }  // namespace
 }  // namespace commhost::test

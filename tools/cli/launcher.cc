@@ -29,15 +29,30 @@ struct Rank {
   bool exited = false;
   int status = 0;           // waitpid status
   Clock::time_point start, end;
+  // From the tcp store client's lines ("still waiting for the store at", "reached the
+  // store at", "cannot connect to the store at"; see plugins/tcp_store/client.cc).
+  enum class StoreReach { Unknown, Waiting, Reached, GaveUp } store = StoreReach::Unknown;
 };
+
+void noteStoreLine(Rank& r, const std::string& line) {
+  if (line.find("still waiting for the store at ") != std::string::npos) {
+    if (r.store != Rank::StoreReach::GaveUp) r.store = Rank::StoreReach::Waiting;
+  } else if (line.find("reached the store at ") != std::string::npos) {
+    r.store = Rank::StoreReach::Reached;
+  } else if (line.find("cannot connect to the store at ") != std::string::npos) {
+    r.store = Rank::StoreReach::GaveUp;
+  }
+}
 
 void flushLines(Rank& r, bool all) {
   size_t nl;
   while ((nl = r.pending.find('\n')) != std::string::npos) {
+    noteStoreLine(r, r.pending.substr(0, nl));
     std::cout << "[" << r.globalRank << "] " << r.pending.substr(0, nl + 1);
     r.pending.erase(0, nl + 1);
   }
   if (all && !r.pending.empty()) {
+    noteStoreLine(r, r.pending);
     std::cout << "[" << r.globalRank << "] " << r.pending << "\n";
     r.pending.clear();
   }
@@ -264,6 +279,14 @@ int launch(const LaunchPlan& plan) {
                   static_cast<int>(i) == firstFailure ? "  <- failed first" : "");
     std::cerr << line;
   }
+  std::string unreached;
+  for (const Rank& r : ranks)
+    if (r.store == Rank::StoreReach::Waiting || r.store == Rank::StoreReach::GaveUp)
+      unreached += (unreached.empty() ? "" : ", ") + std::to_string(r.globalRank);
+  if (!unreached.empty())
+    std::cerr << "  ranks that never reached the store: " << unreached
+              << " (their 'store at host:port' lines above say where they looked; check that rank 0 or `commhost "
+                 "store serve` runs there and MASTER_ADDR/MASTER_PORT)\n";
   if (firstFailure >= 0) return exitCodeOf(ranks[firstFailure].status);
   return stopSignal ? 128 + stopSignal : 1;  // as a shell reports a signal (130 for Ctrl-C)
 }
