@@ -6,7 +6,9 @@
 #   2. a rank is stopped (SIGSTOP) in an inline allreduce loop: the survivor fails with
 #      "peer 1 lost" soon after heartbeat.timeout (2 s), long before group.timeout (60 s);
 #      resumed 7+ s later, the stopped rank says it was not scheduled, and blames no
-#      backend call.
+#      backend call;
+#   3. a rank stopped for 6 s inside a wait (timeout 3 s): its error says this process was
+#      not scheduled, instead of only blaming the peer it waited for.
 #   shm_faults_test.sh <commhost binary> <shm config>
 set -euo pipefail
 commhost=$1
@@ -26,7 +28,8 @@ below() { awk -v x="$1" -v lim="$2" 'BEGIN { exit !(x < lim) }'; }
 
 echo "== 1. rank 1 issues a 3-element allreduce as seq 3 (the others: 1 KiB = 256 x f32)"
 status=0
-timeout 60 "$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allreduce --sizes 1K --check --iters 5 \
+timeout 60 "$commhost" run -n 2 -c "$config" --set supervisor.flight_recorder.dump_dir="$tmp/traces" -- \
+  "$commhost" bench --op allreduce --sizes 1K --check --iters 5 \
   --warmup 1 --inject mismatch:1@3 >"$tmp/mismatch.log" 2>&1 || status=$?
 [ "$status" -ne 0 ] || fail "the mismatched job exited 0"
 [ "$status" -ne 124 ] || fail "the mismatched job hung"
@@ -44,7 +47,8 @@ echo "== 2. rank 1 stopped (SIGSTOP) mid-loop; heartbeat timeout 2 s, group time
 port=$((20000 + RANDOM % 40000))
 common=(WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMHOST_CONFIG=$config)
 loop=(bench --op allreduce --sizes 1K --iters 100000000 --warmup 0 --set group.timeout=60s
-      --set supervisor.heartbeat.interval=200ms --set supervisor.heartbeat.timeout=2s)
+      --set supervisor.heartbeat.interval=200ms --set supervisor.heartbeat.timeout=2s
+      --set supervisor.flight_recorder.dump_dir="$tmp/traces")
 env RANK=0 LOCAL_RANK=0 "${common[@]}" "$commhost" "${loop[@]}" >"$tmp/survivor.log" 2>&1 &
 survivor=$!
 pids+=($survivor)
@@ -80,3 +84,31 @@ grep -q "this process was not scheduled for [0-9.]*m\?s" "$tmp/stopped.log" ||
   fail "the resumed rank does not say it was not scheduled"
 ! grep -q "is blocked" "$tmp/stopped.log" || fail "the resumed rank blames a blocked backend call"
 echo "ok: the resumed rank says it was not scheduled (exit $status)"
+
+echo "== 3. rank 1 stopped (SIGSTOP) for 6 s while it waits for rank 0 (hung at seq 5); timeout 3 s"
+port=$((20000 + RANDOM % 40000))
+common=(WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMHOST_CONFIG=$config)
+hang=(bench --op allreduce --sizes 1K --iters 100 --warmup 0 --inject hang:0@5 --set group.timeout=3s
+      --set supervisor.flight_recorder.dump_dir="$tmp/traces")
+env RANK=0 LOCAL_RANK=0 "${common[@]}" "$commhost" "${hang[@]}" >"$tmp/hung.log" 2>&1 &
+hung=$!
+pids+=($hung)
+env RANK=1 LOCAL_RANK=1 "${common[@]}" "$commhost" "${hang[@]}" >"$tmp/waiter.log" 2>&1 &
+waiter=$!
+pids+=($waiter)
+for _ in $(seq 300); do grep -q "inject at seq 5: hanging" "$tmp/hung.log" && break; sleep 0.1; done
+grep -q "inject at seq 5: hanging" "$tmp/hung.log" || fail "rank 0 never reached its hang"
+sleep 0.3  # rank 1 is waiting in seq 5 now (its timeout: 3 s)
+kill -STOP $waiter
+sleep 6
+kill -CONT $waiter
+for _ in $(seq 300); do kill -0 $waiter 2>/dev/null || break; sleep 0.1; done
+kill -0 $waiter 2>/dev/null && fail "the resumed rank still runs 30 s later"
+status=0
+wait $waiter || status=$?
+[ "$status" -ne 0 ] || fail "the resumed rank exited 0"
+line=$(grep -E "commhost: " "$tmp/waiter.log" | tail -1)
+grep -q "allreduce seq 5.*this process itself was not scheduled for [0-9]* ms" <<<"$line" ||
+  fail "the resumed rank's error does not say it was not scheduled: $line"
+kill -KILL $hung 2>/dev/null || true
+echo "ok: the resumed rank's error says it was not scheduled"
