@@ -103,6 +103,7 @@ struct GroupMonitor {
   Clock::time_point nextBeat{};
 
   // Watchdog thread only.
+  uint64_t callSeenInBackend = 0;  // inBackendCall at the previous poll
   int64_t incidentsRaised = 0;
   std::string lastIncident;  // the desync report and where the dumps are
   Clock::time_point lastIncidentAt{};

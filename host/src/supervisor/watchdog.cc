@@ -80,7 +80,11 @@ int namedPeer(const std::string& message) {
 
 void Supervisor::failBackendCall(GroupMonitor& g) {
   const uint64_t seq = g.inBackendCall.load(std::memory_order_relaxed);
-  if (seq == 0) return;
+  const uint64_t seenBefore = g.callSeenInBackend;
+  g.callSeenInBackend = seq;
+  // Only a call still inside its backend a poll later is waiting there; one that merely
+  // hands its op to the backend's threads (gloo) returns a work the incident fails.
+  if (seq == 0 || seq != seenBefore || !g.anyPeerLost.load(std::memory_order_acquire)) return;
   const auto op = static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed));
   {
     std::lock_guard<std::mutex> lock(g.lostMutex);
@@ -103,8 +107,7 @@ void Supervisor::failBackendCall(GroupMonitor& g) {
 
 void Supervisor::pollOnce() {
   const auto now = Clock::now();
-  for (const auto& g : groups())
-    if (g->anyPeerLost.load(std::memory_order_acquire)) failBackendCall(*g);
+  for (const auto& g : groups()) failBackendCall(*g);
   std::vector<std::shared_ptr<SupervisedWork>> running;
   {
     std::lock_guard<std::mutex> lock(mutex_);
