@@ -12,6 +12,10 @@ namespace {
 
 uint8_t* bytesOf(void* p) { return static_cast<uint8_t*>(p); }
 const uint8_t* bytesOf(const void* p) { return static_cast<const uint8_t*>(p); }
+// A 0-byte op still runs one step, with perhaps a null tensor pointer: memcpy must not see it.
+void copyBytes(void* dst, const void* src, size_t n) {
+  if (n) std::memcpy(dst, src, n);
+}
 
 // Sources of this step (every rank's buffer + offset, rank order) into ch.sources().
 const void* const* peerSources(Channel& ch, size_t offset) {
@@ -28,10 +32,12 @@ size_t blockBytes(const Channel& ch, size_t elementSize) {
 
 }  // namespace
 
+// Every loop below runs at least one step, even for 0 bytes: the first step carries the
+// op's signature (Channel::expect), so ranks disagreeing on the size still meet there.
 void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op) {
   const size_t es = elementSize(dtype);
   if (count * es <= Line::kBytes) {  // the latency path: data and flag in one cache line
-    std::memcpy(ch.beginLine(), data, count * es);
+    copyBytes(ch.beginLine(), data, count * es);
     ch.postLine();
     const void** srcs = ch.sources();
     for (int p = 0; p < ch.world(); ++p) srcs[p] = ch.peerLine(p);
@@ -40,9 +46,9 @@ void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const 
     return;
   }
   const size_t perStep = ch.chunk() / es;
-  for (size_t off = 0; off < count; off += perStep) {
+  for (size_t off = 0; off == 0 || off < count; off += perStep) {
     const size_t n = std::min(perStep, count - off);
-    std::memcpy(ch.begin(), bytesOf(data) + off * es, n * es);
+    copyBytes(ch.begin(), bytesOf(data) + off * es, n * es);
     ch.post();
     kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind,
                                  kernels::finalScale(op, ch.world()));
@@ -55,7 +61,7 @@ void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const 
   const size_t perStep = ch.chunk() / es;
   const size_t align = std::max<size_t>(1, 64 / es);  // slices start on cache lines
   const int world = ch.world(), me = ch.rank();
-  for (size_t off = 0; off < count; off += perStep) {
+  for (size_t off = 0; off == 0 || off < count; off += perStep) {
     const size_t n = std::min(perStep, count - off);
     const size_t per = ((n + world - 1) / world + align - 1) / align * align;
     auto lo = [&](int r) { return std::min(n, per * static_cast<size_t>(r)); };
@@ -66,7 +72,7 @@ void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const 
     // writing the result into its own slice of its buffer, which nobody reads in A.
     uint8_t* mine = ch.begin();
     for (int p = 0; p < world; ++p)
-      if (p != me) std::memcpy(mine + lo(p) * es, chunk + lo(p) * es, (lo(p + 1) - lo(p)) * es);
+      if (p != me) copyBytes(mine + lo(p) * es, chunk + lo(p) * es, (lo(p + 1) - lo(p)) * es);
     ch.post();
     if (myN) {
       const void** srcs = ch.sources();
@@ -83,7 +89,7 @@ void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const 
     for (int p = 0; p < world; ++p) {
       const size_t pLo = lo(p), pN = lo(p + 1) - pLo;
       if (p != me) ch.peer(p);
-      std::memcpy(chunk + pLo * es, (p == me ? ch.previous() : ch.peerPrevious(p)) + pLo * es, pN * es);
+      copyBytes(chunk + pLo * es, (p == me ? ch.previous() : ch.peerPrevious(p)) + pLo * es, pN * es);
     }
     ch.end();
   }
@@ -92,9 +98,9 @@ void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const 
 void reduce(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op, int root) {
   const size_t es = elementSize(dtype);
   const size_t perStep = ch.chunk() / es;
-  for (size_t off = 0; off < count; off += perStep) {
+  for (size_t off = 0; off == 0 || off < count; off += perStep) {
     const size_t n = std::min(perStep, count - off);
-    std::memcpy(ch.begin(), bytesOf(data) + off * es, n * es);
+    copyBytes(ch.begin(), bytesOf(data) + off * es, n * es);
     ch.post();
     if (ch.rank() == root) {
       kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind,
@@ -105,36 +111,36 @@ void reduce(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& 
 }
 
 void broadcast(Channel& ch, void* data, size_t bytes, int root) {
-  for (size_t off = 0; off < bytes; off += ch.chunk()) {
+  for (size_t off = 0; off == 0 || off < bytes; off += ch.chunk()) {
     const size_t n = std::min(ch.chunk(), bytes - off);
     uint8_t* mine = ch.begin();
-    if (ch.rank() == root) std::memcpy(mine, bytesOf(data) + off, n);
+    if (ch.rank() == root) copyBytes(mine, bytesOf(data) + off, n);
     ch.post();
-    if (ch.rank() != root) std::memcpy(bytesOf(data) + off, ch.peer(root), n);
+    if (ch.rank() != root) copyBytes(bytesOf(data) + off, ch.peer(root), n);
     ch.end();
   }
 }
 
 void gather(Channel& ch, const void* in, size_t bytes, void* const* outs, int root) {
-  for (size_t off = 0; off < bytes; off += ch.chunk()) {
+  for (size_t off = 0; off == 0 || off < bytes; off += ch.chunk()) {
     const size_t n = std::min(ch.chunk(), bytes - off);
-    std::memcpy(ch.begin(), bytesOf(in) + off, n);
+    copyBytes(ch.begin(), bytesOf(in) + off, n);
     ch.post();
     if (root < 0 || ch.rank() == root)
-      for (int p = 0; p < ch.world(); ++p) std::memcpy(bytesOf(outs[p]) + off, ch.peer(p), n);
+      for (int p = 0; p < ch.world(); ++p) copyBytes(bytesOf(outs[p]) + off, ch.peer(p), n);
     ch.end();
   }
 }
 
 void scatter(Channel& ch, const void* const* ins, void* out, size_t bytes, int root) {
   const size_t block = blockBytes(ch, 1);
-  for (size_t off = 0; off < bytes; off += block) {
+  for (size_t off = 0; off == 0 || off < bytes; off += block) {
     const size_t n = std::min(block, bytes - off);
     uint8_t* mine = ch.begin();
     if (ch.rank() == root)
-      for (int d = 0; d < ch.world(); ++d) std::memcpy(mine + block * d, bytesOf(ins[d]) + off, n);
+      for (int d = 0; d < ch.world(); ++d) copyBytes(mine + block * d, bytesOf(ins[d]) + off, n);
     ch.post();
-    std::memcpy(bytesOf(out) + off, ch.peer(root) + block * ch.rank(), n);
+    copyBytes(bytesOf(out) + off, ch.peer(root) + block * ch.rank(), n);
     ch.end();
   }
 }
@@ -142,10 +148,10 @@ void scatter(Channel& ch, const void* const* ins, void* out, size_t bytes, int r
 void reduceScatter(Channel& ch, const void* const* ins, void* out, size_t count, DType dtype, const ReduceOp& op) {
   const size_t es = elementSize(dtype);
   const size_t block = blockBytes(ch, es), perStep = block / es;
-  for (size_t off = 0; off < count; off += perStep) {
+  for (size_t off = 0; off == 0 || off < count; off += perStep) {
     const size_t n = std::min(perStep, count - off);
     uint8_t* mine = ch.begin();
-    for (int d = 0; d < ch.world(); ++d) std::memcpy(mine + block * d, bytesOf(ins[d]) + off * es, n * es);
+    for (int d = 0; d < ch.world(); ++d) copyBytes(mine + block * d, bytesOf(ins[d]) + off * es, n * es);
     ch.post();
     uint8_t* dst = bytesOf(out) + off * es;
     kernels::reduceSourcesBuffer(dst, peerSources(ch, block * ch.rank()), ch.world(), n, dtype, op.kind,
@@ -184,11 +190,11 @@ void alltoall(Channel& ch, const void* const* ins, const size_t* inBytes, void* 
   for (size_t off = 0; off < most; off += block) {
     uint8_t* mine = ch.begin();
     for (int d = 0; d < world; ++d)
-      if (inBytes[d] > off) std::memcpy(mine + block * d, bytesOf(ins[d]) + off, std::min(block, inBytes[d] - off));
+      if (inBytes[d] > off) copyBytes(mine + block * d, bytesOf(ins[d]) + off, std::min(block, inBytes[d] - off));
     ch.post();
     for (int s = 0; s < world; ++s)
       if (outBytes[s] > off)
-        std::memcpy(bytesOf(outs[s]) + off, ch.peer(s) + block * ch.rank(), std::min(block, outBytes[s] - off));
+        copyBytes(bytesOf(outs[s]) + off, ch.peer(s) + block * ch.rank(), std::min(block, outBytes[s] - off));
     ch.end();
   }
 }

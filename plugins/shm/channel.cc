@@ -2,11 +2,13 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 
 #include "commhost/errors.h"
+#include "commhost/types.h"
 
 namespace commhost::shm {
 namespace {
@@ -56,9 +58,23 @@ uint8_t* Channel::begin() {
   return segment_.buffer(rank_, step_);
 }
 
+void Channel::expect(Signature sig) {
+  sig.op = static_cast<uint8_t>(scope_.op->op);
+  sig_ = sig;
+  signedStep_ = step_;
+}
+
+void Channel::publishLine(Line& line) {
+  if (step_ == signedStep_) line.signature = sig_;
+  line.step.store(step_ + 1, std::memory_order_release);
+}
+
 void Channel::post() {
+  const bool first = step_ == signedStep_;
+  if (first) publishLine(segment_.line(rank_, step_));
   RankControl& mine = segment_.control(rank_);
   publish(mine.posted, step_ + 1, mine.sleepers);
+  if (first) verifySignatures();
 }
 
 const uint8_t* Channel::peer(int p) {
@@ -72,25 +88,68 @@ uint8_t* Channel::beginLine() {
 }
 
 void Channel::postLine() {
-  segment_.line(rank_, step_).step.store(step_ + 1, std::memory_order_release);
-  post();
+  publishLine(segment_.line(rank_, step_));
+  RankControl& mine = segment_.control(rank_);
+  publish(mine.posted, step_ + 1, mine.sleepers);
+  if (step_ == signedStep_) verifySignatures();
 }
 
-const uint8_t* Channel::peerLine(int p) {
-  const Line& line = segment_.line(p, step_);
-  if (p == rank_ || postedSeen_[p] >= step_ + 1) return line.data;
+void Channel::awaitLine(int p, const Line& line) {
+  if (p == rank_ || postedSeen_[p] >= step_ + 1) return;
   const auto until = Clock::now() + spin_;
   do {
     for (int i = 0; i < 64; ++i) {
       if (line.step.load(std::memory_order_acquire) >= step_ + 1) {
         postedSeen_[p] = step_ + 1;  // p began step s, so it ended s - 1: the bound begin() uses
-        return line.data;
+        return;
       }
       cpuRelax();
     }
   } while (Clock::now() < until);
   peer(p);  // the slow path: sleep on p's posted counter, which p stores after the line
+}
+
+const uint8_t* Channel::peerLine(int p) {
+  const Line& line = segment_.line(p, step_);
+  awaitLine(p, line);
   return line.data;
+}
+
+namespace {
+std::string describe(int rank, const Signature& s) {
+  const auto op = static_cast<OpType>(s.op);
+  const auto dtype = static_cast<DType>(s.dtype);
+  std::string out = "rank " + std::to_string(rank) + " issued " + opName(op);
+  if (op == OpType::Barrier) return out;
+  // alltoall's sizes may differ per rank (its size matrix is checked apart).
+  if (op == OpType::Alltoall || op == OpType::AlltoallSingle) return out + " of " + dtypeName(dtype);
+  out += " of " + std::to_string(s.bytes / elementSize(dtype)) + " x " + dtypeName(dtype) + " (" +
+         std::to_string(s.bytes) + " bytes";
+  if (s.reduceOp != 0xff) out += std::string(", ") + reduceOpName(static_cast<ReduceOp::Kind>(s.reduceOp));
+  if (s.root >= 0) out += ", root " + std::to_string(s.root);
+  return out + ")";
+}
+}  // namespace
+
+void Channel::verifySignatures() {
+  // Every rank reads every rank's signature (even ranks whose data it never reads, as
+  // a broadcast's root), so all find the same first mismatch and fail alike.
+  int first = -1;
+  for (int p = 0; p < world_; ++p) {
+    const Line& line = segment_.line(p, step_);
+    awaitLine(p, line);
+    if (first < 0 && line.signature != segment_.line(0, step_).signature) first = p;
+  }
+  if (first < 0) return;
+  const Signature theirs = segment_.line(first, step_).signature;
+  const Signature zeros = segment_.line(0, step_).signature;
+  end();  // every rank ends this step: the step counters still agree for the next op
+  const OpContext& op = *scope_.op;
+  raise(ErrorCode::InvalidArgument, {group_, rank_, opName(op.op), op.seq, first == rank_ ? 0 : first, ""},
+        "the ranks issued different collectives: " + describe(0, zeros) + " but " + describe(first, theirs) +
+            "; nothing was exchanged and the group stays usable",
+        "Every rank must issue the same op with the same element count, dtype, reduce op and root "
+        "(debug.check_collectives: true prints every rank's arguments).");
 }
 
 void Channel::end() {
@@ -110,8 +169,13 @@ void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t tar
   RankControl& control = segment_.control(peer);
   std::vector<uint64_t>& seen = &counter == &control.posted ? postedSeen_ : consumedSeen_;
   auto nextLivenessCheck = Clock::now();
+  auto lastCheck = nextLivenessCheck;
   seen[peer] = waitAtLeast(counter, target, control.sleepers, spin_, yield_, [&] {
     const auto now = Clock::now();
+    // Checks come at least every few ms; a gap of seconds means this process was not
+    // running (SIGSTOP, a debugger, a suspended host), which the error must say.
+    if (now - lastCheck > std::chrono::seconds(1)) paused_ = std::max(paused_, now - lastCheck);
+    lastCheck = now;
     if (abort_.isSet()) fail(peer, what, false);
     if (now >= scope_.deadline) fail(peer, what, false);
     if (now >= nextLivenessCheck) {
@@ -125,8 +189,18 @@ void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t tar
 void Channel::fail(int peer, const char* what, bool peerDead) {
   const OpContext& op = *scope_.op;
   const ErrorContext where{group_, rank_, opName(op.op), op.seq, peer, ""};
-  const std::string waiting = "while waiting for rank " + std::to_string(peer) + " to " + what + " (step " +
-                              std::to_string(step_) + ")";
+  std::string waiting = "while waiting for rank " + std::to_string(peer) + " to " + what + " (step " +
+                        std::to_string(step_) + ")";
+  if (paused_ > std::chrono::seconds(1)) {
+    waiting += "; meanwhile this process itself was not scheduled for " +
+               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(paused_).count()) +
+               " ms (stopped by a signal or a debugger, or the host was suspended or overloaded), so its peers may "
+               "have given up on it and rank " + std::to_string(peer) + " need not be at fault";
+    if (!abort_.isSet() && !peerDead)
+      raise(ErrorCode::Timeout, where, "timed out after " + std::to_string(op.timeout.count()) + " ms " + waiting,
+            "If nobody stopped this process on purpose, look for what starves this host (load, swap, the VM's "
+            "steal time).");
+  }
   if (abort_.isSet()) raise(ErrorCode::Aborted, where, "shm backend aborted " + waiting + ": " + abort_.reason());
   if (peerDead)
     raise(ErrorCode::PeerLost, where,

@@ -9,6 +9,12 @@
 //   peer(p): waits for posted[p] >= s + 1 (acquire) and returns p's buffer for s;
 //   end():   publishes consumed[rank] = s + 1 the same way: it is done with step s (it
 //            may still read the buffers of step s - 1 through peerPrevious in s).
+// The first step of every op also carries the op's Signature (bytes, dtype, reduce op,
+// root) in the rank's line; post() of that step waits for every peer's first step and
+// compares before anyone reads a peer's data. On a mismatch every rank sees the same
+// signatures, so every rank ends the step and throws InvalidArgument alike: the step
+// counters still agree and the group stays usable. Costs two stores and two loads in a
+// line the reader fetches anyway (the line path), or one cache miss per peer (buffers).
 // Counters only grow (never reset), so a fast peer already at step s + 1 cannot be
 // mistaken for step s: it writes another buffer, and it cannot come back to this one
 // before this rank's end(). Depth >= 3 lets a rank fill step s + 1 while peers still
@@ -44,7 +50,13 @@ class Channel {
   size_t chunk() const { return segment_.layout().chunk; }
 
   // The op the following steps belong to (for deadlines and errors).
-  void start(const OpScope& scope) { scope_ = scope; }
+  void start(const OpScope& scope) {
+    scope_ = scope;
+    paused_ = Clock::duration::zero();
+  }
+  // The next step is the first of an op (or of one tensor of a coalesced op) that must
+  // agree with the peers' on `sig` (its op is filled in from the scope).
+  void expect(Signature sig);
   uint8_t* begin();
   void post();
   const uint8_t* peer(int p);
@@ -66,6 +78,11 @@ class Channel {
   void barrier();
 
  private:
+  void publishLine(Line& line);
+  // The first step's check, after this rank's own post: throws InvalidArgument (after
+  // ending the step) when a peer issued something else.
+  void verifySignatures();
+  void awaitLine(int p, const Line& line);
   void await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what);
   [[noreturn]] void fail(int peer, const char* what, bool peerDead);
 
@@ -77,10 +94,13 @@ class Channel {
   std::chrono::microseconds spin_;
   std::chrono::microseconds yield_;
   uint64_t step_ = 0;                   // the current (or next) step
+  uint64_t signedStep_ = UINT64_MAX;    // the step that carries sig_
+  Signature sig_;
   std::vector<uint64_t> consumedSeen_;  // last consumed[p] this rank loaded (acquire)
   std::vector<uint64_t> postedSeen_;
   std::vector<const void*> sources_;
   OpScope scope_;
+  Clock::duration paused_{};  // the longest time this op's waits were not scheduled
 };
 
 }  // namespace commhost::shm

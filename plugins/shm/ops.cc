@@ -14,6 +14,17 @@ int64_t rowBytes(const Tensor& t) {
   return t.shape().ndim() && t.shape()[0] ? static_cast<int64_t>(t.nbytes()) / t.shape()[0] : 0;
 }
 
+// What every rank must pass alike (see Channel::expect); root-only lists and alltoall
+// splits are not in it.
+Signature agree(size_t bytes, DType dtype, int reduceKind = -1, int root = -1) {
+  Signature s;
+  s.bytes = bytes;
+  s.dtype = static_cast<uint8_t>(dtype);
+  s.reduceOp = reduceKind < 0 ? 0xff : static_cast<uint8_t>(reduceKind);
+  s.root = root;
+  return s;
+}
+
 [[noreturn]] void unsupported(const OpContext& op) {
   raise(ErrorCode::InvalidArgument, {op.group, op.rank, opName(op.op), op.seq},
         "the shm backend does not implement this op (it is not in its manifest)",
@@ -25,6 +36,7 @@ int64_t rowBytes(const Tensor& t) {
 WorkPtr ShmBackend::allreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts) {
   const bool oneShot = tensor.nbytes() <= settings_.oneShotMax;
   return executor_->submit(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, oneShot] {
+    channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
     if (oneShot)
       allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
     else
@@ -39,6 +51,7 @@ WorkPtr ShmBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>&
   for (const auto& t : tensors) bytes += t.nbytes();
   return executor_->submit(op, small(bytes), [this, ts = tensors, r = opts.reduceOp] {
     for (const auto& t : ts) {  // same tensors on every rank: the steps stay in lockstep
+      channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
       if (t.nbytes() <= settings_.oneShotMax)
         allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
       else
@@ -50,6 +63,7 @@ WorkPtr ShmBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>&
 
 WorkPtr ShmBackend::broadcast(const OpContext& op, Tensor& tensor, const BroadcastOptions& opts) {
   return executor_->submit(op, small(tensor.nbytes()), [this, t = tensor, root = opts.root] {
+    channel_->expect(agree(t.nbytes(), t.dtype(), -1, root));
     shm::broadcast(*channel_, t.data(), t.nbytes(), root);
     return std::vector<Tensor>{t};
   });
@@ -57,6 +71,7 @@ WorkPtr ShmBackend::broadcast(const OpContext& op, Tensor& tensor, const Broadca
 
 WorkPtr ShmBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOptions& opts) {
   return executor_->submit(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, root = opts.root] {
+    channel_->expect(agree(t.nbytes(), t.dtype(), r.kind, root));
     shm::reduce(*channel_, t.data(), count(t), t.dtype(), r, root);
     return std::vector<Tensor>{t};
   });
@@ -67,6 +82,7 @@ WorkPtr ShmBackend::allgather(const OpContext& op, std::vector<Tensor>& outputs,
   return executor_->submit(op, small(input.nbytes() * outputs.size()), [this, outs = outputs, in = input] {
     std::vector<void*> ptrs;
     for (const auto& t : outs) ptrs.push_back(t.data());
+    channel_->expect(agree(in.nbytes(), in.dtype()));
     shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), -1);
     return outs;
   });
@@ -77,6 +93,7 @@ WorkPtr ShmBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, con
   return executor_->submit(op, small(output.nbytes()), [this, out = output, in = input] {
     std::vector<void*> ptrs;
     for (int r = 0; r < ctx_.worldSize; ++r) ptrs.push_back(static_cast<uint8_t*>(out.data()) + r * in.nbytes());
+    channel_->expect(agree(in.nbytes(), in.dtype()));
     shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), -1);
     return std::vector<Tensor>{out};
   });
@@ -92,6 +109,7 @@ WorkPtr ShmBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, co
   return executor_->submit(op, small(input.nbytes() * ctx_.worldSize), [this, outs = outputs, in = input, root = opts.root] {
     std::vector<void*> ptrs;
     for (const auto& t : outs) ptrs.push_back(t.data());
+    channel_->expect(agree(in.nbytes(), in.dtype(), -1, root));
     shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), root);
     return outs;
   });
@@ -102,6 +120,7 @@ WorkPtr ShmBackend::scatter(const OpContext& op, Tensor& output, const std::vect
   return executor_->submit(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, root = opts.root] {
     std::vector<const void*> ptrs;
     for (const auto& t : ins) ptrs.push_back(t.data());
+    channel_->expect(agree(out.nbytes(), out.dtype(), -1, root));
     shm::scatter(*channel_, ptrs.data(), out.data(), out.nbytes(), root);
     return std::vector<Tensor>{out};
   });
@@ -112,6 +131,7 @@ WorkPtr ShmBackend::reduceScatter(const OpContext& op, Tensor& output, const std
   return executor_->submit(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, r = opts.reduceOp] {
     std::vector<const void*> ptrs;
     for (const auto& t : ins) ptrs.push_back(t.data());
+    channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
     shm::reduceScatter(*channel_, ptrs.data(), out.data(), count(out), out.dtype(), r);
     return std::vector<Tensor>{out};
   });
@@ -122,6 +142,7 @@ WorkPtr ShmBackend::reduceScatterTensor(const OpContext& op, Tensor& output, con
   return executor_->submit(op, small(input.nbytes()), [this, out = output, in = input, r = opts.reduceOp] {
     std::vector<const void*> ptrs;
     for (int d = 0; d < ctx_.worldSize; ++d) ptrs.push_back(static_cast<const uint8_t*>(in.data()) + d * out.nbytes());
+    channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
     shm::reduceScatter(*channel_, ptrs.data(), out.data(), count(out), out.dtype(), r);
     return std::vector<Tensor>{out};
   });
@@ -135,6 +156,7 @@ WorkPtr ShmBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, 
     std::vector<const void*> in;
     std::vector<void*> out;
     std::vector<size_t> inBytes, outBytes;
+    channel_->expect(agree(0, ins.empty() ? DType::Float32 : ins[0].dtype()));
     for (const auto& t : ins) in.push_back(t.data()), inBytes.push_back(t.nbytes());
     for (const auto& t : outs) out.push_back(t.data()), outBytes.push_back(t.nbytes());
     shm::alltoall(*channel_, in.data(), inBytes.data(), out.data(), outBytes.data());
@@ -148,6 +170,7 @@ WorkPtr ShmBackend::alltoallSingle(const OpContext& op, Tensor& output, const Te
     std::vector<const void*> ins;
     std::vector<void*> outs;
     std::vector<size_t> inBytes, outBytes;
+    channel_->expect(agree(0, in.dtype()));
     const int64_t inRow = rowBytes(in), outRow = rowBytes(out);
     int64_t at = 0;
     for (int64_t rows : opts.inputSplitSizes) {
@@ -168,6 +191,7 @@ WorkPtr ShmBackend::alltoallSingle(const OpContext& op, Tensor& output, const Te
 
 WorkPtr ShmBackend::barrier(const OpContext& op, const BarrierOptions&) {
   return executor_->submit(op, true, [this] {
+    channel_->expect(agree(0, DType::Float32));
     channel_->barrier();
     return std::vector<Tensor>{};
   });

@@ -18,7 +18,7 @@ namespace commhost::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x434f4d4853484d31ull;  // "COMHSHM1"
-constexpr uint32_t kVersion = 3;
+constexpr uint32_t kVersion = 4;  // 4: the op signature in each line
 constexpr size_t kPage = 4096;
 constexpr const char* kPrefix = "commhost-shm-";
 

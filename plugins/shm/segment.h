@@ -35,11 +35,29 @@ struct RankControl {
   alignas(128) std::atomic<int64_t> pid;        // the rank's process, for liveness checks
 };
 
-// One cache line per rank and buffer index for tiny steps: the data travels with its flag,
-// so a reader takes one cache miss instead of two (flag, then data). Written by its rank.
+// What an op's ranks must agree on, published in the line of the op's first step and
+// compared by every rank before it reads any peer's data (Channel::post).
+struct Signature {
+  uint64_t bytes = 0;  // what every rank moves (alltoall: 0, its size matrix is checked apart)
+  uint8_t op = 0;      // OpType
+  uint8_t dtype = 0;   // DType
+  uint8_t reduceOp = 0xff;  // ReduceOp::Kind, 0xff: none
+  uint8_t spare = 0;
+  int32_t root = -1;   // -1: none
+  bool operator==(const Signature& o) const {
+    return bytes == o.bytes && op == o.op && dtype == o.dtype && reduceOp == o.reduceOp && root == o.root;
+  }
+  bool operator!=(const Signature& o) const { return !(*this == o); }
+};
+static_assert(sizeof(Signature) == 16, "a Signature is two words");
+
+// One cache line per rank and buffer index: the first step of every op publishes its
+// Signature here (with the flag), and tiny steps their data too, so a reader takes one
+// cache miss for flag, signature and data. Written by its rank.
 struct Line {
-  static constexpr size_t kBytes = 56;
-  alignas(64) std::atomic<uint64_t> step;  // s + 1 once data holds step s (release)
+  static constexpr size_t kBytes = 40;
+  alignas(64) std::atomic<uint64_t> step;  // s + 1 once signature/data hold step s (release)
+  Signature signature;  // valid when step s is the first step of an op
   uint8_t data[kBytes];
 };
 static_assert(sizeof(Line) == 64, "a Line is one cache line");

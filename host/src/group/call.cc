@@ -109,12 +109,24 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   if (pg.checkCollectives_ && !isPointToPoint(op))
     supervisor::checkFingerprints(*pg.monitor_, ctx.seq, op, std::string(opName(op)) + "(" + fingerprint + ")",
                                   ctx.timeout);
-  if (pg.supervisor_) issued = std::chrono::steady_clock::now();
+  if (pg.supervisor_) {
+    issued = std::chrono::steady_clock::now();
+    // Until supervise(): the watchdog aborts the backends if a peer is lost meanwhile.
+    pg.monitor_->inBackendCallOp.store(static_cast<uint8_t>(op), std::memory_order_relaxed);
+    pg.monitor_->inBackendCall.store(ctx.seq, std::memory_order_relaxed);
+    inBackend = true;
+  }
   return *backend;
+}
+
+ProcessGroup::Call::~Call() {
+  if (inBackend) pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);  // the backend threw
 }
 
 WorkPtr ProcessGroup::Call::supervise(WorkPtr work) {
   if (!pg.supervisor_) return work;
+  pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);
+  inBackend = false;
   return pg.supervisor_->track(pg.monitor_, ctx, pg.routes_.backendNames()[backendIndex], dtype_, bytes_, issued,
                                std::move(work));
 }

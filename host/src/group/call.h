@@ -12,6 +12,9 @@ namespace commhost {
 
 struct ProcessGroup::Call {
   Call(ProcessGroup& group, OpType op) : pg(group), op(op) {}
+  ~Call();
+  Call(const Call&) = delete;
+  Call& operator=(const Call&) = delete;
 
   ProcessGroup& pg;
   OpType op;
@@ -49,6 +52,7 @@ struct ProcessGroup::Call {
   int64_t bytes_ = 0;
   DType dtype_ = DType::Float32;
   std::chrono::steady_clock::time_point issued;
+  bool inBackend = false;  // the monitor says this call is inside a backend
 };
 
 }  // namespace commhost

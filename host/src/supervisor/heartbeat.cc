@@ -34,9 +34,23 @@ void Supervisor::heartbeatLoop() {
   auto lastAdvance = Clock::now();
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
+    const auto asleep = Clock::now();
     wake_.wait_for(lock, tick, [&] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
+    // A wake-up seconds late means the whole process was not scheduled (SIGSTOP, a
+    // debugger, a suspended VM, a starved host): the watchdog could not advance either,
+    // and no backend call is to blame.
+    const auto late = Clock::now() - asleep - tick;
+    if (late > std::max(Millis(2000), settings_.poll * 20)) {
+      lastAdvance = Clock::now();
+      logger_->warn("this process was not scheduled for " +
+                    formatDuration(std::chrono::duration_cast<Millis>(late)) +
+                    " (stopped by a signal or a debugger, or the machine was suspended or overloaded): its "
+                    "heartbeat and watchdog stood still meanwhile, so its peers may have declared it lost and "
+                    "works in flight may have passed their deadline. Next: if nobody stopped it on purpose, "
+                    "look for what starves this host (load, swap, the VM's steal time)");
+    }
     try {
       heartbeatTick(lastTicks, lastAdvance);
     } catch (...) {

@@ -68,6 +68,18 @@ void GroupMonitor::markLost(int peer, const std::string& why) {
   anyPeerLost.store(true, std::memory_order_release);
 }
 
+std::string GroupMonitor::lostText() {
+  std::lock_guard<std::mutex> lock(lostMutex);
+  std::string lost;
+  for (const auto& [peer, why] : lostPeers)
+    lost += (lost.empty() ? "" : "; ") +
+            (peer >= 0 ? "peer " + std::to_string(globalRank(peer)) + " lost: " : std::string()) + why;
+  for (int peer : leftPeers)
+    lost += (lost.empty() ? "" : "; ") + std::string("peer ") + std::to_string(globalRank(peer)) +
+            " left: it destroyed its side of the group";
+  return lost;
+}
+
 std::shared_ptr<Supervisor> Supervisor::forProcess(const Settings& settings) {
   std::lock_guard<std::mutex> lock(processMutex);
   auto sup = processSupervisor.lock();
@@ -211,6 +223,12 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     publishCompletion(group, ctx, backend, bytes, r.scheduledUs, r.endedUs, std::string());
     return inner;
   }
+  // The watchdog aborted this very call because a peer was lost: that is its verdict.
+  std::string lostVerdict;
+  if (inner->isCompleted() && group->anyPeerLost.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(group->lostMutex);
+    if (group->abortedCallSeq == ctx.seq) lostVerdict = group->abortedCallVerdict;
+  }
   const uint64_t id = recorder_.add(r);
   const Millis verdictWait = settings_.heartbeatTimeout + settings_.heartbeatInterval + 4 * settings_.poll +
                              Millis(2000);
@@ -218,6 +236,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   work->attachTo(weak_from_this());
   work->backend = backend;
   work->issuedUs = r.scheduledUs;
+  if (!lostVerdict.empty()) work->setVerdict(std::make_exception_ptr(PeerLostError(lostVerdict)), lostVerdict);
   std::lock_guard<std::mutex> lock(mutex_);
   // Works whose completion a waiter already recorded leave in batches, so a tight loop
   // of ops keeps the list short without the watchdog.

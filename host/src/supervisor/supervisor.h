@@ -69,11 +69,22 @@ struct GroupMonitor {
   std::atomic<uint8_t> lastIssuedOp{0};
   std::atomic<uint64_t> lastCompleted{0};
 
-  // Set by the heartbeat thread, read by the watchdog: peers found lost and why.
+  // Caller thread: the seq and op of the call now inside a backend (0: none). A backend
+  // that runs an op inline (self; shm when idle) waits for peers inside that call, before
+  // any Work exists for the watchdog to fail: a lost peer fails it through abort().
+  std::atomic<uint64_t> inBackendCall{0};
+  std::atomic<uint8_t> inBackendCallOp{0};
+
+  // Set by the heartbeat thread (and the watchdog, on a backend's own evidence), read by
+  // the watchdog: peers found lost and why.
   std::mutex lostMutex;
   std::map<int, std::string> lostPeers;
   std::set<int> leftPeers;  // destroyed their group (a clean exit): silent, not lost
   std::atomic<bool> anyPeerLost{false};
+  // The backend call the watchdog aborted because a peer was lost, and the verdict
+  // track() gives its work (under lostMutex).
+  uint64_t abortedCallSeq = 0;
+  std::string abortedCallVerdict;
   std::atomic<bool> anyPeerLeft{false};
   // Once a store call failed, nothing calls the store again: the client would retry
   // connecting until its timeout, stalling the supervisor's threads.
@@ -92,12 +103,15 @@ struct GroupMonitor {
   Clock::time_point nextBeat{};
 
   // Watchdog thread only.
+  uint64_t callSeenInBackend = 0;  // inBackendCall at the previous poll
   int64_t incidentsRaised = 0;
   std::string lastIncident;  // the desync report and where the dumps are
   Clock::time_point lastIncidentAt{};
 
   int globalRank(int r) const { return r >= 0 && r < static_cast<int>(globalRanks.size()) ? globalRanks[r] : r; }
   void markLost(int peer, const std::string& why);
+  // "peer N lost: why; peer M left: ..." for every peer lost or left (takes lostMutex).
+  std::string lostText();
 };
 
 class Supervisor;
@@ -201,6 +215,8 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // watchdog.cc
   void pollOnce();
   void raiseIncident(SupervisedWork& work, std::exception_ptr cause);
+  // A peer of `g` is lost while a caller is inside a backend call: abort the backends.
+  void failBackendCall(GroupMonitor& g);
   std::string collectDumps(GroupMonitor& g, const std::string& reason);
   void applyOnError(GroupMonitor& g, const std::string& message);
   // heartbeat.cc

@@ -34,21 +34,6 @@ ErrorCode codeOf(std::exception_ptr e) {
   }
 }
 
-// The group rank a backend's error names in its ErrorContext prefix
-// ("[group g rank r] op seq s (peer N): ..."), or -1: the backend's own evidence of
-// which peer died (e.g. gloo maps the dropped connection to its rank).
-int peerNamedBy(std::exception_ptr e) {
-  const std::string what = describe(e);
-  const size_t prefixEnd = what.find(": ");
-  const size_t at = what.find(" (peer ");
-  if (at == std::string::npos || prefixEnd == std::string::npos || at > prefixEnd) return -1;
-  try {
-    return std::stoi(what.substr(at + 7));
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-
 std::string formatBytes(int64_t b) {
   char buf[32];
   if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
@@ -80,8 +65,49 @@ void Supervisor::watchdogLoop() {
   }
 }
 
+namespace {
+// The peer a backend's error names in its ErrorContext prefix
+// ("[group g rank r] op seq s (peer N): ..."); -1 when none is named.
+int namedPeer(const std::string& message) {
+  const size_t prefixEnd = message.find("): ");
+  const size_t at = message.rfind("(peer ", prefixEnd);
+  if (prefixEnd == std::string::npos || at == std::string::npos) return -1;
+  char* end = nullptr;
+  const long peer = std::strtol(message.c_str() + at + 6, &end, 10);
+  return end && *end == ')' && peer >= 0 ? static_cast<int>(peer) : -1;
+}
+}  // namespace
+
+void Supervisor::failBackendCall(GroupMonitor& g) {
+  const uint64_t seq = g.inBackendCall.load(std::memory_order_relaxed);
+  const uint64_t seenBefore = g.callSeenInBackend;
+  g.callSeenInBackend = seq;
+  // Only a call still inside its backend a poll later is waiting there; one that merely
+  // hands its op to the backend's threads (gloo) returns a work the incident fails.
+  if (seq == 0 || seq != seenBefore || !g.anyPeerLost.load(std::memory_order_acquire)) return;
+  const auto op = static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed));
+  {
+    std::lock_guard<std::mutex> lock(g.lostMutex);
+    if (g.abortedCallSeq == seq) return;  // done already
+  }
+  const ErrorContext where{g.name, g.rank, opName(op), seq};
+  const std::string message =
+      where.format() + g.lostText() + ". This rank was waiting for it inside the backend call (the op ran on the "
+      "calling thread), so the group's backends are aborted to end the wait. Next: find out why that process "
+      "stopped or died (its log, the launcher's summary, dmesg for the OOM killer); restart the job or re-create "
+      "the group without it.";
+  {
+    std::lock_guard<std::mutex> lock(g.lostMutex);
+    g.abortedCallSeq = seq;
+    g.abortedCallVerdict = message;
+  }
+  logger_->error(message);
+  if (g.abortGroup) g.abortGroup(message);
+}
+
 void Supervisor::pollOnce() {
   const auto now = Clock::now();
+  for (const auto& g : groups()) failBackendCall(*g);
   std::vector<std::shared_ptr<SupervisedWork>> running;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -114,13 +140,14 @@ void Supervisor::pollOnce() {
     } else if (code == ErrorCode::Timeout) {
       raiseIncident(*w, error);
     } else if (code == ErrorCode::PeerLost) {
-      // A backend that names the dead peer is believed at once: the peer is marked
-      // lost, so the group's other works (waiting on live ranks) fail now too. One that
-      // sees only a connection drop waits for the heartbeat to name the peer, or gives
-      // up after one heartbeat timeout.
-      const int named = peerNamedBy(error);
-      if (named >= 0 && named < w->group()->worldSize && named != w->group()->rank)
-        w->group()->markLost(named, "the backend saw its connection to this rank drop");
+      // A backend that names the peer (shm: its process exited) is evidence enough:
+      // the incident is raised at once. Others see a connection drop, not which rank
+      // died: wait for the heartbeat to name the peer, or give up after one heartbeat
+      // timeout.
+      GroupMonitor& g = *w->group();
+      const int peer = namedPeer(describe(error));
+      if (peer >= 0 && peer < g.worldSize && peer != g.rank)
+        g.markLost(peer, "backend " + w->backend + " saw it go (its error follows)");
       if (w->peerErrorSeen == Clock::time_point{}) w->peerErrorSeen = now;
       if (w->group()->anyPeerLost.load(std::memory_order_acquire) ||
           w->group()->anyPeerLeft.load(std::memory_order_acquire) ||
@@ -145,16 +172,7 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
   GroupMonitor& g = *w.group();
   const OpContext& ctx = w.context();
   const auto elapsed = std::chrono::duration_cast<Millis>(Clock::now() - w.issued());
-  std::string lost;
-  {
-    std::lock_guard<std::mutex> lock(g.lostMutex);
-    for (const auto& [peer, why] : g.lostPeers)
-      lost += (lost.empty() ? "" : "; ") +
-              (peer >= 0 ? "peer " + std::to_string(g.globalRank(peer)) + " lost: " : std::string()) + why;
-    for (int peer : g.leftPeers)
-      lost += (lost.empty() ? "" : "; ") + std::string("peer ") + std::to_string(g.globalRank(peer)) +
-              " left: it destroyed its side of the group";
-  }
+  const std::string lost = g.lostText();
   const bool peerLost = !lost.empty();
   ErrorContext where{g.name, g.rank, opName(ctx.op), ctx.seq};
   std::string what = std::string(peerLost ? "" : "did not complete: ") + (peerLost ? lost + ". " : "") +
