@@ -38,6 +38,12 @@ std::string ackKey(int rank, int64_t incident) {
   return "supervisor/ack/" + std::to_string(rank) + "/" + std::to_string(incident);
 }
 
+std::string peerLostLine(int rank, int peer, std::string why) {
+  for (char& c : why)
+    if (c == '|' || c == '\n') c = ' ';
+  return "peer|" + std::to_string(rank) + "|" + std::to_string(peer) + "|" + why + "\n";
+}
+
 std::set<int> peersThatDumped(GroupMonitor& g, int64_t incident, int64_t raisedAtMs, int64_t windowMs) {
   std::set<int> out;
   std::istringstream acks(toString(g.store->get(ackKey(g.rank, incident))));

@@ -22,6 +22,8 @@ std::string leftKey(int rank);  // set when the rank destroys its group: its sil
 constexpr const char* kIncidentLog = "supervisor/incidents";
 constexpr const char* kIncidentCount = "supervisor/incident_count";  // lines appended so far
 std::string ackKey(int rank, int64_t incident);
+// The "peer|RANK|PEER|why\n" line (field separators and newlines in `why` blanked).
+std::string peerLostLine(int rank, int peer, std::string why);
 // In the job's store: `commhost trace dump` requests (a counter) and their reasons (lines).
 constexpr const char* kTraceDumpCount = "commhost/trace_dump";
 constexpr const char* kTraceDumpReasons = "commhost/trace_dump/reasons";

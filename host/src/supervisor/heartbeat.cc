@@ -145,8 +145,7 @@ void Supervisor::beat(GroupMonitor& g, Clock::time_point now) {
                    std::to_string(g.globalRank(peer)) + " lost: " + why);
     g.markLost(peer, why);
     // Tell the ranks that do not watch this peer.
-    g.store->append(kIncidentLog, toBytes("peer|" + std::to_string(g.rank) + "|" + std::to_string(peer) + "|" + why +
-                                          "\n"));
+    g.store->append(kIncidentLog, toBytes(peerLostLine(g.rank, peer, why)));
     g.store->add(kIncidentCount, 1);
   }
 }

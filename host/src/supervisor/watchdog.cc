@@ -147,7 +147,7 @@ void Supervisor::pollOnce() {
       GroupMonitor& g = *w->group();
       const int peer = namedPeer(describe(error));
       if (peer >= 0 && peer < g.worldSize && peer != g.rank)
-        g.markLost(peer, "backend " + w->backend + " saw it go (its error follows)");
+        g.markLost(peer, "backend " + w->backend + " of rank " + std::to_string(g.globalRank(g.rank)) + " saw it go");
       if (w->peerErrorSeen == Clock::time_point{}) w->peerErrorSeen = now;
       if (w->group()->anyPeerLost.load(std::memory_order_acquire) ||
           w->group()->anyPeerLeft.load(std::memory_order_acquire) ||
@@ -195,6 +195,17 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
       const std::string line = "incident|" + std::to_string(g.rank) + "|" + std::to_string(g.incidentsRaised) + "|" +
                                opName(ctx.op) + " seq " + std::to_string(ctx.seq) + "|" + std::to_string(raisedAtMs);
       g.store->set(ackKey(g.rank, g.incidentsRaised), Bytes{});  // before anyone can ack it
+      // The peers this rank knows are lost (its backend named one), first: a rank whose
+      // own backend saw only a dropped connection then fails at once too, instead of
+      // waiting for its heartbeat, by which time the store may be gone with rank 0.
+      std::vector<std::string> lostLines;
+      {
+        std::lock_guard<std::mutex> lock(g.lostMutex);
+        for (const auto& [peer, why] : g.lostPeers)
+          if (peer >= 0) lostLines.push_back(peerLostLine(g.rank, peer, why));
+      }
+      for (const auto& l : lostLines) g.store->append(kIncidentLog, toBytes(l));
+      if (!lostLines.empty()) g.store->add(kIncidentCount, static_cast<int64_t>(lostLines.size()));
       g.store->append(kIncidentLog, toBytes(line + "\n"));
       g.store->add(kIncidentCount, 1);
       publishProgress(g);
