@@ -60,6 +60,7 @@ uint8_t* Channel::begin() {
 
 void Channel::expect(Signature sig) {
   sig.op = static_cast<uint8_t>(scope_.op->op);
+  sig.seq = static_cast<uint8_t>(scope_.op->seq);
   sig_ = sig;
   signedStep_ = step_;
 }
@@ -143,10 +144,15 @@ void Channel::verifySignatures() {
   if (first < 0) return;
   const Signature theirs = segment_.line(first, step_).signature;
   const Signature zeros = segment_.line(0, step_).signature;
+  // Equal arguments but another op: one rank passed more tensors to a coalesced op.
+  const std::string seqs = zeros.seq == theirs.seq ? "" : " (a different op: seq ending " +
+                                                              std::to_string(zeros.seq) + " vs " +
+                                                              std::to_string(theirs.seq) + " mod 256; "
+                                                              "coalesced ops must pass as many tensors on every rank)";
   end();  // every rank ends this step: the step counters still agree for the next op
   const OpContext& op = *scope_.op;
   raise(ErrorCode::InvalidArgument, {group_, rank_, opName(op.op), op.seq, first == rank_ ? 0 : first, ""},
-        "the ranks issued different collectives: " + describe(0, zeros) + " but " + describe(first, theirs) +
+        "the ranks issued different collectives: " + describe(0, zeros) + " but " + describe(first, theirs) + seqs +
             "; nothing was exchanged and the group stays usable",
         "Every rank must issue the same op with the same element count, dtype, reduce op and root "
         "(debug.check_collectives: true prints every rank's arguments).");

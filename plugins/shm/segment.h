@@ -42,10 +42,12 @@ struct Signature {
   uint8_t op = 0;      // OpType
   uint8_t dtype = 0;   // DType
   uint8_t reduceOp = 0xff;  // ReduceOp::Kind, 0xff: none
-  uint8_t spare = 0;
+  uint8_t seq = 0;     // the op's seq, low 8 bits: the tensors of a coalesced op that one
+                       // rank passes more of cannot pair with another rank's next op
   int32_t root = -1;   // -1: none
   bool operator==(const Signature& o) const {
-    return bytes == o.bytes && op == o.op && dtype == o.dtype && reduceOp == o.reduceOp && root == o.root;
+    return bytes == o.bytes && op == o.op && dtype == o.dtype && reduceOp == o.reduceOp && seq == o.seq &&
+           root == o.root;
   }
   bool operator!=(const Signature& o) const { return !(*this == o); }
 };

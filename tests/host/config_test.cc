@@ -195,6 +195,10 @@ TEST(Config, TokensNeverPrinted) {
   ::unsetenv("COMMHOST_STORE_TOKEN");
   EXPECT_EQ(fromEnv.store.options.getString("auth_token"), secret);
   EXPECT_EQ(fromEnv.effectiveYaml.find(secret), std::string::npos) << fromEnv.effectiveYaml;
+  // A key that only contains a secret word's letters is no secret: its bad value is shown.
+  EXPECT_THROW_WITH(configFrom(std::string("store: { plugin: tcp }\n") + kSelfConfig, *registry,
+                               {"store.options.auth_timeout=5x"}),
+                    ConfigError, "store.options.auth_timeout=5x");
 }
 
 TEST(Config, InvalidUtf8RefusedAndEscaped) {

@@ -224,6 +224,34 @@ TEST_P(ShmAgreement, MismatchFailsEveryRankAndTheGroupGoesOn) {
   });
 }
 
+// One rank passes fewer tensors to a coalesced op and issues the rest as its next op:
+// the shapes agree step by step, but the ops do not (the signature carries the seq), so
+// every rank fails instead of reducing one op's tensor with another's.
+TEST_P(ShmAgreement, CoalescedTensorCountMismatchIsCaught) {
+  const int world = GetParam().world;
+  auto groups = makeGroups(shmConfig(GetParam().oneShot), world);
+  runRanks(world, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    const bool odd = r == world - 1;
+    try {
+      if (odd) {
+        std::vector<Tensor> first{floats(5)};
+        pg.allreduceCoalesced(first)->wait();  // pairs with the others' first tensor
+        std::vector<Tensor> second{floats(6)};
+        pg.allreduceCoalesced(second)->wait();
+      } else {
+        std::vector<Tensor> both{floats(5), floats(6)};
+        pg.allreduceCoalesced(both)->wait();
+      }
+      ADD_FAILURE() << "rank " << r << ": no error";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("coalesced ops must pass as many tensors on every rank"),
+                std::string::npos)
+          << "rank " << r << ": " << e.what();
+    }
+  });
+}
+
 // Per-rank differences that are legitimate are not flagged: root-only lists, uneven
 // alltoall_single splits, a rank sending nothing to a peer.
 TEST_P(ShmAgreement, LegitimateDifferencesPass) {

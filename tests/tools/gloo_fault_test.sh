@@ -8,7 +8,7 @@
 #     to a dead peer, which used to terminate the survivor about 1 in 3 kills.
 #   gloo_fault_test.sh <commhost> <config> report
 #     rank 1 is killed during an allreduce loop under the default settle (1 s): a
-#     survivor must name rank 1 within 3 s of the kill (the heartbeat verdict takes
+#     survivor must name rank 1 within 6 s of the kill (the heartbeat verdict takes
 #     10 s), and its report must be in the launcher's output.
 #   gloo_fault_test.sh <commhost> <config> mismatch
 #     rank 1 passes 3 elements to allreduce seq 3 where rank 0 passes 256: Gloo's
@@ -114,7 +114,7 @@ report)
   wait_launcher "$log"
   cat "$log"
   [ -n "$named" ] || fail "no survivor named rank 1 within 10 s of the kill"
-  awk -v t="$named" 'BEGIN { exit !(t < 3) }' || fail "a survivor named rank 1 only after $named s"
+  awk -v t="$named" 'BEGIN { exit !(t < 6) }' || fail "a survivor named rank 1 only after $named s (want < 6 s; the heartbeat would take 10 s)"
   # The survivors' reports made it out before the launcher stopped the job. Only the
   # first is asserted: the second usually reports too (9 runs in 10 here), but may
   # blame the first (whose abort closes its connections), or, when its op waits on a

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "commhost/errors.h"
@@ -107,8 +108,16 @@ size_t invalidUtf8At(const std::string& text) {
 bool isSecretKey(const std::string& key) {
   std::string lower = key;
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (const char* secret : {"token", "secret", "password", "auth"})
-    if (lower.find(secret) != std::string::npos) return true;
+  // Whole words of a dotted or snake_case name ("auth_token", "store.options.secret"),
+  // so that "auth_timeout" is not hidden while its bad value is reported.
+  for (const char* secret : {"token", "secret", "password", "passwd", "credential", "credentials"}) {
+    for (size_t at = lower.find(secret); at != std::string::npos; at = lower.find(secret, at + 1)) {
+      const size_t end = at + std::strlen(secret);
+      const bool startsWord = at == 0 || !std::isalnum(static_cast<unsigned char>(lower[at - 1]));
+      const bool endsWord = end == lower.size() || !std::isalnum(static_cast<unsigned char>(lower[end]));
+      if (startsWord && endsWord) return true;
+    }
+  }
   return false;
 }
 

@@ -51,15 +51,20 @@ bool SupervisedWork::isCompleted() {
   return true;
 }
 
+namespace {
 // Each caller gets an exception object of its own: a shared one would be read by a
-// waiter while the supervisor's thread drops the last reference to it.
-std::exception_ptr SupervisedWork::freshVerdict() const {
+// waiter (after its WorkPtr is gone) while the supervisor's thread drops the last
+// reference to it.
+std::exception_ptr ownCopy(ErrorCode code, const std::string& message) {
   try {
-    raise(verdictCode_, ErrorContext{}, verdictMessage_);
+    raise(code, ErrorContext{}, message);
   } catch (...) {
     return std::current_exception();
   }
 }
+}  // namespace
+
+std::exception_ptr SupervisedWork::freshVerdict() const { return ownCopy(verdictCode_, verdictMessage_); }
 
 std::exception_ptr SupervisedWork::exception() {
   if (hasVerdict()) {
@@ -73,7 +78,6 @@ bool SupervisedWork::wait(Millis timeout) {
   try {
     inner_->wait(timeout);
   } catch (const Error& e) {
-    const std::exception_ptr cause = std::current_exception();
     std::unique_lock<std::mutex> lock(mutex_);
     if (verdict_) std::rethrow_exception(freshVerdict());
     // A shorter wait of the caller's own ended before the op's deadline: not an incident.
@@ -87,7 +91,9 @@ bool SupervisedWork::wait(Millis timeout) {
     lock.unlock();
     noteEnd();
     if (sup && inner_->isCompleted()) sup->complete(*this);
-    std::rethrow_exception(cause);
+    // The backend's error object is shared with its work, which the watchdog may drop
+    // once the caller's WorkPtr is gone: the caller gets a copy made while it is alive.
+    std::rethrow_exception(ownCopy(e.code(), e.what()));
   }
   noteEnd();
   if (auto sup = supervisor_.lock()) sup->complete(*this);
