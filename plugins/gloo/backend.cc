@@ -3,6 +3,8 @@
 
 #include <cctype>
 #include <csignal>
+#include <mutex>
+#include <vector>
 
 #include "commhost/errors.h"
 #include "fatal.h"
@@ -64,6 +66,15 @@ GlooBackend::GlooBackend(const OptionValues& options, const BackendContext& ctx)
   registerForFatalHint(this);
 }
 
+namespace {
+void keepUntilExit(std::shared_ptr<void> object) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::shared_ptr<void>>();  // never destroyed, on purpose
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(object));
+}
+}  // namespace
+
 GlooBackend::~GlooBackend() {
   unregisterForFatalHint(this);
   // An op still inside Gloo after an abort (a peer died) keeps its worker until Gloo's
@@ -74,10 +85,12 @@ GlooBackend::~GlooBackend() {
   const bool stuck = queue_->stuckAfterAbort() || p2pQueue_->stuckAfterAbort();
   if (stuck) {
     closeConnections();
-    (void)queue_.release();
-    (void)p2pQueue_.release();
-    new std::vector<std::shared_ptr<::gloo::Context>>(contexts_);  // NOLINT: leaked on purpose
-    new std::shared_ptr<::gloo::Context>(p2p_);                       // NOLINT: leaked on purpose
+    // Never destroyed (their workers may still be inside Gloo), but kept reachable, so
+    // that a leak checker at exit does not report what was left behind on purpose.
+    keepUntilExit(std::shared_ptr<WorkQueue>(queue_.release(), [](WorkQueue*) {}));
+    keepUntilExit(std::shared_ptr<WorkQueue>(p2pQueue_.release(), [](WorkQueue*) {}));
+    for (const auto& context : contexts_) keepUntilExit(context);
+    keepUntilExit(p2p_);
     return;
   }
   queue_.reset();

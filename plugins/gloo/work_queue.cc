@@ -56,13 +56,15 @@ void WorkQueue::workerLoop() {
     } catch (...) {
       // After abort() the work has failed already, and the backend behind describe_
       // may be gone (it leaks a queue stuck in Gloo rather than wait): describe only
-      // while not aborted.
-      bool aborted;
+      // while not aborted, under the lock that stuckAfterAbort() takes, so the backend
+      // cannot decide it is stuck and return from its destructor in between. The work
+      // fails outside the lock (its callbacks may enqueue).
+      std::exception_ptr error;
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        aborted = !aborted_.empty();
+        if (aborted_.empty()) error = describe_(item.context, std::current_exception());
       }
-      if (!aborted) item.work->fail(describe_(item.context, std::current_exception()));
+      if (error) item.work->fail(error);
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
