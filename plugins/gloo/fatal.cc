@@ -50,7 +50,9 @@ void onTerminate() {
 std::string fatalHint(const std::string& what, const std::string& inFlight) {
   const bool sizes = what.find("length") != std::string::npos || what.find("nbytes") != std::string::npos ||
                      what.find("size") != std::string::npos;
-  return "commhost gloo: FATAL: Gloo threw on a thread of its own and the process will abort: " +
+  // Any uncaught exception lands here, so this names the usual culprit, not the only one.
+  return "commhost gloo: FATAL: an uncaught exception is ending the process (in a process with a gloo backend, "
+         "most often Gloo's own transport thread): " +
          (what.empty() ? std::string("(no message)") : what) + "\n" + "  in flight (gloo backends of this process):\n" +
          inFlight + "  " +
          (sizes ? "The check that failed is on a message's size: ranks likely passed tensors of different sizes "
