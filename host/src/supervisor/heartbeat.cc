@@ -38,19 +38,9 @@ void Supervisor::heartbeatLoop() {
     wake_.wait_for(lock, tick, [&] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
-    // A wake-up seconds late means the whole process was not scheduled (SIGSTOP, a
-    // debugger, a suspended VM, a starved host): the watchdog could not advance either,
-    // and no backend call is to blame.
-    const auto late = Clock::now() - asleep - tick;
-    if (late > std::max(Millis(2000), settings_.poll * 20)) {
-      lastAdvance = Clock::now();
-      logger_->warn("this process was not scheduled for " +
-                    formatDuration(std::chrono::duration_cast<Millis>(late)) +
-                    " (stopped by a signal or a debugger, or the machine was suspended or overloaded): its "
-                    "heartbeat and watchdog stood still meanwhile, so its peers may have declared it lost and "
-                    "works in flight may have passed their deadline. Next: if nobody stopped it on purpose, "
-                    "look for what starves this host (load, swap, the VM's steal time)");
-    }
+    // A wake-up seconds late means the whole process was not scheduled: the watchdog
+    // could not advance either, and no backend call is to blame.
+    if (noteAlive(asleep, tick)) lastAdvance = Clock::now();
     try {
       heartbeatTick(lastTicks, lastAdvance);
     } catch (...) {
@@ -58,6 +48,29 @@ void Supervisor::heartbeatLoop() {
     }
     lock.lock();
   }
+}
+
+bool Supervisor::noteAlive(Clock::time_point asleep, Millis expected) {
+  // A thread that slept `expected` but woke seconds later was not run at all (SIGSTOP, a
+  // debugger, a suspended VM, a starved host): measured on the sleep alone, so a slow
+  // store call or backend poll in between is never taken for it.
+  const auto now = Clock::now();
+  const auto late = std::chrono::duration_cast<Millis>(now - asleep - expected);
+  const Millis threshold = std::max(Millis(2000), settings_.poll * 20);
+  if (late <= threshold) return false;
+  // The heartbeat and watchdog both wake late after one pause: the first says so, before
+  // any verdict it gives, so that the log explains the verdict.
+  const int64_t nowNs = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  int64_t reported = lastPauseReport_.load(std::memory_order_relaxed);
+  if (nowNs - reported < std::chrono::duration_cast<std::chrono::nanoseconds>(threshold).count() ||
+      !lastPauseReport_.compare_exchange_strong(reported, nowNs))
+    return true;
+  logger_->warn("this process was not scheduled for " + formatDuration(late) +
+                " (stopped by a signal or a debugger, or the machine was suspended or overloaded): its "
+                "heartbeat and watchdog stood still meanwhile, so its peers may have declared it lost and "
+                "works in flight may have passed their deadline. Next: if nobody stopped it on purpose, "
+                "look for what starves this host (load, swap, the VM's steal time)");
+  return true;
 }
 
 void Supervisor::heartbeatTick(uint64_t& lastTicks, Clock::time_point& lastAdvance) {

@@ -209,6 +209,10 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
  private:
   void watchdogLoop();
   void heartbeatLoop();
+  // Heartbeat and watchdog threads, on each wake-up from a sleep of `expected` begun at
+  // `asleep`: whether it came seconds late (the process was not scheduled); logs it once
+  // per pause, whichever thread wakes first.
+  bool noteAlive(Clock::time_point asleep, Millis expected);
   void heartbeatTick(uint64_t& lastWatchdogTicks, Clock::time_point& lastAdvance);
   void logUnexpected(const char* thread, std::exception_ptr error);
   void hookLoop();
@@ -251,6 +255,8 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   size_t droppedHookEvents_ = 0;       // under hookMutex_
   static constexpr size_t kMaxQueuedHookEvents = 1 << 16;
   std::atomic<uint64_t> watchdogTicks_{0};
+  // Steady-clock ns of the last "not scheduled" report (noteAlive, either thread).
+  std::atomic<int64_t> lastPauseReport_{0};
   std::atomic<bool> signalDump_{false};
   int64_t seenTraceDump_ = -1;             // heartbeat thread; -1 = not read yet
   bool watchdogStallReported_ = false;     // heartbeat thread

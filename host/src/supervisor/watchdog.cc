@@ -52,9 +52,11 @@ void Supervisor::logUnexpected(const char* thread, std::exception_ptr error) {
 void Supervisor::watchdogLoop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
+    const auto asleep = Clock::now();
     wake_.wait_for(lock, settings_.poll, [&] { return stopping_; });
     if (stopping_) break;
     lock.unlock();
+    noteAlive(asleep, settings_.poll);  // after a pause, say so before any verdict below
     try {
       pollOnce();
     } catch (...) {
