@@ -89,10 +89,9 @@ uint8_t* Channel::beginLine() {
 }
 
 void Channel::postLine() {
-  publishLine(segment_.line(rank_, step_));
-  RankControl& mine = segment_.control(rank_);
-  publish(mine.posted, step_ + 1, mine.sleepers);
-  if (step_ == signedStep_) verifySignatures();
+  // post() publishes the line itself only in a signed step; a line step always does.
+  if (step_ != signedStep_) publishLine(segment_.line(rank_, step_));
+  post();
 }
 
 void Channel::awaitLine(int p, const Line& line) {
