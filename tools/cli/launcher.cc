@@ -185,9 +185,9 @@ int launch(const LaunchPlan& plan) {
   // After a rank fails, the others usually fail at the same moment (a hang detected by
   // every watchdog): they get `settle` to exit and report by themselves before SIGTERM.
   // A survivor still writing is reporting (its error, its dump): each line it writes
-  // renews the settle time, to at least kReportWait (a supervisor waits up to a second
-  // for its peers' dumps before its verdict), up to 4 x settle or 5 s in all, so the
-  // survivors' own account of the failure comes out before they are stopped.
+  // renews the settle time, to at least reportWait (a supervisor waits up to a second
+  // for its peers' dumps before its verdict), up to the longer of 4 x settle and 5 s in
+  // all, so the survivors' own account of the failure comes out before they are stopped.
   const std::chrono::milliseconds reportWait = std::max(plan.settle, std::chrono::milliseconds(2000));
   Clock::time_point settleLimit{};
   auto stopAll = [&](const std::string& why, std::chrono::milliseconds settle) {
