@@ -16,6 +16,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
+#include "reach_lines.h"
 
 namespace commhost::tcpstore {
 namespace {
@@ -127,13 +128,24 @@ Client::Client(ClientOptions options, std::shared_ptr<void> keepAlive)
     : Store(options.timeout),
       keepAlive_(std::move(keepAlive)),
       options_(std::move(options)),
-      where_(options_.host + ":" + std::to_string(options_.port)),
-      who_(options_.rank >= 0 ? "[rank " + std::to_string(options_.rank) + "] " : "") {
+      where_(options_.host + ":" + std::to_string(options_.port)) {
   const size_t authBody = 1 + 4 + options_.token.size();
   if (authBody > kMaxAuthBody)
-    throw ConfigError(who_ + "tcp store: auth_token is " + std::to_string(options_.token.size()) +
-                      " bytes; at most " + std::to_string(kMaxAuthBody - 5) + " are allowed. Use a shorter secret");
+    raise(ErrorCode::Config, context(),
+          "tcp store: auth_token is " + std::to_string(options_.token.size()) + " bytes; at most " +
+              std::to_string(kMaxAuthBody - 5) + " are allowed",
+          "Use a shorter secret");
   giveBack(connectWithRetry());
+}
+
+ErrorContext Client::context(const Request* request) const {
+  ErrorContext where;
+  where.rank = options_.rank;
+  if (request) {
+    where.op = opName(request->op);
+    if (request->keys.size() == 1) where.key = request->keys[0];
+  }
+  return where;
 }
 
 Client::~Client() {
@@ -180,14 +192,14 @@ int Client::connectWithRetry() {
     fd = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error);
     if (fd >= 0) break;
     if (Clock::now() + delay > deadline)
-      throw StoreError(who_ + "cannot connect to the store at " + where_ + " after " + std::to_string(attempts) +
-                       " attempts over " + formatDuration(options_.timeout) + " (" + error +
-                       "). Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the "
-                       "store host/port (MASTER_ADDR/MASTER_PORT)");
+      raise(ErrorCode::Store, context(),
+            kGaveUpLine + where_ + " after " + std::to_string(attempts) + " attempts over " +
+                formatDuration(options_.timeout) + " (" + error + ")",
+            "Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the store host/port "
+            "(MASTER_ADDR/MASTER_PORT)");
     if (options_.logger && options_.progressEvery.count() > 0 && Clock::now() >= nextReport) {
-      // The logger names the rank. The wording is what `commhost run` looks for: keep it
-      // in step with launcher.cc.
-      options_.logger->warn("still waiting for the store at " + where_ + " after " + waited() + " (" + error +
+      // The logger names the rank; `commhost run` looks for these lines (reach_lines.h).
+      options_.logger->warn(kStillWaitingLine + where_ + " after " + waited() + " (" + error +
                             "); giving up after " + formatDuration(options_.timeout) +
                             ". Check that rank 0 (serve: auto) or `commhost store serve` is running there and that "
                             "this host can reach it (MASTER_ADDR/MASTER_PORT, store.options.host/port, firewall)");
@@ -198,40 +210,62 @@ int Client::connectWithRetry() {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(delay.count() * jitter(rng))));
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
-  if (reported) options_.logger->warn("reached the store at " + where_ + " after " + waited());
-  if (!options_.token.empty()) {
-    Request auth;
-    auth.op = Op::Auth;
-    auth.token = options_.token;
-    const auto frame = encodeRequest(auth);
-    std::string problem = writeAll(fd, frame.data(), frame.size());
-    std::vector<uint8_t> answer;
-    try {
-      if (problem.empty()) problem = readFrame(fd, answer, options_.maxFrame, Clock::now() + options_.timeout);
-    } catch (const ProtocolError& e) {
-      problem = std::string("it does not speak the commhost store protocol: ") + e.what();
-    }
-    if (!problem.empty()) {
-      ::close(fd);
-      throw StoreError(who_ + "the store at " + where_ + " refused this client's auth token (" + problem +
-                       "); use the same auth_token / COMMHOST_STORE_TOKEN as the server");
-    }
-  }
+  if (reported) options_.logger->warn(kReachedLine + where_ + " after " + waited());
+  handshake(fd);
   return fd;
 }
 
-void Client::lost(Op op, const std::string& what) {
-  throw StoreError(who_ + "store " + std::string(opName(op)) + " at " + where_ + " failed: " + what +
-                   ". The store server (rank 0, or `commhost store serve`) may have exited or dropped this client; "
-                   "check its log (a wrong or missing auth_token closes the connection)");
+// Every connection starts with an auth frame (an empty token when there is none), so a
+// server that turns the connection away says why here, before any call depends on it:
+// a wrong or missing token, or max_connections reached.
+void Client::handshake(int fd) {
+  Request auth;
+  auth.op = Op::Auth;
+  auth.token = options_.token;
+  const auto frame = encodeRequest(auth);
+  // A refused connection may already be reset when the auth frame goes out; the
+  // server's reason may still be waiting to be read, so read even after a failed write.
+  const std::string sendProblem = writeAll(fd, frame.data(), frame.size());
+  std::vector<uint8_t> answer;
+  std::string problem;
+  try {
+    problem = readFrame(fd, answer, options_.maxFrame, Clock::now() + options_.timeout);
+  } catch (const ProtocolError& e) {
+    problem = std::string("it does not speak the commhost store protocol: ") + e.what();
+  }
+  if (problem.empty()) {
+    const auto status = static_cast<Status>(answer[kHeaderSize]);
+    if (status == Status::Ok) return;
+    ::close(fd);
+    std::string reason;
+    try {
+      reason = FrameReader(answer.data() + kHeaderSize + 1, answer.size() - kHeaderSize - 1).str();
+    } catch (const ProtocolError& e) {
+      reason = std::string("an unreadable reason: ") + e.what();
+    }
+    raise(ErrorCode::Store, context(), "the store at " + where_ + " refused this client: " + reason);
+  }
+  ::close(fd);
+  if (!sendProblem.empty()) problem = sendProblem + "; then " + problem;
+  raise(ErrorCode::Store, context(),
+        "the store at " + where_ + " closed the connection during the handshake (" + problem + ")",
+        "Check the server's log; if it requires a token, use the same auth_token / COMMHOST_STORE_TOKEN as the "
+        "server");
+}
+
+void Client::lost(const Request& request, const std::string& what) {
+  raise(ErrorCode::Store, context(&request), "store at " + where_ + " failed: " + what,
+        "The store server (rank 0, or `commhost store serve`) may have exited or dropped this client; check its "
+        "log");
 }
 
 std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseconds serverWait) {
-  const Op op = request.op;
   const std::vector<uint8_t> frame = encodeRequest(request);
   if (frame.size() - kHeaderSize > options_.maxFrame)
-    throw InvalidArgument("store " + std::string(opName(op)) + ": request of " + std::to_string(frame.size()) +
-                          " bytes is over the frame limit (store option max_frame)");
+    raise(ErrorCode::InvalidArgument, context(&request),
+          "request of " + std::to_string(frame.size()) + " bytes to the store at " + where_ +
+              " is over the frame limit of " + std::to_string(options_.maxFrame),
+          "Store smaller values, or raise the store option max_frame on every rank and the server");
   const int fd = borrow();
   std::vector<uint8_t> answer;
   std::string problem = writeAll(fd, frame.data(), frame.size());
@@ -244,7 +278,7 @@ std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseco
   }
   if (!problem.empty()) {
     ::close(fd);  // the exchange broke off midway: this connection is out of step
-    lost(op, problem);
+    lost(request, problem);
   }
   giveBack(fd);
   const auto status = static_cast<Status>(answer[kHeaderSize]);
@@ -253,11 +287,11 @@ std::vector<uint8_t> Client::call(const Request& request, std::chrono::milliseco
   if (status == Status::Timeout) {
     std::string missing;
     for (const auto& k : in.strings()) missing += (missing.empty() ? "'" : ", '") + k + "'";
-    throw TimeoutError(who_ + "store " + std::string(opName(op)) + " at " + where_ + " timed out after " +
-                       formatDuration(serverWait) + "; keys not set: " + missing +
-                       ". The rank that sets them may have failed or not reached this point");
+    raise(ErrorCode::Timeout, context(&request),
+          "store at " + where_ + " timed out after " + formatDuration(serverWait) + "; keys not set: " + missing,
+          "The rank that sets them may have failed or not reached this point");
   }
-  throw StoreError(who_ + "store " + std::string(opName(op)) + " at " + where_ + " failed: " + in.str());
+  raise(ErrorCode::Store, context(&request), "store at " + where_ + " failed: " + in.str());
 }
 
 namespace {

@@ -5,8 +5,10 @@
 // does not hold up another thread's set() (the supervisor's heartbeat shares the
 // application's store). Connections are kept for reuse; there are at most as many as
 // calls ever ran at once.
-// Errors: a server that cannot be reached within the timeout, or that goes away during
-// a call, gives StoreError naming host:port and what to check; never a hang. Until the
+// Errors: a server that cannot be reached within the timeout, that turns the connection
+// away (wrong token, max_connections: its reason is read from the handshake's answer),
+// or that goes away during a call, gives StoreError naming the rank, op, key, host:port
+// and what to check; never a hang. A wait past its timeout gives TimeoutError. Until the
 // server is reached, a warning every progressEvery says so ("still waiting for the store
 // at host:port"); `commhost run` reads these lines to name the ranks that never reached it.
 #pragma once
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "commhost/errors.h"
 #include "commhost/logging.h"
 #include "commhost/store.h"
 #include "protocol.h"
@@ -62,14 +65,16 @@ class Client final : public Store {
   // Waits up to `serverWait` for the server's answer (plus a grace for the network).
   std::vector<uint8_t> call(const Request& request, std::chrono::milliseconds serverWait);
   int connectWithRetry();  // returns a connected, authenticated socket
+  void handshake(int fd);  // closes `fd` and throws StoreError with the server's reason when refused
   int borrow();            // an idle connection, or a new one
   void giveBack(int fd);
-  [[noreturn]] void lost(Op op, const std::string& what);
+  [[noreturn]] void lost(const Request& request, const std::string& what);
+  // Names this client's rank and, for a request, its op and (single) key.
+  ErrorContext context(const Request* request = nullptr) const;
 
   std::shared_ptr<void> keepAlive_;  // declared first: released last
   ClientOptions options_;
   std::string where_;  // "host:port"
-  std::string who_;    // "[rank N] " or ""
   std::mutex idleMutex_;  // guards idle_
   std::vector<int> idle_;  // connected sockets no call is using
 };

@@ -80,6 +80,12 @@ std::vector<uint8_t> errorFrame(const std::string& message) {
   return FrameWriter().u8(static_cast<uint8_t>(Status::Error)).str(message).finish();
 }
 
+std::string refusedOverCap(int maxConnections) {
+  return "the server is at max_connections " + std::to_string(maxConnections) +
+         "; raise the store's max_connections option (store.options.max_connections) or reduce the clients "
+         "connected to it";
+}
+
 }  // namespace
 
 Server::Server(ServerOptions options) : options_(std::move(options)), acceptor_(io_), acceptRetry_(io_) {
@@ -135,6 +141,12 @@ void Server::accept() {
                                std::to_string(options_.maxConnections) +
                                " connections are open (store option max_connections); raise it if the job "
                                "needs more, or find the client that opens so many");
+      // The client reads this as the answer to its handshake, so it can say why instead
+      // of guessing from a closed connection. One small frame into a fresh socket's send
+      // buffer: written at once, without blocking the loop. Its unread handshake makes
+      // the close a reset, but the kernel hands the client this frame before the reset.
+      socket.non_blocking(true, ignored);
+      boost::asio::write(socket, boost::asio::buffer(errorFrame(refusedOverCap(options_.maxConnections))), ignored);
       socket.close(ignored);
     } else {
       socket.set_option(tcp::no_delay(true), ec);
@@ -244,6 +256,14 @@ void Server::drop(const ConnectionPtr& c, const std::string& reason) {
   c->socket.close(ec);
 }
 
+void Server::refuse(const ConnectionPtr& c, const std::string& reason, const std::string& hint) {
+  const std::string message = reason + "; " + hint;
+  c->timerArmed = false;
+  c->out = errorFrame(message);
+  boost::asio::async_write(c->socket, boost::asio::buffer(c->out),
+                           [this, c, message](boost::system::error_code, size_t) { drop(c, message); });
+}
+
 void Server::reply(const ConnectionPtr& c, std::vector<uint8_t> frame) {
   c->out = std::move(frame);
   boost::asio::async_write(c->socket, boost::asio::buffer(c->out), [this, c](boost::system::error_code ec, size_t) {
@@ -315,7 +335,9 @@ void Server::handle(const ConnectionPtr& c, Request r) {
   switch (r.op) {
     case Op::Auth:
       if (!options_.token.empty() && r.token != options_.token)
-        return drop(c, "wrong auth token (not logged); check auth_token / COMMHOST_STORE_TOKEN on both sides");
+        return refuse(c, r.token.empty() ? "unauthenticated client: it sent no auth token and this server requires one"
+                                         : "wrong auth token (not logged)",
+                      "check auth_token / COMMHOST_STORE_TOKEN on both sides");
       c->authenticated = true;
       return reply(c, statusFrame(Status::Ok));
     case Op::Set:

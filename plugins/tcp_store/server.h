@@ -76,6 +76,8 @@ class Server {
   void handle(const ConnectionPtr& c, Request request);
   void reply(const ConnectionPtr& c, std::vector<uint8_t> frame);
   void drop(const ConnectionPtr& c, const std::string& reason);
+  // Answers the handshake with an error frame saying why, then drops the connection.
+  void refuse(const ConnectionPtr& c, const std::string& reason, const std::string& hint);
   // Calls `ready` once every key exists, or answers Timeout after `timeoutMs`.
   void waitFor(const ConnectionPtr& c, std::vector<std::string> keys, uint64_t timeoutMs,
                std::function<void()> ready);

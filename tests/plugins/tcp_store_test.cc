@@ -37,8 +37,27 @@ class RawSocket {
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     return n == 0 || (n < 0 && errno == ECONNRESET);
   }
+  // The body of the next whole frame the server sends within 5 s; empty when it closes
+  // the connection (or stays silent) first.
+  std::vector<uint8_t> frameBody() {
+    std::vector<uint8_t> frame(tcpstore::kHeaderSize);
+    if (!readExactly(frame.data(), frame.size())) return {};
+    const uint32_t length = tcpstore::parseHeader(frame.data(), 1u << 20);
+    std::vector<uint8_t> body(length);
+    if (!readExactly(body.data(), body.size())) return {};
+    return body;
+  }
 
  private:
+  bool readExactly(uint8_t* p, size_t n) {
+    while (n > 0) {
+      const ssize_t got = ::recv(fd_, p, n, 0);
+      if (got <= 0) return false;
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+    return true;
+  }
   int fd_;
 };
 
@@ -120,9 +139,12 @@ TEST(TcpStore, TokenRequired) {
   TcpFixture fixture("s3cret");
   auto withToken = fixture.connectWith("s3cret", std::chrono::seconds(5));
   withToken->set("k", toBytes("v"));
-  EXPECT_THROW_WITH(fixture.connectWith("wrong", std::chrono::seconds(5)), StoreError, "refused this client's auth token");
-  auto noToken = fixture.connectWith("", std::chrono::seconds(5));
-  EXPECT_THROW_WITH(noToken->get("k"), StoreError, "127.0.0.1:", "auth_token");
+  // The server says why in its answer to the handshake, so the client can tell a wrong
+  // token from a missing one (and both from a server at its connection limit).
+  EXPECT_THROW_WITH(fixture.connectWith("wrong", std::chrono::seconds(5)), StoreError, "127.0.0.1:",
+                    "refused this client: wrong auth token", "COMMHOST_STORE_TOKEN");
+  EXPECT_THROW_WITH(fixture.connectWith("", std::chrono::seconds(5)), StoreError, "127.0.0.1:",
+                    "it sent no auth token and this server requires one", "auth_token");
   EXPECT_EQ(toString(withToken->get("k")), "v");
 }
 
@@ -247,7 +269,8 @@ bool servedWithin5s(int port) {
   while (std::chrono::steady_clock::now() < until) {
     RawSocket s(port);
     s.send(frame);
-    if (!s.closedByServer()) return true;  // it answered (or is still answering)
+    const auto body = s.frameBody();
+    if (!body.empty() && body[0] == static_cast<uint8_t>(tcpstore::Status::Ok)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return false;
@@ -315,6 +338,9 @@ TEST(TcpStore, ConnectionsOverTheCapAreClosedUntilOneLeaves) {
   testing::internal::CaptureStderr();
   {
     RawSocket third(server.port());
+    const auto body = third.frameBody();  // why, then the close
+    ASSERT_FALSE(body.empty());
+    EXPECT_EQ(body[0], static_cast<uint8_t>(tcpstore::Status::Error));
     EXPECT_TRUE(third.closedByServer());
   }
   Logger::flushAll();
@@ -325,6 +351,40 @@ TEST(TcpStore, ConnectionsOverTheCapAreClosedUntilOneLeaves) {
   second.ping();  // the others are still served
   first.reset();
   EXPECT_TRUE(servedWithin5s(server.port()));
+}
+
+// A client turned away at max_connections used to be told its auth token was refused
+// (with a token) or that the server had exited (without one, at its first call): the
+// server now answers the handshake with the reason, and the client reports it.
+TEST(TcpStore, ClientOverTheCapIsToldWhy) {
+  for (const std::string token : {"", "s3cret"}) {
+    SCOPED_TRACE("token '" + token + "'");
+    tcpstore::ServerOptions options;
+    options.maxConnections = 1;
+    options.token = token;
+    tcpstore::Server server(options);
+    tcpstore::ClientOptions clientOptions;
+    clientOptions.port = server.port();
+    clientOptions.token = token;
+    clientOptions.timeout = std::chrono::seconds(5);
+    clientOptions.rank = 3;
+    tcpstore::Client first(clientOptions);
+    first.ping();
+    const std::string address = "127.0.0.1:" + std::to_string(server.port());
+    try {
+      tcpstore::Client second(clientOptions);
+      second.ping();
+      ADD_FAILURE() << "a client over max_connections was served";
+    } catch (const StoreError& e) {
+      const std::string message = e.what();
+      for (const std::string& fragment : {std::string("[rank 3] "), address, std::string("max_connections 1"),
+                                          std::string("raise the store's max_connections option")})
+        EXPECT_NE(message.find(fragment), std::string::npos) << "lacks '" << fragment << "': " << message;
+      EXPECT_EQ(message.find("auth token"), std::string::npos) << message;
+      EXPECT_EQ(message.find("may have exited"), std::string::npos) << message;
+    }
+    first.ping();  // the one within the cap is still served
+  }
 }
 
 }  // namespace

@@ -148,4 +148,17 @@ expect_rc_nonzero "config check (directory)"
 expect_text "config check (directory)" "is a directory; give a YAML file"
 pass "exit $rc"
 
+# Errors that are not commhost::Error (here nlohmann's type_error from a dump of the
+# wrong shape) must end in a message and exit 1, not std::terminate (exit 134), and name
+# the file; before, main's catch-all blamed a system limit.
+step "trace analyze on a dump of the wrong shape"
+mkdir -p "$tmp/baddump"
+echo '{"rank": 0, "entries": [1]}' >"$tmp/baddump/rank0.json"
+run "$commhost" trace analyze "$tmp/baddump"
+[[ $rc -eq 1 ]] || fail "trace analyze (bad dump) exited with $rc, expected 1"
+expect_regex "trace analyze (bad dump)" '^commhost: '
+expect_text "trace analyze (bad dump)" "$tmp/baddump/rank0.json is not a flight recorder dump"
+expect_text "trace analyze (bad dump)" "remove it or re-dump that rank"
+pass "exit $rc"
+
 echo "PASS: commhost CLI"

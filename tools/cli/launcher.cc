@@ -16,6 +16,8 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "reach_lines.h"
+
 namespace commhost::cli {
 namespace {
 
@@ -29,17 +31,17 @@ struct Rank {
   bool exited = false;
   int status = 0;           // waitpid status
   Clock::time_point start, end;
-  // From the tcp store client's lines ("still waiting for the store at", "reached the
-  // store at", "cannot connect to the store at"; see plugins/tcp_store/client.cc).
+  // From the tcp store client's lines (plugins/tcp_store/reach_lines.h): a rank is
+  // another process, so its lines are all the launcher sees of its StoreError.
   enum class StoreReach { Unknown, Waiting, Reached, GaveUp } store = StoreReach::Unknown;
 };
 
 void noteStoreLine(Rank& r, const std::string& line) {
-  if (line.find("still waiting for the store at ") != std::string::npos) {
+  if (line.find(tcpstore::kStillWaitingLine) != std::string::npos) {
     if (r.store != Rank::StoreReach::GaveUp) r.store = Rank::StoreReach::Waiting;
-  } else if (line.find("reached the store at ") != std::string::npos) {
+  } else if (line.find(tcpstore::kReachedLine) != std::string::npos) {
     r.store = Rank::StoreReach::Reached;
-  } else if (line.find("cannot connect to the store at ") != std::string::npos) {
+  } else if (line.find(tcpstore::kGaveUpLine) != std::string::npos) {
     r.store = Rank::StoreReach::GaveUp;
   }
 }

@@ -10,6 +10,50 @@
 
 namespace commhost::cli::trace {
 
+namespace {
+
+// One dump's fields. A field of the wrong type (a hand-edited or foreign file) throws
+// nlohmann::json::exception, which loadDumps turns into an error naming the file.
+RankDump parseDump(const nlohmann::json& j, const std::string& path) {
+  RankDump d;
+  d.path = path;
+  d.rank = j.value("rank", -1);
+  d.pid = j.value("pid", 0);
+  d.host = j.value("host", "");
+  d.reason = j.value("reason", "");
+  d.timeUs = j.value("time_us", int64_t(0));
+  for (const auto& g : j.value("groups", nlohmann::json::array())) {
+    const std::string name = g.value("name", "");
+    d.groupRank[name] = g.value("rank", 0);
+    d.groupSize[name] = g.value("world_size", 0);
+    // Held in a local: items() of a temporary would outlive the temporary in the loop.
+    const nlohmann::json lost = g.value("lost_peers", nlohmann::json::object());
+    for (const auto& [peer, why] : lost.items())
+      d.lostPeers[name + ": peer " + peer] = why.get<std::string>();
+  }
+  for (const auto& e : j["entries"]) {
+    Entry x;
+    x.group = e.value("group", "");
+    x.op = e.value("op", "");
+    x.backend = e.value("backend", "");
+    x.dtype = e.value("dtype", "");
+    x.state = e.value("state", "");
+    x.error = e.value("error", "");
+    x.rank = e.value("rank", 0);
+    x.worldSize = e.value("world_size", 0);
+    x.seq = e.value("seq", uint64_t(0));
+    x.bytes = e.value("bytes", int64_t(0));
+    x.numel = e.value("numel", int64_t(0));
+    x.scheduledUs = e.value("scheduled_us", int64_t(0));
+    x.startedUs = e.value("started_us", int64_t(0));
+    x.endedUs = e.value("ended_us", int64_t(0));
+    d.entries.push_back(std::move(x));
+  }
+  return d;
+}
+
+}  // namespace
+
 std::vector<RankDump> loadDumps(const std::string& dir) {
   namespace fs = std::filesystem;
   if (!fs::is_directory(dir))
@@ -26,41 +70,12 @@ std::vector<RankDump> loadDumps(const std::string& dir) {
                             "); remove it or re-dump that rank");
     }
     if (!j.is_object() || !j.contains("entries") || !j.contains("rank")) continue;  // not a dump
-    RankDump d;
-    d.path = file.path().string();
-    d.rank = j.value("rank", -1);
-    d.pid = j.value("pid", 0);
-    d.host = j.value("host", "");
-    d.reason = j.value("reason", "");
-    d.timeUs = j.value("time_us", int64_t(0));
-    for (const auto& g : j.value("groups", nlohmann::json::array())) {
-      const std::string name = g.value("name", "");
-      d.groupRank[name] = g.value("rank", 0);
-      d.groupSize[name] = g.value("world_size", 0);
-      // Held in a local: items() of a temporary would outlive the temporary in the loop.
-      const nlohmann::json lost = g.value("lost_peers", nlohmann::json::object());
-      for (const auto& [peer, why] : lost.items())
-        d.lostPeers[name + ": peer " + peer] = why.get<std::string>();
+    try {
+      out.push_back(parseDump(j, file.path().string()));
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidArgument("trace: " + file.path().string() + " is not a flight recorder dump (" + e.what() +
+                            "); remove it or re-dump that rank");
     }
-    for (const auto& e : j["entries"]) {
-      Entry x;
-      x.group = e.value("group", "");
-      x.op = e.value("op", "");
-      x.backend = e.value("backend", "");
-      x.dtype = e.value("dtype", "");
-      x.state = e.value("state", "");
-      x.error = e.value("error", "");
-      x.rank = e.value("rank", 0);
-      x.worldSize = e.value("world_size", 0);
-      x.seq = e.value("seq", uint64_t(0));
-      x.bytes = e.value("bytes", int64_t(0));
-      x.numel = e.value("numel", int64_t(0));
-      x.scheduledUs = e.value("scheduled_us", int64_t(0));
-      x.startedUs = e.value("started_us", int64_t(0));
-      x.endedUs = e.value("ended_us", int64_t(0));
-      d.entries.push_back(std::move(x));
-    }
-    out.push_back(std::move(d));
   }
   if (out.empty())
     throw InvalidArgument("trace: no flight recorder dumps (rank<N>.json) in " + dir +
