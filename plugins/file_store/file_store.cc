@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "commhost/errors.h"
@@ -36,7 +37,7 @@ class FileStore::Lock {
     fl.l_type = type;
     fl.l_whence = SEEK_SET;
     while (::fcntl(store_.fd_, F_OFD_SETLKW, &fl) != 0)
-      if (errno != EINTR) store_.fail(std::string("cannot lock it: ") + std::strerror(errno));
+      if (errno != EINTR) store_.fail(std::string("cannot lock it: ") + std::generic_category().message(errno));
   }
   ~Lock() {
     struct flock fl {};
@@ -51,7 +52,7 @@ class FileStore::Lock {
 
 FileStore::FileStore(std::string path, std::chrono::milliseconds timeout) : Store(timeout), path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail(std::string("cannot open it: ") + std::strerror(errno) + "; check the directory exists and is writable");
+  if (fd_ < 0) fail(std::string("cannot open it: ") + std::generic_category().message(errno) + "; check the directory exists and is writable");
   std::lock_guard<std::mutex> guard(mutex_);
   Lock lock(*this, F_WRLCK);
   refresh();
@@ -76,14 +77,14 @@ void FileStore::fail(const std::string& what) const {
 
 void FileStore::refresh() {
   const off_t end = ::lseek(fd_, 0, SEEK_END);
-  if (end < 0) fail(std::string("cannot read it: ") + std::strerror(errno));
+  if (end < 0) fail(std::string("cannot read it: ") + std::generic_category().message(errno));
   if (end == pos_) return;
   std::vector<uint8_t> buf(static_cast<size_t>(end - pos_));
   size_t done = 0;
   while (done < buf.size()) {
     const ssize_t got = ::pread(fd_, buf.data() + done, buf.size() - done, pos_ + static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) fail(std::string("cannot read it: ") + (got < 0 ? std::strerror(errno) : "unexpected end"));
+    if (got <= 0) fail(std::string("cannot read it: ") + (got < 0 ? std::generic_category().message(errno) : "unexpected end"));
     done += static_cast<size_t>(got);
   }
   size_t at = 0;
@@ -115,7 +116,7 @@ void FileStore::write(uint8_t type, const std::string& key, const Bytes& value) 
   while (done < record.size()) {
     const ssize_t put = ::pwrite(fd_, record.data() + done, record.size() - done, end + static_cast<off_t>(done));
     if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) fail(std::string("cannot write it: ") + std::strerror(errno));
+    if (put <= 0) fail(std::string("cannot write it: ") + std::generic_category().message(errno));
     done += static_cast<size_t>(put);
   }
   refresh();

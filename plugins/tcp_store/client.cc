@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 #include <random>
 #include <thread>
 
@@ -45,7 +46,7 @@ bool connectWithin(int fd, const sockaddr* addr, socklen_t len, std::chrono::mil
     rc = soError == 0 ? 0 : -1;
   }
   ::fcntl(fd, F_SETFL, flags);
-  if (rc != 0) error = std::strerror(errno);
+  if (rc != 0) error = std::generic_category().message(errno);
   return rc == 0;
 }
 
@@ -89,7 +90,7 @@ std::string readAtLeast(int fd, uint8_t* buf, size_t capacity, size_t& have, siz
     if (got == 0) return "the server closed the connection";
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return std::strerror(errno);
+      return std::generic_category().message(errno);
     }
     have += static_cast<size_t>(got);
   }
@@ -114,7 +115,7 @@ std::string writeAll(int fd, const uint8_t* p, size_t n) {
     const ssize_t sent = ::send(fd, p, n, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EINTR) continue;
-      return std::strerror(errno);
+      return std::generic_category().message(errno);
     }
     p += sent;
     n -= static_cast<size_t>(sent);

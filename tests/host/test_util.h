@@ -35,6 +35,7 @@ inline std::shared_ptr<const Config> configFrom(const std::string& yaml, PluginR
 inline void runRanks(int world, const std::function<void(int)>& fn) {
   std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> threads;
+  threads.reserve(world);
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
       try {

@@ -26,6 +26,7 @@ Tensor floats(int64_t n, float v = 1.0f) {
 
 std::vector<Tensor> floatList(int world, int64_t n) {
   std::vector<Tensor> out;
+  out.reserve(world);
   for (int r = 0; r < world; ++r) out.push_back(floats(n));
   return out;
 }
@@ -214,7 +215,7 @@ TEST_P(ShmAgreement, MismatchFailsEveryRankAndTheGroupGoesOn) {
       // Still in step: a correct op (several chunks) gives the right sum everywhere.
       Tensor t = floats(2500, static_cast<float>(r + 1));
       pg.allreduce(t)->wait();
-      const float want = static_cast<float>(world * (world + 1) / 2);
+      const float want = static_cast<float>(world * (world + 1)) / 2;
       ASSERT_EQ(t.data_as<float>()[0], want) << "after " << at;
       ASSERT_EQ(t.data_as<float>()[2499], want) << "after " << at;
       Tensor small = floats(2, static_cast<float>(r + 1));

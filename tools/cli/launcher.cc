@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <system_error>
 #include <iostream>
 #include <stdexcept>
 
@@ -64,7 +65,7 @@ void flushLines(Rank& r, bool all) {
 std::string describeStatus(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";
+                                  strsignal(WTERMSIG(status)) + ")";  // NOLINT(concurrency-mt-unsafe): one thread
   return "unknown";
 }
 
@@ -104,15 +105,16 @@ void signalRank(const Rank& r, int sig) {
 
 pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, const sigset_t& parentMask) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::generic_category().message(errno));
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::generic_category().message(errno));
   if (pid == 0) {
     // Its own process group, so stopping a rank reaches the processes it started too.
     ::setpgid(0, 0);
     ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the forked child has one thread
     auto set = [](const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); };
     set("RANK", std::to_string(rank.globalRank));
     set("WORLD_SIZE", std::to_string(worldSize));
@@ -130,7 +132,7 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
     argv.push_back(nullptr);
     ::execvp(argv[0], argv.data());
     std::fprintf(stderr, "commhost run: cannot start '%s' for rank %d: %s\n", argv[0], rank.globalRank,
-                 std::strerror(errno));
+                 std::strerror(errno));  // NOLINT(concurrency-mt-unsafe): the forked child has one thread
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here, so a signal sent right away finds the group
@@ -153,7 +155,7 @@ int pickFreePort() {
                   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
   const int error = errno;
   if (fd >= 0) ::close(fd);
-  if (!ok) throw std::runtime_error(std::string("cannot find a free port: ") + std::strerror(error));
+  if (!ok) throw std::runtime_error(std::string("cannot find a free port: ") + std::generic_category().message(error));
   return ntohs(addr.sin_port);
 }
 
@@ -169,7 +171,7 @@ int launch(const LaunchPlan& plan) {
   const int sigFd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigFd < 0) {
     ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
-    throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+    throw std::runtime_error(std::string("signalfd: ") + std::generic_category().message(errno));
   }
 
   std::vector<Rank> ranks(plan.localRanks);
@@ -231,6 +233,7 @@ int launch(const LaunchPlan& plan) {
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
         if (!stopping) stopSignal = static_cast<int>(info.ssi_signo);
+        // NOLINTNEXTLINE(concurrency-mt-unsafe): the launcher has one thread
         stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)),
                 std::chrono::milliseconds(0));
         if (!termed) sendTerm();  // a second Ctrl-C during the settle time

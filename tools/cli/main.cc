@@ -13,7 +13,11 @@ std::vector<std::string>& trailingArgs() {
 }
 }  // namespace commhost::cli
 
-int main(int argc, char** argv) {
+namespace {
+
+// Everything main does, so that main's catch covers all of it (building the parser can
+// throw too, e.g. std::bad_alloc).
+int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) != "--") continue;
     for (int j = i + 1; j < argc; ++j) commhost::cli::trailingArgs().push_back(argv[j]);
@@ -46,6 +50,15 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
   } catch (const commhost::Error& e) {
     std::cerr << "commhost: " << e.what() << "\n";
     return 1;
@@ -56,6 +69,8 @@ int main(int argc, char** argv) {
               << ". This is a system limit (open files: ulimit -n; processes: ulimit -u; memory) or a bug; "
                  "raise the limit, or report it with the command line\n";
     return 1;
+  } catch (...) {
+    std::cerr << "commhost: failed with an exception that is not a std::exception; report it with the command line\n";
+    return 1;
   }
-  return 0;
 }
