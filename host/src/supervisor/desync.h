@@ -16,14 +16,20 @@ namespace commhost::supervisor {
 std::string progressKey(int rank);
 std::string heartbeatKey(int rank);
 std::string leftKey(int rank);  // set when the rank destroys its group: its silence is not a loss
-// One line per incident: "incident|RANK|K|what|MS" (RANK's K-th incident, raised at MS
-// milliseconds of the system clock; others dump and append "THEIR_RANK," to
-// ackKey(RANK, K)) or "peer|RANK|PEER|why" (RANK found PEER lost).
+// The incident log: one wire::Incident or wire::PeerLost line per entry (messages.h), and
+// the count of lines appended so far (readers look at the log when the count moves).
+// Bounded: once kMaxIncidentLines lines are counted, ranks append no more (the count may
+// pass the bound by the ranks racing to append, one line each); incidents go on locally
+// (dump, verdict, on_error) without asking peers to dump, and the rank that finds the
+// log full logs that once. Lines are at most ~560 bytes, so the log stays under 2.5 MiB.
 constexpr const char* kIncidentLog = "supervisor/incidents";
-constexpr const char* kIncidentCount = "supervisor/incident_count";  // lines appended so far
+constexpr const char* kIncidentCount = "supervisor/incident_count";
+constexpr int64_t kMaxIncidentLines = 4096;
+// Ranks append wire::encodeAck(their rank) to ackKey(RANK, K) once they dumped for RANK's K-th incident.
 std::string ackKey(int rank, int64_t incident);
-// The "peer|RANK|PEER|why\n" line (field separators and newlines in `why` blanked).
-std::string peerLostLine(int rank, int peer, std::string why);
+// Appends `lines` (encoded messages) to the incident log and counts them, unless that
+// would pass kMaxIncidentLines: then appends nothing and returns false.
+bool appendToIncidentLog(GroupMonitor& g, const std::vector<std::string>& lines);
 // In the job's store: `commhost trace dump` requests (a counter) and their reasons (lines).
 constexpr const char* kTraceDumpCount = "commhost/trace_dump";
 constexpr const char* kTraceDumpReasons = "commhost/trace_dump/reasons";

@@ -1,11 +1,11 @@
 // The heartbeat thread: publishes this rank's heartbeat and progress, notices peers that
 // stopped beating, answers dump requests, and checks that the watchdog still advances.
 #include <algorithm>
-#include <sstream>
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
 #include "desync.h"
+#include "messages.h"
 #include "supervisor.h"
 
 namespace commhost::supervisor {
@@ -158,8 +158,7 @@ void Supervisor::beat(GroupMonitor& g, Clock::time_point now) {
                    std::to_string(g.globalRank(peer)) + " lost: " + why);
     g.markLost(peer, why);
     // Tell the ranks that do not watch this peer.
-    g.store->append(kIncidentLog, toBytes(peerLostLine(g.rank, peer, why)));
-    g.store->add(kIncidentCount, 1);
+    if (!appendToIncidentLog(g, {wire::encode(wire::PeerLost{g.rank, peer, why})})) noteIncidentLogFull(g);
   }
 }
 
@@ -168,27 +167,37 @@ void Supervisor::answerIncidents(GroupMonitor& g, bool dumpFirst) {
   std::lock_guard<std::mutex> lock(g.incidentMutex);
   const int64_t count = g.store->add(kIncidentCount, 0);
   if (count <= g.seenIncident) return;
-  std::istringstream log(toString(g.store->get(kIncidentLog)));
-  std::string line;
+  const auto lines = wire::splitLines(toString(g.store->get(kIncidentLog)));
   std::vector<std::string> acks;
-  for (int64_t n = 1; std::getline(log, line); ++n) {
-    if (n <= g.seenIncident) continue;
+  for (int64_t n = g.seenIncident + 1; n <= static_cast<int64_t>(lines.size()); ++n) {
     g.seenIncident = n;
-    std::vector<std::string> parts;
-    std::istringstream fields(line);
-    for (std::string f; std::getline(fields, f, '|');) parts.push_back(f);
-    if (parts.size() < 4 || parts[1] == std::to_string(g.rank)) continue;  // my own
-    if (parts[0] == "peer") {
-      const int peer = std::atoi(parts[2].c_str());
-      if (peer != g.rank) g.markLost(peer, parts[3]);
+    const auto decoded = wire::decodeLogLine(lines[n - 1]);
+    if (!decoded) {
+      logger_->warn(ErrorContext{g.name, g.rank}.format() + "skipped line " + std::to_string(n) +
+                    " of the incident log: " + decoded.error + ". Next: run every rank with the same commhost "
+                    "version; if they do, the store's data is damaged");
       continue;
     }
-    acks.push_back(ackKey(std::atoi(parts[1].c_str()), std::atoll(parts[2].c_str())));
+    if (decoded.value.kind == wire::LogLine::Kind::PeerLost) {
+      const wire::PeerLost& m = decoded.value.peerLost;
+      if (m.rank != g.rank && m.peer != g.rank && m.peer < g.worldSize) g.markLost(m.peer, m.why);
+      continue;
+    }
+    const wire::Incident& m = decoded.value.incident;
+    if (m.rank != g.rank && m.rank < g.worldSize) acks.push_back(ackKey(m.rank, m.number));
   }
   if (acks.empty()) return;
   publishProgress(g);
   if (dumpFirst) dump("incident raised by another rank of group " + g.name);
-  for (const auto& key : acks) g.store->append(key, toBytes(std::to_string(g.rank) + ","));
+  for (const auto& key : acks) g.store->append(key, toBytes(wire::encodeAck(g.rank)));
+}
+
+void Supervisor::noteIncidentLogFull(GroupMonitor& g) {
+  if (g.incidentLogFull.exchange(true)) return;
+  logger_->error(ErrorContext{g.name, g.rank}.format() + "the group's incident log in the store is full (" +
+                 std::to_string(kMaxIncidentLines) + " lines): from now on this rank's incidents and lost "
+                 "peers are handled here only, without asking the other ranks to dump. Next: this group has "
+                 "failed thousands of times; re-create it (a new group starts a new log)");
 }
 
 void Supervisor::reportWatchdogStall(Millis stalled) {

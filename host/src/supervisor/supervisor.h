@@ -47,7 +47,7 @@ struct Settings {
   Millis heartbeatInterval{1000};
   Millis heartbeatTimeout{10000};
   size_t entries = 2048;
-  std::string dumpDir = "./traces";
+  std::string dumpDir;  // the config resolves an empty dump_dir (config::defaultDumpDir)
   bool checkCollectives = false;
   static Settings fromConfig(const Config& config);
 };
@@ -89,6 +89,7 @@ struct GroupMonitor {
   // Once a store call failed, nothing calls the store again: the client would retry
   // connecting until its timeout, stalling the supervisor's threads.
   std::atomic<bool> storeLost{false};
+  std::atomic<bool> incidentLogFull{false};  // set once the incident log refused a line (logged once)
 
   // Lines of the incident log already answered: the heartbeat thread answers them, and
   // the watchdog too while it waits for acks to an incident of its own.
@@ -229,6 +230,7 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // for one of its own) and takes note of peers they found lost.
   void answerIncidents(GroupMonitor& g, bool dumpFirst = true);
   void reportWatchdogStall(Millis stalled);
+  void noteIncidentLogFull(GroupMonitor& g);
   std::vector<std::shared_ptr<GroupMonitor>> groups();
 
   Settings settings_;

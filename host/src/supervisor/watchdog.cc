@@ -9,6 +9,7 @@
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
 #include "desync.h"
+#include "messages.h"
 #include "supervisor.h"
 
 namespace commhost::supervisor {
@@ -194,22 +195,22 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
       if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
       const int64_t raisedAtMs = std::chrono::duration_cast<Millis>(
                                      std::chrono::system_clock::now().time_since_epoch()).count();
-      const std::string line = "incident|" + std::to_string(g.rank) + "|" + std::to_string(g.incidentsRaised) + "|" +
-                               opName(ctx.op) + " seq " + std::to_string(ctx.seq) + "|" + std::to_string(raisedAtMs);
+      const std::string line = wire::encode(wire::Incident{g.rank, g.incidentsRaised, raisedAtMs,
+                                                           std::string(opName(ctx.op)) + " seq " +
+                                                               std::to_string(ctx.seq)});
       g.store->set(ackKey(g.rank, g.incidentsRaised), Bytes{});  // before anyone can ack it
       // The peers this rank knows are lost (its backend named one), first: a rank whose
       // own backend saw only a dropped connection then fails at once too, instead of
       // waiting for its heartbeat, by which time the store may be gone with rank 0.
-      std::vector<std::string> lostLines;
+      std::vector<std::string> lines;
       {
         std::lock_guard<std::mutex> lock(g.lostMutex);
         for (const auto& [peer, why] : g.lostPeers)
-          if (peer >= 0) lostLines.push_back(peerLostLine(g.rank, peer, why));
+          if (peer >= 0) lines.push_back(wire::encode(wire::PeerLost{g.rank, peer, why}));
       }
-      for (const auto& l : lostLines) g.store->append(kIncidentLog, toBytes(l));
-      if (!lostLines.empty()) g.store->add(kIncidentCount, static_cast<int64_t>(lostLines.size()));
-      g.store->append(kIncidentLog, toBytes(line + "\n"));
-      g.store->add(kIncidentCount, 1);
+      lines.push_back(line);
+      const bool published = appendToIncidentLog(g, lines);
+      if (!published) noteIncidentLogFull(g);
       publishProgress(g);
       dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
       // Peers dump within a heartbeat tick; give them up to a second before the
@@ -222,7 +223,8 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
         for (const auto& lost : g.lostPeers) expected.erase(lost.first);
         for (int left : g.leftPeers) expected.erase(left);  // no longer there to dump
       }
-      const auto until = Clock::now() + Millis(1000);
+      // Nobody was asked to dump when the log was full: no wait.
+      const auto until = published ? Clock::now() + Millis(1000) : Clock::now();
       const int64_t window = (settings_.heartbeatInterval + Millis(2000)).count();
       while (Clock::now() < until) {
         // Ranks that raise the same incident at once wait on each other: answer theirs.
