@@ -35,34 +35,6 @@ std::vector<Progress> readProgress(GroupMonitor& g) {
 std::string progressKey(int rank) { return "supervisor/progress/" + std::to_string(rank); }
 std::string heartbeatKey(int rank) { return "supervisor/heartbeat/" + std::to_string(rank); }
 std::string leftKey(int rank) { return "supervisor/left/" + std::to_string(rank); }
-std::string ackKey(int rank, int64_t incident) {
-  return "supervisor/ack/" + std::to_string(rank) + "/" + std::to_string(incident);
-}
-
-bool appendToIncidentLog(GroupMonitor& g, const std::vector<std::string>& lines) {
-  if (lines.empty()) return true;
-  const auto n = static_cast<int64_t>(lines.size());
-  if (g.store->add(kIncidentCount, 0) + n > kMaxIncidentLines) return false;
-  for (const auto& line : lines) g.store->append(kIncidentLog, toBytes(line));
-  g.store->add(kIncidentCount, n);
-  return true;
-}
-
-std::set<int> peersThatDumped(GroupMonitor& g, int64_t incident, int64_t raisedAtMs, int64_t windowMs) {
-  // Lines that do not decode are skipped here; answerIncidents logs them.
-  std::set<int> out;
-  for (const auto& line : wire::splitLines(toString(g.store->get(ackKey(g.rank, incident)))))
-    if (auto ack = wire::decodeAck(line); ack && ack.value < g.worldSize) out.insert(ack.value);
-  for (const auto& line : wire::splitLines(toString(g.store->get(kIncidentLog)))) {
-    const auto decoded = wire::decodeLogLine(line);
-    if (!decoded || decoded.value.kind != wire::LogLine::Kind::Incident) continue;
-    const wire::Incident& m = decoded.value.incident;
-    if (m.rank != g.rank && m.rank < g.worldSize && std::llabs(m.raisedAtMs - raisedAtMs) <= windowMs)
-      out.insert(m.rank);
-  }
-  return out;
-}
-
 void publishProgress(GroupMonitor& g) {
   const uint64_t issued = g.lastIssued.load(std::memory_order_relaxed);
   const char* op = issued ? opName(static_cast<OpType>(g.lastIssuedOp.load(std::memory_order_relaxed))) : "none";

@@ -4,11 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <set>
+#include <chrono>
 #include <string>
 #include <vector>
 
-#include "supervisor.h"
+#include "commhost/types.h"
+#include "group_monitor.h"
 
 namespace commhost::supervisor {
 
@@ -16,28 +17,9 @@ namespace commhost::supervisor {
 std::string progressKey(int rank);
 std::string heartbeatKey(int rank);
 std::string leftKey(int rank);  // set when the rank destroys its group: its silence is not a loss
-// The incident log: one wire::Incident or wire::PeerLost line per entry (messages.h), and
-// the count of lines appended so far (readers look at the log when the count moves).
-// Bounded: once kMaxIncidentLines lines are counted, ranks append no more (the count may
-// pass the bound by the ranks racing to append, one line each); incidents go on locally
-// (dump, verdict, on_error) without asking peers to dump, and the rank that finds the
-// log full logs that once. Lines are at most ~560 bytes, so the log stays under 2.5 MiB.
-constexpr const char* kIncidentLog = "supervisor/incidents";
-constexpr const char* kIncidentCount = "supervisor/incident_count";
-constexpr int64_t kMaxIncidentLines = 4096;
-// Ranks append wire::encodeAck(their rank) to ackKey(RANK, K) once they dumped for RANK's K-th incident.
-std::string ackKey(int rank, int64_t incident);
-// Appends `lines` (encoded messages) to the incident log and counts them, unless that
-// would pass kMaxIncidentLines: then appends nothing and returns false.
-bool appendToIncidentLog(GroupMonitor& g, const std::vector<std::string>& lines);
 // In the job's store: `commhost trace dump` requests (a counter) and their reasons (lines).
 constexpr const char* kTraceDumpCount = "commhost/trace_dump";
 constexpr const char* kTraceDumpReasons = "commhost/trace_dump/reasons";
-
-// Watchdog thread, while raising incident K: the peers known to have dumped for it, those
-// that acked it and those that raised an incident of their own within `window` of
-// `raisedAtMs` (they dumped then; they may have exited since, without acking).
-std::set<int> peersThatDumped(GroupMonitor& g, int64_t incident, int64_t raisedAtMs, int64_t windowMs);
 
 // Heartbeat thread: publishes this rank's progress.
 void publishProgress(GroupMonitor& g);
