@@ -42,37 +42,36 @@ class SCOPED_CAPABILITY MutexLock {
   Mutex* const mu_;
 };
 
-// Waits release the mutex and take it again before they return, as with
-// std::condition_variable; wake-ups may be spurious, so callers wait in a loop.
+// Waits release `mu` (which the caller holds) and take it again before they return, as
+// std::condition_variable does; wake-ups may be spurious, so callers wait in a loop. The
+// mutex is passed to each wait (as absl::CondVar does) so the analysis checks it is held.
 class CondVar {
  public:
-  explicit CondVar(Mutex* mu) : mu_(mu) {}
+  CondVar() = default;
   CondVar(const CondVar&) = delete;
   CondVar& operator=(const CondVar&) = delete;
 
-  Mutex* mutex() const { return mu_; }
-  void wait() REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  void wait(Mutex* mu) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     cv_.wait(lock);
     lock.release();
   }
   // False when `deadline` passed (the mutex is held again either way).
   template <class Clock, class Duration>
-  bool waitUntil(const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(mu_) {
-    std::unique_lock<std::mutex> lock(mu_->mu_, std::adopt_lock);
+  bool waitUntil(Mutex* mu, const std::chrono::time_point<Clock, Duration>& deadline) REQUIRES(mu) {
+    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool notified = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();
     return notified;
   }
   template <class Rep, class Period>
-  bool waitFor(const std::chrono::duration<Rep, Period>& timeout) REQUIRES(mu_) {
-    return waitUntil(std::chrono::steady_clock::now() + timeout);
+  bool waitFor(Mutex* mu, const std::chrono::duration<Rep, Period>& timeout) REQUIRES(mu) {
+    return waitUntil(mu, std::chrono::steady_clock::now() + timeout);
   }
   void signal() { cv_.notify_one(); }
   void signalAll() { cv_.notify_all(); }
 
  private:
-  Mutex* const mu_;
   std::condition_variable cv_;
 };
 

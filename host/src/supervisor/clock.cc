@@ -8,10 +8,8 @@ namespace {
 class RealClock final : public Clock {
  public:
   TimePoint now() override { return SteadyClock::now(); }
-  // The analysis cannot tell that `mu` is the mutex of `cv`; callers are checked (REQUIRES).
-  void waitUntil(const void*, Mutex& mu, CondVar& cv, TimePoint deadline) override REQUIRES(mu)
-      NO_THREAD_SAFETY_ANALYSIS {
-    cv.waitUntil(deadline);
+  void waitUntil(const void*, Mutex& mu, CondVar& cv, TimePoint deadline) override REQUIRES(mu) {
+    cv.waitUntil(&mu, deadline);
   }
 };
 
@@ -53,15 +51,14 @@ void ManualClock::leave(const void* loop) {
   changed_.signalAll();
 }
 
-// Unchecked inside (as RealClock's): `mu` is the mutex of `cv`, which the analysis cannot tell.
-void ManualClock::waitUntil(const void* loop, Mutex& mu, CondVar& cv, TimePoint deadline) NO_THREAD_SAFETY_ANALYSIS {
+void ManualClock::waitUntil(const void* loop, Mutex& mu, CondVar& cv, TimePoint deadline) {
   {
     MutexLock lock(&mu_);
     loops_[loop] = deadline;
     changed_.signalAll();
   }
   // Short real waits: a stop() wakes the loop at once, an advance() within a millisecond.
-  cv.waitFor(Millis(1));
+  cv.waitFor(&mu, Millis(1));
   MutexLock lock(&mu_);
   if (now_ >= deadline) loops_[loop] = TimePoint::min();  // due: runs its round
 }
@@ -79,7 +76,7 @@ void ManualClock::advance(Millis by, Millis step) {
     MutexLock lock(&mu_);
     now_ += d;
     const auto giveUp = SteadyClock::now() + std::chrono::seconds(10);
-    while (!settled() && SteadyClock::now() < giveUp) changed_.waitFor(Millis(1));
+    while (!settled() && SteadyClock::now() < giveUp) changed_.waitFor(&mu_, Millis(1));
   }
 }
 

@@ -48,7 +48,7 @@ class COMMHOST_API ManualClock final : public Clock {
  private:
   bool settled() REQUIRES(mu_);
   Mutex mu_;
-  CondVar changed_{&mu_};
+  CondVar changed_;
   TimePoint now_ GUARDED_BY(mu_);
   // Enrolled loops and the deadline each waits for; TimePoint::min() while one runs its
   // round (it has not waited since its deadline passed).
@@ -72,7 +72,7 @@ class Ticker {
  private:
   std::shared_ptr<Clock> clock_;
   Mutex mu_;
-  CondVar cv_{&mu_};
+  CondVar cv_;
   bool stopping_ GUARDED_BY(mu_) = false;
 };
 

@@ -61,7 +61,7 @@ void HookDispatcher::loop() {
     std::vector<std::pair<int, CompletionHook>> hooks;  // a hook may add or remove hooks
     {
       MutexLock lock(&mu_);
-      while (queue_.empty() && !stopping_) wake_.wait();
+      while (queue_.empty() && !stopping_) wake_.wait(&mu_);
       if (queue_.empty()) return;  // stopping, with every queued event delivered
       std::tie(group, ev) = std::move(queue_.front());
       queue_.pop_front();

@@ -40,7 +40,7 @@ class HookDispatcher {
 
   std::shared_ptr<Logger> logger_;
   Mutex mu_;
-  CondVar wake_{&mu_};
+  CondVar wake_;
   std::map<int, std::pair<const GroupMonitor*, CompletionHook>> hooks_ GUARDED_BY(mu_);  // id -> (group, hook)
   int nextId_ GUARDED_BY(mu_) = 1;
   // The event's group is held, so its address cannot be reused by a new group meanwhile.

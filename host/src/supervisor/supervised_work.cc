@@ -94,7 +94,7 @@ bool SupervisedWork::wait(Millis timeout) {
       if (incident && !callersTimeout && sup) {
         // Real time: the verdict comes from the watchdog's round, whatever the clock.
         const auto until = SteadyClock::now() + verdictWait_;
-        while (!verdict_ && SteadyClock::now() < until) cv_.waitUntil(until);
+        while (!verdict_ && SteadyClock::now() < until) cv_.waitUntil(&mutex_, until);
         if (verdict_) std::rethrow_exception(freshVerdict());
       }
     }

@@ -65,7 +65,7 @@ class SupervisedWork final : public Work {
   std::atomic<bool> finalized_{false};
   std::weak_ptr<Supervisor> supervisor_;  // weak: a work may outlive every group
   Mutex mutex_;
-  CondVar cv_{&mutex_};
+  CondVar cv_;
   std::atomic<bool> verdictSet_{false};  // verdict_ is set: lets the common path skip mutex_
   std::exception_ptr verdict_ GUARDED_BY(mutex_);
   ErrorCode verdictCode_ GUARDED_BY(mutex_) = ErrorCode::Backend;
