@@ -340,6 +340,37 @@ TEST(Supervisor, InlineCompletedWorksAreRecordedAndReachHooks) {
   fs::remove_all(dir);
 }
 
+// A hook that drops the last reference to its group releases the supervisor on the
+// hook thread, which cannot join itself: the supervisor is stopped on a thread of its
+// own, and the next group gets a fresh one.
+TEST(Supervisor, LastGroupReleasedByAHookStopsTheSupervisorOffItsThreads) {
+  auto registry = testRegistry();
+  auto config = configFrom(kSelfConfig, *registry);
+  auto holder = std::make_shared<std::shared_ptr<ProcessGroup>>(
+      ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1}));
+  std::mutex m;
+  std::condition_variable cv;
+  bool released = false;
+  (*holder)->addCompletionHook([holder, &m, &cv, &released](const CompletionEvent&) {
+    holder->reset();  // the last reference: ~ProcessGroup runs here, on the hook thread
+    std::lock_guard<std::mutex> lock(m);
+    released = true;
+    cv.notify_all();
+  });
+  std::weak_ptr<ProcessGroup> weak = *holder;
+  allreduceOnes(**holder);
+  holder.reset();  // the hook's copy is the last
+  {
+    std::unique_lock<std::mutex> lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; }));
+  }
+  EXPECT_TRUE(weak.expired());
+  EXPECT_EQ(dumpFlightRecorder("test"), "");  // no supervisor: no group alive
+  auto next = ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
+  allreduceOnes(*next);
+  EXPECT_NE(dumpFlightRecorder("test"), "");
+}
+
 TEST(Supervisor, OffMeansNoHooksAndPlainWorks) {
   auto registry = testRegistry();
   auto config = configFrom(kSelfConfig, *registry, {"supervisor.enabled=false"});
