@@ -57,7 +57,8 @@ TEST(SupervisorMessages, AckAndProgressRoundTrip) {
 TEST(SupervisorMessages, GarbageIsAnErrorNeverRankZero) {
   for (const char* bad : {"", "garbage", "incident|1|1|allreduce seq 1|5",  // the unversioned format
                           "s1|incident|x|1|5|w", "s1|incident||1|5|w", "s1|incident|-1|1|5|w",
-                          "s1|incident| 1|1|5|w", "s1|incident|+1|1|5|w", "s1|incident|1x|1|5|w", "s1|incident|01|1|5|w", "s1|incident|1|1|5|w\r",
+                          "s1|incident| 1|1|5|w", "s1|incident|+1|1|5|w", "s1|incident|1x|1|5|w",
+                          "s1|incident|01|1|5|w", "s1|incident|1|1|5|w\r",
                           "s1|incident|1|0|5|w", "s1|incident|1|1|5", "s1|incident|1|1|5|w|extra",
                           "s1|incident|99999999999999999999999|1|5|w", "s1|incident|16777216|1|5|w",
                           "s1|peer|1|two|why", "s1|peer|1|2", "s1|peer|1|2|a|b", "s2|peer|1|2|why",
