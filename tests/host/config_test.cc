@@ -53,6 +53,22 @@ TEST(Config, EmbeddedDefaultLoads) {
   EXPECT_EQ(cfg.backends.count("gloo"), 1u);
 }
 
+// A job started in a checkout (a test run) must not leave dumps in it: the default dump
+// dir is under the temp dir, never relative to the working directory.
+TEST(Config, DefaultDumpDirIsUnderTheTempDirNotTheWorkingDirectory) {
+  auto registry = testRegistry();
+  ConfigOverrides none;
+  none.fromEnvironment = false;
+  Config cfg = loadConfigText(kSelfConfig, "test.yaml", *registry, none);
+  const std::string dir = cfg.host.getString("supervisor.flight_recorder.dump_dir");
+  ASSERT_FALSE(dir.empty());
+  EXPECT_EQ(dir.front(), '/') << dir;
+  EXPECT_NE(dir.find("/commhost-traces"), std::string::npos) << dir;
+  Config chosen = loadConfigText(std::string(kSelfConfig) + "supervisor: { flight_recorder: { dump_dir: d } }\n",
+                                 "test.yaml", *registry, none);
+  EXPECT_EQ(chosen.host.getString("supervisor.flight_recorder.dump_dir"), "d");
+}
+
 TEST(Config, SetOverridesWinAndAreCited) {
   auto registry = testRegistry();
   auto cfg = configFrom(kSelfConfig, *registry, {"group.timeout=5s", "group.name=trainer"});

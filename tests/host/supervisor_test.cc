@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "supervisor/clock.h"
 #include "test_util.h"
 
 namespace commhost::test {
@@ -177,17 +178,61 @@ TEST(Supervisor, CheckCollectivesAcceptsWhatRanksMayPassDifferently) {
   fs::remove_all(dir);
 }
 
+// The supervisors started while it lives run on a ManualClock: their watchdog and
+// heartbeat run a round only when the test moves the clock.
+class ManualTime {
+ public:
+  ManualTime() : clock_(std::make_shared<supervisor::ManualClock>()) { supervisor::useClockForTesting(clock_); }
+  ~ManualTime() { supervisor::useClockForTesting(nullptr); }
+  void advance(std::chrono::milliseconds by) { clock_->advance(by); }
+
+ private:
+  std::shared_ptr<supervisor::ManualClock> clock_;
+};
+
 TEST(Supervisor, PeerThatDestroyedItsGroupIsNotReportedLost) {
   const std::string dir = tempDir("left");
+  ManualTime time;
   auto groups = makeGroups(glooConfig(dir), 2);
   runRanks(2, [&](int r) { allreduceOnes(*groups[r]); });
   groups[1].reset();  // rank 1 is done with the group; rank 0 keeps its own
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // > heartbeat.timeout 400ms
+  time.advance(std::chrono::milliseconds(1000));  // > heartbeat.timeout 400ms
   const auto dump = readJson(dumpFlightRecorder("test"));
   ASSERT_EQ(dump["groups"].size(), 1u);
   EXPECT_EQ(dump["groups"][0]["rank"], 0);
   EXPECT_TRUE(dump["groups"][0]["lost_peers"].empty()) << dump["groups"][0]["lost_peers"].dump();
   EXPECT_EQ(dump["groups"][0]["left_peers"], nlohmann::json::array({1}));
+  groups.clear();
+  fs::remove_all(dir);
+}
+
+// heartbeat.timeout is measured on the supervisor's clock: a peer that stops beating
+// (its store cut, its sockets open) is not lost 300 ms of clock time later, and is lost
+// once the timeout (400 ms) has passed, whatever the real time taken.
+TEST(Supervisor, SilentPeerIsLostExactlyAfterTheHeartbeatTimeout) {
+  const std::string dir = tempDir("silent");
+  ManualTime time;
+  auto registry = testRegistry();
+  auto config = configFrom(glooConfig(dir), *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  auto doomed = std::make_shared<CuttableStore>(store);
+  std::vector<std::shared_ptr<ProcessGroup>> groups(2);
+  runRanks(2, [&](int r) {
+    groups[r] = ProcessGroup::create({config, registry, r == 1 ? StorePtr(doomed) : StorePtr(store), r, 2});
+  });
+  doomed->cut = true;  // rank 1 never beats
+  const auto lostOfRank0 = [] {
+    const auto dump = readJson(dumpFlightRecorder("test"));
+    for (const auto& g : dump["groups"])
+      if (g["rank"] == 0) return g["lost_peers"];
+    return nlohmann::json();
+  };
+  time.advance(std::chrono::milliseconds(300));
+  EXPECT_TRUE(lostOfRank0().empty()) << lostOfRank0().dump();
+  time.advance(std::chrono::milliseconds(400));
+  const auto lost = lostOfRank0();
+  ASSERT_TRUE(lost.contains("1")) << lost.dump();
+  EXPECT_NE(lost["1"].get<std::string>().find("no heartbeat for"), std::string::npos) << lost.dump();
   groups.clear();
   fs::remove_all(dir);
 }
@@ -218,10 +263,12 @@ TEST(Supervisor, FlightRecorderKeepsTheLastEntriesOnly) {
 
 TEST(Supervisor, Sigusr1Dumps) {
   const std::string dir = tempDir("usr1");
+  ManualTime time;
   auto groups = makeGroups(glooConfig(dir), 2);
   runRanks(2, [&](int r) { allreduceOnes(*groups[r]); });
   ::raise(SIGUSR1);
-  for (int i = 0; i < 100 && !fs::exists(dir); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  time.advance(std::chrono::milliseconds(100));  // a heartbeat round runs before this returns
+  ASSERT_TRUE(fs::exists(dir));
   EXPECT_EQ(readJson(onlyDump(dir))["reason"], "SIGUSR1");
   fs::remove_all(dir);
 }
@@ -293,6 +340,37 @@ TEST(Supervisor, InlineCompletedWorksAreRecordedAndReachHooks) {
   EXPECT_EQ(dump["groups"][0]["last_completed"], 3);
   pg.reset();
   fs::remove_all(dir);
+}
+
+// A hook that drops the last reference to its group releases the supervisor on the
+// hook thread, which cannot join itself: the supervisor is stopped on a thread of its
+// own, and the next group gets a fresh one.
+TEST(Supervisor, LastGroupReleasedByAHookStopsTheSupervisorOffItsThreads) {
+  auto registry = testRegistry();
+  auto config = configFrom(kSelfConfig, *registry);
+  auto holder = std::make_shared<std::shared_ptr<ProcessGroup>>(
+      ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1}));
+  std::mutex m;
+  std::condition_variable cv;
+  bool released = false;
+  (*holder)->addCompletionHook([holder, &m, &cv, &released](const CompletionEvent&) {
+    holder->reset();  // the last reference: ~ProcessGroup runs here, on the hook thread
+    std::lock_guard<std::mutex> lock(m);
+    released = true;
+    cv.notify_all();
+  });
+  std::weak_ptr<ProcessGroup> weak = *holder;
+  allreduceOnes(**holder);
+  holder.reset();  // the hook's copy is the last
+  {
+    std::unique_lock<std::mutex> lock(m);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; }));
+  }
+  EXPECT_TRUE(weak.expired());
+  EXPECT_EQ(dumpFlightRecorder("test"), "");  // no supervisor: no group alive
+  auto next = ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
+  allreduceOnes(*next);
+  EXPECT_NE(dumpFlightRecorder("test"), "");
 }
 
 TEST(Supervisor, OffMeansNoHooksAndPlainWorks) {

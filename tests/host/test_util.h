@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -23,10 +26,30 @@ inline std::shared_ptr<PluginRegistry> testRegistry() {
   return registry;
 }
 
+// A directory of this test's own for flight-recorder dumps: <tmp>/commhost-unit-<pid>/<Suite.Test>,
+// removed when the test binary exits. Tests never dump into the working directory.
+inline std::string testDumpDir() {
+  namespace fs = std::filesystem;
+  static const fs::path root = fs::temp_directory_path() / ("commhost-unit-" + std::to_string(::getpid()));
+  static const struct Cleanup {
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(root, ignored);
+    }
+  } cleanup;
+  (void)cleanup;
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  return (root / (info ? std::string(info->test_suite_name()) + "." + info->name() : std::string("none"))).string();
+}
+
+// Configs get the test's own dump dir unless the yaml or a --set names one.
 inline std::shared_ptr<const Config> configFrom(const std::string& yaml, PluginRegistry& registry,
                                                 const std::vector<std::string>& sets = {}) {
   ConfigOverrides overrides;
   overrides.set = sets;
+  bool namesDumpDir = yaml.find("dump_dir") != std::string::npos;
+  for (const auto& s : sets) namesDumpDir = namesDumpDir || s.find("dump_dir") != std::string::npos;
+  if (!namesDumpDir) overrides.set.push_back("supervisor.flight_recorder.dump_dir=" + testDumpDir());
   overrides.fromEnvironment = false;
   return std::make_shared<Config>(loadConfigText(yaml, "test.yaml", registry, overrides));
 }

@@ -33,7 +33,8 @@ int run(int argc, char** argv) {
       "  commhost plugins inspect self             descriptor, capabilities and options of one plugin\n"
       "  commhost config check configs/default.yaml --set group.timeout=10s\n"
       "                                            the effective config and route table, or every error\n"
-      "  commhost trace analyze ./traces           the first collective where ranks diverged\n"
+      "  commhost trace analyze /tmp/commhost-traces\n"
+      "                                            the first collective where ranks diverged\n"
       "  commhost store serve --port 29500 --token SECRET\n"
       "                                            a standalone store for ranks configured with serve: never");
   app.set_version_flag("--version", "commhost " COMMHOST_VERSION " (plugin ABI " +

@@ -54,6 +54,12 @@ std::vector<std::string> overridesFromEnv() {
   return out;
 }
 
+std::string defaultDumpDir() {
+  std::string dir = readEnv("TMPDIR").value_or("");
+  while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+  return (dir.empty() ? std::string("/tmp") : dir) + "/commhost-traces";
+}
+
 std::vector<std::string> pluginPathFromEnv() {
   std::vector<std::string> dirs;
   const auto value = readEnv("COMMHOST_PLUGIN_PATH");

@@ -19,6 +19,10 @@ bool isReservedVariable(const std::string& name);
 std::string variableForKey(const std::string& key);
 // The key=value lines of COMMHOST_OVERRIDES (what `commhost run --set` passes to ranks).
 std::vector<std::string> overridesFromEnv();
+// supervisor.flight_recorder.dump_dir when the config leaves it empty: $TMPDIR/commhost-traces
+// (/tmp when TMPDIR is unset or empty). Not the working directory: a job (or a test run)
+// started in a checkout must not leave dumps in it.
+std::string defaultDumpDir();
 // Directories in COMMHOST_PLUGIN_PATH, in order.
 std::vector<std::string> pluginPathFromEnv();
 

@@ -31,6 +31,8 @@ YAML::Node child(const YAML::Node& map, const std::string& key) {
 }
 
 const std::vector<std::string> kTables = {"store", "backends", "routes", "hooks"};
+// Left empty, it becomes config::defaultDumpDir() here (the environment is read in config/ only).
+constexpr const char* kDumpDirKey = "supervisor.flight_recorder.dump_dir";
 
 // A config is a few KiB; the cap keeps a runaway file (a generated one, a log given by
 // mistake) from costing gigabytes in the YAML parser before any check runs.
@@ -361,6 +363,8 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
     hostKeys[key] = kv.second;
   }
   cfg.host = config::validateOptions(hostKeys, "", configSchema(), problems);
+  if (cfg.host.has(kDumpDirKey) && cfg.host.getString(kDumpDirKey).empty())
+    cfg.host.set(kDumpDirKey, config::defaultDumpDir());
 
   registry.scan(PluginRegistry::searchPath(cfg.host.getList("plugin_path")));
 

@@ -23,8 +23,9 @@ const std::vector<OptionSpec>& configSchema() {
        "lost: works in flight fail with \"peer N lost\"", {}, 0.05, 86400},
       {"supervisor.flight_recorder.entries", OptionType::Int, "2048", "Collectives kept per process for dumps "
        "(about 400 bytes each, allocated up front)", {}, 1, 1 << 20},
-      {"supervisor.flight_recorder.dump_dir", OptionType::String, "./traces", "Where rank<N>.json dumps are written "
-       "on timeout, error, SIGUSR1 or `commhost trace dump`"},
+      {"supervisor.flight_recorder.dump_dir", OptionType::String, "", "Where rank<N>.json dumps are written "
+       "on timeout, error, SIGUSR1 or `commhost trace dump`; empty (the default): $TMPDIR/commhost-traces, "
+       "/tmp/commhost-traces when TMPDIR is unset (never the working directory)"},
       {"debug.check_collectives", OptionType::Bool, "false", "Before each collective, ranks compare op, dtype, "
        "shapes, root and reduce op through the store; a mismatch fails with a diff (slow: debugging only)"},
       {"plugin_path", OptionType::StringList, "", "Directories searched for plugins before COMMHOST_PLUGIN_PATH "

@@ -41,7 +41,7 @@ ProcessGroup::~ProcessGroup() {
   } catch (const std::exception& e) {
     if (logger_) logger_->error(std::string("shutdown failed: ") + e.what());
   }
-  if (supervisor_) supervisor_->detach(monitor_.get());
+  if (supervisor_) supervisor::Supervisor::release(std::move(supervisor_), monitor_.get());
 }
 
 void ProcessGroup::startSupervision() {
@@ -65,7 +65,7 @@ void ProcessGroup::startSupervision() {
     for (const auto& weak : backends)
       if (auto b = weak.lock()) b->abort(reason);
   };
-  supervisor_ = supervisor::Supervisor::forProcess(settings);
+  supervisor_ = supervisor::Supervisor::acquire(settings);
   supervisor_->attach(monitor_);
 }
 

@@ -2,10 +2,10 @@
 
 #include <cstdlib>
 #include <map>
-#include <sstream>
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
+#include "messages.h"
 
 namespace commhost::supervisor {
 namespace {
@@ -17,14 +17,15 @@ struct Progress {
   uint64_t completed = 0;
 };
 
+// A rank whose progress does not decode (another commhost version) counts as unknown.
 std::vector<Progress> readProgress(GroupMonitor& g) {
   std::vector<Progress> out(g.worldSize);
   for (int r = 0; r < g.worldSize; ++r) {
     const std::string key = progressKey(r);
     if (!g.store->check({key})) continue;
-    std::istringstream in(toString(g.store->get(key)));
-    Progress& p = out[r];
-    p.known = static_cast<bool>(in >> p.issued >> p.issuedOp >> p.completed);
+    const auto decoded = wire::decodeProgress(toString(g.store->get(key)));
+    if (!decoded) continue;
+    out[r] = {true, decoded.value.issued, decoded.value.issuedOp, decoded.value.completed};
   }
   return out;
 }
@@ -34,38 +35,11 @@ std::vector<Progress> readProgress(GroupMonitor& g) {
 std::string progressKey(int rank) { return "supervisor/progress/" + std::to_string(rank); }
 std::string heartbeatKey(int rank) { return "supervisor/heartbeat/" + std::to_string(rank); }
 std::string leftKey(int rank) { return "supervisor/left/" + std::to_string(rank); }
-std::string ackKey(int rank, int64_t incident) {
-  return "supervisor/ack/" + std::to_string(rank) + "/" + std::to_string(incident);
-}
-
-std::string peerLostLine(int rank, int peer, std::string why) {
-  for (char& c : why)
-    if (c == '|' || c == '\n') c = ' ';
-  return "peer|" + std::to_string(rank) + "|" + std::to_string(peer) + "|" + why + "\n";
-}
-
-std::set<int> peersThatDumped(GroupMonitor& g, int64_t incident, int64_t raisedAtMs, int64_t windowMs) {
-  std::set<int> out;
-  std::istringstream acks(toString(g.store->get(ackKey(g.rank, incident))));
-  for (std::string r; std::getline(acks, r, ',');)
-    if (!r.empty()) out.insert(std::atoi(r.c_str()));
-  std::istringstream log(toString(g.store->get(kIncidentLog)));
-  for (std::string line; std::getline(log, line);) {
-    std::vector<std::string> parts;
-    std::istringstream fields(line);
-    for (std::string f; std::getline(fields, f, '|');) parts.push_back(f);
-    if (parts.size() < 5 || parts[0] != "incident") continue;
-    const int rank = std::atoi(parts[1].c_str());
-    if (rank != g.rank && std::llabs(std::atoll(parts[4].c_str()) - raisedAtMs) <= windowMs) out.insert(rank);
-  }
-  return out;
-}
-
 void publishProgress(GroupMonitor& g) {
   const uint64_t issued = g.lastIssued.load(std::memory_order_relaxed);
   const char* op = issued ? opName(static_cast<OpType>(g.lastIssuedOp.load(std::memory_order_relaxed))) : "none";
-  g.store->set(progressKey(g.rank), toBytes(std::to_string(issued) + " " + op + " " +
-                                            std::to_string(g.lastCompleted.load(std::memory_order_relaxed))));
+  g.store->set(progressKey(g.rank),
+               toBytes(wire::encode(wire::Progress{issued, op, g.lastCompleted.load(std::memory_order_relaxed)})));
 }
 
 std::string rankList(const GroupMonitor& g, const std::vector<int>& ranks) {

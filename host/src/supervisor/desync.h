@@ -4,11 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <set>
+#include <chrono>
 #include <string>
 #include <vector>
 
-#include "supervisor.h"
+#include "commhost/types.h"
+#include "group_monitor.h"
 
 namespace commhost::supervisor {
 
@@ -16,22 +17,9 @@ namespace commhost::supervisor {
 std::string progressKey(int rank);
 std::string heartbeatKey(int rank);
 std::string leftKey(int rank);  // set when the rank destroys its group: its silence is not a loss
-// One line per incident: "incident|RANK|K|what|MS" (RANK's K-th incident, raised at MS
-// milliseconds of the system clock; others dump and append "THEIR_RANK," to
-// ackKey(RANK, K)) or "peer|RANK|PEER|why" (RANK found PEER lost).
-constexpr const char* kIncidentLog = "supervisor/incidents";
-constexpr const char* kIncidentCount = "supervisor/incident_count";  // lines appended so far
-std::string ackKey(int rank, int64_t incident);
-// The "peer|RANK|PEER|why\n" line (field separators and newlines in `why` blanked).
-std::string peerLostLine(int rank, int peer, std::string why);
 // In the job's store: `commhost trace dump` requests (a counter) and their reasons (lines).
 constexpr const char* kTraceDumpCount = "commhost/trace_dump";
 constexpr const char* kTraceDumpReasons = "commhost/trace_dump/reasons";
-
-// Watchdog thread, while raising incident K: the peers known to have dumped for it, those
-// that acked it and those that raised an incident of their own within `window` of
-// `raisedAtMs` (they dumped then; they may have exited since, without acking).
-std::set<int> peersThatDumped(GroupMonitor& g, int64_t incident, int64_t raisedAtMs, int64_t windowMs);
 
 // Heartbeat thread: publishes this rank's progress.
 void publishProgress(GroupMonitor& g);

@@ -1,12 +1,14 @@
-// The heartbeat thread: publishes this rank's heartbeat and progress, notices peers that
-// stopped beating, answers dump requests, and checks that the watchdog still advances.
+#include "heartbeat.h"
+
 #include <algorithm>
-#include <sstream>
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
 #include "desync.h"
+#include "incident_channel.h"
+#include "messages.h"
 #include "supervisor.h"
+#include "watchdog.h"
 
 namespace commhost::supervisor {
 namespace {
@@ -28,42 +30,46 @@ std::vector<int> peersToWatch(int rank, int worldSize) {
 
 }  // namespace
 
-void Supervisor::heartbeatLoop() {
-  const Millis tick = std::min(settings_.heartbeatInterval, Millis(100));
-  uint64_t lastTicks = watchdogTicks_.load();
-  auto lastAdvance = Clock::now();
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    const auto asleep = Clock::now();
-    wake_.wait_for(lock, tick, [&] { return stopping_; });
-    if (stopping_) break;
-    lock.unlock();
+Heartbeat::Heartbeat(Supervisor& sup)
+    : sup_(sup), ticker_(sup.sharedClock()), thread_([this] { loop(); }) {}
+
+Heartbeat::~Heartbeat() {
+  ticker_.stop();
+  thread_.join();
+}
+
+void Heartbeat::loop() {
+  const Millis tick = std::min(sup_.settings().heartbeatInterval, Millis(100));
+  lastTicks_ = sup_.watchdogTicks();
+  lastAdvance_ = ticker_.clock().now();
+  for (;;) {
+    const auto asleep = ticker_.clock().now();
+    if (!ticker_.wait(tick)) break;
     // A wake-up seconds late means the whole process was not scheduled: the watchdog
     // could not advance either, and no backend call is to blame.
-    if (noteAlive(asleep, tick)) lastAdvance = Clock::now();
+    const auto now = ticker_.clock().now();
+    if (sup_.pauses().noteAlive(asleep, now, tick)) lastAdvance_ = now;
     try {
-      heartbeatTick(lastTicks, lastAdvance);
+      this->tick();
     } catch (...) {
-      logUnexpected("heartbeat", std::current_exception());  // and go on beating
+      sup_.logUnexpected("heartbeat", std::current_exception());  // and go on beating
     }
-    lock.lock();
   }
 }
 
-bool Supervisor::noteAlive(Clock::time_point asleep, Millis expected) {
+bool PauseDetector::noteAlive(TimePoint asleep, TimePoint now, Millis expected) {
   // A thread that slept `expected` but woke seconds later was not run at all (SIGSTOP, a
   // debugger, a suspended VM, a starved host): measured on the sleep alone, so a slow
   // store call or backend poll in between is never taken for it.
-  const auto now = Clock::now();
   const auto late = std::chrono::duration_cast<Millis>(now - asleep - expected);
-  const Millis threshold = std::max(Millis(2000), settings_.poll * 20);
+  const Millis threshold = std::max(Millis(2000), poll_ * 20);
   if (late <= threshold) return false;
   // The heartbeat and watchdog both wake late after one pause: the first says so, before
   // any verdict it gives, so that the log explains the verdict.
   const int64_t nowNs = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-  int64_t reported = lastPauseReport_.load(std::memory_order_relaxed);
+  int64_t reported = lastReport_.load(std::memory_order_relaxed);
   if (nowNs - reported < std::chrono::duration_cast<std::chrono::nanoseconds>(threshold).count() ||
-      !lastPauseReport_.compare_exchange_strong(reported, nowNs))
+      !lastReport_.compare_exchange_strong(reported, nowNs))
     return true;
   logger_->warn("this process was not scheduled for " + formatDuration(late) +
                 " (stopped by a signal or a debugger, or the machine was suspended or overloaded): its "
@@ -73,22 +79,23 @@ bool Supervisor::noteAlive(Clock::time_point asleep, Millis expected) {
   return true;
 }
 
-void Supervisor::heartbeatTick(uint64_t& lastTicks, Clock::time_point& lastAdvance) {
-  const auto now = Clock::now();
+void Heartbeat::tick() {
+  const Settings& settings = sup_.settings();
+  const auto now = ticker_.clock().now();
   refreshWallClockOffset();  // follows NTP's steps of the wall clock
-  if (takeSigusr1() || signalDump_.exchange(false)) dump("SIGUSR1");
+  if (takeSigusr1() || sup_.takeSignalDump()) sup_.dump("SIGUSR1");
 
-  const uint64_t ticks = watchdogTicks_.load(std::memory_order_relaxed);
-  if (ticks != lastTicks) {
-    lastTicks = ticks;
-    lastAdvance = now;
-  } else if (now - lastAdvance > std::max({settings_.heartbeatTimeout, settings_.poll * 20, kLongestIncident}) &&
+  const uint64_t ticks = sup_.watchdogTicks();
+  if (ticks != lastTicks_) {
+    lastTicks_ = ticks;
+    lastAdvance_ = now;
+  } else if (now - lastAdvance_ > std::max({settings.heartbeatTimeout, settings.poll * 20, kLongestIncident}) &&
              !watchdogStallReported_) {
     watchdogStallReported_ = true;
-    reportWatchdogStall(std::chrono::duration_cast<Millis>(now - lastAdvance));
+    reportWatchdogStall(std::chrono::duration_cast<Millis>(now - lastAdvance_));
   }
 
-  const auto groups = this->groups();
+  const auto groups = sup_.groups();
   bool traceChecked = false;
   for (const auto& g : groups) {
     if (g->storeLost.load(std::memory_order_acquire)) continue;
@@ -101,14 +108,14 @@ void Supervisor::heartbeatTick(uint64_t& lastTicks, Clock::time_point& lastAdvan
             // The last reason given (requestTraceDump appends one line per request).
             std::string reasons = toString(g->jobStore->get(kTraceDumpReasons));
             while (!reasons.empty() && reasons.back() == '\n') reasons.pop_back();
-            dump("commhost trace dump: " + reasons.substr(reasons.rfind('\n') + 1));
+            sup_.dump("commhost trace dump: " + reasons.substr(reasons.rfind('\n') + 1));
           }
           seenTraceDump_ = requests;
         }
       }
       answerIncidents(*g);
-      if (now >= g->nextBeat) {
-        g->nextBeat = now + settings_.heartbeatInterval;
+      if (now >= g->heartbeat.nextBeat) {
+        g->heartbeat.nextBeat = now + settings.heartbeatInterval;
         beat(*g, now);
       }
     } catch (const std::exception& e) {
@@ -121,83 +128,62 @@ void Supervisor::heartbeatTick(uint64_t& lastTicks, Clock::time_point& lastAdvan
   }
 }
 
-void Supervisor::beat(GroupMonitor& g, Clock::time_point now) {
-  if (g.watched.empty() && g.worldSize > 1) {
-    g.watched = peersToWatch(g.rank, g.worldSize);
-    g.watchedBeat.assign(g.watched.size(), -1);
-    g.watchedSince.assign(g.watched.size(), now);
-    g.watchedLeft.assign(g.watched.size(), false);
+void Heartbeat::beat(GroupMonitor& g, TimePoint now) {
+  const Settings& settings = sup_.settings();
+  GroupMonitor::HeartbeatView& h = g.heartbeat;
+  if (h.watched.empty() && g.worldSize > 1) {
+    h.watched = peersToWatch(g.rank, g.worldSize);
+    h.watchedBeat.assign(h.watched.size(), -1);
+    h.watchedSince.assign(h.watched.size(), now);
+    h.watchedLeft.assign(h.watched.size(), false);
   }
   g.store->add(heartbeatKey(g.rank), 1);
   publishProgress(g);
-  for (size_t i = 0; i < g.watched.size(); ++i) {
-    const int peer = g.watched[i];
+  for (size_t i = 0; i < h.watched.size(); ++i) {
+    const int peer = h.watched[i];
     const int64_t beatNow = g.store->add(heartbeatKey(peer), 0);
-    if (beatNow != g.watchedBeat[i]) {
-      g.watchedBeat[i] = beatNow;
-      g.watchedSince[i] = now;
+    if (beatNow != h.watchedBeat[i]) {
+      h.watchedBeat[i] = beatNow;
+      h.watchedSince[i] = now;
       continue;
     }
-    const auto silent = std::chrono::duration_cast<Millis>(now - g.watchedSince[i]);
-    if (silent <= settings_.heartbeatTimeout || g.watchedLeft[i]) continue;
-    {
-      std::lock_guard<std::mutex> lock(g.lostMutex);
-      if (g.lostPeers.count(peer)) continue;
-    }
+    const auto silent = std::chrono::duration_cast<Millis>(now - h.watchedSince[i]);
+    if (silent <= settings.heartbeatTimeout || h.watchedLeft[i] || g.isLost(peer)) continue;
     if (g.store->check({leftKey(peer)})) {  // it destroyed the group: done, not lost
-      g.watchedLeft[i] = true;
-      std::lock_guard<std::mutex> lock(g.lostMutex);
-      g.leftPeers.insert(peer);
-      g.anyPeerLeft.store(true, std::memory_order_release);
+      h.watchedLeft[i] = true;
+      g.markLeft(peer);
       continue;
     }
     const std::string why = "no heartbeat for " + formatDuration(silent) + " (heartbeat.timeout " +
-                            formatDuration(settings_.heartbeatTimeout) + "), noticed by rank " +
+                            formatDuration(settings.heartbeatTimeout) + "), noticed by rank " +
                             std::to_string(g.globalRank(g.rank));
-    logger_->error("[group " + g.name + " rank " + std::to_string(g.rank) + "] peer " +
-                   std::to_string(g.globalRank(peer)) + " lost: " + why);
+    sup_.logger().error("[group " + g.name + " rank " + std::to_string(g.rank) + "] peer " +
+                        std::to_string(g.globalRank(peer)) + " lost: " + why);
     g.markLost(peer, why);
     // Tell the ranks that do not watch this peer.
-    g.store->append(kIncidentLog, toBytes(peerLostLine(g.rank, peer, why)));
-    g.store->add(kIncidentCount, 1);
+    if (!appendToIncidentLog(g, {wire::encode(wire::PeerLost{g.rank, peer, why})}))
+      noteIncidentLogFull(g, sup_.logger());
   }
 }
 
 // Another rank raised an incident: publish progress for its report, dump, acknowledge.
-void Supervisor::answerIncidents(GroupMonitor& g, bool dumpFirst) {
-  std::lock_guard<std::mutex> lock(g.incidentMutex);
-  const int64_t count = g.store->add(kIncidentCount, 0);
-  if (count <= g.seenIncident) return;
-  std::istringstream log(toString(g.store->get(kIncidentLog)));
-  std::string line;
-  std::vector<std::string> acks;
-  for (int64_t n = 1; std::getline(log, line); ++n) {
-    if (n <= g.seenIncident) continue;
-    g.seenIncident = n;
-    std::vector<std::string> parts;
-    std::istringstream fields(line);
-    for (std::string f; std::getline(fields, f, '|');) parts.push_back(f);
-    if (parts.size() < 4 || parts[1] == std::to_string(g.rank)) continue;  // my own
-    if (parts[0] == "peer") {
-      const int peer = std::atoi(parts[2].c_str());
-      if (peer != g.rank) g.markLost(peer, parts[3]);
-      continue;
-    }
-    acks.push_back(ackKey(std::atoi(parts[1].c_str()), std::atoll(parts[2].c_str())));
-  }
-  if (acks.empty()) return;
-  publishProgress(g);
-  if (dumpFirst) dump("incident raised by another rank of group " + g.name);
-  for (const auto& key : acks) g.store->append(key, toBytes(std::to_string(g.rank) + ","));
+void Heartbeat::answerIncidents(GroupMonitor& g) {
+  g.incidents.answer(g, sup_.logger(), [&] {
+    publishProgress(g);
+    sup_.dump("incident raised by another rank of group " + g.name);
+  });
 }
 
-void Supervisor::reportWatchdogStall(Millis stalled) {
-  std::shared_ptr<SupervisedWork> oldest;  // the likeliest to be the one asked
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& w : inflight_)
-      if (!w->finalized() && (!oldest || w->issued() < oldest->issued())) oldest = w;
-  }
+void noteIncidentLogFull(GroupMonitor& g, Logger& logger) {
+  if (g.incidentLogFull.exchange(true)) return;
+  logger.error(ErrorContext{g.name, g.rank}.format() + "the group's incident log in the store is full (" +
+                 std::to_string(kMaxIncidentLines) + " lines): from now on this rank's incidents and lost "
+                 "peers are handled here only, without asking the other ranks to dump. Next: this group has "
+                 "failed thousands of times; re-create it (a new group starts a new log)");
+}
+
+void Heartbeat::reportWatchdogStall(Millis stalled) {
+  const auto oldest = sup_.oldestInFlight();  // the likeliest to be the one asked
   std::string suspect;
   if (oldest) {
     const GroupMonitor& g = *oldest->group();
@@ -208,9 +194,9 @@ void Supervisor::reportWatchdogStall(Millis stalled) {
   const std::string message = "the supervisor's watchdog has not advanced for " + formatDuration(stalled) +
                               ": a backend call it made (isCompleted) is blocked. Works are no longer timed out." +
                               suspect + " Next: report the backend's blocking call to its author";
-  logger_->error(message);
-  dump("watchdog stalled");
-  for (const auto& g : groups()) applyOnError(*g, message);
+  sup_.logger().error(message);
+  sup_.dump("watchdog stalled");
+  for (const auto& g : sup_.groups()) applyOnError(*g, message, sup_.logger());
 }
 
 }  // namespace commhost::supervisor

@@ -2,24 +2,28 @@
 // (deadline passed, peer lost) ends it. A waiter that sees the backend fail with a
 // timeout or a lost peer waits briefly for the verdict, which names the ranks at fault.
 #include "commhost/errors.h"
+#include "supervised_work.h"
+
 #include "supervisor.h"
 
 namespace commhost::supervisor {
 
 SupervisedWork::SupervisedWork(const OpContext& ctx, WorkPtr inner, std::shared_ptr<GroupMonitor> group,
-                               uint64_t recordId, Clock::time_point issued, int64_t bytes, Millis verdictWait)
+                               uint64_t recordId, TimePoint issued, int64_t bytes, Millis verdictWait,
+                               std::shared_ptr<Clock> clock)
     : Work(ctx),
       inner_(std::move(inner)),
       group_(std::move(group)),
       recordId_(recordId),
       issued_(issued),
       bytes_(bytes),
-      verdictWait_(verdictWait) {}
+      verdictWait_(verdictWait),
+      clock_(std::move(clock)) {}
 
 void SupervisedWork::noteEnd() {
   if (endedUs_.load(std::memory_order_acquire) != 0) return;
   int64_t expected = 0;
-  endedUs_.compare_exchange_strong(expected, wallMicros(Clock::now()), std::memory_order_acq_rel);
+  endedUs_.compare_exchange_strong(expected, wallMicros(SteadyClock::now()), std::memory_order_acq_rel);
 }
 
 bool SupervisedWork::hasVerdict() { return verdictSet_.load(std::memory_order_acquire); }
@@ -33,14 +37,14 @@ void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& mes
   } catch (...) {
   }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (verdict_) return;
     verdict_ = std::move(error);
     verdictCode_ = code;
     verdictMessage_ = message;
     verdictSet_.store(true, std::memory_order_release);
   }
-  cv_.notify_all();
+  cv_.signalAll();
   noteEnd();
   inner_->abort(message);  // wakes a waiter blocked in the backend's wait
 }
@@ -68,7 +72,7 @@ std::exception_ptr SupervisedWork::freshVerdict() const { return ownCopy(verdict
 
 std::exception_ptr SupervisedWork::exception() {
   if (hasVerdict()) {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (verdict_) return freshVerdict();
   }
   return inner_->exception();
@@ -78,17 +82,22 @@ bool SupervisedWork::wait(Millis timeout) {
   try {
     inner_->wait(timeout);
   } catch (const Error& e) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (verdict_) std::rethrow_exception(freshVerdict());
-    // A shorter wait of the caller's own ended before the op's deadline: not an incident.
-    const bool callersTimeout = e.code() == ErrorCode::Timeout && !inner_->isCompleted() && Clock::now() < deadline();
-    const bool incident = e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost;
-    auto sup = supervisor_.lock();
-    if (incident && !callersTimeout && sup) {
-      cv_.wait_for(lock, verdictWait_, [&] { return verdict_ != nullptr; });
+    std::shared_ptr<Supervisor> sup;
+    {
+      MutexLock lock(&mutex_);
       if (verdict_) std::rethrow_exception(freshVerdict());
+      // A shorter wait of the caller's own ended before the op's deadline: not an incident.
+      const bool callersTimeout =
+          e.code() == ErrorCode::Timeout && !inner_->isCompleted() && clock_->now() < deadline();
+      const bool incident = e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost;
+      sup = supervisor_.lock();
+      if (incident && !callersTimeout && sup) {
+        // Real time: the verdict comes from the watchdog's round, whatever the clock.
+        const auto until = SteadyClock::now() + verdictWait_;
+        while (!verdict_ && SteadyClock::now() < until) cv_.waitUntil(&mutex_, until);
+        if (verdict_) std::rethrow_exception(freshVerdict());
+      }
     }
-    lock.unlock();
     noteEnd();
     if (sup && inner_->isCompleted()) sup->complete(*this);
     // The backend's error object is shared with its work, which the watchdog may drop

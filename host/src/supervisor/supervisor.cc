@@ -1,23 +1,19 @@
-// The Supervisor's lifecycle, the per-op path (track), completion hooks and dumps.
+// The Supervisor's lifecycle and owner, the per-op path (track), completions and dumps.
 #include "supervisor.h"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
 
 #include "commhost/errors.h"
 #include "desync.h"
+#include "heartbeat.h"
+#include "watchdog.h"
 
 namespace commhost::supervisor {
 namespace {
 
-std::mutex processMutex;                // guards processSupervisor
-std::weak_ptr<Supervisor> processSupervisor;
 std::atomic<bool> sigusr1Seen{false};  // written by the signal handler only
 
 void onSigusr1(int) { sigusr1Seen.store(true, std::memory_order_relaxed); }
@@ -42,6 +38,18 @@ OnError parseOnError(const std::string& s) {
   return OnError::Abort;
 }
 
+// The owner of the process's supervisor: the groups alive hold leases on it.
+struct ProcessSlot {
+  Mutex mu;
+  std::shared_ptr<Supervisor> current GUARDED_BY(mu);
+  int leases GUARDED_BY(mu) = 0;
+};
+
+ProcessSlot& slot() {
+  static ProcessSlot* s = new ProcessSlot;  // never destroyed: groups may outlive static destructors
+  return *s;
+}
+
 }  // namespace
 
 bool takeSigusr1() { return sigusr1Seen.exchange(false, std::memory_order_relaxed); }
@@ -60,81 +68,68 @@ Settings Settings::fromConfig(const Config& config) {
   return s;
 }
 
-void GroupMonitor::markLost(int peer, const std::string& why) {
+std::shared_ptr<Supervisor> Supervisor::acquire(const Settings& settings) {
+  ProcessSlot& s = slot();
+  MutexLock lock(&s.mu);
+  if (!s.current) s.current = std::make_shared<Supervisor>(settings, clockForNewSupervisor());
+  ++s.leases;
+  return s.current;
+}
+
+void Supervisor::release(std::shared_ptr<Supervisor> sup, const GroupMonitor* group) {
+  sup->detach(group);
+  std::shared_ptr<Supervisor> retiring;
   {
-    std::lock_guard<std::mutex> lock(lostMutex);
-    if (!lostPeers.emplace(peer, why).second) return;
+    ProcessSlot& s = slot();
+    MutexLock lock(&s.mu);
+    if (s.current == sup && --s.leases == 0) retiring = std::move(s.current);
   }
-  anyPeerLost.store(true, std::memory_order_release);
-}
-
-std::string GroupMonitor::lostText() {
-  std::lock_guard<std::mutex> lock(lostMutex);
-  std::string lost;
-  for (const auto& [peer, why] : lostPeers)
-    lost += (lost.empty() ? "" : "; ") +
-            (peer >= 0 ? "peer " + std::to_string(globalRank(peer)) + " lost: " : std::string()) + why;
-  for (int peer : leftPeers)
-    lost += (lost.empty() ? "" : "; ") + std::string("peer ") + std::to_string(globalRank(peer)) +
-            " left: it destroyed its side of the group";
-  return lost;
-}
-
-std::shared_ptr<Supervisor> Supervisor::forProcess(const Settings& settings) {
-  std::lock_guard<std::mutex> lock(processMutex);
-  auto sup = processSupervisor.lock();
-  if (!sup) {
-    sup = std::make_shared<Supervisor>(settings);
-    processSupervisor = sup;
-  }
-  return sup;
+  sup.reset();
+  if (!retiring) return;
+  // The last group may be released by a hook that captured it, on the hook thread, which
+  // cannot join itself: a thread of its own stops the supervisor then.
+  if (retiring->onOwnThread())
+    std::thread([r = std::move(retiring)] { r->stop(); }).detach();
+  else
+    retiring->stop();
 }
 
 std::shared_ptr<Supervisor> Supervisor::current() {
-  std::lock_guard<std::mutex> lock(processMutex);
-  return processSupervisor.lock();
+  ProcessSlot& s = slot();
+  MutexLock lock(&s.mu);
+  return s.current;
 }
 
-namespace {
-// Set on the hook thread when ~Supervisor runs there (see ~Supervisor).
-thread_local bool destroyedOnThisThread = false;
-}  // namespace
-
-Supervisor::Supervisor(const Settings& settings)
+Supervisor::Supervisor(const Settings& settings, std::shared_ptr<Clock> clock)
     : settings_(settings),
+      clock_(std::move(clock)),
       logger_(std::make_shared<Logger>("commhost.supervisor", "pid " + std::to_string(::getpid()))),
-      recorder_(settings.entries) {
+      recorder_(settings.entries),
+      dumps_(settings.dumpDir, logger_),
+      pauses_(settings.poll, logger_),
+      hooks_(logger_) {
   installSigusr1Once();
-  watchdog_ = std::thread([this] { watchdogLoop(); });
-  heartbeat_ = std::thread([this] { heartbeatLoop(); });
-  hookThread_ = std::thread([this] { hookLoop(); });
+  watchdog_ = std::make_unique<Watchdog>(*this);
+  heartbeat_ = std::make_unique<Heartbeat>(*this);
 }
 
-Supervisor::~Supervisor() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  wake_.notify_all();
-  {
-    std::lock_guard<std::mutex> lock(hookMutex_);
-    hookStopping_ = true;
-  }
-  hookWake_.notify_all();
-  // The last group may be released by a hook (it captured the group), on the hook
-  // thread: that thread cannot join itself; it leaves hookLoop without touching *this.
-  for (std::thread* t : {&watchdog_, &heartbeat_, &hookThread_}) {
-    if (t->get_id() != std::this_thread::get_id()) {
-      t->join();
-    } else {
-      destroyedOnThisThread = true;
-      t->detach();
-    }
-  }
+Supervisor::~Supervisor() { stop(); }
+
+void Supervisor::stop() {
+  // The heartbeat first: it reads the watchdog's ticks.
+  heartbeat_.reset();
+  watchdog_.reset();
+  hooks_.stop();
 }
+
+bool Supervisor::onOwnThread() const {
+  return hooks_.onHookThread() || (watchdog_ && watchdog_->onThread()) || (heartbeat_ && heartbeat_->onThread());
+}
+
+uint64_t Supervisor::watchdogTicks() const { return watchdog_ ? watchdog_->ticks() : 0; }
 
 void Supervisor::attach(const std::shared_ptr<GroupMonitor>& group) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   groups_.push_back(group);
 }
 
@@ -147,13 +142,13 @@ void Supervisor::detach(const GroupMonitor* group) {
     try {
       group->store->set(leftKey(group->rank), toBytes("1"));
     } catch (const std::exception& e) {
-      logger_->warn("[group " + group->name + " rank " + std::to_string(group->rank) +
-                    "] could not tell the peers this rank left (" + e.what() + "); they may report it lost");
+      logger_->warn(ErrorContext{group->name, group->rank}.format() + "could not tell the peers this rank left (" +
+                    e.what() + "); they may report it lost");
     }
   }
   std::vector<std::shared_ptr<SupervisedWork>> leaving;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     for (size_t i = 0; i < inflight_.size();) {
       if (inflight_[i]->group().get() == group) {
         leaving.push_back(std::move(inflight_[i]));
@@ -173,12 +168,7 @@ void Supervisor::detach(const GroupMonitor* group) {
       }
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(hookMutex_);
-    for (auto it = hooks_.begin(); it != hooks_.end();)
-      it = it->second.first == group ? hooks_.erase(it) : std::next(it);
-    hasHooks_.store(!hooks_.empty(), std::memory_order_release);
-  }
+  hooks_.removeGroup(group);
   for (auto& w : leaving) {
     if (!w->finalized() && !w->inner()->isCompleted())
       w->setVerdict(std::make_exception_ptr(AbortedError("its group was destroyed while it was in flight")),
@@ -188,15 +178,50 @@ void Supervisor::detach(const GroupMonitor* group) {
 }
 
 std::vector<std::shared_ptr<GroupMonitor>> Supervisor::groups() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<std::shared_ptr<GroupMonitor>> out;
   for (auto& w : groups_)
     if (auto g = w.lock()) out.push_back(std::move(g));
   return out;
 }
 
+std::vector<std::shared_ptr<SupervisedWork>> Supervisor::running() {
+  std::vector<std::shared_ptr<SupervisedWork>> out;
+  MutexLock lock(&mutex_);
+  for (size_t i = 0; i < inflight_.size();) {
+    if (inflight_[i]->finalized()) {
+      inflight_[i] = std::move(inflight_.back());
+      inflight_.pop_back();
+      continue;
+    }
+    out.push_back(inflight_[i]);
+    ++i;
+  }
+  return out;
+}
+
+std::shared_ptr<SupervisedWork> Supervisor::oldestInFlight() {
+  std::shared_ptr<SupervisedWork> oldest;
+  MutexLock lock(&mutex_);
+  for (const auto& w : inflight_)
+    if (!w->finalized() && (!oldest || w->issued() < oldest->issued())) oldest = w;
+  return oldest;
+}
+
+void Supervisor::logUnexpected(const char* thread, std::exception_ptr error) {
+  std::string what = "unknown error";
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    what = e.what();
+  } catch (...) {
+  }
+  logger_->error(std::string("the supervisor's ") + thread + " thread caught an unexpected error: " + what +
+                 "; it goes on. Please report this with the log");
+}
+
 WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx,
-                          const std::string& backend, DType dtype, int64_t bytes, Clock::time_point issued,
+                          const std::string& backend, DType dtype, int64_t bytes, TimePoint issued,
                           WorkPtr inner) {
   OpRecord r;
   copyName(r.group, sizeof(r.group), group->name);
@@ -208,7 +233,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   r.dtype = dtype;
   r.bytes = bytes;
   r.numel = bytes / static_cast<int64_t>(elementSize(dtype));
-  r.startedUs = wallMicros(Clock::now());
+  r.startedUs = wallMicros(SteadyClock::now());
   r.scheduledUs = wallMicros(issued);
   if (!isPointToPoint(ctx.op)) {
     group->lastIssued.store(ctx.seq, std::memory_order_relaxed);
@@ -226,18 +251,19 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // The watchdog aborted this very call because a peer was lost: that is its verdict.
   std::string lostVerdict;
   if (inner->isCompleted() && group->anyPeerLost.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(group->lostMutex);
+    MutexLock lock(&group->lostMutex);
     if (group->abortedCallSeq == ctx.seq) lostVerdict = group->abortedCallVerdict;
   }
   const uint64_t id = recorder_.add(r);
   const Millis verdictWait = settings_.heartbeatTimeout + settings_.heartbeatInterval + 4 * settings_.poll +
                              Millis(2000);
-  auto work = std::make_shared<SupervisedWork>(ctx, std::move(inner), group, id, issued, bytes, verdictWait);
+  auto work =
+      std::make_shared<SupervisedWork>(ctx, std::move(inner), group, id, issued, bytes, verdictWait, clock_);
   work->attachTo(weak_from_this());
   work->backend = backend;
   work->issuedUs = r.scheduledUs;
   if (!lostVerdict.empty()) work->setVerdict(std::make_exception_ptr(PeerLostError(lostVerdict)), lostVerdict);
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   // Works whose completion a waiter already recorded leave in batches, so a tight loop
   // of ops keeps the list short without the watchdog.
   if (inflight_.size() >= pruneAt_) {
@@ -253,7 +279,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
 // Called once per work, by whichever thread first sees it end (a waiter or the watchdog).
 void Supervisor::complete(SupervisedWork& work) {
   if (!work.claimFinalize()) return;
-  const int64_t ended = work.endedUs() ? work.endedUs() : wallMicros(Clock::now());
+  const int64_t ended = work.endedUs() ? work.endedUs() : wallMicros(SteadyClock::now());
   std::exception_ptr error = work.exception();
   std::string message;
   if (error) {
@@ -279,7 +305,7 @@ void Supervisor::publishCompletion(const std::shared_ptr<GroupMonitor>& group, c
     while (seen < ctx.seq && !g.lastCompleted.compare_exchange_weak(seen, ctx.seq, std::memory_order_relaxed)) {
     }
   }
-  if (!hasHooks_.load(std::memory_order_acquire)) return;
+  if (!hooks_.any()) return;
   CompletionEvent ev;
   ev.group = g.name;
   ev.rank = g.rank;
@@ -292,75 +318,14 @@ void Supervisor::publishCompletion(const std::shared_ptr<GroupMonitor>& group, c
   ev.end = toTime(std::max(endedUs, issuedUs));
   ev.duration = std::chrono::duration_cast<std::chrono::microseconds>(ev.end - ev.start);
   ev.error = error;
-  {
-    std::lock_guard<std::mutex> lock(hookMutex_);
-    // Bounded: hooks slower than the ops they watch lose events, and are told so.
-    if (hookQueue_.size() >= kMaxQueuedHookEvents) {
-      if (droppedHookEvents_++ % kMaxQueuedHookEvents == 0)
-        logger_->warn("[group " + g.name + " rank " + std::to_string(g.rank) + "] completion hooks are " +
-                      std::to_string(kMaxQueuedHookEvents) + " events behind; " + std::to_string(droppedHookEvents_) +
-                      " dropped so far (" + opName(ctx.op) + " seq " + std::to_string(ctx.seq) +
-                      " among them). Next: make the hooks cheaper, or hand their work to a thread of yours");
-      return;
-    }
-    hookQueue_.emplace_back(group, std::move(ev));
-  }
-  hookWake_.notify_one();
-}
-
-int Supervisor::addHook(const GroupMonitor* group, CompletionHook hook) {
-  std::lock_guard<std::mutex> lock(hookMutex_);
-  const int id = nextHook_++;
-  hooks_[id] = {group, std::move(hook)};
-  hasHooks_.store(true, std::memory_order_release);
-  return id;
-}
-
-void Supervisor::removeHook(int id) {
-  std::lock_guard<std::mutex> lock(hookMutex_);
-  hooks_.erase(id);
-  hasHooks_.store(!hooks_.empty(), std::memory_order_release);
-}
-
-void Supervisor::hookLoop() {
-  std::unique_lock<std::mutex> lock(hookMutex_);
-  for (;;) {
-    hookWake_.wait(lock, [&] { return !hookQueue_.empty() || hookStopping_; });
-    if (hookQueue_.empty()) return;
-    {
-      auto [group, ev] = std::move(hookQueue_.front());
-      hookQueue_.pop_front();
-      std::vector<std::pair<int, CompletionHook>> hooks;  // a hook may add or remove hooks
-      for (const auto& [id, entry] : hooks_)
-        if (entry.first == group.get()) hooks.emplace_back(id, entry.second);
-      lock.unlock();
-      for (auto& [id, hook] : hooks) {
-        std::string problem;
-        try {
-          hook(ev);
-        } catch (const std::exception& e) {
-          problem = e.what();
-        } catch (...) {
-          problem = "an exception that is not a std::exception";
-        }
-        if (!problem.empty())
-          logger_->error("[group " + ev.group + " rank " + std::to_string(ev.rank) + "] completion hook " +
-                         std::to_string(id) + " threw on " + opName(ev.op) + " seq " + std::to_string(ev.seq) +
-                         ": " + problem + "; fix the hook (it stays registered)");
-      }
-      // The copies (and what the hooks capture, the group perhaps) go before the lock is
-      // taken again: their destructors may end a group, which takes the lock.
-    }
-    if (destroyedOnThisThread) return;  // the last group went with a hook: *this is gone
-    lock.lock();
-  }
+  hooks_.post(group, std::move(ev));
 }
 
 nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   // Works a waiter has not looked at yet may have finished: show them as they are.
   std::vector<std::shared_ptr<SupervisedWork>> running;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     running = inflight_;
   }
   for (auto& w : running)  // outside mutex_, as in pollOnce
@@ -380,11 +345,8 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
     if (processRank < 0) processRank = g->globalRank(g->rank);
     nlohmann::json lost = nlohmann::json::object();
     nlohmann::json left = nlohmann::json::array();
-    {
-      std::lock_guard<std::mutex> lock(g->lostMutex);
-      for (auto& [peer, why] : g->lostPeers) lost[std::to_string(peer)] = why;
-      for (int peer : g->leftPeers) left.push_back(peer);
-    }
+    for (auto& [peer, why] : g->lost()) lost[std::to_string(peer)] = why;
+    for (int peer : g->left()) left.push_back(peer);
     groupsJson.push_back({{"name", g->name},
                           {"rank", g->rank},
                           {"world_size", g->worldSize},
@@ -403,28 +365,7 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
 }
 
 std::string Supervisor::dump(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(dumpMutex_);
-  try {
-    const nlohmann::json j = dumpJson(reason);
-    // replace: an error message from a backend need not be valid UTF-8.
-    const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
-    const int rank = j.value("rank", -1);
-    std::filesystem::create_directories(settings_.dumpDir);
-    const std::string path = settings_.dumpDir + "/rank" + std::to_string(rank) + ".json";
-    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-    {
-      std::ofstream out(tmp);
-      out << text << "\n";
-      if (!out) throw std::runtime_error("write failed");
-    }
-    std::filesystem::rename(tmp, path);  // readers never see half a file
-    logger_->warn("flight recorder dumped to " + path + " (" + reason + ")");
-    return path;
-  } catch (const std::exception& e) {
-    logger_->error("could not write the flight recorder dump (" + reason + ") to " + settings_.dumpDir + ": " +
-                   e.what() + "; set supervisor.flight_recorder.dump_dir to a writable directory");
-    return {};
-  }
+  return dumps_.write([&] { return dumpJson(reason); }, reason);
 }
 
 }  // namespace commhost::supervisor

@@ -1,5 +1,5 @@
-// The watchdog thread: completes works, turns deadlines passed and peers lost into
-// incidents (desync report, dumps from every rank, the verdict), and applies on_error.
+#include "watchdog.h"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -9,6 +9,9 @@
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
 #include "desync.h"
+#include "heartbeat.h"
+#include "incident_channel.h"
+#include "messages.h"
 #include "supervisor.h"
 
 namespace commhost::supervisor {
@@ -44,26 +47,25 @@ std::string formatBytes(int64_t b) {
 
 }  // namespace
 
-void Supervisor::logUnexpected(const char* thread, std::exception_ptr error) {
-  logger_->error(std::string("the supervisor's ") + thread + " thread caught an unexpected error: " +
-                 describe(error) + "; it goes on. Please report this with the log");
+Watchdog::Watchdog(Supervisor& sup) : sup_(sup), ticker_(sup.sharedClock()), thread_([this] { loop(); }) {}
+
+Watchdog::~Watchdog() {
+  ticker_.stop();
+  thread_.join();
 }
 
-void Supervisor::watchdogLoop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (!stopping_) {
-    const auto asleep = Clock::now();
-    wake_.wait_for(lock, settings_.poll, [&] { return stopping_; });
-    if (stopping_) break;
-    lock.unlock();
-    noteAlive(asleep, settings_.poll);  // after a pause, say so before any verdict below
+void Watchdog::loop() {
+  const Millis poll = sup_.settings().poll;
+  for (;;) {
+    const auto asleep = ticker_.clock().now();
+    if (!ticker_.wait(poll)) break;
+    sup_.pauses().noteAlive(asleep, ticker_.clock().now(), poll);  // after a pause, say so before any verdict below
     try {
       pollOnce();
     } catch (...) {
-      logUnexpected("watchdog", std::current_exception());  // and go on watching
+      sup_.logUnexpected("watchdog", std::current_exception());  // and go on watching
     }
-    watchdogTicks_.fetch_add(1, std::memory_order_relaxed);
-    lock.lock();
+    ticks_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
@@ -80,16 +82,16 @@ int namedPeer(const std::string& message) {
 }
 }  // namespace
 
-void Supervisor::failBackendCall(GroupMonitor& g) {
+void Watchdog::failBackendCall(GroupMonitor& g) {
   const uint64_t seq = g.inBackendCall.load(std::memory_order_relaxed);
-  const uint64_t seenBefore = g.callSeenInBackend;
-  g.callSeenInBackend = seq;
+  const uint64_t seenBefore = g.watchdog.callSeenInBackend;
+  g.watchdog.callSeenInBackend = seq;
   // Only a call still inside its backend a poll later is waiting there; one that merely
   // hands its op to the backend's threads (gloo) returns a work the incident fails.
   if (seq == 0 || seq != seenBefore || !g.anyPeerLost.load(std::memory_order_acquire)) return;
   const auto op = static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed));
   {
-    std::lock_guard<std::mutex> lock(g.lostMutex);
+    MutexLock lock(&g.lostMutex);
     if (g.abortedCallSeq == seq) return;  // done already
   }
   const ErrorContext where{g.name, g.rank, opName(op), seq};
@@ -99,31 +101,20 @@ void Supervisor::failBackendCall(GroupMonitor& g) {
       "stopped or died (its log, the launcher's summary, dmesg for the OOM killer); restart the job or re-create "
       "the group without it.";
   {
-    std::lock_guard<std::mutex> lock(g.lostMutex);
+    MutexLock lock(&g.lostMutex);
     g.abortedCallSeq = seq;
     g.abortedCallVerdict = message;
   }
-  logger_->error(message);
+  sup_.logger().error(message);
   if (g.abortGroup) g.abortGroup(message);
 }
 
-void Supervisor::pollOnce() {
-  const auto now = Clock::now();
-  for (const auto& g : groups()) failBackendCall(*g);
-  std::vector<std::shared_ptr<SupervisedWork>> running;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t i = 0; i < inflight_.size();) {
-      if (inflight_[i]->finalized()) {
-        inflight_[i] = std::move(inflight_.back());
-        inflight_.pop_back();
-        continue;
-      }
-      running.push_back(inflight_[i]);
-      ++i;
-    }
-  }
-  // Backends are asked outside mutex_: a blocked isCompleted() must stall only this
+void Watchdog::pollOnce() {
+  const Settings& settings = sup_.settings();
+  const auto now = ticker_.clock().now();
+  for (const auto& g : sup_.groups()) failBackendCall(*g);
+  std::vector<std::shared_ptr<SupervisedWork>> running = sup_.running();
+  // Backends are asked outside the supervisor's mutex: a blocked isCompleted() must stall only this
   // thread (the heartbeat reports that), never the callers' track() or the heartbeat.
   std::vector<std::shared_ptr<SupervisedWork>> attention;
   for (auto& w : running)
@@ -138,7 +129,7 @@ void Supervisor::pollOnce() {
     const std::exception_ptr error = w->inner()->exception();
     const ErrorCode code = error ? codeOf(error) : ErrorCode::Backend;
     if (!error || w->hasVerdict()) {
-      complete(*w);
+      sup_.complete(*w);
     } else if (code == ErrorCode::Timeout) {
       raiseIncident(*w, error);
     } else if (code == ErrorCode::PeerLost) {
@@ -150,30 +141,33 @@ void Supervisor::pollOnce() {
       const int peer = namedPeer(describe(error));
       if (peer >= 0 && peer < g.worldSize && peer != g.rank)
         g.markLost(peer, "backend " + w->backend + " of rank " + std::to_string(g.globalRank(g.rank)) + " saw it go");
-      if (w->peerErrorSeen == Clock::time_point{}) w->peerErrorSeen = now;
+      if (w->peerErrorSeen == TimePoint{}) w->peerErrorSeen = now;
       if (w->group()->anyPeerLost.load(std::memory_order_acquire) ||
           w->group()->anyPeerLeft.load(std::memory_order_acquire) ||
-          now - w->peerErrorSeen > settings_.heartbeatTimeout + settings_.heartbeatInterval)
+          now - w->peerErrorSeen > settings.heartbeatTimeout + settings.heartbeatInterval)
         raiseIncident(*w, error);
     } else {
       // One dump a second at most: a backend failing every op must not keep this thread
       // writing files (the heartbeat would take that for a stalled watchdog).
       if (code != ErrorCode::Aborted && now - lastErrorDump_ >= Millis(1000)) {
         lastErrorDump_ = now;
-        dump("error in " + std::string(opName(w->op())) + " seq " + std::to_string(w->seq()) + ": " +
-             describe(error));
+        sup_.dump("error in " + std::string(opName(w->op())) + " seq " + std::to_string(w->seq()) + ": " +
+                  describe(error));
       }
-      complete(*w);
+      sup_.complete(*w);
     }
   }
 }
 
 // Runs on the watchdog thread. The first incident of a group in a while asks every rank
 // to dump and publish its progress, then reads the progress for the desync report.
-void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
+void Watchdog::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
+  const Settings& settings = sup_.settings();
+  Clock& clock = ticker_.clock();
   GroupMonitor& g = *w.group();
+  GroupMonitor::WatchdogView& mine = g.watchdog;
   const OpContext& ctx = w.context();
-  const auto elapsed = std::chrono::duration_cast<Millis>(Clock::now() - w.issued());
+  const auto elapsed = std::chrono::duration_cast<Millis>(clock.now() - w.issued());
   const std::string lost = g.lostText();
   const bool peerLost = !lost.empty();
   ErrorContext where{g.name, g.rank, opName(ctx.op), ctx.seq};
@@ -182,88 +176,85 @@ void Supervisor::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
                      formatDuration(ctx.timeout) + (cause ? " (backend said: " + describe(cause) + ")" : "") + ". ";
 
   // Works of one group failing together (one hang, one lost peer) share one incident.
-  const bool fresh = g.lastIncident.empty() || Clock::now() - g.lastIncidentAt > settings_.heartbeatInterval +
-                                                                                   settings_.poll * 2;
+  const bool fresh =
+      mine.lastIncident.empty() || clock.now() - mine.lastIncidentAt > settings.heartbeatInterval + settings.poll * 2;
   if (fresh && isPointToPoint(ctx.op)) {
-    dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
+    sup_.dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
   } else if (fresh) {
-    ++g.incidentsRaised;
-    g.lastIncidentAt = Clock::now();
+    ++mine.incidentsRaised;
+    mine.lastIncidentAt = clock.now();
     std::string report;
     try {
       if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
       const int64_t raisedAtMs = std::chrono::duration_cast<Millis>(
                                      std::chrono::system_clock::now().time_since_epoch()).count();
-      const std::string line = "incident|" + std::to_string(g.rank) + "|" + std::to_string(g.incidentsRaised) + "|" +
-                               opName(ctx.op) + " seq " + std::to_string(ctx.seq) + "|" + std::to_string(raisedAtMs);
-      g.store->set(ackKey(g.rank, g.incidentsRaised), Bytes{});  // before anyone can ack it
+      const std::string line = wire::encode(wire::Incident{g.rank, mine.incidentsRaised, raisedAtMs,
+                                                           std::string(opName(ctx.op)) + " seq " +
+                                                               std::to_string(ctx.seq)});
+      g.store->set(ackKey(g.rank, mine.incidentsRaised), Bytes{});  // before anyone can ack it
       // The peers this rank knows are lost (its backend named one), first: a rank whose
       // own backend saw only a dropped connection then fails at once too, instead of
       // waiting for its heartbeat, by which time the store may be gone with rank 0.
-      std::vector<std::string> lostLines;
-      {
-        std::lock_guard<std::mutex> lock(g.lostMutex);
-        for (const auto& [peer, why] : g.lostPeers)
-          if (peer >= 0) lostLines.push_back(peerLostLine(g.rank, peer, why));
-      }
-      for (const auto& l : lostLines) g.store->append(kIncidentLog, toBytes(l));
-      if (!lostLines.empty()) g.store->add(kIncidentCount, static_cast<int64_t>(lostLines.size()));
-      g.store->append(kIncidentLog, toBytes(line + "\n"));
-      g.store->add(kIncidentCount, 1);
+      std::vector<std::string> lines;
+      for (const auto& [peer, why] : g.lost())
+        if (peer >= 0) lines.push_back(wire::encode(wire::PeerLost{g.rank, peer, why}));
+      lines.push_back(line);
+      const bool published = appendToIncidentLog(g, lines);
+      if (!published) noteIncidentLogFull(g, sup_.logger());
       publishProgress(g);
-      dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
+      sup_.dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
       // Peers dump within a heartbeat tick; give them up to a second before the
       // verdict lets this process exit (and a launcher stop theirs).
       std::set<int> expected;
       for (int r = 0; r < g.worldSize; ++r)
         if (r != g.rank) expected.insert(r);
-      {
-        std::lock_guard<std::mutex> lock(g.lostMutex);
-        for (const auto& lost : g.lostPeers) expected.erase(lost.first);
-        for (int left : g.leftPeers) expected.erase(left);  // no longer there to dump
-      }
-      const auto until = Clock::now() + Millis(1000);
-      const int64_t window = (settings_.heartbeatInterval + Millis(2000)).count();
-      while (Clock::now() < until) {
-        // Ranks that raise the same incident at once wait on each other: answer theirs.
-        answerIncidents(g, /*dumpFirst=*/false);
-        for (int r : peersThatDumped(g, g.incidentsRaised, raisedAtMs, window)) expected.erase(r);
+      for (const auto& lost : g.lost()) expected.erase(lost.first);
+      for (int left : g.left()) expected.erase(left);  // no longer there to dump
+      // Real time, whatever the clock: this waits for other processes' store writes.
+      // Nobody was asked to dump when the log was full: no wait.
+      const auto until = published ? SteadyClock::now() + Millis(1000) : SteadyClock::now();
+      const int64_t window = (settings.heartbeatInterval + Millis(2000)).count();
+      while (SteadyClock::now() < until) {
+        // Ranks that raise the same incident at once wait on each other: answer theirs
+        // (this rank has just dumped: no second dump).
+        g.incidents.answer(g, sup_.logger(), [&] { publishProgress(g); });
+        for (int r : peersThatDumped(g, mine.incidentsRaised, raisedAtMs, window)) expected.erase(r);
         if (expected.empty()) break;
         std::this_thread::sleep_for(Millis(20));
       }
       report = desyncReport(g, ctx.seq, ctx.op);
     } catch (const std::exception& e) {
       if (!g.storeLost.exchange(true))
-        logger_->error(where.format() + "the store failed while reporting this incident (" + e.what() +
+        sup_.logger().error(where.format() + "the store failed while reporting this incident (" + e.what() +
                        "); the supervisor stops using it, so no more heartbeats or desync reports for this "
                        "group. Next: check the rank serving the store (usually 0)");
       report = "No desync report: the store did not answer (" + std::string(e.what()) + "). ";
-      dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
+      sup_.dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
     }
-    g.lastIncident = report + "Flight recorder dumps are in " + settings_.dumpDir + " (one per rank); run `commhost "
-                     "trace analyze " + settings_.dumpDir + "` for the first collective where ranks diverge.";
+    mine.lastIncident = report + "Flight recorder dumps are in " + sup_.dumpDir() + " (one per rank); run `commhost "
+                        "trace analyze " + sup_.dumpDir() + "` for the first collective where ranks diverge.";
   }
-  if (!isPointToPoint(ctx.op)) what += g.lastIncident;
+  if (!isPointToPoint(ctx.op)) what += mine.lastIncident;
   const std::string hint = peerLost ? "find out why that process died (its log, the launcher's summary, dmesg for the "
                                       "OOM killer); restart the job or re-create the group without it"
                                     : "look at the ranks named above; raise group.timeout if the op is just slow";
   const std::string message = where.format() + what + " Next: " + hint + ".";
   if (!cause && w.inner()->isCompleted() && !w.inner()->exception()) {
     // It finished during the handshake above: no verdict, and no on_error for a success.
-    logger_->warn(where.format() + "completed after all, " + formatDuration(elapsed) + " after it was issued");
-    complete(w);
+    sup_.logger().warn(where.format() + "completed after all, " + formatDuration(elapsed) + " after it was issued");
+    sup_.complete(w);
     return;
   }
   std::exception_ptr verdict = peerLost ? std::make_exception_ptr(PeerLostError(message))
                                         : std::make_exception_ptr(TimeoutError(message));
-  logger_->error(message);
+  sup_.logger().error(message);
   w.setVerdict(verdict, message);
-  complete(w);
+  sup_.complete(w);
   // A point-to-point op involves two ranks only: it fails alone, the group goes on.
-  if (!isPointToPoint(ctx.op)) applyOnError(g, message);
+  if (!isPointToPoint(ctx.op)) applyOnError(g, message, sup_.logger());
 }
 
-void Supervisor::applyOnError(GroupMonitor& g, const std::string& message) {
+void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger) {
   switch (g.onError) {
     case OnError::Report:
       return;
@@ -271,7 +262,7 @@ void Supervisor::applyOnError(GroupMonitor& g, const std::string& message) {
       if (g.abortGroup) g.abortGroup(message);
       return;
     case OnError::Teardown:
-      logger_->error("supervisor.on_error is teardown: ending the process with status " +
+      logger.error("supervisor.on_error is teardown: ending the process with status " +
                      std::to_string(kTeardownExitStatus));
       Logger::flushAll();
       std::fflush(nullptr);

@@ -1,0 +1,35 @@
+#include "dump_writer.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+namespace commhost::supervisor {
+
+std::string DumpWriter::write(const std::function<nlohmann::json()>& make, const std::string& reason) {
+  MutexLock lock(&mu_);
+  try {
+    const nlohmann::json j = make();
+    // replace: an error message from a backend need not be valid UTF-8.
+    const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
+    const int rank = j.value("rank", -1);
+    std::filesystem::create_directories(dir_);
+    const std::string path = dir_ + "/rank" + std::to_string(rank) + ".json";
+    const std::string tmp = path + ".tmp" + std::to_string(::getpid());
+    {
+      std::ofstream out(tmp);
+      out << text << "\n";
+      if (!out) throw std::runtime_error("write failed");
+    }
+    std::filesystem::rename(tmp, path);  // readers never see half a file
+    logger_->warn("flight recorder dumped to " + path + " (" + reason + ")");
+    return path;
+  } catch (const std::exception& e) {
+    logger_->error("could not write the flight recorder dump (" + reason + ") to " + dir_ + ": " + e.what() +
+                   "; set supervisor.flight_recorder.dump_dir to a writable directory");
+    return {};
+  }
+}
+
+}  // namespace commhost::supervisor

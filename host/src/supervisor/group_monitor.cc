@@ -1,0 +1,46 @@
+#include "group_monitor.h"
+
+namespace commhost::supervisor {
+
+void GroupMonitor::markLost(int peer, const std::string& why) {
+  {
+    MutexLock lock(&lostMutex);
+    if (!lostPeers.emplace(peer, why).second) return;
+  }
+  anyPeerLost.store(true, std::memory_order_release);
+}
+
+void GroupMonitor::markLeft(int peer) {
+  MutexLock lock(&lostMutex);
+  leftPeers.insert(peer);
+  anyPeerLeft.store(true, std::memory_order_release);
+}
+
+bool GroupMonitor::isLost(int peer) {
+  MutexLock lock(&lostMutex);
+  return lostPeers.count(peer) != 0;
+}
+
+std::map<int, std::string> GroupMonitor::lost() {
+  MutexLock lock(&lostMutex);
+  return lostPeers;
+}
+
+std::set<int> GroupMonitor::left() {
+  MutexLock lock(&lostMutex);
+  return leftPeers;
+}
+
+std::string GroupMonitor::lostText() {
+  MutexLock lock(&lostMutex);
+  std::string lost;
+  for (const auto& [peer, why] : lostPeers)
+    lost += (lost.empty() ? "" : "; ") +
+            (peer >= 0 ? "peer " + std::to_string(globalRank(peer)) + " lost: " : std::string()) + why;
+  for (int peer : leftPeers)
+    lost += (lost.empty() ? "" : "; ") + std::string("peer ") + std::to_string(globalRank(peer)) +
+            " left: it destroyed its side of the group";
+  return lost;
+}
+
+}  // namespace commhost::supervisor

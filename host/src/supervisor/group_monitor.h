@@ -1,0 +1,91 @@
+// One group as the supervisor sees it. Owned by its ProcessGroup, shared with the
+// supervisor's threads (and with works still held by the application) while they use it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+#include "commhost/mutex.h"
+#include "commhost/store.h"
+#include "incident_channel.h"
+
+namespace commhost::supervisor {
+
+enum class OnError { Abort, Teardown, Report };
+
+struct GroupMonitor {
+  std::string name;
+  int rank = 0;
+  int worldSize = 1;
+  std::vector<int> globalRanks;
+  StorePtr store;     // the group's store ("<name>/<generation>/")
+  StorePtr jobStore;  // the job's store (trace dump requests)
+  OnError onError = OnError::Abort;
+  std::function<void(const std::string&)> abortGroup;  // set once by the group, before it is shared
+
+  // Progress of collectives (not p2p), written by the caller thread and the watchdog.
+  std::atomic<uint64_t> lastIssued{0};
+  std::atomic<uint8_t> lastIssuedOp{0};
+  std::atomic<uint64_t> lastCompleted{0};
+
+  // Caller thread: the seq and op of the call now inside a backend (0: none). A backend
+  // that runs an op inline (self; shm when idle) waits for peers inside that call, before
+  // any Work exists for the watchdog to fail: a lost peer fails it through abort().
+  std::atomic<uint64_t> inBackendCall{0};
+  std::atomic<uint8_t> inBackendCallOp{0};
+
+  // Set by the heartbeat thread (and the watchdog, on a backend's own evidence), read by
+  // the watchdog: peers found lost and why.
+  Mutex lostMutex;
+  std::map<int, std::string> lostPeers GUARDED_BY(lostMutex);
+  std::set<int> leftPeers GUARDED_BY(lostMutex);  // destroyed their group (a clean exit): silent, not lost
+  std::atomic<bool> anyPeerLost{false};
+  // The backend call the watchdog aborted because a peer was lost, and the verdict
+  // track() gives its work.
+  uint64_t abortedCallSeq GUARDED_BY(lostMutex) = 0;
+  std::string abortedCallVerdict GUARDED_BY(lostMutex);
+  std::atomic<bool> anyPeerLeft{false};
+  // Once a store call failed, nothing calls the store again: the client would retry
+  // connecting until its timeout, stalling the supervisor's threads.
+  std::atomic<bool> storeLost{false};
+  std::atomic<bool> incidentLogFull{false};  // set once the incident log refused a line (logged once)
+
+  // The incident log: read by the heartbeat, and by the watchdog while it waits for acks
+  // to an incident of its own.
+  IncidentChannel incidents;
+
+  // Heartbeat thread only (not shared: no lock).
+  struct HeartbeatView {
+    std::vector<int> watched;
+    std::vector<int64_t> watchedBeat;
+    std::vector<TimePoint> watchedSince;
+    std::vector<bool> watchedLeft;  // the peer destroyed its group (leftKey): not lost
+    TimePoint nextBeat{};
+  } heartbeat;
+
+  // Watchdog thread only (not shared: no lock).
+  struct WatchdogView {
+    uint64_t callSeenInBackend = 0;  // inBackendCall at the previous poll
+    int64_t incidentsRaised = 0;
+    std::string lastIncident;  // the desync report and where the dumps are
+    TimePoint lastIncidentAt{};
+  } watchdog;
+
+  int globalRank(int r) const { return r >= 0 && r < static_cast<int>(globalRanks.size()) ? globalRanks[r] : r; }
+  void markLost(int peer, const std::string& why) EXCLUDES(lostMutex);
+  void markLeft(int peer) EXCLUDES(lostMutex);
+  bool isLost(int peer) EXCLUDES(lostMutex);
+  // "peer N lost: why; peer M left: ..." for every peer lost or left.
+  std::string lostText() EXCLUDES(lostMutex);
+  // The lost peers (-1: the store) and those that left.
+  std::map<int, std::string> lost() EXCLUDES(lostMutex);
+  std::set<int> left() EXCLUDES(lostMutex);
+};
+
+}  // namespace commhost::supervisor

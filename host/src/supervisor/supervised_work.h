@@ -1,0 +1,75 @@
+// The Work a group returns while supervised: the backend's work plus the supervisor's
+// verdict (a richer TimeoutError / PeerLostError) when an incident ends it.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "clock.h"
+#include "commhost/errors.h"
+#include "commhost/mutex.h"
+#include "commhost/work.h"
+#include "group_monitor.h"
+
+namespace commhost::supervisor {
+
+class Supervisor;
+
+class SupervisedWork final : public Work {
+ public:
+  SupervisedWork(const OpContext& ctx, WorkPtr inner, std::shared_ptr<GroupMonitor> group, uint64_t recordId,
+                 TimePoint issued, int64_t bytes, Millis verdictWait, std::shared_ptr<Clock> clock);
+  bool isCompleted() override;
+  bool wait(Millis timeout = Millis(0)) override EXCLUDES(mutex_);
+  std::exception_ptr exception() override EXCLUDES(mutex_);
+  void abort(const std::string& reason) override { inner_->abort(reason); }
+  FuturePtr future() override { return inner_->future(); }
+  int sourceRank() const override { return inner_->sourceRank(); }
+
+  // Watchdog thread: ends the work with `error` and wakes every waiter.
+  void setVerdict(std::exception_ptr error, const std::string& message) EXCLUDES(mutex_);
+  bool hasVerdict();
+  void noteEnd();  // records when completion was first seen
+  void attachTo(std::weak_ptr<Supervisor> supervisor) { supervisor_ = std::move(supervisor); }
+  // True for the one caller that records the completion (see Supervisor::complete).
+  bool claimFinalize() { return !finalized_.exchange(true, std::memory_order_acq_rel); }
+  bool finalized() const { return finalized_.load(std::memory_order_acquire); }
+  // Watchdog thread only: when a backend's peer-lost error was first seen.
+  TimePoint peerErrorSeen{};
+
+  const WorkPtr& inner() const { return inner_; }
+  const std::shared_ptr<GroupMonitor>& group() const { return group_; }
+  uint64_t recordId() const { return recordId_; }
+  TimePoint issued() const { return issued_; }
+  TimePoint deadline() const { return issued_ + ctx_.timeout; }
+  int64_t bytes() const { return bytes_; }
+  int64_t endedUs() const { return endedUs_.load(std::memory_order_acquire); }
+  const OpContext& context() const { return ctx_; }
+
+  // Set by track() before the work is shared.
+  std::string backend;
+  int64_t issuedUs = 0;  // wall clock, as the flight recorder shows it
+
+ private:
+  std::exception_ptr freshVerdict() const REQUIRES(mutex_);  // a new copy of the verdict
+
+  WorkPtr inner_;
+  std::shared_ptr<GroupMonitor> group_;
+  uint64_t recordId_;
+  TimePoint issued_;
+  int64_t bytes_;
+  Millis verdictWait_;
+  std::shared_ptr<Clock> clock_;
+  std::atomic<int64_t> endedUs_{0};
+  std::atomic<bool> finalized_{false};
+  std::weak_ptr<Supervisor> supervisor_;  // weak: a work may outlive every group
+  Mutex mutex_;
+  CondVar cv_;
+  std::atomic<bool> verdictSet_{false};  // verdict_ is set: lets the common path skip mutex_
+  std::exception_ptr verdict_ GUARDED_BY(mutex_);
+  ErrorCode verdictCode_ GUARDED_BY(mutex_) = ErrorCode::Backend;
+  std::string verdictMessage_ GUARDED_BY(mutex_);
+};
+
+}  // namespace commhost::supervisor

@@ -1,0 +1,43 @@
+// The watchdog: its thread completes works, turns deadlines passed and peers lost into
+// incidents (desync report, dumps from every rank, the verdict), and applies on_error.
+#pragma once
+
+#include <atomic>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "clock.h"
+#include "commhost/logging.h"
+#include "group_monitor.h"
+#include "supervised_work.h"
+
+namespace commhost::supervisor {
+
+class Supervisor;
+
+class Watchdog {
+ public:
+  explicit Watchdog(Supervisor& sup);  // starts the thread
+  ~Watchdog();                         // stops and joins it
+  uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
+  bool onThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+
+ private:
+  void loop();
+  void pollOnce();
+  void raiseIncident(SupervisedWork& work, std::exception_ptr cause);
+  // A peer of `g` is lost while a caller is inside a backend call: abort the backends.
+  void failBackendCall(GroupMonitor& g);
+
+  Supervisor& sup_;
+  Ticker ticker_;
+  std::atomic<uint64_t> ticks_{0};  // rounds done; the heartbeat checks that it moves
+  TimePoint lastErrorDump_{};       // this thread only
+  std::thread thread_;              // last: starts once the members above exist
+};
+
+// supervisor.on_error for a failed collective of `g` (watchdog or heartbeat thread).
+void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger);
+
+}  // namespace commhost::supervisor

@@ -1,0 +1,128 @@
+// The supervisor's parts on their own, without a Supervisor or its threads: the flight
+// recorder's ring and the desync report read from progress published into a HashStore.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "commhost/commhost.h"
+#include "supervisor/desync.h"
+#include "supervisor/flight_recorder.h"
+#include "supervisor/messages.h"
+
+namespace commhost::supervisor {
+namespace {
+
+OpRecord record(uint64_t seq, const std::string& group = "main") {
+  OpRecord r;
+  copyName(r.group, sizeof(r.group), group);
+  r.seq = seq;
+  r.bytes = 16;
+  return r;
+}
+
+TEST(FlightRecorder, KeepsTheLastEntriesOldestFirst) {
+  FlightRecorder fr(4);
+  EXPECT_EQ(fr.capacity(), 4u);
+  for (uint64_t s = 1; s <= 10; ++s) fr.add(record(s));
+  const auto snap = fr.snapshot();
+  ASSERT_EQ(snap.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(snap[i].seq, 7 + i);
+}
+
+TEST(FlightRecorder, FinishUpdatesOnlyARecordStillHeld) {
+  FlightRecorder fr(2);
+  const uint64_t old = fr.add(record(1));
+  const uint64_t kept = fr.add(record(2));
+  fr.add(record(3));  // overwrites seq 1's slot
+  fr.finish(old, OpState::Failed, 99, "too late");
+  fr.finish(kept, OpState::Completed, 42, "");
+  const auto snap = fr.snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].seq, 2u);
+  EXPECT_EQ(snap[0].state, OpState::Completed);
+  EXPECT_EQ(snap[0].endedUs, 42);
+  EXPECT_EQ(snap[1].seq, 3u);
+  EXPECT_EQ(snap[1].state, OpState::Started);
+}
+
+TEST(FlightRecorder, NamesAreCutAtACharacterBoundary) {
+  char buf[6];
+  copyName(buf, sizeof buf, "ab\xc3\xa9\xc3\xa9");  // "abéé": 6 bytes, room for 5
+  EXPECT_STREQ(buf, "ab\xc3\xa9");
+  OpRecord r = record(5, std::string(100, 'g'));
+  EXPECT_EQ(std::string(r.group).size(), sizeof(r.group) - 1);
+  const auto j = recordToJson(r);
+  EXPECT_EQ(j["seq"], 5);
+  EXPECT_EQ(j["state"], "started");
+  EXPECT_FALSE(j.contains("error"));
+}
+
+// A group of `world` ranks as rank 0 sees it, over a HashStore where the test publishes
+// each rank's progress itself.
+std::shared_ptr<GroupMonitor> group(int world) {
+  auto g = std::make_shared<GroupMonitor>();
+  g->name = "main";
+  g->rank = 0;
+  g->worldSize = world;
+  g->store = std::make_shared<HashStore>();
+  return g;
+}
+
+void progress(GroupMonitor& g, int rank, uint64_t issued, const std::string& op, uint64_t completed) {
+  g.store->set(progressKey(rank), toBytes(wire::encode(wire::Progress{issued, op, completed})));
+}
+
+TEST(DesyncReport, NamesTheRanksThatNeverJoinedAndWhereTheyAre) {
+  auto g = group(4);
+  progress(*g, 0, 5, "allreduce", 4);
+  progress(*g, 1, 5, "allreduce", 4);
+  progress(*g, 2, 4, "broadcast", 4);
+  progress(*g, 3, 4, "broadcast", 4);
+  const std::string report = desyncReport(*g, 5, OpType::Allreduce);
+  EXPECT_NE(report.find("Ranks 2 and 3 never joined allreduce seq 5: they last issued broadcast seq 4 (completed)"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("Ranks 0 and 1 are waiting in it"), std::string::npos) << report;
+}
+
+TEST(DesyncReport, RanksWithoutProgressOrWithGarbageAreUnknown) {
+  auto g = group(3);
+  progress(*g, 0, 2, "allreduce", 1);
+  g->store->set(progressKey(1), toBytes("2 allreduce 1"));  // not the codec's: unknown, not rank 0's data
+  const std::string report = desyncReport(*g, 2, OpType::Allreduce);
+  EXPECT_NE(report.find("Ranks 1 and 2 published no progress"), std::string::npos) << report;
+  EXPECT_NE(report.find("Rank 0 is waiting in it"), std::string::npos) << report;
+}
+
+TEST(DesyncReport, EveryRankInTheCollectiveBlamesTheBackend) {
+  auto g = group(2);
+  g->globalRanks = {4, 6};
+  progress(*g, 0, 3, "allreduce", 2);
+  progress(*g, 1, 3, "allreduce", 2);
+  const std::string report = desyncReport(*g, 3, OpType::Allreduce);
+  EXPECT_NE(report.find("Ranks 0 (global 4) and 1 (global 6) are waiting"), std::string::npos) << report;
+  EXPECT_NE(report.find("the backend itself is stuck"), std::string::npos) << report;
+}
+
+TEST(IncidentLog, IsBoundedAndRefusesLinesPastTheBound) {
+  auto g = group(2);
+  const std::string line = wire::encode(wire::PeerLost{0, 1, "test"});
+  g->store->add(kIncidentCount, kMaxIncidentLines - 1);  // as if the log were nearly full
+  EXPECT_FALSE(appendToIncidentLog(*g, {line, line}));
+  EXPECT_EQ(g->store->add(kIncidentCount, 0), kMaxIncidentLines - 1);
+  EXPECT_TRUE(appendToIncidentLog(*g, {line}));
+  EXPECT_EQ(g->store->add(kIncidentCount, 0), kMaxIncidentLines);
+  EXPECT_FALSE(appendToIncidentLog(*g, {line}));
+  EXPECT_EQ(toString(g->store->get(kIncidentLog)), line);
+}
+
+TEST(IncidentLog, AcksThatDoNotDecodeAreNotCounted) {
+  auto g = group(3);
+  g->store->append(ackKey(0, 1), toBytes(wire::encodeAck(2)));
+  g->store->append(ackKey(0, 1), toBytes("garbage\n1,\n"));  // the old format, or noise: not rank 0 or 1
+  g->store->append(kIncidentLog, toBytes("incident|x|1|w|5\n"));
+  EXPECT_EQ(peersThatDumped(*g, 1, 0, 1000), (std::set<int>{2}));
+}
+
+}  // namespace
+}  // namespace commhost::supervisor
