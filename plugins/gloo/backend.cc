@@ -23,21 +23,22 @@ const Capabilities& capabilities() {
   return caps;
 }
 
-const std::vector<OptionSpec>& optionSpecs() {
-  static const std::vector<OptionSpec> specs = {
-      {"threads", OptionType::Int, "1",
-       "Worker threads running queued ops; 0 runs each op on the calling thread (lowest latency, no overlap)", {}, 0, 64},
-      {"contexts", OptionType::Int, "2", "Gloo contexts used in rotation (by seq), so independent ops overlap", {}, 1, 16},
-      {"device", OptionType::String, "", "Interface name, hostname or address to use; empty: loopback 127.0.0.1"},
-      {"allreduce_algorithm", OptionType::Enum, "auto", "auto: bcube below ring_threshold, ring from there",
-       {"auto", "ring", "bcube"}},
-      {"ring_threshold", OptionType::Size, "256KiB", "Message size from which auto allreduce uses ring"},
-      {"timeout", OptionType::Duration, "0s", "Rendezvous and default op timeout; 0s: the group's timeout", {}, 0, 86400 * 7},
-  };
-  return specs;
+OptionSchema<Options> Options::schema() {
+  return OptionSchema<Options>()
+      .option("threads", &Options::threads, "1",
+              "Worker threads running queued ops; 0 runs each op on the calling thread (lowest latency, no overlap)",
+              {0, 64})
+      .option("contexts", &Options::contexts, "2",
+              "Gloo contexts used in rotation (by seq), so independent ops overlap", {1, 16})
+      .option("device", &Options::device, "", "Interface name, hostname or address to use; empty: loopback 127.0.0.1")
+      .choice("allreduce_algorithm", &Options::algorithm, "auto", "auto: bcube below ring_threshold, ring from there",
+              {{"auto", AllreduceAlgorithm::Auto}, {"ring", AllreduceAlgorithm::Ring}, {"bcube", AllreduceAlgorithm::Bcube}})
+      .size("ring_threshold", &Options::ringThreshold, "256KiB", "Message size from which auto allreduce uses ring")
+      .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
+              {0, 86400 * 7});
 }
 
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx) {
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx) {
   // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that dies would kill this
   // process with SIGPIPE instead of failing the op with "connection closed by peer".
   // Ignore the signal unless the application installed its own handler.
@@ -47,21 +48,17 @@ std::unique_ptr<Backend> create(const OptionValues& options, const BackendContex
   return std::make_unique<GlooBackend>(options, ctx);
 }
 
-GlooBackend::GlooBackend(const OptionValues& options, const BackendContext& ctx)
-    : ctx_(ctx), ringThreshold_(options.getInt("ring_threshold")) {
-  const std::string algorithm = options.getString("allreduce_algorithm");
-  algorithm_ = algorithm == "ring" ? AllreduceAlgorithm::Ring
-               : algorithm == "bcube" ? AllreduceAlgorithm::Bcube
-                                      : AllreduceAlgorithm::Auto;
-  auto timeout = options.getDuration("timeout");
+GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
+    : ctx_(ctx), algorithm_(options.algorithm), ringThreshold_(options.ringThreshold) {
+  auto timeout = options.timeout;
   if (timeout.count() == 0) timeout = ctx.timeout;
-  auto device = createDevice(options.getString("device"), ctx);
-  contexts_ = connectContexts(ctx_, device, static_cast<int>(options.getInt("contexts")) + 1, timeout);
+  auto device = createDevice(options.device, ctx);
+  contexts_ = connectContexts(ctx_, device, options.contexts + 1, timeout);
   peerByAddress_ = exchangeEndpoints(ctx_, contexts_, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();
   auto describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e); };
-  queue_ = std::make_unique<WorkQueue>(static_cast<int>(options.getInt("threads")), describe);
+  queue_ = std::make_unique<WorkQueue>(options.threads, describe);
   p2pQueue_ = std::make_unique<WorkQueue>(1, describe);
   registerForFatalHint(this);
 }

@@ -12,17 +12,28 @@
 
 #include "algorithms.h"
 #include "commhost/plugin.h"
+#include "commhost/typed_options.h"
 #include "work_queue.h"
 
 namespace commhost::gloo_backend {
 
 const Capabilities& capabilities();
-const std::vector<OptionSpec>& optionSpecs();
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx);
+
+// The plugin options (schema in backend.cc).
+struct Options {
+  int threads = 1;
+  int contexts = 2;
+  std::string device;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::Auto;
+  int64_t ringThreshold = 0;
+  std::chrono::milliseconds timeout{0};
+  static OptionSchema<Options> schema();
+};
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
 
 class GlooBackend final : public Backend {
  public:
-  GlooBackend(const OptionValues& options, const BackendContext& ctx);
+  GlooBackend(const Options& options, const BackendContext& ctx);
   ~GlooBackend() override;
   const Capabilities& capabilities() const override { return gloo_backend::capabilities(); }
 

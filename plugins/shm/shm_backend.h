@@ -11,13 +11,27 @@
 
 #include "algorithms.h"
 #include "commhost/plugin.h"
+#include "commhost/typed_options.h"
 #include "executor.h"
 
 namespace commhost::shm {
 
 const Capabilities& capabilities();
-const std::vector<OptionSpec>& optionSpecs();
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx);
+
+// The plugin options, as the user wrote them (see the schema in backend.cc).
+struct Options {
+  int64_t chunk = 0;
+  int depth = 0;
+  size_t oneShotMax = 0;
+  size_t inlineMax = 0;
+  int64_t spinUs = -1;   // -1: chosen by whether ranks outnumber CPUs
+  int64_t yieldUs = -1;
+  std::chrono::milliseconds timeout{0};
+  static OptionSchema<Options> schema();
+  // Every rank's block of a chunk is at least a cache line.
+  void validate(const BackendContext& ctx) const;
+};
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
 
 // The plugin options, resolved.
 struct Settings {
