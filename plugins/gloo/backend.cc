@@ -57,9 +57,10 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   peerByAddress_ = exchangeEndpoints(ctx_, contexts_, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();
-  auto describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e); };
-  queue_ = std::make_unique<WorkQueue>(options.threads, describe);
-  p2pQueue_ = std::make_unique<WorkQueue>(1, describe);
+  WorkQueue::Hooks hooks;
+  hooks.describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e); };
+  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks);
+  p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooks);
   registerForFatalHint(this);
 }
 

@@ -2,7 +2,8 @@
 // c10d's ProcessGroupGloo). Ops are queued to worker threads and run on one of several
 // Gloo contexts chosen by seq, so independent collectives overlap.
 //
-// Threading: calls come from the group's thread; ops run on the WorkQueue's workers.
+// Threading: calls come from the group's thread; ops run on the WorkQueue's workers
+// (commhost/work_queue.h).
 // contexts_ is fixed after construction. Tensors must stay alive until works finish.
 #pragma once
 
@@ -13,7 +14,7 @@
 #include "algorithms.h"
 #include "commhost/plugin.h"
 #include "commhost/typed_options.h"
-#include "work_queue.h"
+#include "commhost/work_queue.h"
 
 namespace commhost::gloo_backend {
 
@@ -73,14 +74,14 @@ class GlooBackend final : public Backend {
   void closeConnections() noexcept;  // every pair of every context, hard (RST)
   WorkPtr submit(const OpContext& op, WorkQueue::Job job) {
     noteIssued(op);
-    return queue_->enqueue(op, std::move(job));
+    return queue_->submit(op, std::move(job));
   }
   // Point-to-point waits run on their own thread: a receive waiting for a send the peer
   // issues after a collective must not hold the collectives' worker (or, with threads: 0,
   // the caller) hostage.
   WorkPtr submitP2P(const OpContext& op, WorkQueue::Job job, std::shared_ptr<AsyncWork> work = nullptr) {
     noteIssued(op);
-    return p2pQueue_->enqueue(op, std::move(job), std::move(work));
+    return p2pQueue_->submit(op, std::move(job), false, std::move(work));
   }
   // Runs `post` (Gloo calls on the caller's thread); nullptr, or a work failed with
   // the described error when Gloo threw.

@@ -81,16 +81,58 @@ ShmBackend::ShmBackend(const Settings& settings, const BackendContext& ctx) : ct
   checkSameHost(ctx_);
   segment_ = connectSegment(ctx_, settings_.layout, settings_.timeout);
   channel_ = std::make_unique<Channel>(*segment_, ctx_.rank, ctx_.groupName, abort_, settings_.spin, settings_.yield);
-  executor_ = std::make_unique<Executor>(*channel_, abort_);
+  WorkQueue::Hooks hooks;
+  hooks.beforeEach = [this](const OpContext& op) {
+    checkUsable(op);  // an op queued behind a failure or abort never touches the segment
+    channel_->start({&op, Clock::now() + op.timeout});
+  };
+  hooks.describe = [this](const OpContext& op, std::exception_ptr error) { return failed(op, error); };
+  queue_ = std::make_unique<WorkQueue>("shm backend", 1, std::move(hooks));
 }
 
-ShmBackend::~ShmBackend() { executor_.reset(); }
+ShmBackend::~ShmBackend() { queue_.reset(); }
 
+void ShmBackend::checkUsable(const OpContext& op) {
+  if (abort_.isSet()) {
+    const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+    raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ")");
+  }
+  if (broken_.load(std::memory_order_acquire)) {
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(brokenMutex_);
+      reason = brokenReason_;
+    }
+    const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+    raise(ErrorCode::Backend, where, "the shm backend is unusable after an earlier op failed: " + reason,
+          "Ranks no longer agree on the shared-memory steps; destroy this group and create a new one.");
+  }
+}
+
+std::exception_ptr ShmBackend::failed(const OpContext& op, std::exception_ptr error) {
+  const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument&) {
+    return error;  // every rank found the same problem before moving data: still in step
+  } catch (const Error& e) {
+    std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
+  } catch (const std::exception& e) {
+    error = std::make_exception_ptr(BackendError(where.format() + "shm: " + e.what()));
+    std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
+  }
+  broken_.store(true, std::memory_order_release);
+  return error;
+}
+
+// The AbortFlag first: the running op's waits notice it and return.
 void ShmBackend::abort(const std::string& reason) {
   abort_.set(reason);
-  executor_->abort(reason);
+  queue_->abort(reason);
 }
 
-void ShmBackend::shutdown() { executor_->drain(); }
+void ShmBackend::shutdown() { queue_->drain(); }
 
 }  // namespace commhost::shm
