@@ -86,7 +86,9 @@ class GlooBackend final : public Backend {
   // Runs `post` (Gloo calls on the caller's thread); nullptr, or a work failed with
   // the described error when Gloo threw.
   WorkPtr postP2P(const OpContext& op, const std::function<void()>& post) const;
-  std::exception_ptr describe(const OpContext& op, std::exception_ptr error) const;
+  // The error a Gloo exception of `op` (which started running at `started`) fails with.
+  std::exception_ptr describe(const OpContext& op, std::exception_ptr error,
+                              std::chrono::steady_clock::time_point started) const;
   // The rank whose end of a connection Gloo's message names ("[addr]:port"), or -1.
   int peerNamedIn(const std::string& what) const;
   // Two relaxed stores per op: what the fatal-error hint names if Gloo's own thread
@@ -104,6 +106,7 @@ class GlooBackend final : public Backend {
   BackendContext ctx_;
   AllreduceAlgorithm algorithm_;
   int64_t ringThreshold_;
+  std::chrono::milliseconds contextTimeout_{0};  // every context's: Gloo's collectives wait this long
   std::vector<std::shared_ptr<::gloo::Context>> contexts_;  // collectives use contexts_[seq % size]
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order
   std::unique_ptr<WorkQueue> queue_;
