@@ -28,7 +28,7 @@ void WorkQueue::throwAborted(const OpContext& ctx) {
     reason = abortReason_;
   }
   raise(ErrorCode::Aborted, {ctx.group, ctx.rank, opName(ctx.op), ctx.seq},
-        "the " + name_ + " was aborted (" + reason + ")", "create a new group to continue");
+        "the " + name_ + " was aborted (" + reason + ")", "Create a new group to continue");
 }
 
 std::exception_ptr WorkQueue::describe(const OpContext& ctx, std::exception_ptr error) const {
@@ -37,16 +37,18 @@ std::exception_ptr WorkQueue::describe(const OpContext& ctx, std::exception_ptr 
 
 WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work) {
   if (!work) work = std::make_shared<AsyncWork>(ctx);
+  bool queued = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!aborted_.load(std::memory_order_relaxed)) {
       pending_.fetch_add(1, std::memory_order_relaxed);
       queue_.push_back({work, std::move(job), ctx});
-      wake_.notify_one();
-      return work;
+      queued = true;
     }
   }
-  throwAborted(ctx);  // abort() came between submit()'s check and the lock
+  if (!queued) throwAborted(ctx);  // abort() came between submit()'s check and the lock
+  wake_.notify_one();  // outside the lock: the worker it wakes takes the lock at once
+  return work;
 }
 
 void WorkQueue::workerLoop() {
