@@ -218,20 +218,20 @@ void FileStore::append(const std::string& key, const Bytes& value) {
   write(kSet, key, joined);
 }
 
-const std::vector<OptionSpec>& optionSpecs() {
-  static const std::vector<OptionSpec> kOptions = {
-      {"path", OptionType::String, "", "The store file, on a filesystem every rank sees (e.g. NFS)"},
-      {"timeout", OptionType::Duration, "5m", "Wait timeout of store calls", {}, 0.001, 86400},
-  };
-  return kOptions;
+OptionSchema<Options> Options::schema() {
+  return OptionSchema<Options>()
+      .option("path", &Options::path, "", "The store file, on a filesystem every rank sees (e.g. NFS)")
+      .option("timeout", &Options::timeout, "5m", "Wait timeout of store calls", {0.001, 86400});
 }
 
-std::shared_ptr<Store> create(const OptionValues& options, const StoreContext& ctx) {
-  const std::string path = options.getString("path");
+void Options::validate(const StoreContext& ctx) const {
   if (path.empty())
-    throw ConfigError("[rank " + std::to_string(ctx.rank) +
-                      "] file store: set store.options.path to a file on a filesystem every rank sees");
-  return std::make_shared<FileStore>(path, options.getDuration("timeout"));
+    refuseOption("path", "[rank " + std::to_string(ctx.rank) + "] file store: no store file given",
+                 "set store.options.path to a file on a filesystem every rank sees");
+}
+
+std::shared_ptr<Store> create(const Options& options, const StoreContext&) {
+  return std::make_shared<FileStore>(options.path, options.timeout);
 }
 
 }  // namespace commhost::filestore

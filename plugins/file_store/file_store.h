@@ -16,6 +16,7 @@
 #include <string>
 
 #include "commhost/plugin.h"
+#include "commhost/typed_options.h"
 
 namespace commhost::filestore {
 
@@ -49,7 +50,13 @@ class FileStore final : public Store {
   std::map<std::string, Bytes> cache_;
 };
 
-const std::vector<OptionSpec>& optionSpecs();
-std::shared_ptr<Store> create(const OptionValues& options, const StoreContext& ctx);
+// The plugin options (schema in file_store.cc).
+struct Options {
+  std::string path;
+  std::chrono::milliseconds timeout{0};
+  static OptionSchema<Options> schema();
+  void validate(const StoreContext& ctx) const;  // a path is required
+};
+std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx);
 
 }  // namespace commhost::filestore

@@ -8,11 +8,11 @@ const commhost::PluginDescriptor kDescriptor = {
     "file",
     COMMHOST_VERSION,
     "Key-value store in one append-only file on a shared filesystem (fcntl record locks)",
-    commhost::filestore::optionSpecs(),
+    commhost::typedOptionSpecs<commhost::filestore::Options>(),
     {},
     nullptr,
     nullptr,
-    commhost::filestore::create,
+    commhost::typedStoreFactory<commhost::filestore::Options, &commhost::filestore::create>,
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The gloo backend's lifecycle: options, rendezvous, error description, abort, shutdown.
 #include <gloo/common/error.h>
 
+#include <algorithm>
 #include <cctype>
 #include <csignal>
 #include <mutex>
@@ -23,21 +24,22 @@ const Capabilities& capabilities() {
   return caps;
 }
 
-const std::vector<OptionSpec>& optionSpecs() {
-  static const std::vector<OptionSpec> specs = {
-      {"threads", OptionType::Int, "1",
-       "Worker threads running queued ops; 0 runs each op on the calling thread (lowest latency, no overlap)", {}, 0, 64},
-      {"contexts", OptionType::Int, "2", "Gloo contexts used in rotation (by seq), so independent ops overlap", {}, 1, 16},
-      {"device", OptionType::String, "", "Interface name, hostname or address to use; empty: loopback 127.0.0.1"},
-      {"allreduce_algorithm", OptionType::Enum, "auto", "auto: bcube below ring_threshold, ring from there",
-       {"auto", "ring", "bcube"}},
-      {"ring_threshold", OptionType::Size, "256KiB", "Message size from which auto allreduce uses ring"},
-      {"timeout", OptionType::Duration, "0s", "Rendezvous and default op timeout; 0s: the group's timeout", {}, 0, 86400 * 7},
-  };
-  return specs;
+OptionSchema<Options> Options::schema() {
+  return OptionSchema<Options>()
+      .option("threads", &Options::threads, "1",
+              "Worker threads running queued ops; 0 runs each op on the calling thread (lowest latency, no overlap)",
+              {0, 64})
+      .option("contexts", &Options::contexts, "2",
+              "Gloo contexts used in rotation (by seq), so independent ops overlap", {1, 16})
+      .option("device", &Options::device, "", "Interface name, hostname or address to use; empty: loopback 127.0.0.1")
+      .choice("allreduce_algorithm", &Options::algorithm, "auto", "auto: bcube below ring_threshold, ring from there",
+              {{"auto", AllreduceAlgorithm::Auto}, {"ring", AllreduceAlgorithm::Ring}, {"bcube", AllreduceAlgorithm::Bcube}})
+      .size("ring_threshold", &Options::ringThreshold, "256KiB", "Message size from which auto allreduce uses ring")
+      .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
+              {0, 86400 * 7});
 }
 
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx) {
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx) {
   // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that dies would kill this
   // process with SIGPIPE instead of failing the op with "connection closed by peer".
   // Ignore the signal unless the application installed its own handler.
@@ -47,22 +49,28 @@ std::unique_ptr<Backend> create(const OptionValues& options, const BackendContex
   return std::make_unique<GlooBackend>(options, ctx);
 }
 
-GlooBackend::GlooBackend(const OptionValues& options, const BackendContext& ctx)
-    : ctx_(ctx), ringThreshold_(options.getInt("ring_threshold")) {
-  const std::string algorithm = options.getString("allreduce_algorithm");
-  algorithm_ = algorithm == "ring" ? AllreduceAlgorithm::Ring
-               : algorithm == "bcube" ? AllreduceAlgorithm::Bcube
-                                      : AllreduceAlgorithm::Auto;
-  auto timeout = options.getDuration("timeout");
+namespace {
+// When the op the calling thread runs started (set by the work queue's beforeEach hook).
+thread_local std::chrono::steady_clock::time_point tlOpStarted;
+}  // namespace
+
+GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
+    : ctx_(ctx), algorithm_(options.algorithm), ringThreshold_(options.ringThreshold) {
+  auto timeout = options.timeout;
   if (timeout.count() == 0) timeout = ctx.timeout;
-  auto device = createDevice(options.getString("device"), ctx);
-  contexts_ = connectContexts(ctx_, device, static_cast<int>(options.getInt("contexts")) + 1, timeout);
+  contextTimeout_ = timeout;
+  auto device = createDevice(options.device, ctx);
+  contexts_ = connectContexts(ctx_, device, options.contexts + 1, timeout);
   peerByAddress_ = exchangeEndpoints(ctx_, contexts_, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();
-  auto describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e); };
-  queue_ = std::make_unique<WorkQueue>(static_cast<int>(options.getInt("threads")), describe);
-  p2pQueue_ = std::make_unique<WorkQueue>(1, describe);
+  // The queue runs beforeEach, the job and describe on one thread: the op's start time
+  // travels from the first to the last in a thread_local.
+  WorkQueue::Hooks hooks;
+  hooks.beforeEach = [](const OpContext&) { tlOpStarted = std::chrono::steady_clock::now(); };
+  hooks.describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e, tlOpStarted); };
+  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks);
+  p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooks);
   registerForFatalHint(this);
 }
 
@@ -119,10 +127,11 @@ std::string GlooBackend::inFlight() const {
                                              std::to_string(lastSeq_.load(std::memory_order_relaxed)));
 }
 
-// Gloo reports a peer that went away and a deadline that passed as IoException /
-// EnforceNotMet with text only; classify them so callers can catch by kind, and name
-// the peer when the text carries its address.
-std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr error) const {
+// Gloo reports a peer that went away and a deadline that passed alike, as IoException
+// (EnforceNotMet and the rest are other failures); classify them so callers can catch by
+// kind, and name the peer when the text carries its address.
+std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr error,
+                                         std::chrono::steady_clock::time_point started) const {
   ErrorContext where{ctx_.groupName, ctx_.rank, opName(op.op), op.seq};
   try {
     std::rethrow_exception(error);
@@ -130,7 +139,13 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr
     return error;
   } catch (const ::gloo::IoException& e) {
     const std::string what = std::string("(gloo) ") + e.what();
-    if (what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos)
+    // This Gloo (libgloo-dev 0.0~git20220518) has no exception type for a timeout, only
+    // IoException with the text "Timed out ...", so the backend goes by the deadlines it
+    // set rather than by Gloo's wording: a Gloo wait of an op lasts op.timeout (p2p
+    // waits, Call::timeout) or the contexts' timeout (the collectives keep that one) and
+    // begins after the op started, so Gloo can have timed out only once the shorter of
+    // the two has passed since `started`. An I/O error before that is a lost connection.
+    if (std::chrono::steady_clock::now() - started >= std::min(op.timeout, contextTimeout_))
       return std::make_exception_ptr(TimeoutError(where.format() + what + ". A peer may not have joined this collective; "
                                                                       "check every rank issues the same ops in the same order"));
     where.peer = peerNamedIn(what);

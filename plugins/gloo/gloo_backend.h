@@ -2,7 +2,8 @@
 // c10d's ProcessGroupGloo). Ops are queued to worker threads and run on one of several
 // Gloo contexts chosen by seq, so independent collectives overlap.
 //
-// Threading: calls come from the group's thread; ops run on the WorkQueue's workers.
+// Threading: calls come from the group's thread; ops run on the WorkQueue's workers
+// (commhost/work_queue.h).
 // contexts_ is fixed after construction. Tensors must stay alive until works finish.
 #pragma once
 
@@ -12,17 +13,28 @@
 
 #include "algorithms.h"
 #include "commhost/plugin.h"
-#include "work_queue.h"
+#include "commhost/typed_options.h"
+#include "commhost/work_queue.h"
 
 namespace commhost::gloo_backend {
 
 const Capabilities& capabilities();
-const std::vector<OptionSpec>& optionSpecs();
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx);
+
+// The plugin options (schema in backend.cc).
+struct Options {
+  int threads = 1;
+  int contexts = 2;
+  std::string device;
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::Auto;
+  int64_t ringThreshold = 0;
+  std::chrono::milliseconds timeout{0};
+  static OptionSchema<Options> schema();
+};
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
 
 class GlooBackend final : public Backend {
  public:
-  GlooBackend(const OptionValues& options, const BackendContext& ctx);
+  GlooBackend(const Options& options, const BackendContext& ctx);
   ~GlooBackend() override;
   const Capabilities& capabilities() const override { return gloo_backend::capabilities(); }
 
@@ -62,19 +74,21 @@ class GlooBackend final : public Backend {
   void closeConnections() noexcept;  // every pair of every context, hard (RST)
   WorkPtr submit(const OpContext& op, WorkQueue::Job job) {
     noteIssued(op);
-    return queue_->enqueue(op, std::move(job));
+    return queue_->submit(op, std::move(job));
   }
   // Point-to-point waits run on their own thread: a receive waiting for a send the peer
   // issues after a collective must not hold the collectives' worker (or, with threads: 0,
   // the caller) hostage.
   WorkPtr submitP2P(const OpContext& op, WorkQueue::Job job, std::shared_ptr<AsyncWork> work = nullptr) {
     noteIssued(op);
-    return p2pQueue_->enqueue(op, std::move(job), std::move(work));
+    return p2pQueue_->submit(op, std::move(job), false, std::move(work));
   }
   // Runs `post` (Gloo calls on the caller's thread); nullptr, or a work failed with
   // the described error when Gloo threw.
   WorkPtr postP2P(const OpContext& op, const std::function<void()>& post) const;
-  std::exception_ptr describe(const OpContext& op, std::exception_ptr error) const;
+  // The error a Gloo exception of `op` (which started running at `started`) fails with.
+  std::exception_ptr describe(const OpContext& op, std::exception_ptr error,
+                              std::chrono::steady_clock::time_point started) const;
   // The rank whose end of a connection Gloo's message names ("[addr]:port"), or -1.
   int peerNamedIn(const std::string& what) const;
   // Two relaxed stores per op: what the fatal-error hint names if Gloo's own thread
@@ -92,6 +106,7 @@ class GlooBackend final : public Backend {
   BackendContext ctx_;
   AllreduceAlgorithm algorithm_;
   int64_t ringThreshold_;
+  std::chrono::milliseconds contextTimeout_{0};  // every context's: Gloo's collectives wait this long
   std::vector<std::shared_ptr<::gloo::Context>> contexts_;  // collectives use contexts_[seq % size]
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order
   std::unique_ptr<WorkQueue> queue_;

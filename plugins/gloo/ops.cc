@@ -243,7 +243,7 @@ WorkPtr GlooBackend::postP2P(const OpContext& op, const std::function<void()>& p
     return nullptr;
   } catch (...) {
     auto work = std::make_shared<AsyncWork>(op);
-    work->fail(describe(op, std::current_exception()));
+    work->fail(describe(op, std::current_exception(), std::chrono::steady_clock::now()));  // a post never waits
     return work;
   }
 }

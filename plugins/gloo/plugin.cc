@@ -8,10 +8,10 @@ const commhost::PluginDescriptor kDescriptor = {
     "gloo",
     COMMHOST_VERSION,
     "Every collective on CPU over Gloo's TCP transport (multi-process, multi-host)",
-    commhost::gloo_backend::optionSpecs(),
+    commhost::typedOptionSpecs<commhost::gloo_backend::Options>(),
     commhost::gloo_backend::capabilities(),
     nullptr,
-    commhost::gloo_backend::create,
+    commhost::typedBackendFactory<commhost::gloo_backend::Options, &commhost::gloo_backend::create>,
 };
 
 }  // namespace

@@ -22,54 +22,57 @@ const Capabilities& capabilities() {
   return caps;
 }
 
-const std::vector<OptionSpec>& optionSpecs() {
-  static const std::vector<OptionSpec> specs = {
-      {"chunk", OptionType::Size, "256KiB",
-       "Bytes of one pipeline buffer; large ops move through the segment in chunks of this size", {}, 4096,
-       256.0 * 1024 * 1024},
-      {"depth", OptionType::Int, "4",
-       "Buffers per rank in the segment: a rank may run depth - 2 chunks ahead of the slowest peer", {}, 2, 64},
-      {"one_shot_max", OptionType::Size, "256KiB",
-       "Allreduce messages up to this size use one-shot (every rank reduces all); larger use two-shot "
-       "(reduce-scatter + allgather)", {}, 0, 1e15},
-      {"inline_max", OptionType::Size, "1MiB",
-       "Ops up to this size run on the calling thread when the backend is idle (no hand-off); 0: always the "
-       "worker thread", {}, 0, 1e15},
-      {"spin_us", OptionType::Int, "-1",
-       "Microseconds a waiting rank spins before it yields; -1: 50 when every rank has a CPU of its own "
-       "(world size <= CPUs this process may run on), else 1 (spinning would keep a peer off its CPU)", {}, -1,
-       1000000},
-      {"yield_us", OptionType::Int, "-1",
-       "Microseconds a waiting rank then yields its CPU before it sleeps on a futex (an idle CPU wakes slowly); "
-       "-1: 2000, or 10000 when ranks outnumber CPUs", {}, -1, 10000000},
-      {"timeout", OptionType::Duration, "0s", "Rendezvous timeout; 0s: the group's timeout", {}, 0, 86400 * 7},
-  };
-  return specs;
+OptionSchema<Options> Options::schema() {
+  return OptionSchema<Options>()
+      .size("chunk", &Options::chunk, "256KiB",
+            "Bytes of one pipeline buffer; large ops move through the segment in chunks of this size",
+            {4096, 256.0 * 1024 * 1024})
+      .option("depth", &Options::depth, "4",
+              "Buffers per rank in the segment: a rank may run depth - 2 chunks ahead of the slowest peer", {2, 64})
+      .size("one_shot_max", &Options::oneShotMax, "256KiB",
+            "Allreduce messages up to this size use one-shot (every rank reduces all); larger use two-shot "
+            "(reduce-scatter + allgather)",
+            {0, 1e15})
+      .size("inline_max", &Options::inlineMax, "1MiB",
+            "Ops up to this size run on the calling thread when the backend is idle (no hand-off); 0: always the "
+            "worker thread",
+            {0, 1e15})
+      .option("spin_us", &Options::spinUs, "-1",
+              "Microseconds a waiting rank spins before it yields; -1: 50 when every rank has a CPU of its own "
+              "(world size <= CPUs this process may run on), else 1 (spinning would keep a peer off its CPU)",
+              {-1, 1000000})
+      .option("yield_us", &Options::yieldUs, "-1",
+              "Microseconds a waiting rank then yields its CPU before it sleeps on a futex (an idle CPU wakes "
+              "slowly); -1: 2000, or 10000 when ranks outnumber CPUs",
+              {-1, 10000000})
+      .option("timeout", &Options::timeout, "0s", "Rendezvous timeout; 0s: the group's timeout", {0, 86400 * 7});
 }
 
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx) {
+// Alltoall's first step also puts a 16-byte header per rank in one chunk.
+void Options::validate(const BackendContext& ctx) const {
+  const int64_t usable = chunk / 64 * 64;
+  if (usable < 64 * static_cast<int64_t>(ctx.worldSize))
+    refuseOption("chunk",
+                 std::to_string(usable) + " B is too small for " + std::to_string(ctx.worldSize) + " ranks",
+                 "Next: set the shm backend's chunk option to at least 64 B x ranks (" +
+                     std::to_string(64 * ctx.worldSize) + ")");
+}
+
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx) {
   Settings s;
   s.layout.world = ctx.worldSize;
-  s.layout.chunk = static_cast<size_t>(options.getInt("chunk")) / 64 * 64;
-  s.layout.depth = static_cast<int>(options.getInt("depth"));
-  // Every rank's block of a chunk is at least a cache line, and alltoall's first step
-  // puts a 16-byte header per rank in one chunk.
-  if (s.layout.chunk < 64 * static_cast<size_t>(ctx.worldSize))
-    throw ConfigError("[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) + "] shm: chunk " +
-                      std::to_string(s.layout.chunk) + " B is too small for " + std::to_string(ctx.worldSize) +
-                      " ranks. Next: set the shm backend's chunk option to at least 64 B x ranks (" +
-                      std::to_string(64 * ctx.worldSize) + ")");
-  s.oneShotMax = static_cast<size_t>(options.getInt("one_shot_max"));
-  s.inlineMax = static_cast<size_t>(options.getInt("inline_max"));
+  s.layout.chunk = static_cast<size_t>(options.chunk) / 64 * 64;  // whole cache lines
+  s.layout.depth = options.depth;
+  s.oneShotMax = options.oneShotMax;
+  s.inlineMax = options.inlineMax;
   // Spinning pays only when every rank runs on a CPU of its own.
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cpuCount = ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
   const bool oversubscribed = ctx.worldSize > cpuCount;
-  const int64_t spin = options.getInt("spin_us"), yield = options.getInt("yield_us");
-  s.spin = std::chrono::microseconds(spin >= 0 ? spin : oversubscribed ? 1 : 50);
-  s.yield = std::chrono::microseconds(yield >= 0 ? yield : oversubscribed ? 10000 : 2000);
-  s.timeout = options.getDuration("timeout");
+  s.spin = std::chrono::microseconds(options.spinUs >= 0 ? options.spinUs : oversubscribed ? 1 : 50);
+  s.yield = std::chrono::microseconds(options.yieldUs >= 0 ? options.yieldUs : oversubscribed ? 10000 : 2000);
+  s.timeout = options.timeout;
   if (s.timeout.count() == 0) s.timeout = ctx.timeout;
   return std::make_unique<ShmBackend>(s, ctx);
 }
@@ -78,16 +81,58 @@ ShmBackend::ShmBackend(const Settings& settings, const BackendContext& ctx) : ct
   checkSameHost(ctx_);
   segment_ = connectSegment(ctx_, settings_.layout, settings_.timeout);
   channel_ = std::make_unique<Channel>(*segment_, ctx_.rank, ctx_.groupName, abort_, settings_.spin, settings_.yield);
-  executor_ = std::make_unique<Executor>(*channel_, abort_);
+  WorkQueue::Hooks hooks;
+  hooks.beforeEach = [this](const OpContext& op) {
+    checkUsable(op);  // an op queued behind a failure or abort never touches the segment
+    channel_->start({&op, Clock::now() + op.timeout});
+  };
+  hooks.describe = [this](const OpContext& op, std::exception_ptr error) { return failed(op, error); };
+  queue_ = std::make_unique<WorkQueue>("shm backend", 1, std::move(hooks));
 }
 
-ShmBackend::~ShmBackend() { executor_.reset(); }
+ShmBackend::~ShmBackend() { queue_.reset(); }
 
+void ShmBackend::checkUsable(const OpContext& op) {
+  if (abort_.isSet()) {
+    const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+    raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ")");
+  }
+  if (broken_.load(std::memory_order_acquire)) {
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(brokenMutex_);
+      reason = brokenReason_;
+    }
+    const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+    raise(ErrorCode::Backend, where, "the shm backend is unusable after an earlier op failed: " + reason,
+          "Ranks no longer agree on the shared-memory steps; destroy this group and create a new one.");
+  }
+}
+
+std::exception_ptr ShmBackend::failed(const OpContext& op, std::exception_ptr error) {
+  const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+  try {
+    std::rethrow_exception(error);
+  } catch (const InvalidArgument&) {
+    return error;  // every rank found the same problem before moving data: still in step
+  } catch (const Error& e) {
+    std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
+  } catch (const std::exception& e) {
+    error = std::make_exception_ptr(BackendError(where.format() + "shm: " + e.what()));
+    std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
+  }
+  broken_.store(true, std::memory_order_release);
+  return error;
+}
+
+// The AbortFlag first: the running op's waits notice it and return.
 void ShmBackend::abort(const std::string& reason) {
   abort_.set(reason);
-  executor_->abort(reason);
+  queue_->abort(reason);
 }
 
-void ShmBackend::shutdown() { executor_->drain(); }
+void ShmBackend::shutdown() { queue_->drain(); }
 
 }  // namespace commhost::shm

@@ -1,5 +1,5 @@
 // Each op of the shm backend: map tensors to raw buffers and run the algorithm through
-// the Executor. Jobs capture tensors by value, keeping them alive while queued. Ops
+// the work queue (run()). Jobs capture tensors by value, keeping them alive while queued. Ops
 // outside the manifest are never routed here; they throw if called directly.
 #include <numeric>
 
@@ -35,7 +35,7 @@ Signature agree(size_t bytes, DType dtype, int reduceKind = -1, int root = -1) {
 
 WorkPtr ShmBackend::allreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts) {
   const bool oneShot = tensor.nbytes() <= settings_.oneShotMax;
-  return executor_->submit(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, oneShot] {
+  return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, oneShot] {
     channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
     if (oneShot)
       allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
@@ -49,7 +49,7 @@ WorkPtr ShmBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>&
                                        const AllreduceCoalescedOptions& opts) {
   size_t bytes = 0;
   for (const auto& t : tensors) bytes += t.nbytes();
-  return executor_->submit(op, small(bytes), [this, ts = tensors, r = opts.reduceOp] {
+  return run(op, small(bytes), [this, ts = tensors, r = opts.reduceOp] {
     for (const auto& t : ts) {  // same tensors on every rank: the steps stay in lockstep
       channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
       if (t.nbytes() <= settings_.oneShotMax)
@@ -62,7 +62,7 @@ WorkPtr ShmBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>&
 }
 
 WorkPtr ShmBackend::broadcast(const OpContext& op, Tensor& tensor, const BroadcastOptions& opts) {
-  return executor_->submit(op, small(tensor.nbytes()), [this, t = tensor, root = opts.root] {
+  return run(op, small(tensor.nbytes()), [this, t = tensor, root = opts.root] {
     channel_->expect(agree(t.nbytes(), t.dtype(), -1, root));
     shm::broadcast(*channel_, t.data(), t.nbytes(), root);
     return std::vector<Tensor>{t};
@@ -70,7 +70,7 @@ WorkPtr ShmBackend::broadcast(const OpContext& op, Tensor& tensor, const Broadca
 }
 
 WorkPtr ShmBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOptions& opts) {
-  return executor_->submit(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, root = opts.root] {
+  return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, root = opts.root] {
     channel_->expect(agree(t.nbytes(), t.dtype(), r.kind, root));
     shm::reduce(*channel_, t.data(), count(t), t.dtype(), r, root);
     return std::vector<Tensor>{t};
@@ -79,7 +79,7 @@ WorkPtr ShmBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOpti
 
 WorkPtr ShmBackend::allgather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                               const AllgatherOptions&) {
-  return executor_->submit(op, small(input.nbytes() * outputs.size()), [this, outs = outputs, in = input] {
+  return run(op, small(input.nbytes() * outputs.size()), [this, outs = outputs, in = input] {
     std::vector<void*> ptrs;
     for (const auto& t : outs) ptrs.push_back(t.data());
     channel_->expect(agree(in.nbytes(), in.dtype()));
@@ -90,7 +90,7 @@ WorkPtr ShmBackend::allgather(const OpContext& op, std::vector<Tensor>& outputs,
 
 WorkPtr ShmBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, const Tensor& input,
                                         const AllgatherOptions&) {
-  return executor_->submit(op, small(output.nbytes()), [this, out = output, in = input] {
+  return run(op, small(output.nbytes()), [this, out = output, in = input] {
     std::vector<void*> ptrs;
     for (int r = 0; r < ctx_.worldSize; ++r) ptrs.push_back(static_cast<uint8_t*>(out.data()) + r * in.nbytes());
     channel_->expect(agree(in.nbytes(), in.dtype()));
@@ -106,7 +106,7 @@ WorkPtr ShmBackend::allgatherCoalesced(const OpContext& op, std::vector<std::vec
 
 WorkPtr ShmBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                            const GatherOptions& opts) {
-  return executor_->submit(op, small(input.nbytes() * ctx_.worldSize), [this, outs = outputs, in = input, root = opts.root] {
+  return run(op, small(input.nbytes() * ctx_.worldSize), [this, outs = outputs, in = input, root = opts.root] {
     std::vector<void*> ptrs;
     for (const auto& t : outs) ptrs.push_back(t.data());
     channel_->expect(agree(in.nbytes(), in.dtype(), -1, root));
@@ -117,7 +117,7 @@ WorkPtr ShmBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, co
 
 WorkPtr ShmBackend::scatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
                             const ScatterOptions& opts) {
-  return executor_->submit(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, root = opts.root] {
+  return run(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, root = opts.root] {
     std::vector<const void*> ptrs;
     for (const auto& t : ins) ptrs.push_back(t.data());
     channel_->expect(agree(out.nbytes(), out.dtype(), -1, root));
@@ -128,7 +128,7 @@ WorkPtr ShmBackend::scatter(const OpContext& op, Tensor& output, const std::vect
 
 WorkPtr ShmBackend::reduceScatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
                                   const ReduceScatterOptions& opts) {
-  return executor_->submit(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, r = opts.reduceOp] {
+  return run(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, r = opts.reduceOp] {
     std::vector<const void*> ptrs;
     for (const auto& t : ins) ptrs.push_back(t.data());
     channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
@@ -139,7 +139,7 @@ WorkPtr ShmBackend::reduceScatter(const OpContext& op, Tensor& output, const std
 
 WorkPtr ShmBackend::reduceScatterTensor(const OpContext& op, Tensor& output, const Tensor& input,
                                         const ReduceScatterOptions& opts) {
-  return executor_->submit(op, small(input.nbytes()), [this, out = output, in = input, r = opts.reduceOp] {
+  return run(op, small(input.nbytes()), [this, out = output, in = input, r = opts.reduceOp] {
     std::vector<const void*> ptrs;
     for (int d = 0; d < ctx_.worldSize; ++d) ptrs.push_back(static_cast<const uint8_t*>(in.data()) + d * out.nbytes());
     channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
@@ -152,7 +152,7 @@ WorkPtr ShmBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, 
                              const AlltoallOptions&) {
   size_t bytes = 0;
   for (const auto& t : inputs) bytes += t.nbytes();
-  return executor_->submit(op, small(bytes), [this, outs = outputs, ins = inputs] {
+  return run(op, small(bytes), [this, outs = outputs, ins = inputs] {
     std::vector<const void*> in;
     std::vector<void*> out;
     std::vector<size_t> inBytes, outBytes;
@@ -166,7 +166,7 @@ WorkPtr ShmBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, 
 
 WorkPtr ShmBackend::alltoallSingle(const OpContext& op, Tensor& output, const Tensor& input,
                                    const AlltoallSingleOptions& opts) {
-  return executor_->submit(op, small(input.nbytes()), [this, out = output, in = input, opts] {
+  return run(op, small(input.nbytes()), [this, out = output, in = input, opts] {
     std::vector<const void*> ins;
     std::vector<void*> outs;
     std::vector<size_t> inBytes, outBytes;
@@ -190,7 +190,7 @@ WorkPtr ShmBackend::alltoallSingle(const OpContext& op, Tensor& output, const Te
 }
 
 WorkPtr ShmBackend::barrier(const OpContext& op, const BarrierOptions&) {
-  return executor_->submit(op, true, [this] {
+  return run(op, true, [this] {
     channel_->expect(agree(0, DType::Float32));
     channel_->barrier();
     return std::vector<Tensor>{};

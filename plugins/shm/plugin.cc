@@ -8,10 +8,10 @@ const commhost::PluginDescriptor kDescriptor = {
     "shm",
     COMMHOST_VERSION,
     "CPU collectives between the processes (or threads) of one host through POSIX shared memory",
-    commhost::shm::optionSpecs(),
+    commhost::typedOptionSpecs<commhost::shm::Options>(),
     commhost::shm::capabilities(),
     nullptr,
-    commhost::shm::create,
+    commhost::typedBackendFactory<commhost::shm::Options, &commhost::shm::create>,
 };
 
 }  // namespace

@@ -3,21 +3,46 @@
 // two-shot allreduce). Ops it lacks (point-to-point, gather/scatter lists of lists) are
 // absent from its manifest, so routes send them to another backend.
 //
-// Threading: calls come from the group's thread in seq order; the Executor runs each op
-// inline or on its worker, one at a time (see executor.h). abort() and shutdown() may be
-// called from any thread. Members are fixed after construction except through the
-// Executor and AbortFlag, which guard their own state.
+// Threading: calls come from the group's thread in seq order. The SDK WorkQueue
+// (commhost/work_queue.h) runs each op one at a time, in seq order: an op up to
+// inline_max on the caller's thread when nothing is queued or running (the < 1 us path:
+// no hand-off, no wake-up), else on the queue's one worker thread; so the Channel (and
+// the segment steps it owns) is used by one thread at a time. abort() and shutdown() may
+// be called from any thread. Members are fixed after construction except the queue and
+// the AbortFlag, which guard their own state, and the broken state (below).
+//
+// After an op fails with anything but InvalidArgument (a timeout, a lost peer, an
+// abort), the ranks' step counters no longer agree, so every later op fails at once with
+// that first error named: the group must be rebuilt.
 #pragma once
 
+#include <atomic>
+#include <mutex>
+
 #include "algorithms.h"
+#include "channel.h"
 #include "commhost/plugin.h"
-#include "executor.h"
+#include "commhost/typed_options.h"
+#include "commhost/work_queue.h"
 
 namespace commhost::shm {
 
 const Capabilities& capabilities();
-const std::vector<OptionSpec>& optionSpecs();
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx);
+
+// The plugin options, as the user wrote them (see the schema in backend.cc).
+struct Options {
+  int64_t chunk = 0;
+  int depth = 0;
+  size_t oneShotMax = 0;
+  size_t inlineMax = 0;
+  int64_t spinUs = -1;   // -1: chosen by whether ranks outnumber CPUs
+  int64_t yieldUs = -1;
+  std::chrono::milliseconds timeout{0};
+  static OptionSchema<Options> schema();
+  // Every rank's block of a chunk is at least a cache line.
+  void validate(const BackendContext& ctx) const;
+};
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
 
 // The plugin options, resolved.
 struct Settings {
@@ -68,13 +93,27 @@ class ShmBackend final : public Backend {
 
  private:
   bool small(size_t bytes) const { return bytes <= settings_.inlineMax; }
+  // Runs job() (returning the op's outputs) inline when `small` and the backend is idle,
+  // else on the worker. Throws AbortedError / BackendError when the backend is aborted or
+  // broken; the op's own failures go to its Work.
+  template <class F>
+  WorkPtr run(const OpContext& op, bool small, F&& job) {
+    checkUsable(op);
+    return queue_->submit(op, std::forward<F>(job), small);
+  }
+  void checkUsable(const OpContext& op);
+  // Describes the error of a failed op (rank, op, seq) and marks the backend broken.
+  std::exception_ptr failed(const OpContext& op, std::exception_ptr error);
 
   BackendContext ctx_;
   Settings settings_;
   AbortFlag abort_;
   std::unique_ptr<Segment> segment_;
-  std::unique_ptr<Channel> channel_;    // used only by the thread the Executor lets run
-  std::unique_ptr<Executor> executor_;  // destroyed first: drains before the channel goes
+  std::unique_ptr<Channel> channel_;  // used only by the thread the queue lets run
+  std::atomic<bool> broken_{false};   // set once (release), then read (acquire)
+  std::mutex brokenMutex_;
+  std::string brokenReason_;          // guarded by brokenMutex_
+  std::unique_ptr<WorkQueue> queue_;  // destroyed first: drains and joins before the channel goes
 };
 
 }  // namespace commhost::shm

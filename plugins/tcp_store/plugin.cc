@@ -8,11 +8,11 @@ const commhost::PluginDescriptor kDescriptor = {
     "tcp",
     COMMHOST_VERSION,
     "Key-value store over TCP; rank 0 hosts the server (or `commhost store serve`)",
-    commhost::tcpstore::optionSpecs(),
+    commhost::typedOptionSpecs<commhost::tcpstore::Options>(),
     {},
     nullptr,
     nullptr,
-    commhost::tcpstore::create,
+    commhost::typedStoreFactory<commhost::tcpstore::Options, &commhost::tcpstore::create>,
 };
 
 }  // namespace

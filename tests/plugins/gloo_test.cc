@@ -241,5 +241,36 @@ TEST(Gloo, AbortFailsWaitersAndLaterCalls) {
   EXPECT_THROW(groups[0]->allreduce(t), AbortedError);
 }
 
+// Gloo throws IoException both when an op's deadline passes and when a connection drops;
+// the backend tells them apart by its own deadline, not by Gloo's wording. The
+// supervisor is off, so what the works fail with is the backend's classification.
+TEST(Gloo, ADeadlineIsATimeoutAndADroppedConnectionAPeerLoss) {
+  // Gloo's collectives wait as long as the backend's context timeout (its `timeout`
+  // option), whatever the op's own.
+  const char* config =
+      "group: { timeout: 20s }\nsupervisor: { enabled: false }\nbackends: { gloo: { options: { timeout: 2s } } }\n"
+      "routes: [{ device: cpu, backend: gloo }]\n";
+  auto groups = makeGroups(config, 2);
+  Tensor t = Tensor::empty({16}, DType::Float32);
+  // Rank 1 never joins: Gloo gives up after 2 s.
+  auto late = groups[0]->allreduce(t);
+  EXPECT_THROW_WITH(late->wait(std::chrono::seconds(10)), TimeoutError, "[group main rank 0] allreduce seq 1",
+                    "(gloo)", "A peer may not have joined");
+  Tensor r = Tensor::empty({4}, DType::Float32);
+  auto unsent = groups[0]->recv(r, 1, {0, std::chrono::milliseconds(300)});
+  EXPECT_THROW_WITH(unsent->wait(std::chrono::seconds(10)), TimeoutError, "recv seq", "(gloo)");
+
+  // Rank 1 goes away while rank 0 waits in an allreduce with 20 s to go: its closed
+  // connections fail rank 0's op long before the deadline, as a lost peer, named.
+  auto pair = makeGroups(
+      "group: { timeout: 20s }\nsupervisor: { enabled: false }\nbackends: { gloo: {} }\n"
+      "routes: [{ device: cpu, backend: gloo }]\n",
+      2);
+  auto waiting = pair[0]->allreduce(t);
+  pair[1].reset();
+  EXPECT_THROW_WITH(waiting->wait(std::chrono::seconds(10)), PeerLostError, "allreduce seq 1 (peer 1)",
+                    "peer 1 lost: (gloo)");
+}
+
 }  // namespace
 }  // namespace commhost::test

@@ -1,6 +1,6 @@
 // The shm backend with ranks as threads over a HashStore: every dtype x reduce op for
 // allreduce, reduce and reduce_scatter, and every other op it serves, at 1 to 4 ranks,
-// through both allreduce algorithms and both executors (inline and worker). Chunks are
+// through both allreduce algorithms and both paths of the work queue (inline and worker). Chunks are
 // 4 KiB, so most sizes take several pipeline steps and none divides evenly by the chunk
 // or the world size. Each rank computes the expected result from the input formula.
 #include "../host/test_util.h"

@@ -15,17 +15,15 @@ const commhost::PluginDescriptor kDescriptor = {
     "template",                     // name: `plugin: template` in a config
     "0.1.0",                        // this plugin's own version, free form
     "A starting point for backend plugins: allreduce/broadcast/barrier on cpu f32/f64 over the store",
-    // options: every key a user may set under `backends.<name>.options`. The factory
-    // receives all of them, defaults filled in; unknown keys and wrong types never reach it.
-    {
-        {"threads", commhost::OptionType::Int, "1",
-         "Worker threads for the transport (the template only records it)", {}, 1, 64},
-        {"verbose", commhost::OptionType::Bool, "false",
-         "Log every operation at info level"},
-    },
+    // options: every key a user may set under `backends.<name>.options`, from the
+    // schema of templ::Options (template_backend.h). Unknown keys and wrong types never
+    // reach the factory.
+    commhost::typedOptionSpecs<commhost::templ::Options>(),
     commhost::templ::kCapabilities,  // capabilities: see template_backend.h
     nullptr,                         // probe: return "" if usable here, else why not
-    commhost::templ::create,         // createBackend: the factory for kind Backend
+    // createBackend: the factory for kind Backend; the adapter turns the validated
+    // values into templ::Options once and calls templ::create with it.
+    commhost::typedBackendFactory<commhost::templ::Options, &commhost::templ::create>,
 };
 
 }  // namespace

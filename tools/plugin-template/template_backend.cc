@@ -24,12 +24,12 @@ WorkPtr done(const OpContext& ctx, std::vector<Tensor> outputs) {
 
 }  // namespace
 
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx) {
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx) {
   // A backend that cannot serve this group refuses here, with a message that says what
   // to do instead (throw ConfigError or PluginError). A networked backend would also
   // rendezvous with its peers here through ctx.store (private to this backend in this
   // group), e.g. rank 0 sets its address and the others get it.
-  return std::make_unique<TemplateBackend>(ctx, options.getInt("threads"), options.getBool("verbose"));
+  return std::make_unique<TemplateBackend>(ctx, options.threads, options.verbose);
 }
 
 TemplateBackend::TemplateBackend(const BackendContext& ctx, int64_t threads, bool verbose)

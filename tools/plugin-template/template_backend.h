@@ -15,8 +15,27 @@
 #include "commhost/backend.h"
 #include "commhost/errors.h"
 #include "commhost/plugin.h"
+#include "commhost/typed_options.h"
 
 namespace commhost::templ {
+
+// The options a user may set under `backends.<name>.options`, declared once: schema()
+// binds each key to its member (the type follows from the member) with its default,
+// description and range. The host validates the YAML against it before the factory
+// runs, and the factory receives this struct filled in (see commhost/typed_options.h).
+struct Options {
+  int threads = 1;
+  bool verbose = false;
+  static OptionSchema<Options> schema() {
+    return OptionSchema<Options>()
+        .option("threads", &Options::threads, "1", "Worker threads for the transport (the template only records it)",
+                {1, 64})
+        .option("verbose", &Options::verbose, "false", "Log every operation at info level");
+  }
+  // Optional: rules that span several options (or depend on the group) go here, run
+  // when the backend is created; refuse with refuseOption(key, what, hint).
+  void validate(const BackendContext&) const {}
+};
 
 // The manifest the host checks routes and calls against. Declare only what you
 // implement: when the config loads, the dispatcher refuses any route that would send
@@ -93,8 +112,9 @@ class TemplateBackend final : public Backend {
   std::atomic<bool> aborted_{false};  // abort() may come from any thread
 };
 
-// The factory named in the descriptor. `options` holds every declared option (defaults
-// filled in); `ctx` says where the backend sits. Throw ConfigError/PluginError to refuse.
-std::unique_ptr<Backend> create(const OptionValues& options, const BackendContext& ctx);
+// The factory, wrapped in the descriptor by typedBackendFactory<Options, &create>:
+// `options` holds every option (defaults filled in, validate() passed); `ctx` says where
+// the backend sits. Throw ConfigError/PluginError to refuse.
+std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
 
 }  // namespace commhost::templ

@@ -1,0 +1,128 @@
+// A backend's worker queue: ops run in submission order on a fixed set of worker threads
+// (c10d's AsyncWork queue), or on the caller's thread when there are no workers or, on
+// request, when the queue is idle. Each op's Work finishes with the job's outputs or
+// fails with the error the backend's describe hook makes of its exception.
+//
+// Ownership: the queue owns its worker threads (started by the constructor, joined by the
+// destructor after it drains) and the items queued; an item holds its job and Work until
+// a worker has run it. The backend owns the queue, and whatever its hooks and jobs touch
+// must outlive it (destroy the queue first). A job runs on exactly one thread.
+//
+// Threading: submit() from any thread, except that inlineWhenIdle needs one submitting
+// thread (a backend's calls come from its group's thread in seq order): "idle" is read,
+// then the op runs, and only the submitter adds work in between, so inline and queued
+// ops never overlap or reorder. abort(), drain() and stuckAfterAbort() from any thread.
+// Hooks run on the thread that runs the op; `describe` may also run under mutex_ (on a
+// worker, so that stuckAfterAbort() cannot report "stuck" while it runs), so it must
+// not call back into the queue.
+//
+// Abort: abort() fails every queued and running Work with AbortedError at once; queued
+// jobs never run; a running job keeps its thread until it returns (the backend makes it
+// return, e.g. through its own abort flag, or leaks the queue, see stuckAfterAbort());
+// its result or error is then dropped. Later submits throw AbortedError. drain() waits
+// until nothing is queued or running, or until abort().
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "commhost/export.h"
+#include "commhost/work.h"
+
+namespace commhost {
+
+class COMMHOST_API WorkQueue {
+ public:
+  using Job = std::function<std::vector<Tensor>()>;
+  struct Hooks {
+    // Turns a job's exception into the error its Work fails with (rank, op, seq; the
+    // error's kind). Unset: the exception as thrown.
+    std::function<std::exception_ptr(const OpContext&, std::exception_ptr)> describe;
+    // Runs right before each job on the thread that runs it, with the op's context
+    // (alive until the job returns); what it throws fails the op like the job's own
+    // error. E.g. refuse ops queued behind a failure, or bind the op to a channel.
+    std::function<void(const OpContext&)> beforeEach;
+  };
+
+  // `name` (e.g. "gloo backend") is named in errors. threads == 0: every op runs inside
+  // submit(), on the caller's thread.
+  WorkQueue(std::string name, int threads, Hooks hooks);
+  ~WorkQueue();  // drains, then joins the workers
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  // Runs `job` inline (no workers, or inlineWhenIdle and nothing queued or running: no
+  // hand-off, no allocation of a std::function) or queues it. The Work finishes with the
+  // job's outputs or fails with its described error. `work`, when given, is the Work
+  // returned, which the job may finish itself (e.g. with a source rank); finishing it
+  // again is then a no-op. Throws AbortedError after abort().
+  template <class F>
+  WorkPtr submit(const OpContext& ctx, F&& job, bool inlineWhenIdle = false,
+                 std::shared_ptr<AsyncWork> work = nullptr) {
+    if (aborted_.load(std::memory_order_acquire)) throwAborted(ctx);
+    if (threads_ == 0 || (inlineWhenIdle && pending_.load(std::memory_order_acquire) == 0)) {
+      try {
+        if (hooks_.beforeEach) hooks_.beforeEach(ctx);
+        if (!work) return std::make_shared<CompletedWork>(ctx, job());
+        work->finish(job());
+        return work;
+      } catch (...) {
+        if (!work) work = std::make_shared<AsyncWork>(ctx);
+        work->fail(describe(ctx, std::current_exception()));
+        return work;
+      }
+    }
+    return enqueue(ctx, Job(std::forward<F>(job)), std::move(work));
+  }
+
+  // Fails every queued and running Work with AbortedError (reason named); later submits
+  // throw. Running jobs are not interrupted.
+  void abort(const std::string& reason);
+  // Waits until nothing is queued or running, or until abort().
+  void drain();
+  // True after abort() while a job still runs (e.g. inside a transport that returns only
+  // at its own timeout): its owner may then leak the queue instead of joining it.
+  bool stuckAfterAbort();
+  // Nothing queued or running (a hint, except to the one submitting thread).
+  bool idle() const { return pending_.load(std::memory_order_acquire) == 0; }
+
+ private:
+  struct Item {
+    std::shared_ptr<AsyncWork> work;
+    Job job;
+    OpContext context;
+  };
+  WorkPtr enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work);
+  void workerLoop();
+  std::exception_ptr describe(const OpContext& ctx, std::exception_ptr error) const;
+  [[noreturn]] void throwAborted(const OpContext& ctx);
+
+  const std::string name_;
+  const int threads_;
+  const Hooks hooks_;
+  // Items queued plus items running. Incremented by submit() before an item is queued,
+  // decremented (release) by the worker once the item is done and its tensors released,
+  // or by abort() for the queued items it removes: a submitter that reads 0 (acquire)
+  // sees everything the last op did.
+  std::atomic<int> pending_{0};
+  std::atomic<bool> aborted_{false};  // set once, by abort(), under mutex_
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;  // workers: an item or stopping_
+  std::condition_variable idle_;  // drain(): pending_ reached 0, or abort()
+  std::deque<Item> queue_;                          // guarded by mutex_
+  std::vector<std::shared_ptr<AsyncWork>> running_;  // guarded by mutex_; the workers' current items
+  std::string abortReason_;                         // guarded by mutex_
+  bool stopping_ = false;                           // guarded by mutex_
+  std::vector<std::thread> workers_;  // started by the constructor, joined by the destructor
+};
+
+}  // namespace commhost

@@ -1,0 +1,118 @@
+#include "commhost/work_queue.h"
+
+#include <algorithm>
+
+#include "commhost/errors.h"
+
+namespace commhost {
+
+WorkQueue::WorkQueue(std::string name, int threads, Hooks hooks)
+    : name_(std::move(name)), threads_(threads), hooks_(std::move(hooks)) {
+  for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+}
+
+WorkQueue::~WorkQueue() {
+  drain();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void WorkQueue::throwAborted(const OpContext& ctx) {
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    reason = abortReason_;
+  }
+  raise(ErrorCode::Aborted, {ctx.group, ctx.rank, opName(ctx.op), ctx.seq},
+        "the " + name_ + " was aborted (" + reason + ")", "Create a new group to continue");
+}
+
+std::exception_ptr WorkQueue::describe(const OpContext& ctx, std::exception_ptr error) const {
+  return hooks_.describe ? hooks_.describe(ctx, error) : error;
+}
+
+WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work) {
+  if (!work) work = std::make_shared<AsyncWork>(ctx);
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!aborted_.load(std::memory_order_relaxed)) {
+      pending_.fetch_add(1, std::memory_order_relaxed);
+      queue_.push_back({work, std::move(job), ctx});
+      queued = true;
+    }
+  }
+  if (!queued) throwAborted(ctx);  // abort() came between submit()'s check and the lock
+  wake_.notify_one();  // outside the lock: the worker it wakes takes the lock at once
+  return work;
+}
+
+void WorkQueue::workerLoop() {
+  while (true) {
+    Item item;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      running_.push_back(item.work);
+    }
+    try {
+      if (hooks_.beforeEach) hooks_.beforeEach(item.context);
+      item.work->finish(item.job());
+    } catch (...) {
+      // After abort() the work has failed already, and the backend behind describe may
+      // be gone (a backend leaks a queue stuck in its transport rather than wait):
+      // describe only while not aborted, under the lock stuckAfterAbort() takes, so the
+      // backend cannot decide it is stuck and return from its destructor in between. The
+      // work fails outside the lock (its callbacks may submit).
+      std::exception_ptr error;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!aborted_.load(std::memory_order_relaxed)) error = describe(item.context, std::current_exception());
+      }
+      if (error) item.work->fail(error);
+    }
+    std::shared_ptr<AsyncWork> done = std::move(item.work);
+    item = Item{};  // release the op's tensors before reporting idle
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_.erase(std::find(running_.begin(), running_.end(), done));
+      if (pending_.fetch_sub(1, std::memory_order_release) == 1) idle_.notify_all();
+    }
+  }
+}
+
+void WorkQueue::abort(const std::string& reason) {
+  std::deque<Item> queued;
+  std::vector<std::shared_ptr<AsyncWork>> running;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!aborted_.load(std::memory_order_relaxed)) abortReason_ = reason.empty() ? "no reason given" : reason;
+    aborted_.store(true, std::memory_order_release);
+    queued.swap(queue_);
+    pending_.fetch_sub(static_cast<int>(queued.size()), std::memory_order_release);
+    running = running_;
+  }
+  idle_.notify_all();
+  // Outside the lock: a work's callbacks may call back into the backend.
+  for (auto& item : queued) item.work->abort(reason);
+  for (auto& work : running) work->abort(reason);
+}
+
+bool WorkQueue::stuckAfterAbort() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return aborted_.load(std::memory_order_relaxed) && !running_.empty();
+}
+
+void WorkQueue::drain() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  idle_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0 || aborted_.load(std::memory_order_relaxed); });
+}
+
+}  // namespace commhost
