@@ -16,7 +16,7 @@ const Capabilities& capabilities() {
                    Capabilities::allDTypes(),
                    Capabilities::allReduceOps(),
                    {DeviceType::CPU},
-                   {Feature::Abort, Feature::Split, Feature::MultiProcess}};
+                   {Feature::Split, Feature::MultiProcess}};
     return c;
   }();
   return caps;
@@ -55,10 +55,10 @@ std::unique_ptr<Backend> create(const OptionValues& options, const BackendContex
   // Every rank's block of a chunk is at least a cache line, and alltoall's first step
   // puts a 16-byte header per rank in one chunk.
   if (s.layout.chunk < 64 * static_cast<size_t>(ctx.worldSize))
-    throw ConfigError("[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) + "] shm: chunk " +
-                      std::to_string(s.layout.chunk) + " B is too small for " + std::to_string(ctx.worldSize) +
-                      " ranks. Next: set the shm backend's chunk option to at least 64 B x ranks (" +
-                      std::to_string(64 * ctx.worldSize) + ")");
+    raise(ErrorCode::Config, ErrorContext::of(ctx, "shm"),
+          "chunk " + std::to_string(s.layout.chunk) + " B is too small for " + std::to_string(ctx.worldSize) + " ranks",
+          "Next: set the shm backend's chunk option to at least 64 B x ranks (" + std::to_string(64 * ctx.worldSize) +
+              ")");
   s.oneShotMax = static_cast<size_t>(options.getInt("one_shot_max"));
   s.inlineMax = static_cast<size_t>(options.getInt("inline_max"));
   // Spinning pays only when every rank runs on a CPU of its own.

@@ -20,7 +20,7 @@ Executor::~Executor() {
 
 void Executor::checkUsable(const OpContext& ctx) {
   if (abort_.isSet()) {
-    const ErrorContext where{ctx.group, ctx.rank, opName(ctx.op), ctx.seq};
+    const ErrorContext where = ErrorContext::of(ctx);
     raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ")");
   }
   if (broken_.load(std::memory_order_acquire)) {
@@ -29,14 +29,14 @@ void Executor::checkUsable(const OpContext& ctx) {
       std::lock_guard<std::mutex> lock(mutex_);
       reason = brokenReason_;
     }
-    const ErrorContext where{ctx.group, ctx.rank, opName(ctx.op), ctx.seq};
+    const ErrorContext where = ErrorContext::of(ctx);
     raise(ErrorCode::Backend, where, "the shm backend is unusable after an earlier op failed: " + reason,
           "Ranks no longer agree on the shared-memory steps; destroy this group and create a new one.");
   }
 }
 
 std::exception_ptr Executor::failed(const OpContext& ctx, std::exception_ptr error) {
-  const ErrorContext where{ctx.group, ctx.rank, opName(ctx.op), ctx.seq};
+  const ErrorContext where = ErrorContext::of(ctx);
   try {
     std::rethrow_exception(error);
   } catch (const InvalidArgument&) {
@@ -45,7 +45,7 @@ std::exception_ptr Executor::failed(const OpContext& ctx, std::exception_ptr err
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
   } catch (const std::exception& e) {
-    error = std::make_exception_ptr(BackendError(where.format() + "shm: " + e.what()));
+    error = std::make_exception_ptr(BackendError(where.format() + "shm: " + e.what(), where));
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
   }

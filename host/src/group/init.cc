@@ -1,5 +1,6 @@
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
+#include "features.h"
 
 namespace commhost {
 
@@ -13,6 +14,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   Logger::setLevel(parseLogLevel(config->host.getString("logging.level")));
   auto logger = std::make_shared<Logger>("commhost", "rank " + std::to_string(launch.rank));
   for (const auto& w : config->warnings) logger->warn(w);
+  checkLaunchFeatures(*config, *registry, launch);
 
   const PluginEntry& entry = registry->require(config->store.plugin, PluginKind::Store);
   StoreContext ctx;
@@ -28,8 +30,10 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw StoreError("[rank " + std::to_string(launch.rank) + "] store plugin '" + config->store.plugin +
-                     "' failed to start: " + e.what() + ". Check the store options at " + config->store.where);
+    ErrorContext where;
+    where.rank = launch.rank;
+    raise(ErrorCode::Store, where, "store plugin '" + config->store.plugin + "' failed to start: " + e.what(),
+          "Check the store options at " + config->store.where);
   }
   // Keep the plugin's code loaded for as long as the store lives.
   auto holder = std::make_shared<std::pair<std::shared_ptr<void>, StorePtr>>(entry.library, store);
