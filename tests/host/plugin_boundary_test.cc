@@ -177,8 +177,7 @@ class LaunchFeatures : public ::testing::Test {
     ::setenv("RANK", "0", 1);
     ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
     ::setenv("LOCAL_WORLD_SIZE", std::to_string(local).c_str(), 1);
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", "1", 1);  // never reached: the check comes before the store
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);  // rank 0 serves the tcp store on a free port
   }
   std::string write(const std::string& yaml) {
     configPath = ::testing::TempDir() + "launch_features_" + std::to_string(::getpid()) + ".yaml";
@@ -191,7 +190,7 @@ class LaunchFeatures : public ::testing::Test {
 TEST_F(LaunchFeatures, SeparateProcessesNeedMultiProcess) {
   launch(2, 2);
   InitOptions options;
-  options.configPath = write(std::string(kSelfConfig) + "store: { plugin: hash }\n");
+  options.configPath = write(std::string(kSelfConfig) + "store: { plugin: tcp, options: { serve: auto, linger: 0s } }\n");
   options.overrides.fromEnvironment = false;
   EXPECT_THROW_WITH(init(options), ConfigError, "[rank 0]", "backend 'self' (plugin self",
                     "does not declare feature multi_process", "its 2 ranks are separate processes",

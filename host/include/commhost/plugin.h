@@ -82,7 +82,7 @@ struct CommHookContext {
   uint32_t abiVersion = kAbiVersion;
   int rank = 0;             // this process's rank in the group the hook serves
   int worldSize = 1;        // ranks in that group
-  std::shared_ptr<Logger> logger;
+  std::shared_ptr<Logger> logger;  // tagged with the plugin and rank
 };
 
 // What a plugin exports, through COMMHOST_PLUGIN(). Declared by the plugin with static
@@ -122,7 +122,7 @@ struct PluginHeader {
   uint16_t abiMajor;        // COMMHOST_ABI_MAJOR where the plugin was built
   uint16_t abiMinor;        // COMMHOST_ABI_MINOR where the plugin was built
   uint32_t descriptorSize;  // sizeof(PluginDescriptor) where the plugin was built (= descriptor->size)
-  const PluginDescriptor* descriptor;
+  const PluginDescriptor* descriptor;  // the plugin's descriptor, read only after the checks pass
   BuildFingerprint build;   // the plugin's toolchain and layouts (kBuildFingerprint), since ABI 2
 };
 constexpr uint32_t kPluginMagic = 0x434f4d48;  // "COMH"

@@ -14,7 +14,6 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   Logger::setLevel(parseLogLevel(config->host.getString("logging.level")));
   auto logger = std::make_shared<Logger>("commhost", "rank " + std::to_string(launch.rank));
   for (const auto& w : config->warnings) logger->warn(w);
-  checkLaunchFeatures(*config, *registry, launch);
 
   const PluginEntry& entry = registry->require(config->store.plugin, PluginKind::Store);
   StoreContext ctx;
@@ -38,6 +37,9 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   // Keep the plugin's code loaded for as long as the store lives.
   auto holder = std::make_shared<std::pair<std::shared_ptr<void>, StorePtr>>(entry.library, store);
   StorePtr kept(holder, holder->second.get());
+
+  // After the store: a rank that cannot reach it says so first, as it always has.
+  checkLaunchFeatures(*config, *registry, launch);
 
   ProcessGroup::Setup setup;
   setup.config = config;
