@@ -17,7 +17,7 @@ namespace commhost::gloo_backend {
 const Capabilities& capabilities() {
   static const Capabilities caps = [] {
     Capabilities c{Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(), {DeviceType::CPU},
-                   {Feature::Split, Feature::AnySource, Feature::Coalescing, Feature::MultiProcess, Feature::MultiHost}};
+                   {Feature::Split, Feature::MultiProcess, Feature::MultiHost}};
     c.ops.remove(OpType::MonitoredBarrier);  // the host serves it over the store
     return c;
   }();
@@ -122,7 +122,7 @@ int GlooBackend::peerNamedIn(const std::string& what) const {
 
 std::string GlooBackend::inFlight() const {
   const int op = lastOp_.load(std::memory_order_relaxed);
-  return "[group " + ctx_.groupName + " rank " + std::to_string(ctx_.rank) + "] last op issued: " +
+  return ErrorContext::of(ctx_).format() + "last op issued: " +
          (op < 0 ? std::string("none") : std::string(opName(static_cast<OpType>(op))) + " seq " +
                                              std::to_string(lastSeq_.load(std::memory_order_relaxed)));
 }
@@ -147,16 +147,18 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr
     // the two has passed since `started`. An I/O error before that is a lost connection.
     if (std::chrono::steady_clock::now() - started >= std::min(op.timeout, contextTimeout_))
       return std::make_exception_ptr(TimeoutError(where.format() + what + ". A peer may not have joined this collective; "
-                                                                      "check every rank issues the same ops in the same order"));
+                                                                      "check every rank issues the same ops in the same order",
+                                                  where));
     where.peer = peerNamedIn(what);
     const std::string peer = std::to_string(where.peer);
     return std::make_exception_ptr(PeerLostError(
         where.format() + (where.peer >= 0 ? "peer " + peer + " lost: " : "a peer lost: ") + what + ". " +
-        (where.peer >= 0 ? "Rank " + peer : std::string("A peer process")) + " may have died; check its log"));
+            (where.peer >= 0 ? "Rank " + peer : std::string("A peer process")) + " may have died; check its log",
+        where));
   } catch (const std::exception& e) {
-    return std::make_exception_ptr(BackendError(where.format() + "(gloo) " + e.what()));
+    return std::make_exception_ptr(BackendError(where.format() + "(gloo) " + e.what(), where));
   } catch (...) {
-    return std::make_exception_ptr(BackendError(where.format() + "(gloo) an exception that is not a std::exception"));
+    return std::make_exception_ptr(BackendError(where.format() + "(gloo) an exception that is not a std::exception", where));
   }
 }
 
@@ -168,9 +170,9 @@ void GlooBackend::closeConnections() noexcept {
       try {
         context->getPair(peer)->close();
       } catch (const std::exception& e) {
-        if (ctx_.logger) ctx_.logger->warn("[group " + ctx_.groupName + " rank " + std::to_string(ctx_.rank) +
-                                           "] gloo: closing the connection to rank " + std::to_string(peer) +
-                                           " failed: " + e.what());
+        if (ctx_.logger)
+          ctx_.logger->warn(ErrorContext::of(ctx_, "gloo close", peer).format() + "closing the connection to rank " +
+                            std::to_string(peer) + " failed: " + e.what());
       }
     }
   };

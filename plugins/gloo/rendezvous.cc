@@ -42,10 +42,9 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
   try {
     return ::gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
-    throw ConfigError("[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) +
-                      "] gloo: cannot create a TCP device on '" + (device.empty() ? "127.0.0.1" : device) + "': " +
-                      e.what() + ". Set backends." + ctx.backendName +
-                      ".options.device to an interface or address of this host");
+    raise(ErrorCode::Config, ErrorContext::of(ctx, "gloo device"),
+          "cannot create a TCP device on '" + (device.empty() ? "127.0.0.1" : device) + "': " + e.what(),
+          "Set backends." + ctx.backendName + ".options.device to an interface or address of this host");
   }
 }
 
@@ -63,9 +62,9 @@ std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendConte
     } catch (const Error&) {
       throw;
     } catch (const std::exception& e) {
-      throw PeerLostError("[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) +
-                          "] gloo: connecting to the other ranks failed: " + e.what() +
-                          ". Check that every rank started and can reach this host's device address");
+      raise(ErrorCode::PeerLost, ErrorContext::of(ctx, "gloo rendezvous"),
+            std::string("connecting to the other ranks failed: ") + e.what(),
+            "Check that every rank started and can reach this host's device address");
     }
     contexts.push_back(std::move(context));
   }

@@ -103,8 +103,9 @@ WorkPtr SelfBackend::reduceScatterTensor(const OpContext& ctx, Tensor& output, c
 WorkPtr SelfBackend::alltoall(const OpContext& ctx, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                               const AlltoallOptions&) {
   if (outputs[0].nbytes() != inputs[0].nbytes())
-    throw InvalidArgument(std::string("alltoall seq ") + std::to_string(ctx.seq) + ": output " + outputs[0].str() +
-                          " and input " + inputs[0].str() + " differ in size; with one rank they must match");
+    raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx),
+          "output " + outputs[0].str() + " and input " + inputs[0].str() + " differ in size",
+          "With one rank they must match");
   copy(inputs[0], outputs[0]);
   return done(ctx, outputs);
 }
@@ -112,8 +113,9 @@ WorkPtr SelfBackend::alltoall(const OpContext& ctx, std::vector<Tensor>& outputs
 WorkPtr SelfBackend::alltoallSingle(const OpContext& ctx, Tensor& output, const Tensor& input,
                                     const AlltoallSingleOptions&) {
   if (output.nbytes() != input.nbytes())
-    throw InvalidArgument(std::string("alltoall_single seq ") + std::to_string(ctx.seq) + ": output " + output.str() +
-                          " and input " + input.str() + " differ in size; with one rank they must match");
+    raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx),
+          "output " + output.str() + " and input " + input.str() + " differ in size",
+          "With one rank they must match");
   copy(input, output);
   return done(ctx, {output});
 }
@@ -123,15 +125,16 @@ WorkPtr SelfBackend::barrier(const OpContext& ctx, const BarrierOptions&) { retu
 // The ProcessGroup refuses p2p in a group of one (the only peer would be this rank), so
 // these are reached only by direct Backend calls.
 WorkPtr SelfBackend::send(const OpContext& ctx, const Tensor&, int dst, const SendOptions&) {
-  throw InvalidArgument("send seq " + std::to_string(ctx.seq) + " to rank " + std::to_string(dst) +
-                        ": the self backend has no peers");
+  raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx, dst), "the self backend has no peers",
+        "Send only in groups of more than one rank");
 }
 WorkPtr SelfBackend::recv(const OpContext& ctx, Tensor&, int src, const RecvOptions&) {
-  throw InvalidArgument("recv seq " + std::to_string(ctx.seq) + " from rank " + std::to_string(src) +
-                        ": the self backend has no peers");
+  raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx, src), "the self backend has no peers",
+        "Receive only in groups of more than one rank");
 }
 WorkPtr SelfBackend::recvAnySource(const OpContext& ctx, Tensor&, const RecvOptions&) {
-  throw InvalidArgument("recv_any_source seq " + std::to_string(ctx.seq) + ": the self backend has no peers");
+  raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx), "the self backend has no peers",
+        "Receive only in groups of more than one rank");
 }
 
 }  // namespace commhost::self

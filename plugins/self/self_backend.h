@@ -9,7 +9,7 @@ namespace commhost::self {
 
 inline constexpr Capabilities kCapabilities = {
     Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(), {DeviceType::CPU},
-    {Feature::Split, Feature::Coalescing, Feature::Abort},
+    {Feature::Split},
 };
 
 class SelfBackend final : public Backend {

@@ -16,7 +16,7 @@ const Capabilities& capabilities() {
                    Capabilities::allDTypes(),
                    Capabilities::allReduceOps(),
                    {DeviceType::CPU},
-                   {Feature::Abort, Feature::Split, Feature::MultiProcess}};
+                   {Feature::Split, Feature::MultiProcess}};
     return c;
   }();
   return caps;

@@ -9,10 +9,6 @@
 namespace commhost::shm {
 namespace {
 
-std::string prefix(const BackendContext& ctx) {
-  return "[group " + ctx.groupName + " rank " + std::to_string(ctx.rank) + "] shm: ";
-}
-
 std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
 }  // namespace
@@ -39,10 +35,9 @@ void checkSameHost(const BackendContext& ctx) {
     if (theirs != mine) elsewhere += "\n  rank " + std::to_string(r) + " runs on " + theirs;
   }
   if (!elsewhere.empty())
-    throw PluginError(prefix(ctx) + "every rank of an shm group must run on one host; this rank runs on " + mine +
-                      ", but" + elsewhere +
-                      "\nRoute these collectives to a multi-host backend (e.g. gloo), or use shm only in "
-                      "per-host subgroups");
+    raise(ErrorCode::Plugin, ErrorContext::of(ctx, "shm rendezvous"),
+          "every rank of an shm group must run on one host; this rank runs on " + mine + ", but" + elsewhere,
+          "\nRoute these collectives to a multi-host backend (e.g. gloo), or use shm only in per-host subgroups");
 }
 
 std::unique_ptr<Segment> connectSegment(const BackendContext& ctx, const SegmentLayout& layout,
@@ -63,8 +58,9 @@ std::unique_ptr<Segment> connectSegment(const BackendContext& ctx, const Segment
     try {
       if (!keys.empty()) ctx.store->wait(keys, timeout);
     } catch (const Error& e) {
-      throw PeerLostError(prefix(ctx) + "not every rank mapped the shared memory " + segment->name() + ": " +
-                          e.what() + ". Check that every rank started and runs on this host");
+      raise(ErrorCode::PeerLost, ErrorContext::of(ctx, "shm rendezvous"),
+            "not every rank mapped the shared memory " + segment->name() + ": " + e.what(),
+            "Check that every rank started and runs on this host");
     }
     segment->unlink();  // every rank holds a mapping: the name is no longer needed
   }

@@ -4,6 +4,7 @@
 namespace {
 
 const commhost::PluginDescriptor kDescriptor = {
+    COMMHOST_DESCRIPTOR_PREFIX,
     commhost::PluginKind::Store,
     "tcp",
     COMMHOST_VERSION,

@@ -32,7 +32,12 @@ TEST(Future, WaitTimesOut) {
 }
 
 TEST(AsyncWork, FirstOfFinishFailAbortWins) {
-  OpContext ctx{OpType::Allreduce, 7, std::chrono::milliseconds(50), "main", 2};
+  OpContext ctx;
+  ctx.op = OpType::Allreduce;
+  ctx.seq = 7;
+  ctx.timeout = std::chrono::milliseconds(50);
+  ctx.group = "main";
+  ctx.rank = 2;
   auto work = std::make_shared<AsyncWork>(ctx);
   EXPECT_FALSE(work->isCompleted());
   EXPECT_THROW_WITH(work->wait(), TimeoutError, "[group main rank 2] allreduce seq 7: not completed within 50ms");

@@ -4,6 +4,7 @@
 namespace {
 
 const commhost::PluginDescriptor kDescriptor = {
+    COMMHOST_DESCRIPTOR_PREFIX,
     commhost::PluginKind::Backend, "self", "9.9", "Test duplicate of the self plugin", {},
     commhost::self::kCapabilities, nullptr, commhost::self::create,
 };

@@ -10,6 +10,7 @@ std::unique_ptr<commhost::Backend> create(const commhost::OptionValues&, const c
 }
 
 const commhost::PluginDescriptor kDescriptor = {
+    COMMHOST_DESCRIPTOR_PREFIX,
     commhost::PluginKind::Backend, "needsdep", "1.0", "Test plugin with a missing dependency", {},
     {commhost::Capabilities::allOps(), commhost::Capabilities::allDTypes(), commhost::Capabilities::allReduceOps(),
      {commhost::DeviceType::CPU}, {}},

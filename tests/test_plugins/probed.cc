@@ -10,6 +10,7 @@ std::unique_ptr<commhost::Backend> create(const commhost::OptionValues&, const c
 }
 
 const commhost::PluginDescriptor kDescriptor = {
+    COMMHOST_DESCRIPTOR_PREFIX,
     commhost::PluginKind::Backend, "probed", "1.0", "Test plugin that is never available", {},
     {commhost::Capabilities::allOps(), commhost::Capabilities::allDTypes(), commhost::Capabilities::allReduceOps(),
      {commhost::DeviceType::CUDA}, {}},

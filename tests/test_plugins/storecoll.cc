@@ -20,7 +20,7 @@ class StoreCollBackend final : public Backend {
   const Capabilities& capabilities() const override { return caps(); }
   static const Capabilities& caps() {
     static const Capabilities c{Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(),
-                                {DeviceType::CPU}, {Feature::Split, Feature::AnySource, Feature::MultiProcess}};
+                                {DeviceType::CPU}, {Feature::Split, Feature::MultiProcess}};
     return c;
   }
 
@@ -205,6 +205,7 @@ std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) 
 }
 
 const PluginDescriptor kDescriptor = {
+    COMMHOST_DESCRIPTOR_PREFIX,
     PluginKind::Backend, "storecoll", "1.0", "Test reference backend: every byte through the store", {},
     StoreCollBackend::caps(), nullptr, create,
 };

@@ -37,6 +37,10 @@ int inspect(const std::string& what, const std::vector<std::string>& paths) {
     if (!entry) registry.require(what, PluginKind::Backend);  // throws "not found" with hints
   }
   std::cout << "name: " << entry->name << "\npath: " << entry->path << "\n";
+  // The toolchain it was built with; with the layouts too when the loader refused it.
+  if (entry->build.size)
+    std::cout << "built with: " << (entry->descriptor ? describeToolchain(entry->build) : describe(entry->build))
+              << "\n";
   if (!entry->descriptor) {
     std::cout << "status: unavailable: " << entry->unavailable << "\n";
     return 1;

@@ -11,6 +11,7 @@
 namespace {
 
 const commhost::PluginDescriptor kDescriptor = {
+    COMMHOST_DESCRIPTOR_PREFIX,     // size, magic, ABI version: the layout this plugin was built with
     commhost::PluginKind::Backend,  // kind: Backend, Store or CommHook
     "template",                     // name: `plugin: template` in a config
     "0.1.0",                        // this plugin's own version, free form

@@ -16,10 +16,10 @@ WorkPtr done(const OpContext& ctx, std::vector<Tensor> outputs) {
   return std::make_shared<CompletedWork>(ctx, std::move(outputs));
 }
 
-[[noreturn]] void notImplemented(const char* op) {
-  throw InvalidArgument(std::string(op) +
-                        ": the template backend does not implement this op (it declares only allreduce, "
-                        "broadcast and barrier); route it to another backend");
+[[noreturn]] void notImplemented(const OpContext& ctx) {
+  raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx),
+        "the template backend does not implement this op (it declares only allreduce, broadcast and barrier)",
+        "Route it to another backend");
 }
 
 }  // namespace
@@ -41,18 +41,8 @@ TemplateBackend::TemplateBackend(const BackendContext& ctx, int64_t threads, boo
 
 void TemplateBackend::begin(const OpContext& ctx) const {
   if (aborted_)
-    raise(ErrorCode::Aborted, where(ctx), "the template backend was aborted", "create a new group to continue");
-  if (verbose_ && ctx_.logger) ctx_.logger->info(where(ctx).format() + "start");
-}
-
-ErrorContext TemplateBackend::where(const OpContext& ctx, int peer) const {
-  ErrorContext w;
-  w.group = ctx_.groupName;
-  w.rank = ctx_.rank;
-  w.op = opName(ctx.op);
-  w.seq = ctx.seq;
-  w.peer = peer;
-  return w;
+    raise(ErrorCode::Aborted, ErrorContext::of(ctx), "the template backend was aborted", "create a new group to continue");
+  if (verbose_ && ctx_.logger) ctx_.logger->info(ErrorContext::of(ctx).format() + "start");
 }
 
 std::string TemplateBackend::key(uint64_t seq, int rank) const {
@@ -94,7 +84,7 @@ std::vector<Bytes> TemplateBackend::exchange(const OpContext& ctx, const Tensor&
     if (posts[peer].size() >= sizeof theirs) std::memcpy(&theirs, posts[peer].data(), sizeof theirs);
     const bool carries = withData && (dataFrom < 0 || dataFrom == peer);
     if (theirs != bytes || (carries && posts[peer].size() != sizeof theirs + bytes))
-      raise(ErrorCode::InvalidArgument, where(ctx, peer),
+      raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx, peer),
             "rank " + std::to_string(ctx_.rank) + " passed " + std::to_string(bytes) + " bytes but rank " +
                 std::to_string(peer) + " passed " + std::to_string(theirs),
             "every rank must pass tensors of the same size to this op");
@@ -158,44 +148,44 @@ void TemplateBackend::shutdown() {}
 
 // Everything below is outside kCapabilities. The ProcessGroup never calls these, and a
 // direct caller gets an error naming the op.
-WorkPtr TemplateBackend::allreduceCoalesced(const OpContext&, std::vector<Tensor>&, const AllreduceCoalescedOptions&) {
-  notImplemented("allreduce_coalesced");
+WorkPtr TemplateBackend::allreduceCoalesced(const OpContext& ctx, std::vector<Tensor>&, const AllreduceCoalescedOptions&) {
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::reduce(const OpContext&, Tensor&, const ReduceOptions&) { notImplemented("reduce"); }
-WorkPtr TemplateBackend::allgather(const OpContext&, std::vector<Tensor>&, const Tensor&, const AllgatherOptions&) {
-  notImplemented("allgather");
+WorkPtr TemplateBackend::reduce(const OpContext& ctx, Tensor&, const ReduceOptions&) { notImplemented(ctx); }
+WorkPtr TemplateBackend::allgather(const OpContext& ctx, std::vector<Tensor>&, const Tensor&, const AllgatherOptions&) {
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::allgatherIntoTensor(const OpContext&, Tensor&, const Tensor&, const AllgatherOptions&) {
-  notImplemented("allgather_into_tensor");
+WorkPtr TemplateBackend::allgatherIntoTensor(const OpContext& ctx, Tensor&, const Tensor&, const AllgatherOptions&) {
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::allgatherCoalesced(const OpContext&, std::vector<std::vector<Tensor>>&,
+WorkPtr TemplateBackend::allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>&,
                                             const std::vector<Tensor>&, const AllgatherOptions&) {
-  notImplemented("allgather_coalesced");
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::gather(const OpContext&, std::vector<Tensor>&, const Tensor&, const GatherOptions&) {
-  notImplemented("gather");
+WorkPtr TemplateBackend::gather(const OpContext& ctx, std::vector<Tensor>&, const Tensor&, const GatherOptions&) {
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::scatter(const OpContext&, Tensor&, const std::vector<Tensor>&, const ScatterOptions&) {
-  notImplemented("scatter");
+WorkPtr TemplateBackend::scatter(const OpContext& ctx, Tensor&, const std::vector<Tensor>&, const ScatterOptions&) {
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::reduceScatter(const OpContext&, Tensor&, const std::vector<Tensor>&,
+WorkPtr TemplateBackend::reduceScatter(const OpContext& ctx, Tensor&, const std::vector<Tensor>&,
                                        const ReduceScatterOptions&) {
-  notImplemented("reduce_scatter");
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::reduceScatterTensor(const OpContext&, Tensor&, const Tensor&, const ReduceScatterOptions&) {
-  notImplemented("reduce_scatter_tensor");
+WorkPtr TemplateBackend::reduceScatterTensor(const OpContext& ctx, Tensor&, const Tensor&, const ReduceScatterOptions&) {
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::alltoall(const OpContext&, std::vector<Tensor>&, const std::vector<Tensor>&,
+WorkPtr TemplateBackend::alltoall(const OpContext& ctx, std::vector<Tensor>&, const std::vector<Tensor>&,
                                   const AlltoallOptions&) {
-  notImplemented("alltoall");
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::alltoallSingle(const OpContext&, Tensor&, const Tensor&, const AlltoallSingleOptions&) {
-  notImplemented("alltoall_single");
+WorkPtr TemplateBackend::alltoallSingle(const OpContext& ctx, Tensor&, const Tensor&, const AlltoallSingleOptions&) {
+  notImplemented(ctx);
 }
-WorkPtr TemplateBackend::send(const OpContext&, const Tensor&, int, const SendOptions&) { notImplemented("send"); }
-WorkPtr TemplateBackend::recv(const OpContext&, Tensor&, int, const RecvOptions&) { notImplemented("recv"); }
-WorkPtr TemplateBackend::recvAnySource(const OpContext&, Tensor&, const RecvOptions&) {
-  notImplemented("recv_any_source");
+WorkPtr TemplateBackend::send(const OpContext& ctx, const Tensor&, int, const SendOptions&) { notImplemented(ctx); }
+WorkPtr TemplateBackend::recv(const OpContext& ctx, Tensor&, int, const RecvOptions&) { notImplemented(ctx); }
+WorkPtr TemplateBackend::recvAnySource(const OpContext& ctx, Tensor&, const RecvOptions&) {
+  notImplemented(ctx);
 }
 
 }  // namespace commhost::templ

@@ -46,7 +46,9 @@ inline constexpr Capabilities kCapabilities = {
     {DType::Float32, DType::Float64},                         // dtypes
     {ReduceOp::Sum, ReduceOp::Max},                           // reduce ops
     {DeviceType::CPU},                                        // devices
-    {},                                                       // features (Abort, Split, ...)
+    // features the host checks: Split (subgroups), MultiProcess (ranks as processes),
+    // MultiHost (ranks on several hosts). The store carries every byte, so all three hold.
+    {Feature::Split, Feature::MultiProcess, Feature::MultiHost},
 };
 
 class TemplateBackend final : public Backend {
@@ -103,7 +105,6 @@ class TemplateBackend final : public Backend {
   // and sizes, never a wrong result. Returns the peers' posts, indexed by rank.
   std::vector<Bytes> exchange(const OpContext& ctx, const Tensor& tensor, bool withData, int dataFrom);
   std::string key(uint64_t seq, int rank) const;
-  ErrorContext where(const OpContext& ctx, int peer = -1) const;
 
   BackendContext ctx_;   // rank, world size, the store private to this backend, logger
   int64_t threads_;

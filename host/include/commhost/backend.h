@@ -11,9 +11,11 @@
 // - abort() fails every work in flight with AbortedError and makes later calls throw;
 //   shutdown() waits for works in flight, then releases resources. Both may be called
 //   from any thread, and more than once.
-// - Errors are thrown (or set on the work) as commhost::Error subclasses. A PeerLostError
-//   whose ErrorContext names the peer ("(peer N)") tells the supervisor that peer is
-//   gone: name it only when the backend knows (e.g. its process exited).
+// - Errors are thrown (or set on the work) as commhost::Error subclasses, built with
+//   raise(code, ErrorContext::of(ctx), what, hint): the host fills group, rank, op and seq
+//   in every OpContext. A PeerLostError whose ErrorContext names the peer ("(peer N)",
+//   Error::where().peer) tells the supervisor that peer is gone: name it only when the
+//   backend knows (e.g. its process exited).
 // - An op run inline (inside the call) may wait for peers; if the supervisor finds a
 //   peer lost meanwhile, it calls abort() from its own thread to end that wait.
 #pragma once

@@ -13,15 +13,15 @@
 
 namespace commhost {
 
+// What a backend can serve beyond single ops, each checked by the host (ABI 2 removed
+// Abort, AnySource and Coalescing: nothing could check the first and last, and
+// recv_any_source is an op of the manifest, which routes are checked against).
 enum class Feature : uint8_t {
-  Abort,          // Backend::abort() cancels transfers in flight
-  Split,          // the backend can serve subgroups
-  AnySource,      // recv_any_source
-  Coalescing,     // *_coalesced ops in one transfer
-  MultiProcess,   // ranks may be separate processes (not only threads)
-  MultiHost,      // ranks may be on separate hosts
+  Split,          // serves subgroups (new_group, split); checked when one is created
+  MultiProcess,   // ranks may be separate processes; checked by init() when WORLD_SIZE > 1
+  MultiHost,      // ranks may be on separate hosts; checked by init() when LOCAL_WORLD_SIZE < WORLD_SIZE
 };
-constexpr int kNumFeatures = 6;
+constexpr int kNumFeatures = 3;
 COMMHOST_API const char* featureName(Feature f);
 
 // A set of enum values as a bitmask; constexpr so manifests can be compile-time constants.

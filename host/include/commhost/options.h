@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "commhost/abi.h"
 #include "commhost/types.h"
 
 namespace commhost {
@@ -35,11 +36,16 @@ struct MonitoredBarrierOptions {
 struct SendOptions { int tag = 0; Millis timeout{0}; };
 struct RecvOptions { int tag = 0; Millis timeout{0}; };
 
-// What the ProcessGroup tells the backend about one call, besides its tensors.
-// `seq` is the group's sequence number: equal on every rank for the same collective,
-// so backends may use it as a matching tag. `group` and `rank` are for messages.
+// What the ProcessGroup tells the backend about one call, besides its tensors. Filled
+// by the host for every call (frozen within ABI major 2; prefix as abi.h explains).
+// ErrorContext::of(ctx) turns it into the prefix of an error message.
 struct OpContext {
+  uint32_t size = sizeof(OpContext);
+  uint32_t magic = kOpContextMagic;
+  uint32_t abiVersion = kAbiVersion;
   OpType op = OpType::Allreduce;
+  // The group's sequence number: equal on every rank for the same collective, so
+  // backends may use it as a matching tag. Point-to-point ops count apart (1, 2, ...).
   uint64_t seq = 0;
   Millis timeout{0};  // resolved: never zero
   std::string group;  // the group's name ("main", "main/sub1", ...)

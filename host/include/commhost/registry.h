@@ -29,6 +29,7 @@ struct PluginEntry {
   const PluginDescriptor* descriptor = nullptr;  // null when it failed to load
   std::string unavailable;  // "" when usable, else the reason (load failure or probe)
   std::shared_ptr<void> library;  // keeps the shared object loaded
+  BuildFingerprint build{};       // how it was built; size 0 when its header could not be read
   bool usable() const { return descriptor != nullptr && unavailable.empty(); }
 };
 

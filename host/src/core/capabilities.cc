@@ -4,10 +4,7 @@ namespace commhost {
 
 const char* featureName(Feature f) {
   switch (f) {
-    case Feature::Abort: return "abort";
     case Feature::Split: return "split";
-    case Feature::AnySource: return "any_source";
-    case Feature::Coalescing: return "coalescing";
     case Feature::MultiProcess: return "multi_process";
     case Feature::MultiHost: return "multi_host";
   }

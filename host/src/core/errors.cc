@@ -1,5 +1,7 @@
 #include "commhost/errors.h"
 
+#include "commhost/plugin.h"
+
 namespace commhost {
 
 const char* errorCodeName(ErrorCode code) {
@@ -34,20 +36,44 @@ std::string ErrorContext::format() const {
   return out;
 }
 
+ErrorContext ErrorContext::of(const OpContext& op, int peer) {
+  ErrorContext where;
+  where.group = op.group;
+  where.rank = op.rank;
+  where.op = opName(op.op);
+  where.seq = op.seq;
+  where.peer = peer;
+  return where;
+}
+
+ErrorContext ErrorContext::of(const BackendContext& backend, const char* op, int peer) {
+  ErrorContext where;
+  where.group = backend.groupName;
+  where.rank = backend.rank;
+  where.op = op;
+  where.peer = peer;
+  return where;
+}
+
+const ErrorContext& Error::where() const {
+  static const ErrorContext kNowhere;
+  return where_ ? *where_ : kNowhere;
+}
+
 void raise(ErrorCode code, const ErrorContext& where, const std::string& what, const std::string& hint) {
   std::string message = where.format() + what;
   if (!hint.empty()) message += ". " + hint;
   switch (code) {
-    case ErrorCode::Config: throw ConfigError(message);
-    case ErrorCode::Plugin: throw PluginError(message);
-    case ErrorCode::Store: throw StoreError(message);
-    case ErrorCode::Timeout: throw TimeoutError(message);
-    case ErrorCode::Aborted: throw AbortedError(message);
-    case ErrorCode::PeerLost: throw PeerLostError(message);
-    case ErrorCode::InvalidArgument: throw InvalidArgument(message);
-    case ErrorCode::Backend: throw BackendError(message);
+    case ErrorCode::Config: throw ConfigError(message, where);
+    case ErrorCode::Plugin: throw PluginError(message, where);
+    case ErrorCode::Store: throw StoreError(message, where);
+    case ErrorCode::Timeout: throw TimeoutError(message, where);
+    case ErrorCode::Aborted: throw AbortedError(message, where);
+    case ErrorCode::PeerLost: throw PeerLostError(message, where);
+    case ErrorCode::InvalidArgument: throw InvalidArgument(message, where);
+    case ErrorCode::Backend: throw BackendError(message, where);
   }
-  throw Error(code, message);
+  throw Error(code, message, where);
 }
 
 }  // namespace commhost

@@ -18,11 +18,9 @@ bool AsyncWork::wait(std::chrono::milliseconds timeout) {
       if (auto error = future_->error()) std::rethrow_exception(error);
       return true;
     }
-    ErrorContext where{ctx_.group, ctx_.rank, opName(ctx_.op), ctx_.seq};
-    throw TimeoutError(where.format() +
-                       "not completed within " + formatDuration(timeout) +
-                       "; a peer may be missing this collective or be slow. Check that every "
-                       "rank issues the same collectives in the same order, or raise the timeout");
+    raise(ErrorCode::Timeout, ErrorContext::of(ctx_),
+          "not completed within " + formatDuration(timeout) + "; a peer may be missing this collective or be slow",
+          "Check that every rank issues the same collectives in the same order, or raise the timeout");
   }
   return true;
 }
@@ -49,8 +47,8 @@ bool AsyncWork::fail(std::exception_ptr error) {
 }
 
 void AsyncWork::abort(const std::string& reason) {
-  const ErrorContext where{ctx_.group, ctx_.rank, opName(ctx_.op), ctx_.seq};
-  fail(std::make_exception_ptr(AbortedError(where.format() + "aborted: " + reason)));
+  const ErrorContext where = ErrorContext::of(ctx_);
+  fail(std::make_exception_ptr(AbortedError(where.format() + "aborted: " + reason, where)));
 }
 
 }  // namespace commhost

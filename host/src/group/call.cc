@@ -99,6 +99,8 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
                 reduceOpName(reduceOp->kind),
             "route this op to another backend");
   ctx.op = op;
+  ctx.group = pg.name_;
+  ctx.rank = pg.rank_;
   // Point-to-point ops involve two ranks only, so they count apart from collectives,
   // whose seq must stay equal on every rank.
   ctx.seq = (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;

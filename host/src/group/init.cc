@@ -1,5 +1,6 @@
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
+#include "features.h"
 
 namespace commhost {
 
@@ -28,12 +29,17 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw StoreError("[rank " + std::to_string(launch.rank) + "] store plugin '" + config->store.plugin +
-                     "' failed to start: " + e.what() + ". Check the store options at " + config->store.where);
+    ErrorContext where;
+    where.rank = launch.rank;
+    raise(ErrorCode::Store, where, "store plugin '" + config->store.plugin + "' failed to start: " + e.what(),
+          "Check the store options at " + config->store.where);
   }
   // Keep the plugin's code loaded for as long as the store lives.
   auto holder = std::make_shared<std::pair<std::shared_ptr<void>, StorePtr>>(entry.library, store);
   StorePtr kept(holder, holder->second.get());
+
+  // After the store: a rank that cannot reach it says so first, as it always has.
+  checkLaunchFeatures(*config, *registry, launch);
 
   ProcessGroup::Setup setup;
   setup.config = config;

@@ -6,8 +6,21 @@
 
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
+#include "features.h"
 
 namespace commhost {
+namespace {
+
+// Every configured backend is created for a subgroup too, so each must serve subgroups.
+// Checked before any store traffic; every rank of the parent shares the config, so all
+// refuse alike.
+void requireSplit(const ProcessGroup::Setup& setup, const ErrorContext& where) {
+  requireFeature(*setup.config, *setup.registry, Feature::Split, where,
+                 "creating a subgroup needs (every configured backend serves every group)",
+                 "Create no subgroups with this config, or remove that backend from its backends");
+}
+
+}  // namespace
 
 std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>& members, const std::string& label) {
   const auto me = std::find(members.begin(), members.end(), rank_);
@@ -29,6 +42,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ran
   std::vector<int> members = ranks;
   std::sort(members.begin(), members.end());
   const ErrorContext where{name_, rank_, "new_group"};
+  requireSplit(setup_, where);
   if (members.empty()) raise(ErrorCode::InvalidArgument, where, "the rank list is empty", "pass at least one rank");
   if (std::adjacent_find(members.begin(), members.end()) != members.end())
     raise(ErrorCode::InvalidArgument, where, "the rank list has duplicates", "list each rank once");
@@ -41,6 +55,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ran
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+  requireSplit(setup_, {name_, rank_, "split"});
   const std::string round = "split" + std::to_string(++subgroupCount_);
   store_->set(round + "/" + std::to_string(rank_), toBytes(std::to_string(color) + " " + std::to_string(key)));
   std::vector<std::string> keys;

@@ -13,6 +13,7 @@ std::shared_ptr<Store> createHashStore(const OptionValues&, const StoreContext& 
 }
 
 const PluginDescriptor kHashStore = {
+    COMMHOST_DESCRIPTOR_PREFIX,
     PluginKind::Store, "hash", COMMHOST_VERSION, "In-memory store for single-process jobs and tests",
     {}, {}, nullptr, nullptr, createHashStore, nullptr,
 };

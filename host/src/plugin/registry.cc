@@ -45,7 +45,8 @@ const char* pluginKindName(PluginKind kind) {
 }
 
 PluginRegistry::PluginRegistry() {
-  for (const PluginDescriptor* d : builtinPlugins()) entries_.push_back({"<built-in>", d->name, d, "", nullptr});
+  for (const PluginDescriptor* d : builtinPlugins())
+    entries_.push_back({"<built-in>", d->name, d, "", nullptr, kBuildFingerprint});
 }
 
 std::vector<std::string> PluginRegistry::searchPath(const std::vector<std::string>& configPaths) {
@@ -90,15 +91,27 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
                         "; rebuild the plugin against this commhost";
     return entry;
   }
-  // Same ABI version but another layout: built against other headers or another
-  // standard library (std::string/std::vector sizes differ), so nothing in it can be read.
-  if (header.descriptorSize != sizeof(PluginDescriptor)) {
-    entry.unavailable = "has a " + std::to_string(header.descriptorSize) + "-byte descriptor where this commhost expects " +
-                        std::to_string(sizeof(PluginDescriptor)) +
-                        "; rebuild it with the same compiler and standard library as commhost";
+  // Same ABI version, but built with another standard library, other flags or other
+  // headers: the structs that cross the boundary would be misread, so nothing in the
+  // plugin may be called. Only the header's plain data is read before this point.
+  entry.build = header.build;
+  const std::string differences = abiDifferences(header.build, kBuildFingerprint, header.abiMinor);
+  if (!differences.empty()) {
+    entry.unavailable = "was built with a C++ ABI that does not match this commhost's (" + differences +
+                        "), so the objects that cross the plugin boundary would be misread. Plugin: " +
+                        describe(header.build) + ". commhost " COMMHOST_VERSION ": " + describe(kBuildFingerprint) +
+                        ". Rebuild the plugin with the toolchain and flags commhost was built with: " +
+                        describeToolchain(kBuildFingerprint) +
+                        " (the same -D_GLIBCXX_USE_CXX11_ABI, no _GLIBCXX_DEBUG, no struct packing flags)";
     return entry;
   }
   const PluginDescriptor* d = header.descriptor;
+  if (d && (d->magic != kPluginDescriptorMagic || d->abiVersion != (uint32_t(header.abiMajor) << 16 | header.abiMinor) ||
+            d->size != header.descriptorSize)) {
+    entry.unavailable = "has a descriptor whose prefix does not match its header (magic, ABI version or size); "
+                        "declare it as {COMMHOST_DESCRIPTOR_PREFIX, kind, name, ...} and rebuild it against this commhost";
+    return entry;
+  }
   if (!d || !d->name || !*d->name) {
     entry.unavailable = "has an empty descriptor (no name)";
     return entry;

@@ -70,15 +70,16 @@ void Watchdog::loop() {
 }
 
 namespace {
-// The peer a backend's error names in its ErrorContext prefix
-// ("[group g rank r] op seq s (peer N): ..."); -1 when none is named.
-int namedPeer(const std::string& message) {
-  const size_t prefixEnd = message.find("): ");
-  const size_t at = message.rfind("(peer ", prefixEnd);
-  if (prefixEnd == std::string::npos || at == std::string::npos) return -1;
-  char* end = nullptr;
-  const long peer = std::strtol(message.c_str() + at + 6, &end, 10);
-  return end && *end == ')' && peer >= 0 ? static_cast<int>(peer) : -1;
+// The peer a backend's error names in its ErrorContext (raise() keeps it on the error,
+// Error::where()); -1 when none is named or the error is not a commhost::Error.
+int namedPeer(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return e.where().peer;
+  } catch (...) {
+    return -1;
+  }
 }
 }  // namespace
 
@@ -138,7 +139,7 @@ void Watchdog::pollOnce() {
       // died: wait for the heartbeat to name the peer, or give up after one heartbeat
       // timeout.
       GroupMonitor& g = *w->group();
-      const int peer = namedPeer(describe(error));
+      const int peer = namedPeer(error);
       if (peer >= 0 && peer < g.worldSize && peer != g.rank)
         g.markLost(peer, "backend " + w->backend + " of rank " + std::to_string(g.globalRank(g.rank)) + " saw it go");
       if (w->peerErrorSeen == TimePoint{}) w->peerErrorSeen = now;
