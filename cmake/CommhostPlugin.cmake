@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # commhost_add_plugin(NAME name SOURCES src... [LIBRARIES lib...] [OUTPUT_DIR dir] [INSTALL])
 # Builds one plugin as a loadable module named libcommhost_<name>.so.
 # Used in-tree and by third-party plugins through find_package(commhost CONFIG).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CPU instantiation of the reduction functors: one loop per (dtype, op), compiled with
 // -O3 so the native-type loops vectorise (see kernels/README.md for how to check).
 #include <type_traits>
@@ -11,8 +12,7 @@ template <class T>
 constexpr bool kIsFloat = std::is_floating_point_v<T> || std::is_same_v<T, Float16> || std::is_same_v<T, BFloat16>;
 
 // Calls body(fn) with the functor of `op` for storage type T (Avg and PreMulSum sum).
-template <class T, class Body>
-void withFn(ReduceOp::Kind op, Body&& body) {
+template <class T, class Body> void withFn(ReduceOp::Kind op, Body&& body) {
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Avg:

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "file_store.h"
 
 #include <fcntl.h>
@@ -17,7 +18,9 @@ namespace {
 constexpr uint8_t kSet = 1;
 constexpr uint8_t kDelete = 2;
 // Counts live store objects on the file; the last one to go removes the file.
-const std::string kRefCountKey = "\x01" "commhost/file_store/refcount";
+const std::string kRefCountKey =
+    "\x01"
+    "commhost/file_store/refcount";
 
 void putU32(std::string& out, uint32_t v) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
@@ -52,7 +55,9 @@ class FileStore::Lock {
 
 FileStore::FileStore(std::string path, std::chrono::milliseconds timeout) : Store(timeout), path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail(std::string("cannot open it: ") + std::generic_category().message(errno) + "; check the directory exists and is writable");
+  if (fd_ < 0)
+    fail(std::string("cannot open it: ") + std::generic_category().message(errno) +
+         "; check the directory exists and is writable");
   std::lock_guard<std::mutex> guard(mutex_);
   Lock lock(*this, F_WRLCK);
   refresh();
@@ -71,9 +76,7 @@ FileStore::~FileStore() {
   ::close(fd_);
 }
 
-void FileStore::fail(const std::string& what) const {
-  throw StoreError("file store " + path_ + ": " + what);
-}
+void FileStore::fail(const std::string& what) const { throw StoreError("file store " + path_ + ": " + what); }
 
 void FileStore::refresh() {
   const off_t end = ::lseek(fd_, 0, SEEK_END);
@@ -84,7 +87,8 @@ void FileStore::refresh() {
   while (done < buf.size()) {
     const ssize_t got = ::pread(fd_, buf.data() + done, buf.size() - done, pos_ + static_cast<off_t>(done));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) fail(std::string("cannot read it: ") + (got < 0 ? std::generic_category().message(errno) : "unexpected end"));
+    if (got <= 0)
+      fail(std::string("cannot read it: ") + (got < 0 ? std::generic_category().message(errno) : "unexpected end"));
     done += static_cast<size_t>(got);
   }
   size_t at = 0;
@@ -179,7 +183,8 @@ void FileStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     if (missing.empty()) return;
     if (std::chrono::steady_clock::now() >= deadline)
       throw TimeoutError("file store " + path_ + ": wait timed out after " + formatDuration(timeout) +
-                         "; keys not set: " + missing + ". The rank that sets them may have failed or not "
+                         "; keys not set: " + missing +
+                         ". The rank that sets them may have failed or not "
                          "reached this point");
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(50));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The file store: the Store API over one append-only file on a shared filesystem (NFS
 // included), for clusters that rendezvous without a TCP server.
 //
@@ -37,7 +38,7 @@ class FileStore final : public Store {
   void append(const std::string& key, const Bytes& value) override;
 
  private:
-  class Lock;  // holds the fcntl lock on the whole file for one call
+  class Lock;      // holds the fcntl lock on the whole file for one call
   void refresh();  // reads records appended since pos_; caller holds a Lock
   void write(uint8_t type, const std::string& key, const Bytes& value);  // caller holds a write Lock
   int64_t addLocked(const std::string& key, int64_t delta);
@@ -46,7 +47,7 @@ class FileStore final : public Store {
   std::string path_;
   std::mutex mutex_;  // guards everything below
   int fd_ = -1;
-  off_t pos_ = 0;                      // bytes of the file already applied to cache_
+  off_t pos_ = 0;  // bytes of the file already applied to cache_
   std::map<std::string, Bytes> cache_;
 };
 

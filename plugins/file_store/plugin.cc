@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declares the `file` store plugin.
 #include "file_store.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "algorithms.h"
 
 #include <gloo/allgather.h>
@@ -27,16 +28,14 @@ std::function<void(void*, const void*, const void*, size_t)> reduceFunction(DTyp
   };
 }
 
-template <class Options>
-void common(Options& o, const Call& call) {
+template <class Options> void common(Options& o, const Call& call) {
   o.setTag(call.tag);
   o.setTimeout(call.timeout);
 }
 
 }  // namespace
 
-void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgorithm algorithm,
-               int64_t ringThreshold) {
+void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgorithm algorithm, int64_t ringThreshold) {
   // Gloo folds pairwise through 16-bit partial sums: see kernels::pairwiseScale.
   const kernels::ScaleSplit scale = kernels::pairwiseScale(op, call.size(), buf.dtype);
   kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.input);
@@ -49,7 +48,8 @@ void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgori
     });
     o.setReduceFunction(reduceFunction(buf.dtype, op.kind));
     if (algorithm == AllreduceAlgorithm::Auto)
-      algorithm = static_cast<int64_t>(buf.bytes()) >= ringThreshold ? AllreduceAlgorithm::Ring : AllreduceAlgorithm::Bcube;
+      algorithm = static_cast<int64_t>(buf.bytes()) >= ringThreshold ? AllreduceAlgorithm::Ring
+                                                                     : AllreduceAlgorithm::Bcube;
     o.setAlgorithm(algorithm == AllreduceAlgorithm::Ring ? ::gloo::AllreduceOptions::Algorithm::RING
                                                          : ::gloo::AllreduceOptions::Algorithm::BCUBE);
     ::gloo::allreduce(o);

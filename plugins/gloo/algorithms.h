@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The collectives on one Gloo context, blocking, on the calling (worker) thread.
 // Buffers are raw memory with an element count and dtype; the backend maps tensors.
 // Gloo errors propagate as gloo exceptions; the backend describes them.
@@ -32,8 +33,7 @@ struct Buffer {
 };
 
 // In place. Avg and PreMulSum are a sum followed by the final scale.
-void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgorithm algorithm,
-               int64_t ringThreshold);
+void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgorithm algorithm, int64_t ringThreshold);
 // In place; the result is defined on the root only.
 void reduce(const Call& call, Buffer buf, const ReduceOp& op, int root);
 void broadcast(const Call& call, Buffer buf, int root);

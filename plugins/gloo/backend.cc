@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gloo backend's lifecycle: options, rendezvous, error description, abort, shutdown.
 #include <gloo/common/error.h>
 
@@ -16,7 +17,10 @@ namespace commhost::gloo_backend {
 
 const Capabilities& capabilities() {
   static const Capabilities caps = [] {
-    Capabilities c{Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(), {DeviceType::CPU},
+    Capabilities c{Capabilities::allOps(),
+                   Capabilities::allDTypes(),
+                   Capabilities::allReduceOps(),
+                   {DeviceType::CPU},
                    {Feature::Split, Feature::MultiProcess, Feature::MultiHost}};
     c.ops.remove(OpType::MonitoredBarrier);  // the host serves it over the store
     return c;
@@ -33,7 +37,9 @@ OptionSchema<Options> Options::schema() {
               "Gloo contexts used in rotation (by seq), so independent ops overlap", {1, 16})
       .option("device", &Options::device, "", "Interface name, hostname or address to use; empty: loopback 127.0.0.1")
       .choice("allreduce_algorithm", &Options::algorithm, "auto", "auto: bcube below ring_threshold, ring from there",
-              {{"auto", AllreduceAlgorithm::Auto}, {"ring", AllreduceAlgorithm::Ring}, {"bcube", AllreduceAlgorithm::Bcube}})
+              {{"auto", AllreduceAlgorithm::Auto},
+               {"ring", AllreduceAlgorithm::Ring},
+               {"bcube", AllreduceAlgorithm::Bcube}})
       .size("ring_threshold", &Options::ringThreshold, "256KiB", "Message size from which auto allreduce uses ring")
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
               {0, 86400 * 7});
@@ -123,8 +129,9 @@ int GlooBackend::peerNamedIn(const std::string& what) const {
 std::string GlooBackend::inFlight() const {
   const int op = lastOp_.load(std::memory_order_relaxed);
   return ErrorContext::of(ctx_).format() + "last op issued: " +
-         (op < 0 ? std::string("none") : std::string(opName(static_cast<OpType>(op))) + " seq " +
-                                             std::to_string(lastSeq_.load(std::memory_order_relaxed)));
+         (op < 0 ? std::string("none")
+                 : std::string(opName(static_cast<OpType>(op))) + " seq " +
+                       std::to_string(lastSeq_.load(std::memory_order_relaxed)));
 }
 
 // Gloo reports a peer that went away and a deadline that passed alike, as IoException
@@ -146,8 +153,9 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr
     // begins after the op started, so Gloo can have timed out only once the shorter of
     // the two has passed since `started`. An I/O error before that is a lost connection.
     if (std::chrono::steady_clock::now() - started >= std::min(op.timeout, contextTimeout_))
-      return std::make_exception_ptr(TimeoutError(where.format() + what + ". A peer may not have joined this collective; "
-                                                                      "check every rank issues the same ops in the same order",
+      return std::make_exception_ptr(TimeoutError(where.format() + what +
+                                                      ". A peer may not have joined this collective; "
+                                                      "check every rank issues the same ops in the same order",
                                                   where));
     where.peer = peerNamedIn(what);
     const std::string peer = std::to_string(where.peer);
@@ -158,7 +166,8 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr
   } catch (const std::exception& e) {
     return std::make_exception_ptr(BackendError(where.format() + "(gloo) " + e.what(), where));
   } catch (...) {
-    return std::make_exception_ptr(BackendError(where.format() + "(gloo) an exception that is not a std::exception", where));
+    return std::make_exception_ptr(
+        BackendError(where.format() + "(gloo) an exception that is not a std::exception", where));
   }
 }
 

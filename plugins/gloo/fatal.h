@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The last word before Gloo aborts the process. Gloo checks what arrives on its own
 // transport thread (GLOO_ENFORCE in pair.cc, e.g. a message longer than the buffer
 // posted for it when ranks pass tensors of different sizes) and throws there, where no

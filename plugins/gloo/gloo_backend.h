@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gloo backend: every collective on CPU over Gloo's TCP transport (the role of
 // c10d's ProcessGroupGloo). Ops are queued to worker threads and run on one of several
 // Gloo contexts chosen by seq, so independent collectives overlap.
@@ -106,11 +107,11 @@ class GlooBackend final : public Backend {
   BackendContext ctx_;
   AllreduceAlgorithm algorithm_;
   int64_t ringThreshold_;
-  std::chrono::milliseconds contextTimeout_{0};  // every context's: Gloo's collectives wait this long
+  std::chrono::milliseconds contextTimeout_{0};             // every context's: Gloo's collectives wait this long
   std::vector<std::shared_ptr<::gloo::Context>> contexts_;  // collectives use contexts_[seq % size]
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order
   std::unique_ptr<WorkQueue> queue_;
-  std::unique_ptr<WorkQueue> p2pQueue_;  // one thread: send/recv completion waits
+  std::unique_ptr<WorkQueue> p2pQueue_;       // one thread: send/recv completion waits
   std::map<std::string, int> peerByAddress_;  // every connection endpoint of every peer
   std::atomic<int> lastOp_{-1};
   std::atomic<uint64_t> lastSeq_{0};

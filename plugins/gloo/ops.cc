@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Each op of the gloo backend: map tensors to buffers, queue the Gloo call. Ops Gloo
 // lacks are composed: reduce_scatter = allreduce of a copy + own slice; list forms
 // pack into one contiguous buffer. Jobs capture tensors by value to keep them alive.
@@ -12,9 +13,7 @@ namespace {
 
 Buffer buffer(const Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.dtype()}; }
 
-int64_t rowElements(const Tensor& t) {
-  return t.shape().ndim() && t.shape()[0] ? t.numel() / t.shape()[0] : 0;
-}
+int64_t rowElements(const Tensor& t) { return t.shape().ndim() && t.shape()[0] ? t.numel() / t.shape()[0] : 0; }
 
 // Copies `parts` end to end into one new tensor.
 Tensor pack(const std::vector<Tensor>& parts) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declares the `gloo` backend plugin.
 #include "gloo_backend.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Connecting Gloo: the adapter from commhost's Store to gloo::rendezvous::Store, the
 // transport device, and the full-mesh contexts a backend uses in rotation.
 #pragma once

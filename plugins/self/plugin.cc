@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declares the `self` backend plugin.
 #include "self_backend.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "self_backend.h"
 
 #include <cstring>
@@ -26,8 +27,9 @@ WorkPtr done(const OpContext& ctx, std::vector<Tensor> outputs) {
 
 std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) {
   if (ctx.worldSize != 1)
-    throw ConfigError("backend '" + ctx.backendName + "' uses the self plugin, which serves groups of one rank, but group " +
-                      ctx.groupName + " has " + std::to_string(ctx.worldSize) +
+    throw ConfigError("backend '" + ctx.backendName +
+                      "' uses the self plugin, which serves groups of one rank, but group " + ctx.groupName + " has " +
+                      std::to_string(ctx.worldSize) +
                       " ranks; route multi-rank groups to a networked backend (e.g. gloo)");
   return std::make_unique<SelfBackend>();
 }
@@ -114,8 +116,7 @@ WorkPtr SelfBackend::alltoallSingle(const OpContext& ctx, Tensor& output, const 
                                     const AlltoallSingleOptions&) {
   if (output.nbytes() != input.nbytes())
     raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx),
-          "output " + output.str() + " and input " + input.str() + " differ in size",
-          "With one rank they must match");
+          "output " + output.str() + " and input " + input.str() + " differ in size", "With one rank they must match");
   copy(input, output);
   return done(ctx, {output});
 }

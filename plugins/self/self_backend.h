@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `self` backend: a group of one rank. Every op completes inside the call, so it
 // measures exactly what the host adds to a collective.
 #pragma once
@@ -8,8 +9,8 @@
 namespace commhost::self {
 
 inline constexpr Capabilities kCapabilities = {
-    Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(), {DeviceType::CPU},
-    {Feature::Split},
+    Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(),
+    {DeviceType::CPU},      {Feature::Split},
 };
 
 class SelfBackend final : public Backend {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "algorithms.h"
 
 #include <algorithm>
@@ -184,7 +185,8 @@ void alltoall(Channel& ch, const void* const* ins, const size_t* inBytes, void* 
   }
   ch.end();
   if (!mismatch.empty())
-    throw InvalidArgument("shm alltoall: " + mismatch + "; every rank's output split sizes must match what the "
+    throw InvalidArgument("shm alltoall: " + mismatch +
+                          "; every rank's output split sizes must match what the "
                           "others send it");
   const size_t block = blockBytes(ch, 1);
   for (size_t off = 0; off < most; off += block) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shm collectives, written against the Channel's step protocol on raw buffers.
 // Every function runs the same number of steps on every rank for the same call (sizes
 // agree across ranks; alltoall first exchanges its sizes), so the global step count

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shm backend's lifecycle: manifest, options, joining the group, abort, shutdown.
 #include <sched.h>
 
@@ -9,10 +10,9 @@ namespace commhost::shm {
 
 const Capabilities& capabilities() {
   static const Capabilities caps = [] {
-    Capabilities c{{OpType::Allreduce, OpType::AllreduceCoalesced, OpType::Broadcast, OpType::Reduce,
-                    OpType::Allgather, OpType::AllgatherIntoTensor, OpType::Gather, OpType::Scatter,
-                    OpType::ReduceScatter, OpType::ReduceScatterTensor, OpType::Alltoall, OpType::AlltoallSingle,
-                    OpType::Barrier},
+    Capabilities c{{OpType::Allreduce, OpType::AllreduceCoalesced, OpType::Broadcast, OpType::Reduce, OpType::Allgather,
+                    OpType::AllgatherIntoTensor, OpType::Gather, OpType::Scatter, OpType::ReduceScatter,
+                    OpType::ReduceScatterTensor, OpType::Alltoall, OpType::AlltoallSingle, OpType::Barrier},
                    Capabilities::allDTypes(),
                    Capabilities::allReduceOps(),
                    {DeviceType::CPU},
@@ -52,8 +52,7 @@ OptionSchema<Options> Options::schema() {
 void Options::validate(const BackendContext& ctx) const {
   const int64_t usable = chunk / 64 * 64;
   if (usable < 64 * static_cast<int64_t>(ctx.worldSize))
-    refuseOption("chunk",
-                 std::to_string(usable) + " B is too small for " + std::to_string(ctx.worldSize) + " ranks",
+    refuseOption("chunk", std::to_string(usable) + " B is too small for " + std::to_string(ctx.worldSize) + " ranks",
                  "Next: set the shm backend's chunk option to at least 64 B x ranks (" +
                      std::to_string(64 * ctx.worldSize) + ")");
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "channel.h"
 
 #include <signal.h>
@@ -144,10 +145,11 @@ void Channel::verifySignatures() {
   const Signature theirs = segment_.line(first, step_).signature;
   const Signature zeros = segment_.line(0, step_).signature;
   // Equal arguments but another op: one rank passed more tensors to a coalesced op.
-  const std::string seqs = zeros.seq == theirs.seq ? "" : " (a different op: seq ending " +
-                                                              std::to_string(zeros.seq) + " vs " +
-                                                              std::to_string(theirs.seq) + " mod 256; "
-                                                              "coalesced ops must pass as many tensors on every rank)";
+  const std::string seqs = zeros.seq == theirs.seq ? ""
+                                                   : " (a different op: seq ending " + std::to_string(zeros.seq) +
+                                                         " vs " + std::to_string(theirs.seq) +
+                                                         " mod 256; "
+                                                         "coalesced ops must pass as many tensors on every rank)";
   end();  // every rank ends this step: the step counters still agree for the next op
   const OpContext& op = *scope_.op;
   raise(ErrorCode::InvalidArgument, {group_, rank_, opName(op.op), op.seq, first == rank_ ? 0 : first, ""},
@@ -200,7 +202,8 @@ void Channel::fail(int peer, const char* what, bool peerDead) {
     waiting += "; meanwhile this process itself was not scheduled for " +
                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(paused_).count()) +
                " ms (stopped by a signal or a debugger, or the host was suspended or overloaded), so its peers may "
-               "have given up on it and rank " + std::to_string(peer) + " need not be at fault";
+               "have given up on it and rank " +
+               std::to_string(peer) + " need not be at fault";
     if (!abort_.isSet() && !peerDead)
       raise(ErrorCode::Timeout, where, "timed out after " + std::to_string(op.timeout.count()) + " ms " + waiting,
             "If nobody stopped this process on purpose, look for what starves this host (load, swap, the VM's "
@@ -209,13 +212,13 @@ void Channel::fail(int peer, const char* what, bool peerDead) {
   if (abort_.isSet()) raise(ErrorCode::Aborted, where, "shm backend aborted " + waiting + ": " + abort_.reason());
   if (peerDead)
     raise(ErrorCode::PeerLost, where,
-          "rank " + std::to_string(peer) + " (pid " + std::to_string(segment_.control(peer).pid.load()) +
-              ") exited " + waiting,
+          "rank " + std::to_string(peer) + " (pid " + std::to_string(segment_.control(peer).pid.load()) + ") exited " +
+              waiting,
           "That process may have died; check its log.");
-  raise(ErrorCode::Timeout, where,
-        "timed out after " + std::to_string(op.timeout.count()) + " ms " + waiting,
-        "Rank " + std::to_string(peer) + " may not have joined this collective: check that every rank issues the "
-        "same ops in the same order.");
+  raise(ErrorCode::Timeout, where, "timed out after " + std::to_string(op.timeout.count()) + " ms " + waiting,
+        "Rank " + std::to_string(peer) +
+            " may not have joined this collective: check that every rank issues the "
+            "same ops in the same order.");
 }
 
 }  // namespace commhost::shm

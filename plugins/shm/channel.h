@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The step protocol over a Segment: every op is a sequence of steps that every rank of
 // the group runs in the same order (ops run one at a time, in seq order, so the step
 // count is global). In step s each rank
@@ -42,8 +43,8 @@ struct OpScope {
 
 class Channel {
  public:
-  Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort,
-          std::chrono::microseconds spin, std::chrono::microseconds yield);
+  Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort, std::chrono::microseconds spin,
+          std::chrono::microseconds yield);
 
   int rank() const { return rank_; }
   int world() const { return world_; }
@@ -93,8 +94,8 @@ class Channel {
   const AbortFlag& abort_;
   std::chrono::microseconds spin_;
   std::chrono::microseconds yield_;
-  uint64_t step_ = 0;                   // the current (or next) step
-  uint64_t signedStep_ = UINT64_MAX;    // the step that carries sig_
+  uint64_t step_ = 0;                 // the current (or next) step
+  uint64_t signedStep_ = UINT64_MAX;  // the step that carries sig_
   Signature sig_;
   std::vector<uint64_t> consumedSeen_;  // last consumed[p] this rank loaded (acquire)
   std::vector<uint64_t> postedSeen_;

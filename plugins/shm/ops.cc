@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Each op of the shm backend: map tensors to raw buffers and run the algorithm through
 // the work queue (run()). Jobs capture tensors by value, keeping them alive while queued. Ops
 // outside the manifest are never routed here; they throw if called directly.
@@ -37,10 +38,8 @@ WorkPtr ShmBackend::allreduce(const OpContext& op, Tensor& tensor, const Allredu
   const bool oneShot = tensor.nbytes() <= settings_.oneShotMax;
   return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, oneShot] {
     channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
-    if (oneShot)
-      allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
-    else
-      allreduceTwoShot(*channel_, t.data(), count(t), t.dtype(), r);
+    if (oneShot) allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
+    else allreduceTwoShot(*channel_, t.data(), count(t), t.dtype(), r);
     return std::vector<Tensor>{t};
   });
 }
@@ -52,10 +51,8 @@ WorkPtr ShmBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>&
   return run(op, small(bytes), [this, ts = tensors, r = opts.reduceOp] {
     for (const auto& t : ts) {  // same tensors on every rank: the steps stay in lockstep
       channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
-      if (t.nbytes() <= settings_.oneShotMax)
-        allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
-      else
-        allreduceTwoShot(*channel_, t.data(), count(t), t.dtype(), r);
+      if (t.nbytes() <= settings_.oneShotMax) allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
+      else allreduceTwoShot(*channel_, t.data(), count(t), t.dtype(), r);
     }
     return ts;
   });

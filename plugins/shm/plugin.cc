@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declares the `shm` backend plugin.
 #include "shm_backend.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Joining an shm group through the backend's store: every rank proves it runs on the
 // same host, then group rank 0 creates the segment and the others map it by name.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "segment.h"
 
 #include <dirent.h>
@@ -18,7 +19,7 @@ namespace commhost::shm {
 namespace {
 
 constexpr uint64_t kMagic = 0x434f4d4853484d31ull;  // "COMHSHM1"
-constexpr uint32_t kVersion = 4;  // 4: the op signature in each line
+constexpr uint32_t kVersion = 4;                    // 4: the op signature in each line
 constexpr size_t kPage = 4096;
 constexpr const char* kPrefix = "commhost-shm-";
 
@@ -75,7 +76,8 @@ int removeStaleSegments() {
     const std::string name = entry->d_name;
     const long pid = pidOfName(name);
     if (pid <= 0) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH && ::shm_unlink(("/" + name).c_str()) == 0) ++removed;
+    if (::kill(static_cast<pid_t>(pid), 0) == -1 && errno == ESRCH && ::shm_unlink(("/" + name).c_str()) == 0)
+      ++removed;
   }
   ::closedir(dir);
   return removed;
@@ -155,7 +157,8 @@ std::unique_ptr<Segment> Segment::open(const std::string& name, const SegmentLay
       header->world != static_cast<uint32_t>(layout.world) || header->chunk != layout.chunk ||
       header->depth != static_cast<uint32_t>(layout.depth)) {
     ::munmap(base, bytes);
-    throw BackendError("shm: shared memory " + name + " has another layout (version, world size, chunk or depth) "
+    throw BackendError("shm: shared memory " + name +
+                       " has another layout (version, world size, chunk or depth) "
                        "than this rank expects; do all ranks use the same shm options and commhost build?");
   }
   return std::unique_ptr<Segment>(new Segment(name, layout, base, false));

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shared-memory segment of one group: a header, one control block per rank and one
 // data slot per rank (`depth` buffers of `chunk` bytes, used round-robin by step).
 //
@@ -27,7 +28,7 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "the shm protocol need
 // Written by its rank only (except sleepers), read by every rank. Each counter sits on its own 128-byte
 // line so a rank polling one does not slow the writer of another (adjacent-line prefetch).
 struct RankControl {
-  alignas(128) std::atomic<uint64_t> posted;    // steps whose data this rank has published
+  alignas(128) std::atomic<uint64_t> posted;  // steps whose data this rank has published
   // Peers asleep on this rank's posted or consumed futex (their low 32 bits); the
   // owner wakes them after a store only when this is non-zero. Peers add/subtract.
   std::atomic<uint32_t> sleepers;
@@ -38,13 +39,13 @@ struct RankControl {
 // What an op's ranks must agree on, published in the line of the op's first step and
 // compared by every rank before it reads any peer's data (Channel::post).
 struct Signature {
-  uint64_t bytes = 0;  // what every rank moves (alltoall: 0, its size matrix is checked apart)
-  uint8_t op = 0;      // OpType
-  uint8_t dtype = 0;   // DType
+  uint64_t bytes = 0;       // what every rank moves (alltoall: 0, its size matrix is checked apart)
+  uint8_t op = 0;           // OpType
+  uint8_t dtype = 0;        // DType
   uint8_t reduceOp = 0xff;  // ReduceOp::Kind, 0xff: none
-  uint8_t seq = 0;     // the op's seq, low 8 bits: the tensors of a coalesced op that one
-                       // rank passes more of cannot pair with another rank's next op
-  int32_t root = -1;   // -1: none
+  uint8_t seq = 0;          // the op's seq, low 8 bits: the tensors of a coalesced op that one
+                            // rank passes more of cannot pair with another rank's next op
+  int32_t root = -1;        // -1: none
   bool operator==(const Signature& o) const {
     return bytes == o.bytes && op == o.op && dtype == o.dtype && reduceOp == o.reduceOp && seq == o.seq &&
            root == o.root;
@@ -59,15 +60,15 @@ static_assert(sizeof(Signature) == 16, "a Signature is two words");
 struct Line {
   static constexpr size_t kBytes = 40;
   alignas(64) std::atomic<uint64_t> step;  // s + 1 once signature/data hold step s (release)
-  Signature signature;  // valid when step s is the first step of an op
+  Signature signature;                     // valid when step s is the first step of an op
   uint8_t data[kBytes];
 };
 static_assert(sizeof(Line) == 64, "a Line is one cache line");
 
 struct SegmentLayout {
   int world = 0;
-  size_t chunk = 0;   // bytes per buffer
-  int depth = 0;      // buffers per rank
+  size_t chunk = 0;  // bytes per buffer
+  int depth = 0;     // buffers per rank
   size_t slotBytes() const { return chunk * static_cast<size_t>(depth); }
   size_t controlOffset() const;
   size_t lineOffset() const;

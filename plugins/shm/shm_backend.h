@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shm backend: CPU collectives between the ranks of one host through one POSIX
 // shared-memory segment per group (the CPU counterpart of intra_node_comm's one-shot /
 // two-shot allreduce). Ops it lacks (point-to-point, gather/scatter lists of lists) are
@@ -35,7 +36,7 @@ struct Options {
   int depth = 0;
   size_t oneShotMax = 0;
   size_t inlineMax = 0;
-  int64_t spinUs = -1;   // -1: chosen by whether ranks outnumber CPUs
+  int64_t spinUs = -1;  // -1: chosen by whether ranks outnumber CPUs
   int64_t yieldUs = -1;
   std::chrono::milliseconds timeout{0};
   static OptionSchema<Options> schema();
@@ -96,8 +97,7 @@ class ShmBackend final : public Backend {
   // Runs job() (returning the op's outputs) inline when `small` and the backend is idle,
   // else on the worker. Throws AbortedError / BackendError when the backend is aborted or
   // broken; the op's own failures go to its Work.
-  template <class F>
-  WorkPtr run(const OpContext& op, bool small, F&& job) {
+  template <class F> WorkPtr run(const OpContext& op, bool small, F&& job) {
     checkUsable(op);
     return queue_->submit(op, std::forward<F>(job), small);
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Waiting on a counter another rank advances in shared memory: spin briefly (the
 // low-latency path), yield for a while, then sleep on a futex on the counter's low 32
 // bits, so the writer's next store wakes the sleeper at once (a plain sleep with backoff

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "client.h"
 
 #include <fcntl.h>
@@ -11,8 +12,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <system_error>
 #include <random>
+#include <system_error>
 #include <thread>
 
 #include "commhost/errors.h"
@@ -78,8 +79,7 @@ int connectOnce(const std::string& host, int port, std::chrono::milliseconds lim
 
 // Reads until `have` >= `need` (taking whatever more arrives, up to `capacity`) before
 // `deadline`; returns "" or what went wrong.
-std::string readAtLeast(int fd, uint8_t* buf, size_t capacity, size_t& have, size_t need,
-                        Clock::time_point deadline) {
+std::string readAtLeast(int fd, uint8_t* buf, size_t capacity, size_t& have, size_t need, Clock::time_point deadline) {
   while (have < need) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) return "no answer in time";
@@ -200,8 +200,8 @@ int Client::connectWithRetry() {
             "(MASTER_ADDR/MASTER_PORT)");
     if (options_.logger && options_.progressEvery.count() > 0 && Clock::now() >= nextReport) {
       // The logger names the rank; `commhost run` looks for these lines (reach_lines.h).
-      options_.logger->warn(kStillWaitingLine + where_ + " after " + waited() + " (" + error +
-                            "); giving up after " + formatDuration(options_.timeout) +
+      options_.logger->warn(kStillWaitingLine + where_ + " after " + waited() + " (" + error + "); giving up after " +
+                            formatDuration(options_.timeout) +
                             ". Check that rank 0 (serve: auto) or `commhost store serve` is running there and that "
                             "this host can reach it (MASTER_ADDR/MASTER_PORT, store.options.host/port, firewall)");
       reported = true;
@@ -307,8 +307,8 @@ uint64_t ms(std::chrono::milliseconds d) { return static_cast<uint64_t>(std::max
 }  // namespace
 
 // Runs one request; `in` reads the answer after the status.
-#define COMMHOST_CALL(req, wait)                                     \
-  const std::vector<uint8_t> answer = call(req, wait);               \
+#define COMMHOST_CALL(req, wait)                       \
+  const std::vector<uint8_t> answer = call(req, wait); \
   [[maybe_unused]] FrameReader in(answer.data() + kHeaderSize + 1, answer.size() - kHeaderSize - 1)
 
 void Client::set(const std::string& key, const Bytes& value) {
@@ -366,8 +366,8 @@ std::vector<Bytes> Client::multiGet(const std::vector<std::string>& keys) {
 
 void Client::multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
   if (keys.size() != values.size())
-    throw InvalidArgument("multiSet got " + std::to_string(keys.size()) + " keys but " +
-                          std::to_string(values.size()) + " values");
+    throw InvalidArgument("multiSet got " + std::to_string(keys.size()) + " keys but " + std::to_string(values.size()) +
+                          " values");
   COMMHOST_CALL(request(Op::MultiSet, keys, values), timeout_);
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tcp store client: blocking TCP connections to one server.
 //
 // Threading: a client may be shared by threads. Each call borrows an idle connection (or
@@ -74,8 +75,8 @@ class Client final : public Store {
 
   std::shared_ptr<void> keepAlive_;  // declared first: released last
   ClientOptions options_;
-  std::string where_;  // "host:port"
-  std::mutex idleMutex_;  // guards idle_
+  std::string where_;      // "host:port"
+  std::mutex idleMutex_;   // guards idle_
   std::vector<int> idle_;  // connected sockets no call is using
 };
 

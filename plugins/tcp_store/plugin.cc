@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declares the `tcp` store plugin: the embedded default store of multi-rank jobs.
 #include "tcp_store.h"
 

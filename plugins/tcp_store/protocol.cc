@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "protocol.h"
 
 #include <cstring>
@@ -51,8 +52,8 @@ uint32_t parseHeader(const uint8_t* header, uint32_t maxBody) {
   }
   const uint32_t length = loadU32(header + 4);
   if (length > maxBody)
-    throw ProtocolError("frame of " + std::to_string(length) + " bytes is over the limit of " + std::to_string(maxBody) +
-                        " (store option max_frame)");
+    throw ProtocolError("frame of " + std::to_string(length) + " bytes is over the limit of " +
+                        std::to_string(maxBody) + " (store option max_frame)");
   if (length == 0) throw ProtocolError("empty frame");
   return length;
 }
@@ -84,8 +85,8 @@ const std::vector<uint8_t>& FrameWriter::finish() {
 
 void FrameReader::need(size_t n) const {
   if (static_cast<size_t>(end_ - p_) < n)
-    throw ProtocolError("truncated frame: needed " + std::to_string(n) + " more bytes, " +
-                        std::to_string(end_ - p_) + " left");
+    throw ProtocolError("truncated frame: needed " + std::to_string(n) + " more bytes, " + std::to_string(end_ - p_) +
+                        " left");
 }
 
 uint8_t FrameReader::u8() {

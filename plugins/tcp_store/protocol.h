@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tcp store's wire format, shared by server and client.
 //
 // Every message is one frame: a 4-byte magic that carries the protocol version
@@ -27,7 +28,19 @@ constexpr size_t kHeaderSize = 8;
 constexpr uint32_t kMaxAuthBody = 4096;
 
 enum class Op : uint8_t {
-  Auth = 1, Set, Get, Add, CompareSet, Wait, Check, Delete, NumKeys, MultiGet, MultiSet, Append, Ping,
+  Auth = 1,
+  Set,
+  Get,
+  Add,
+  CompareSet,
+  Wait,
+  Check,
+  Delete,
+  NumKeys,
+  MultiGet,
+  MultiSet,
+  Append,
+  Ping,
 };
 const char* opName(Op op);
 
@@ -48,7 +61,10 @@ class FrameWriter {
     buffer_.reserve(64);
     buffer_.resize(kHeaderSize);
   }
-  FrameWriter& u8(uint8_t v) { buffer_.push_back(v); return *this; }
+  FrameWriter& u8(uint8_t v) {
+    buffer_.push_back(v);
+    return *this;
+  }
   FrameWriter& u64(uint64_t v);
   FrameWriter& bytes(const uint8_t* data, size_t size);
   FrameWriter& bytes(const Bytes& b) { return bytes(b.data(), b.size()); }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // What the tcp store client writes while it tries to reach the server, for `commhost
 // run` (tools/cli/launcher.cc), which reads the ranks' output to name the ranks that
 // never reached the store. The launcher is another process and the ranks may be any

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "server.h"
 
 #include <algorithm>
@@ -34,7 +35,7 @@ struct Server::Connection {
   std::vector<uint8_t> in = std::vector<uint8_t>(kInitialBuffer);
   size_t filled = 0;
   size_t want = kHeaderSize;  // bytes the frame being received needs in all (header first)
-  std::vector<uint8_t> out;  // the reply being written
+  std::vector<uint8_t> out;   // the reply being written
   bool authenticated = false;
   bool closed = false;
   // Closes a connection that is silent mid-frame (or before auth). `timerGeneration`
@@ -100,7 +101,8 @@ Server::Server(ServerOptions options) : options_(std::move(options)), acceptor_(
   if (!ec) acceptor_.listen(listenBacklog(), ec);
   if (ec)
     throw StoreError("tcp store: cannot listen on " + options_.bind + ":" + std::to_string(options_.port) + ": " +
-                     ec.message() + ". Another job may hold the port: pick another (MASTER_PORT or store.options.port)");
+                     ec.message() +
+                     ". Another job may hold the port: pick another (MASTER_PORT or store.options.port)");
   port_ = acceptor_.local_endpoint().port();
   accept();
   thread_ = std::thread([this] { io_.run(); });
@@ -242,7 +244,8 @@ void Server::next(const ConnectionPtr& c) {
 
 // Reads more of the frame being received; a frame under way must complete in time.
 void Server::more(const ConnectionPtr& c) {
-  if (c->filled > 0 && !c->timerArmed) armTimer(c, options_.frameTimeout, "complete a frame (store option frame_timeout)");
+  if (c->filled > 0 && !c->timerArmed)
+    armTimer(c, options_.frameTimeout, "complete a frame (store option frame_timeout)");
   read(c);
 }
 
@@ -335,8 +338,9 @@ void Server::handle(const ConnectionPtr& c, Request r) {
   switch (r.op) {
     case Op::Auth:
       if (!options_.token.empty() && r.token != options_.token)
-        return refuse(c, r.token.empty() ? "unauthenticated client: it sent no auth token and this server requires one"
-                                         : "wrong auth token (not logged)",
+        return refuse(c,
+                      r.token.empty() ? "unauthenticated client: it sent no auth token and this server requires one"
+                                      : "wrong auth token (not logged)",
                       "check auth_token / COMMHOST_STORE_TOKEN on both sides");
       c->authenticated = true;
       return reply(c, statusFrame(Status::Ok));
@@ -376,14 +380,10 @@ void Server::handle(const ConnectionPtr& c, Request r) {
       }
       return reply(c, ok().bytes(it->second).finish());
     }
-    case Op::Wait:
-      return waitFor(c, std::move(r.keys), r.timeoutMs, [this, c] { reply(c, statusFrame(Status::Ok)); });
-    case Op::Check:
-      return reply(c, ok().u8(present(r.keys) ? 1 : 0).finish());
-    case Op::Delete:
-      return reply(c, ok().u8(data_.erase(key) ? 1 : 0).finish());
-    case Op::NumKeys:
-      return reply(c, ok().u64(data_.size()).finish());
+    case Op::Wait: return waitFor(c, std::move(r.keys), r.timeoutMs, [this, c] { reply(c, statusFrame(Status::Ok)); });
+    case Op::Check: return reply(c, ok().u8(present(r.keys) ? 1 : 0).finish());
+    case Op::Delete: return reply(c, ok().u8(data_.erase(key) ? 1 : 0).finish());
+    case Op::NumKeys: return reply(c, ok().u64(data_.size()).finish());
     case Op::MultiGet: {
       const auto wanted = r.keys;
       return waitFor(c, std::move(r.keys), r.timeoutMs, [this, c, wanted, ok] {
@@ -403,8 +403,7 @@ void Server::handle(const ConnectionPtr& c, Request r) {
       changed(key);
       return reply(c, statusFrame(Status::Ok));
     }
-    case Op::Ping:
-      return reply(c, statusFrame(Status::Ok));
+    case Op::Ping: return reply(c, statusFrame(Status::Ok));
   }
 }
 

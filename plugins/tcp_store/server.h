@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tcp store server: one Boost.Asio event loop on its own thread holds every key and
 // every connection. All state below is touched only by that thread, so it needs no lock
 // (connections_ alone is also read by ~Server, hence atomic).
@@ -32,8 +33,8 @@ namespace commhost::tcpstore {
 
 struct ServerOptions {
   std::string bind = "127.0.0.1";
-  int port = 0;               // 0: pick a free port; see Server::port()
-  std::string token;          // "" disables authentication
+  int port = 0;       // 0: pick a free port; see Server::port()
+  std::string token;  // "" disables authentication
   uint32_t maxFrame = 64u << 20;
   int maxConnections = 4096;  // more are accepted and closed at once, with a log line
   std::chrono::milliseconds authTimeout{std::chrono::seconds(10)};   // token set: auth within this
@@ -79,8 +80,7 @@ class Server {
   // Answers the handshake with an error frame saying why, then drops the connection.
   void refuse(const ConnectionPtr& c, const std::string& reason, const std::string& hint);
   // Calls `ready` once every key exists, or answers Timeout after `timeoutMs`.
-  void waitFor(const ConnectionPtr& c, std::vector<std::string> keys, uint64_t timeoutMs,
-               std::function<void()> ready);
+  void waitFor(const ConnectionPtr& c, std::vector<std::string> keys, uint64_t timeoutMs, std::function<void()> ready);
   bool park(const std::shared_ptr<Waiter>& w);
   void changed(const std::string& key);
   bool present(const std::vector<std::string>& keys) const;

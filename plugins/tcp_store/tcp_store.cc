@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "tcp_store.h"
 
 #include "client.h"
@@ -19,8 +20,7 @@ OptionSchema<Options> Options::schema() {
       .option("timeout", &Options::timeout, "5m", "Connect and wait timeout of store calls", {0.001, 86400})
       .option("auth_token", &Options::authToken, "",
               "Shared secret every client must present (also COMMHOST_STORE_TOKEN)")
-      .size("max_frame", &Options::maxFrame, "256MiB", "Largest frame accepted, in either direction",
-            {1024, 1ll << 31})
+      .size("max_frame", &Options::maxFrame, "256MiB", "Largest frame accepted, in either direction", {1024, 1ll << 31})
       .option("linger", &Options::linger, "2s",
               "How long a serving process, once done with the store, keeps serving ranks still connected", {0, 3600})
       .option("max_connections", &Options::maxConnections, "4096",

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Creating a tcp store from its options: decides whether this process hosts the server
 // (serve: auto|always|never), starts it, and connects a client to it.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Allreduce sweep through the host, measured the way ../shared/peers/gloo_allreduce.cc
 // measures raw Gloo (same sizes, iteration counts, warm-up; float32 sum, in place), so
 // the two print comparable lines. Launch one process per rank with RANK, WORLD_SIZE,

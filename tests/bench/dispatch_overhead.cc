@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Host dispatch overhead: one allreduce through ProcessGroup -> RouteTable -> self
 // backend -> Work, at world size 1 (the self backend does no communication; at 1 MiB
 // with Sum it does no work on the data either, so this is the host's own cost), with the
@@ -16,8 +17,7 @@ std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true) {
   auto config = std::make_shared<Config>(loadConfigText(
       std::string("backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\nlogging: { level: warn }\n") +
           "supervisor: { enabled: " + (supervised ? "true" : "false") + " }\n",
-      "bench", *registry,
-      overrides));
+      "bench", *registry, overrides));
   return ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
 }
 

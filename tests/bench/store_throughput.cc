@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Store figures, measured the way ../shared/peers/torch_tcpstore.py measures torch's
 // TCPStore, so the two print comparable lines:
 //   get round trip with 1 client (the server in this process, as torch's master is),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Runs every file of tests/configs: valid/ must load; each broken/ file must fail with
 // every message fragment listed in its "# expect: ..." header lines.
 #include <boost/filesystem.hpp>
@@ -57,7 +58,8 @@ TEST(ConfigCorpus, BrokenFilesFailWithTheirMessages) {
       for (std::string fragment : expected) {
         const size_t at = fragment.find("FILE");
         if (at != std::string::npos) fragment.replace(at, 4, file);
-        EXPECT_NE(message.find(fragment), std::string::npos) << name << ": message lacks '" << fragment << "':\n" << message;
+        EXPECT_NE(message.find(fragment), std::string::npos) << name << ": message lacks '" << fragment << "':\n"
+                                                             << message;
       }
     }
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <cstdlib>
 
 #include "test_util.h"
@@ -74,8 +75,8 @@ TEST(Config, SetOverridesWinAndAreCited) {
   auto cfg = configFrom(kSelfConfig, *registry, {"group.timeout=5s", "group.name=trainer"});
   EXPECT_EQ(cfg->timeout(), std::chrono::seconds(5));
   EXPECT_EQ(cfg->groupName(), "trainer");
-  EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"group.timeout=abc"}), ConfigError,
-                    "--set group.timeout=abc", "not a duration");
+  EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"group.timeout=abc"}), ConfigError, "--set group.timeout=abc",
+                    "not a duration");
   EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"noequals"}), ConfigError, "expected key=value");
 }
 
@@ -199,11 +200,10 @@ TEST(Config, TokensNeverPrinted) {
     EXPECT_NE(message.find("--set store.options.auth_token=<redacted>"), std::string::npos) << message;
   }
   // Options cannot be set under the `store: tcp` shorthand: the error says how to fix it.
-  EXPECT_THROW_WITH(configFrom(std::string("store: tcp\n") + kSelfConfig, *registry,
-                               {"store.options.auth_token=" + secret}),
-                    ConfigError,
-                    "--set store.options.auth_token=<redacted>: 'store' is not a map but the plain value 'tcp'",
-                    "e.g. store: { plugin: tcp }");
+  EXPECT_THROW_WITH(
+      configFrom(std::string("store: tcp\n") + kSelfConfig, *registry, {"store.options.auth_token=" + secret}),
+      ConfigError, "--set store.options.auth_token=<redacted>: 'store' is not a map but the plain value 'tcp'",
+      "e.g. store: { plugin: tcp }");
   // From COMMHOST_STORE_TOKEN: the same.
   ::setenv("COMMHOST_STORE_TOKEN", secret.c_str(), 1);
   ConfigOverrides env;
@@ -212,9 +212,9 @@ TEST(Config, TokensNeverPrinted) {
   EXPECT_EQ(fromEnv.store.options.getString("auth_token"), secret);
   EXPECT_EQ(fromEnv.effectiveYaml.find(secret), std::string::npos) << fromEnv.effectiveYaml;
   // A key that only contains a secret word's letters is no secret: its bad value is shown.
-  EXPECT_THROW_WITH(configFrom(std::string("store: { plugin: tcp }\n") + kSelfConfig, *registry,
-                               {"store.options.auth_timeout=5x"}),
-                    ConfigError, "store.options.auth_timeout=5x");
+  EXPECT_THROW_WITH(
+      configFrom(std::string("store: { plugin: tcp }\n") + kSelfConfig, *registry, {"store.options.auth_timeout=5x"}),
+      ConfigError, "store.options.auth_timeout=5x");
 }
 
 TEST(Config, InvalidUtf8RefusedAndEscaped) {

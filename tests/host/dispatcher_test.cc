@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test_util.h"
 
 namespace commhost::test {
@@ -41,9 +42,9 @@ TEST(RouteTable, MostSpecificWins) {
 TEST(RouteTable, WildcardRouteFallsBackForOpsTheBackendLacks) {
   Capabilities partial = cpuAll();
   partial.ops = {OpType::Allreduce, OpType::Broadcast};
-  const auto table = RouteTable::build(
-      {route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "general"), route(std::nullopt, std::nullopt, 0, INT64_MAX, "fast")},
-      {{"general", cpuAll()}, {"fast", partial}});
+  const auto table = RouteTable::build({route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "general"),
+                                        route(std::nullopt, std::nullopt, 0, INT64_MAX, "fast")},
+                                       {{"general", cpuAll()}, {"fast", partial}});
   const auto& names = table.backendNames();
   EXPECT_EQ(names[table.route(OpType::Alltoall, DeviceType::CPU, 8)], "general");
   // Both are wildcard on op; the device route is more specific.
@@ -62,8 +63,9 @@ TEST(RouteTable, RouteToMissingOpIsAnError) {
 TEST(RouteTable, UnservedOpNamesOpAndDevice) {
   Capabilities partial = cpuAll();
   partial.ops = {OpType::Allreduce};
-  EXPECT_THROW_WITH(RouteTable::build({route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "fast")}, {{"fast", partial}}),
-                    ConfigError, "no route serves broadcast on cpu", "no route serves alltoall_single on cpu");
+  EXPECT_THROW_WITH(
+      RouteTable::build({route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "fast")}, {{"fast", partial}}), ConfigError,
+      "no route serves broadcast on cpu", "no route serves alltoall_single on cpu");
 }
 
 TEST(RouteTable, SizeGapIsAnError) {

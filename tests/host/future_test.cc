@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <thread>
 
 #include "test_util.h"
@@ -15,7 +16,10 @@ TEST(Future, ThenChainsValuesAndErrors) {
   });
   auto skipped = Future::create();
   bool ran = false;
-  auto failed = skipped->then([&](Future&) { ran = true; return std::vector<Tensor>{}; });
+  auto failed = skipped->then([&](Future&) {
+    ran = true;
+    return std::vector<Tensor>{};
+  });
   EXPECT_FALSE(next->isCompleted());
   std::thread completer([&] { f->setValue({t}); });
   completer.join();

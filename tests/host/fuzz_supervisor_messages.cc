@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the supervisor's cross-rank codec (host/src/supervisor/messages.h):
 // build with clang and -DCOMMHOST_FUZZ=ON, then run build/bin/commhost_fuzz_supervisor_messages.
 // Any input must decode or return an error; what decodes must encode back to a line that

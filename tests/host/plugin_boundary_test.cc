@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin boundary: the build fingerprint the loader compares, the struct prefixes,
 // the contexts the host fills for every call, errors that carry their context, and the
 // capability features the host checks.
@@ -190,7 +191,8 @@ class LaunchFeatures : public ::testing::Test {
 TEST_F(LaunchFeatures, SeparateProcessesNeedMultiProcess) {
   launch(2, 2);
   InitOptions options;
-  options.configPath = write(std::string(kSelfConfig) + "store: { plugin: tcp, options: { serve: auto, linger: 0s } }\n");
+  options.configPath = write(std::string(kSelfConfig) +
+                             "store: { plugin: tcp, options: { serve: auto, linger: 0s } }\n");
   options.overrides.fromEnvironment = false;
   EXPECT_THROW_WITH(init(options), ConfigError, "[rank 0]", "backend 'self' (plugin self",
                     "does not declare feature multi_process", "its 2 ranks are separate processes",

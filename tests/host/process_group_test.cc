@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ProcessGroup over the self backend: every op's result at world size 1, and every
 // validation error before anything reaches a backend.
 #include "test_util.h"
@@ -102,8 +103,9 @@ TEST(ProcessGroupCreate, ConfigHashMismatchNamesBothRanks) {
   auto registry = testRegistry();
   auto store = std::make_shared<HashStore>(std::chrono::seconds(5));
   auto a = configFrom("backends: { ref: { plugin: storecoll } }\nroutes: [{ device: cpu, backend: ref }]\n", *registry);
-  auto b = configFrom("group: { timeout: 5s }\nbackends: { ref: { plugin: storecoll } }\nroutes: [{ device: cpu, backend: ref }]\n",
-                      *registry);
+  auto b = configFrom(
+      "group: { timeout: 5s }\nbackends: { ref: { plugin: storecoll } }\nroutes: [{ device: cpu, backend: ref }]\n",
+      *registry);
   ProcessGroup::create({a, registry, store, 0, 2});
   EXPECT_THROW_WITH(ProcessGroup::create({b, registry, store, 1, 2}), ConfigError, "[group main rank 1]",
                     "rank 0 loaded one with hash", "every rank must use the same config");

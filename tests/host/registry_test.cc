@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "test_util.h"
 
 namespace commhost::test {
@@ -50,8 +51,7 @@ TEST(Registry, LoadFileThrowsWithPathAndReason) {
                     "cannot be loaded");
   registry.loadFile(pluginDir("good") + "/libcommhost_optioned.so");
   EXPECT_NE(registry.find("optioned"), nullptr);
-  EXPECT_THROW_WITH(registry.loadFile(pluginDir("good") + "/libcommhost_optioned.so"), PluginError,
-                    "already provides");
+  EXPECT_THROW_WITH(registry.loadFile(pluginDir("good") + "/libcommhost_optioned.so"), PluginError, "already provides");
 }
 
 TEST(Registry, RequireExplains) {
@@ -74,8 +74,11 @@ TEST(Registry, SelfRefusesLargerGroups) {
   auto registry = testRegistry();
   auto config = configFrom(kSelfConfig, *registry);
   auto store = std::make_shared<HashStore>(std::chrono::seconds(5));
-  EXPECT_THROW_WITH(runRanks(2, [&](int r) { ProcessGroup::create({config, registry, store, r, 2}); }), PluginError,
-                    "serves groups of one rank", "has 2 ranks");
+  EXPECT_THROW_WITH(runRanks(2,
+                             [&](int r) {
+                               ProcessGroup::create({config, registry, store, r, 2});
+                             }),
+                    PluginError, "serves groups of one rank", "has 2 ranks");
 }
 
 }  // namespace

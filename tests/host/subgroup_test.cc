@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Multi-rank groups as threads over a HashStore, on the storecoll reference backend:
 // every op's results across ranks, then newGroup and split.
 #include "test_util.h"

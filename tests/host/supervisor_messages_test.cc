@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor's cross-rank codec (host/src/supervisor/messages.h) on its own: every
 // message round-trips, and garbage decodes to an error, never to rank 0.
 #include <gtest/gtest.h>
@@ -55,23 +56,38 @@ TEST(SupervisorMessages, AckAndProgressRoundTrip) {
 
 // The old atoi parsing read each of these as rank 0 (or a number from its prefix).
 TEST(SupervisorMessages, GarbageIsAnErrorNeverRankZero) {
-  for (const char* bad : {"", "garbage", "incident|1|1|allreduce seq 1|5",  // the unversioned format
-                          "s1|incident|x|1|5|w", "s1|incident||1|5|w", "s1|incident|-1|1|5|w",
-                          "s1|incident| 1|1|5|w", "s1|incident|+1|1|5|w", "s1|incident|1x|1|5|w",
-                          "s1|incident|01|1|5|w", "s1|incident|1|1|5|w\r",
-                          "s1|incident|1|0|5|w", "s1|incident|1|1|5", "s1|incident|1|1|5|w|extra",
-                          "s1|incident|99999999999999999999999|1|5|w", "s1|incident|16777216|1|5|w",
-                          "s1|peer|1|two|why", "s1|peer|1|2", "s1|peer|1|2|a|b", "s2|peer|1|2|why",
-                          "s1|nonsense|1|2|why", "S1|peer|1|2|why", "s1|ack|1"}) {
+  for (const char* bad : {"",
+                          "garbage",
+                          "incident|1|1|allreduce seq 1|5",  // the unversioned format
+                          "s1|incident|x|1|5|w",
+                          "s1|incident||1|5|w",
+                          "s1|incident|-1|1|5|w",
+                          "s1|incident| 1|1|5|w",
+                          "s1|incident|+1|1|5|w",
+                          "s1|incident|1x|1|5|w",
+                          "s1|incident|01|1|5|w",
+                          "s1|incident|1|1|5|w\r",
+                          "s1|incident|1|0|5|w",
+                          "s1|incident|1|1|5",
+                          "s1|incident|1|1|5|w|extra",
+                          "s1|incident|99999999999999999999999|1|5|w",
+                          "s1|incident|16777216|1|5|w",
+                          "s1|peer|1|two|why",
+                          "s1|peer|1|2",
+                          "s1|peer|1|2|a|b",
+                          "s2|peer|1|2|why",
+                          "s1|nonsense|1|2|why",
+                          "S1|peer|1|2|why",
+                          "s1|ack|1"}) {
     const auto d = decodeLogLine(bad);
     EXPECT_FALSE(d) << "'" << bad << "' decoded";
     EXPECT_FALSE(d.error.empty());
   }
   for (const char* bad : {"", "3,", "s1|ack|", "s1|ack|-3", "s1|ack|3|4", "s1|ack|3 ", "s1|incident|3"})
     EXPECT_FALSE(decodeAck(bad)) << "'" << bad << "' decoded";
-  for (const char* bad : {"12 allreduce 11", "s1|progress|12|allreduce", "s1|progress|12|all reduce|11",
-                          "s1|progress|0|allreduce|0", "s1|progress|3|none|0", "s1|progress|-1|allreduce|0",
-                          "s1|progress|1|allreduce|1|2"})
+  for (const char* bad :
+       {"12 allreduce 11", "s1|progress|12|allreduce", "s1|progress|12|all reduce|11", "s1|progress|0|allreduce|0",
+        "s1|progress|3|none|0", "s1|progress|-1|allreduce|0", "s1|progress|1|allreduce|1|2"})
     EXPECT_FALSE(decodeProgress(bad)) << "'" << bad << "' decoded";
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor's parts on their own, without a Supervisor or its threads: the flight
 // recorder's ring and the desync report read from progress published into a HashStore.
 #include <gtest/gtest.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor with real gloo ranks as threads over a HashStore: a rank that never
 // joins, a peer that stops beating, mismatched calls under check_collectives, the
 // flight recorder's bound and dumps, completion hooks on their own thread.
@@ -28,13 +29,15 @@ std::string tempDir(const std::string& name) {
 // group.timeout is gloo's own deadline too (its contexts keep one), so a short one lets
 // the ranks left inside Gloo by a hang return quickly when the test ends.
 std::string glooConfig(const std::string& dumpDir, const std::string& extra = "", const std::string& timeout = "20s") {
-  return "group: { timeout: " + timeout + " }\n"
+  return "group: { timeout: " + timeout +
+         " }\n"
          "backends: { gloo: { options: { threads: 1 } } }\n"
          "routes: [{ device: cpu, backend: gloo }]\n"
          "supervisor:\n"
          "  watchdog: { poll: 20ms }\n"
          "  heartbeat: { interval: 50ms, timeout: 400ms }\n"
-         "  flight_recorder: { entries: 16, dump_dir: " + dumpDir + " }\n" + extra;
+         "  flight_recorder: { entries: 16, dump_dir: " +
+         dumpDir + " }\n" + extra;
 }
 
 void allreduceOnes(ProcessGroup& pg, int64_t n = 4, std::chrono::milliseconds timeout = {}) {
@@ -66,9 +69,8 @@ TEST(Supervisor, RankThatNeverJoinsIsNamedWithTheSeq) {
   runRanks(3, [&](int r) {
     for (int i = 0; i < 3; ++i) allreduceOnes(*groups[r]);
     if (r == 2) return;  // rank 2 skips seq 4
-    EXPECT_THROW_WITH(allreduceOnes(*groups[r]), TimeoutError,
-                      "allreduce seq 4", "Rank 2 never joined allreduce seq 4", "last issued allreduce seq 3 (completed)",
-                      "trace analyze");
+    EXPECT_THROW_WITH(allreduceOnes(*groups[r]), TimeoutError, "allreduce seq 4", "Rank 2 never joined allreduce seq 4",
+                      "last issued allreduce seq 3 (completed)", "trace analyze");
   });
   // on_error: abort (the default) aborted the group on the detecting ranks.
   EXPECT_THROW_WITH(allreduceOnes(*groups[0]), AbortedError, "aborted");
@@ -195,7 +197,7 @@ TEST(Supervisor, PeerThatDestroyedItsGroupIsNotReportedLost) {
   ManualTime time;
   auto groups = makeGroups(glooConfig(dir), 2);
   runRanks(2, [&](int r) { allreduceOnes(*groups[r]); });
-  groups[1].reset();  // rank 1 is done with the group; rank 0 keeps its own
+  groups[1].reset();                              // rank 1 is done with the group; rank 0 keeps its own
   time.advance(std::chrono::milliseconds(1000));  // > heartbeat.timeout 400ms
   const auto dump = readJson(dumpFlightRecorder("test"));
   ASSERT_EQ(dump["groups"].size(), 1u);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <dlpack/dlpack.h>
 
 #include "test_util.h"
@@ -55,12 +56,18 @@ TEST(DLPack, RefusesStridedAndUnknownAndStillFrees) {
   int64_t strides[2] = {1, 2};  // column-major: not contiguous
   auto* m = new DLManagedTensor{};
   m->dl_tensor = {data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, strides, 0};
-  m->deleter = [](DLManagedTensor* self) { ++deleted; delete self; };
+  m->deleter = [](DLManagedTensor* self) {
+    ++deleted;
+    delete self;
+  };
   EXPECT_THROW_WITH(Tensor::fromDLPack(m), InvalidArgument, "not contiguous");
   EXPECT_EQ(deleted, 1);
   auto* vec = new DLManagedTensor{};
   vec->dl_tensor = {data, {kDLCPU, 0}, 1, {kDLFloat, 32, 4}, shape, nullptr, 0};
-  vec->deleter = [](DLManagedTensor* self) { ++deleted; delete self; };
+  vec->deleter = [](DLManagedTensor* self) {
+    ++deleted;
+    delete self;
+  };
   EXPECT_THROW_WITH(Tensor::fromDLPack(vec), InvalidArgument, "4 lanes");
   EXPECT_EQ(deleted, 2);
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Helpers shared by the unit tests: configs from text, and ranks as threads.
 #pragma once
 
@@ -87,16 +88,16 @@ constexpr const char* kStoreCollConfig =
     "group: { timeout: 20s }\nbackends: { ref: { plugin: storecoll } }\nroutes: [{ device: cpu, backend: ref }]\n";
 
 // Expects `stmt` to throw E with a message containing every fragment.
-#define EXPECT_THROW_WITH(stmt, E, ...)                                          \
-  do {                                                                           \
-    try {                                                                        \
-      stmt;                                                                      \
-      ADD_FAILURE() << "expected " #E " from " #stmt;                            \
-    } catch (const E& e) {                                                       \
-      for (const char* fragment : {__VA_ARGS__})                                 \
-        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)       \
-            << "message lacks '" << fragment << "':\n" << e.what();              \
-    }                                                                            \
+#define EXPECT_THROW_WITH(stmt, E, ...)                                                                               \
+  do {                                                                                                                \
+    try {                                                                                                             \
+      stmt;                                                                                                           \
+      ADD_FAILURE() << "expected " #E " from " #stmt;                                                                 \
+    } catch (const E& e) {                                                                                            \
+      for (const char* fragment : {__VA_ARGS__})                                                                      \
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << "message lacks '" << fragment << "':\n" \
+                                                                           << e.what();                               \
+    }                                                                                                                 \
   } while (0)
 
 }  // namespace commhost::test

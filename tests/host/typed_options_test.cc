@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed plugin options (commhost/typed_options.h): the schema's specs, the conversion of
 // validated values into the struct, and the refusals, each naming the key.
 #include "commhost/typed_options.h"
@@ -37,8 +38,8 @@ struct Sample {
   // Cross-field: a segment is split evenly between the threads, in 4 KiB pages.
   void validate() const {
     if (segment % (4096u * static_cast<uint32_t>(threads)))
-      refuseOption("segment", formatSize(segment) + " is not a multiple of 4KiB x threads (" + std::to_string(threads) +
-                                  ")",
+      refuseOption("segment",
+                   formatSize(segment) + " is not a multiple of 4KiB x threads (" + std::to_string(threads) + ")",
                    "set segment to a multiple of " + std::to_string(4096 * threads));
   }
 };
@@ -182,7 +183,7 @@ std::unique_ptr<Backend> createPerRank(const PerRank& options, const BackendCont
 }
 
 TEST(TypedOptions, BackendFactoryAdapterConvertsOnceThenCallsTheTypedFactory) {
-  auto (*factory)(const OptionValues&, const BackendContext&)->std::unique_ptr<Backend> =
+  auto(*factory)(const OptionValues&, const BackendContext&)->std::unique_ptr<Backend> =
       typedBackendFactory<PerRank, &createPerRank>;  // the descriptor's signature, unchanged
   BackendContext ctx;
   ctx.worldSize = 4;

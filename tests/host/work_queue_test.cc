@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The SDK worker queue (commhost/work_queue.h) on its own: order, inline runs, errors,
 // abort, drain and shutdown from other threads. Waits are bounded (5 s) for liveness.
 #include "commhost/work_queue.h"
@@ -95,7 +96,13 @@ TEST(WorkQueue, InlineWhenIdleRunsOnTheCallerOnlyWhenNothingIsQueuedOrRunning) {
   WorkQueue queue("test queue", 1, {});
   const auto caller = std::this_thread::get_id();
   std::thread::id first, second, third;
-  queue.submit(op(1), [&] { first = std::this_thread::get_id(); return std::vector<Tensor>{}; }, true);
+  queue.submit(
+      op(1),
+      [&] {
+        first = std::this_thread::get_id();
+        return std::vector<Tensor>{};
+      },
+      true);
   EXPECT_EQ(first, caller);
   EXPECT_TRUE(queue.idle());
 
@@ -108,18 +115,27 @@ TEST(WorkQueue, InlineWhenIdleRunsOnTheCallerOnlyWhenNothingIsQueuedOrRunning) {
   });
   ASSERT_TRUE(gate.awaitInside(1));
   // Busy: an inline-eligible op waits its turn on the worker instead of overtaking.
-  auto queued = queue.submit(op(3), [&] {
-    second = std::this_thread::get_id();
-    order.push_back(3);
-    return std::vector<Tensor>{};
-  }, true);
+  auto queued = queue.submit(
+      op(3),
+      [&] {
+        second = std::this_thread::get_id();
+        order.push_back(3);
+        return std::vector<Tensor>{};
+      },
+      true);
   EXPECT_FALSE(queued->isCompleted());
   gate.open();
   EXPECT_TRUE(queued->wait(5s));
   EXPECT_NE(second, caller);
   EXPECT_EQ(order, (std::vector<int>{2, 3}));
   queue.drain();
-  queue.submit(op(4), [&] { third = std::this_thread::get_id(); return std::vector<Tensor>{}; }, true);
+  queue.submit(
+      op(4),
+      [&] {
+        third = std::this_thread::get_id();
+        return std::vector<Tensor>{};
+      },
+      true);
   EXPECT_EQ(third, caller);
 }
 
@@ -143,7 +159,10 @@ TEST(WorkQueue, JobErrorsGoThroughDescribeAndBeforeEachRunsFirst) {
     auto ok = queue.submit(op(1), [] { return std::vector<Tensor>{}; });
     auto bad = queue.submit(op(2), []() -> std::vector<Tensor> { throw std::runtime_error("wire cut"); });
     bool ran3 = false;
-    auto refused = queue.submit(op(3), [&] { ran3 = true; return std::vector<Tensor>{}; });
+    auto refused = queue.submit(op(3), [&] {
+      ran3 = true;
+      return std::vector<Tensor>{};
+    });
     queue.drain();
     EXPECT_TRUE(ok->wait(5s));
     EXPECT_THROW_WITH(bad->wait(5s), PeerLostError, "described seq 2: wire cut");
@@ -157,7 +176,10 @@ TEST(WorkQueue, AbortFailsRunningAndQueuedWorksAndQueuedJobsNeverRun) {
   Gate gate;
   std::atomic<int> described{0};
   WorkQueue::Hooks hooks;
-  hooks.describe = [&](const OpContext&, std::exception_ptr e) { ++described; return e; };
+  hooks.describe = [&](const OpContext&, std::exception_ptr e) {
+    ++described;
+    return e;
+  };
   WorkQueue queue("test queue", 1, hooks);
   auto running = queue.submit(op(1), []() -> std::vector<Tensor> { return {}; });
   ASSERT_TRUE(running->wait(5s));
@@ -168,7 +190,11 @@ TEST(WorkQueue, AbortFailsRunningAndQueuedWorksAndQueuedJobsNeverRun) {
   ASSERT_TRUE(gate.awaitInside(1));
   std::atomic<int> ran{0};
   std::vector<WorkPtr> queued;
-  for (int i = 0; i < 3; ++i) queued.push_back(queue.submit(op(3 + i), [&] { ++ran; return std::vector<Tensor>{}; }));
+  for (int i = 0; i < 3; ++i)
+    queued.push_back(queue.submit(op(3 + i), [&] {
+      ++ran;
+      return std::vector<Tensor>{};
+    }));
 
   queue.abort("peer 3 lost");
   EXPECT_TRUE(queue.stuckAfterAbort());  // the running job has not returned yet

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,9 +24,9 @@ TEST(Half, EveryFloat16RoundTrips) {
 TEST(Half, Float16RoundsToNearestEven) {
   EXPECT_EQ(Float16::fromFloat(1.0f).bits, 0x3c00);
   EXPECT_EQ(Float16::fromFloat(65504.0f).bits, 0x7bff);
-  EXPECT_EQ(Float16::fromFloat(65520.0f).bits, 0x7c00);             // rounds up to inf
-  EXPECT_EQ(Float16::fromFloat(1.0f + 1.0f / 2048).bits, 0x3c00);   // tie -> even
-  EXPECT_EQ(Float16::fromFloat(1.0f + 3.0f / 2048).bits, 0x3c02);   // tie -> even (up)
+  EXPECT_EQ(Float16::fromFloat(65520.0f).bits, 0x7c00);               // rounds up to inf
+  EXPECT_EQ(Float16::fromFloat(1.0f + 1.0f / 2048).bits, 0x3c00);     // tie -> even
+  EXPECT_EQ(Float16::fromFloat(1.0f + 3.0f / 2048).bits, 0x3c02);     // tie -> even (up)
   EXPECT_EQ(Float16::fromFloat(std::ldexp(1.0f, -24)).bits, 0x0001);  // smallest subnormal
   EXPECT_EQ(Float16::fromFloat(-2.0f).bits, 0xc000);
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // libFuzzer target for the tcp store's frame decoder: build with clang and
 // -DCOMMHOST_FUZZ=ON, then run build/bin/commhost_fuzz_frame. Any input must either decode
 // or throw ProtocolError; a crash, leak or sanitizer report is a bug.

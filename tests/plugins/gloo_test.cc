@@ -1,11 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
 // The gloo backend with ranks as threads over a HashStore: every dtype x reduce op for
 // allreduce and reduce, and every other op, at world sizes 1 to 5. Each rank computes
 // the expected result from the same formula the inputs come from.
 #include <cmath>
 
 #include "../host/test_util.h"
-#include "reference_data.h"
 #include "commhost/kernels/reduce.h"
+#include "reference_data.h"
 
 namespace commhost::test {
 namespace {
@@ -152,10 +153,12 @@ TEST_P(GlooWorld, EveryOtherOp) {
       splits.outputSplitSizes.push_back(rank + 1);
       inRows += d + 1;
     }
-    Tensor in = Tensor::empty({inRows, 2}, DType::Float32), out = Tensor::empty({(rank + 1) * world, 2}, DType::Float32);
+    Tensor in = Tensor::empty({inRows, 2}, DType::Float32),
+           out = Tensor::empty({(rank + 1) * world, 2}, DType::Float32);
     int64_t row = 0;
     for (int d = 0; d < world; ++d)
-      for (int k = 0; k <= d; ++k, ++row) in.data_as<float>()[2 * row] = in.data_as<float>()[2 * row + 1] = rank * 10 + d;
+      for (int k = 0; k <= d; ++k, ++row)
+        in.data_as<float>()[2 * row] = in.data_as<float>()[2 * row + 1] = rank * 10 + d;
     pg.alltoallSingle(out, in, splits)->wait();
     for (int s = 0; s < world; ++s) EXPECT_EQ(out.data_as<float>()[2 * s * (rank + 1) + 1], s * 10 + rank);
 
@@ -233,7 +236,8 @@ TEST(Gloo, SubgroupsGetTheirOwnContexts) {
 
 TEST(Gloo, AbortFailsWaitersAndLaterCalls) {
   // The aborted allreduce keeps its worker inside Gloo until Gloo's own timeout.
-  auto groups = makeGroups("group: { timeout: 3s }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n", 2);
+  auto groups = makeGroups("group: { timeout: 3s }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n",
+                           2);
   Tensor t = Tensor::empty({16}, DType::Float32);
   auto work = groups[0]->allreduce(t);  // rank 1 never joins
   groups[0]->abort("test abort");
@@ -254,8 +258,8 @@ TEST(Gloo, ADeadlineIsATimeoutAndADroppedConnectionAPeerLoss) {
   Tensor t = Tensor::empty({16}, DType::Float32);
   // Rank 1 never joins: Gloo gives up after 2 s.
   auto late = groups[0]->allreduce(t);
-  EXPECT_THROW_WITH(late->wait(std::chrono::seconds(10)), TimeoutError, "[group main rank 0] allreduce seq 1",
-                    "(gloo)", "A peer may not have joined");
+  EXPECT_THROW_WITH(late->wait(std::chrono::seconds(10)), TimeoutError, "[group main rank 0] allreduce seq 1", "(gloo)",
+                    "A peer may not have joined");
   Tensor r = Tensor::empty({4}, DType::Float32);
   auto unsent = groups[0]->recv(r, 1, {0, std::chrono::milliseconds(300)});
   EXPECT_THROW_WITH(unsent->wait(std::chrono::seconds(10)), TimeoutError, "recv seq", "(gloo)");

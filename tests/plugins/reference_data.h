@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Verifiable data for backend tests: every rank fills its tensors from a formula each
 // rank can evaluate for every other, and computes the expected result of every dtype x
 // reduce op itself (small values, so sums and products stay exact in every dtype).
@@ -63,8 +64,6 @@ inline double expected(DType dtype, ReduceOp::Kind op, int world, int64_t i) {
   return static_cast<double>(acc);
 }
 
-inline double tolerance(DType dtype) {
-  return dtype == DType::Float16 || dtype == DType::BFloat16 ? 1e-2 : 1e-6;
-}
+inline double tolerance(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16 ? 1e-2 : 1e-6; }
 
 }  // namespace commhost::test

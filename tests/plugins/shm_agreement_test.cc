@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shm backend's agreement check: ranks that issue different collectives (element
 // count, dtype, reduce op, root, op) fail on every rank with InvalidArgument naming both
 // ranks and both sizes, before any peer's data is read, and the group stays usable: the
@@ -14,7 +15,9 @@ std::string shmConfig(bool oneShot) {
   const std::string options = oneShot ? "{ chunk: 4096, depth: 2, one_shot_max: 1GiB, inline_max: 1GiB }"
                                       : "{ chunk: 4096, depth: 3, one_shot_max: 0, inline_max: 0 }";
   return "group: { timeout: 20s }\n"
-         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: " + options + " } }\n"
+         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: " +
+         options +
+         " } }\n"
          "routes: [{ backend: gloo }, { device: cpu, backend: shm }]\n";
 }
 
@@ -46,7 +49,8 @@ std::vector<Case> cases() {
          Tensor t = floats(odd(r, w) ? 8 : 2);
          pg.allreduce(t)->wait();
        },
-       {"rank 0 issued allreduce of 2 x f32 (8 bytes, sum)", "rank {last} issued allreduce of 8 x f32 (32 bytes, sum)"}},
+       {"rank 0 issued allreduce of 2 x f32 (8 bytes, sum)",
+        "rank {last} issued allreduce of 8 x f32 (32 bytes, sum)"}},
       {"allreduce 2 vs 3000 elements (line vs several chunks)",
        [=](ProcessGroup& pg, int r, int w) {
          Tensor t = floats(odd(r, w) ? 3000 : 2);
@@ -210,7 +214,8 @@ TEST_P(ShmAgreement, MismatchFailsEveryRankAndTheGroupGoesOn) {
         EXPECT_NE(what.find("the ranks issued different collectives"), std::string::npos) << at << ": " << what;
         for (const auto& f : c.fragments)
           EXPECT_NE(what.find(replaceLast(f, world - 1)), std::string::npos)
-              << at << ": lacks '" << replaceLast(f, world - 1) << "':\n" << what;
+              << at << ": lacks '" << replaceLast(f, world - 1) << "':\n"
+              << what;
       }
       // Still in step: a correct op (several chunks) gives the right sum everywhere.
       Tensor t = floats(2500, static_cast<float>(r + 1));
@@ -246,8 +251,7 @@ TEST_P(ShmAgreement, CoalescedTensorCountMismatchIsCaught) {
       }
       ADD_FAILURE() << "rank " << r << ": no error";
     } catch (const InvalidArgument& e) {
-      EXPECT_NE(std::string(e.what()).find("coalesced ops must pass as many tensors on every rank"),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("coalesced ops must pass as many tensors on every rank"), std::string::npos)
           << "rank " << r << ": " << e.what();
     }
   });

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shm backend's lifecycle and failure paths: concurrent groups, nothing left in
 // /dev/shm, stale segments of dead creators removed, other hosts refused, and a missing
 // peer or an abort ending a wait with an error naming rank, op, seq and peer.
@@ -15,7 +16,8 @@ namespace {
 
 std::string config(const std::string& shmOptions, const std::string& extra = "") {
   return "group: { timeout: 20s }\n" + extra +
-         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: " + shmOptions + " } }\n"
+         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: " + shmOptions +
+         " } }\n"
          "routes: [{ backend: gloo }, { device: cpu, backend: shm }]\n";
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The shm backend with ranks as threads over a HashStore: every dtype x reduce op for
 // allreduce, reduce and reduce_scatter, and every other op it serves, at 1 to 4 ranks,
 // through both allreduce algorithms and both paths of the work queue (inline and worker). Chunks are
@@ -14,8 +15,11 @@ namespace {
 std::string shmConfig(bool oneShot, const std::string& timeout = "20s") {
   const std::string options = oneShot ? "{ chunk: 4096, depth: 2, one_shot_max: 1GiB, inline_max: 1GiB }"
                                       : "{ chunk: 4096, depth: 3, one_shot_max: 0, inline_max: 0 }";
-  return "group: { timeout: " + timeout + " }\n"
-         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: " + options + " } }\n"
+  return "group: { timeout: " + timeout +
+         " }\n"
+         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: " +
+         options +
+         " } }\n"
          "routes: [{ backend: gloo }, { device: cpu, backend: shm }]\n";
 }
 
@@ -171,7 +175,8 @@ TEST_P(ShmWorld, DataMovementOps) {
       pg.alltoallSingle(out, in, splits)->wait();
       for (int s = 0; s < world; ++s)
         for (int64_t k = 0; k < (rank + 1) * n; ++k)
-          ASSERT_EQ(out.data_as<float>()[2 * (s * (rank + 1) * n + k) + 1], s * 10 + rank + k) << "alltoall_single" << at;
+          ASSERT_EQ(out.data_as<float>()[2 * (s * (rank + 1) * n + k) + 1], s * 10 + rank + k)
+              << "alltoall_single" << at;
 
       pg.barrier()->wait();
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One suite, every store: hash (in memory), tcp (real server on loopback), file.
 #include "../host/test_util.h"
 #include "store_fixtures.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Real stores for the store tests: a HashStore, a tcp store (server on a loopback
 // port, one client per connection) and a file store (a temp file), behind one shape.
 #pragma once
@@ -37,7 +38,9 @@ class TcpFixture final : public StoreFixture {
     options.maxFrame = 32u << 20;
     server_ = std::make_unique<tcpstore::Server>(options);
   }
-  StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override { return connectWith(token_, timeout); }
+  StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override {
+    return connectWith(token_, timeout);
+  }
   StorePtr connectWith(const std::string& token, std::chrono::milliseconds timeout) {
     tcpstore::ClientOptions options;
     options.port = server_->port();
@@ -57,7 +60,8 @@ class TcpFixture final : public StoreFixture {
 class FileFixture final : public StoreFixture {
  public:
   FileFixture()
-      : path_((boost::filesystem::temp_directory_path() / boost::filesystem::unique_path("commhost-%%%%%%.store")).string()) {}
+      : path_((boost::filesystem::temp_directory_path() / boost::filesystem::unique_path("commhost-%%%%%%.store"))
+                  .string()) {}
   StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override {
     return std::make_shared<filestore::FileStore>(path_, timeout);
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The tcp store against bad peers: garbage, truncated and oversized frames, missing or
 // wrong tokens, a server that goes away mid-wait, many clients at once; and the plugin
 // as a job loads it.
@@ -103,8 +104,8 @@ TEST(TcpStore, BadFramesCloseOnlyTheirConnection) {
   {
     RawSocket badBody(fixture.port());  // a set whose key length runs past the frame
     std::vector<uint8_t> frame = header(tcpstore::kMagic, 9);
-    for (uint8_t b : {uint8_t(2), uint8_t(200), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(1), uint8_t(2),
-                      uint8_t(3), uint8_t(4)})
+    for (uint8_t b :
+         {uint8_t(2), uint8_t(200), uint8_t(0), uint8_t(0), uint8_t(0), uint8_t(1), uint8_t(2), uint8_t(3), uint8_t(4)})
       frame.push_back(b);
     badBody.send(frame);
     EXPECT_TRUE(badBody.closedByServer());
@@ -141,10 +142,10 @@ TEST(TcpStore, TokenRequired) {
   withToken->set("k", toBytes("v"));
   // The server says why in its answer to the handshake, so the client can tell a wrong
   // token from a missing one (and both from a server at its connection limit).
-  EXPECT_THROW_WITH(fixture.connectWith("wrong", std::chrono::seconds(5)), StoreError, "127.0.0.1:",
-                    "refused this client: wrong auth token", "COMMHOST_STORE_TOKEN");
-  EXPECT_THROW_WITH(fixture.connectWith("", std::chrono::seconds(5)), StoreError, "127.0.0.1:",
-                    "it sent no auth token and this server requires one", "auth_token");
+  EXPECT_THROW_WITH(fixture.connectWith("wrong", std::chrono::seconds(5)), StoreError,
+                    "127.0.0.1:", "refused this client: wrong auth token", "COMMHOST_STORE_TOKEN");
+  EXPECT_THROW_WITH(fixture.connectWith("", std::chrono::seconds(5)), StoreError,
+                    "127.0.0.1:", "it sent no auth token and this server requires one", "auth_token");
   EXPECT_EQ(toString(withToken->get("k")), "v");
 }
 
@@ -156,8 +157,8 @@ TEST(TcpStore, ServerGoneMidWaitIsAnErrorNotAHang) {
     fixture.stopServer();
   });
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_THROW_WITH(client->wait({"never"}, std::chrono::seconds(60)), StoreError, "wait", "127.0.0.1:",
-                    "may have exited");
+  EXPECT_THROW_WITH(client->wait({"never"}, std::chrono::seconds(60)), StoreError, "wait",
+                    "127.0.0.1:", "may have exited");
   killer.join();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
@@ -172,7 +173,8 @@ TEST(TcpStore, NothingListeningGivesUpWithTheAddress) {
   options.port = port;
   options.timeout = std::chrono::milliseconds(300);
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  EXPECT_THROW_WITH(tcpstore::Client client(options), StoreError, address.c_str(), "attempts", "MASTER_ADDR/MASTER_PORT");
+  EXPECT_THROW_WITH(tcpstore::Client client(options), StoreError, address.c_str(), "attempts",
+                    "MASTER_ADDR/MASTER_PORT");
 }
 
 TEST(TcpStore, ManyClientsPassABarrier) {
@@ -320,7 +322,7 @@ TEST(TcpStore, StalledFrameIsDroppedButIdleConnectionsStay) {
     EXPECT_TRUE(stalled.closedByServer());  // within frame_timeout, not never
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(600));  // idle past frame_timeout
-  EXPECT_EQ(toString(idle.get("k")), "v");  // between frames a connection is never timed out
+  EXPECT_EQ(toString(idle.get("k")), "v");                      // between frames a connection is never timed out
 }
 
 TEST(TcpStore, ConnectionsOverTheCapAreClosedUntilOneLeaves) {

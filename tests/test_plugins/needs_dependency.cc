@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A plugin whose own dependency is missing at load time: listed as unavailable.
 #include "commhost/plugin.h"
 
@@ -11,10 +12,18 @@ std::unique_ptr<commhost::Backend> create(const commhost::OptionValues&, const c
 
 const commhost::PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
-    commhost::PluginKind::Backend, "needsdep", "1.0", "Test plugin with a missing dependency", {},
-    {commhost::Capabilities::allOps(), commhost::Capabilities::allDTypes(), commhost::Capabilities::allReduceOps(),
-     {commhost::DeviceType::CPU}, {}},
-    nullptr, create,
+    commhost::PluginKind::Backend,
+    "needsdep",
+    "1.0",
+    "Test plugin with a missing dependency",
+    {},
+    {commhost::Capabilities::allOps(),
+     commhost::Capabilities::allDTypes(),
+     commhost::Capabilities::allReduceOps(),
+     {commhost::DeviceType::CPU},
+     {}},
+    nullptr,
+    create,
 };
 
 }  // namespace

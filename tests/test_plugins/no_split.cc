@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The self backend without feature Split: a subgroup on it must be refused, naming it.
 #include "../../plugins/self/self_backend.h"
 
@@ -11,8 +12,14 @@ constexpr commhost::Capabilities noSplit() {
 
 const commhost::PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
-    commhost::PluginKind::Backend, "nosplit", "1.0", "Test self backend that declares no subgroup support", {},
-    noSplit(), nullptr, commhost::self::create,
+    commhost::PluginKind::Backend,
+    "nosplit",
+    "1.0",
+    "Test self backend that declares no subgroup support",
+    {},
+    noSplit(),
+    nullptr,
+    commhost::self::create,
 };
 
 }  // namespace

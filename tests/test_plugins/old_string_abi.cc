@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A plugin built with -D_GLIBCXX_USE_CXX11_ABI=0 (CMakeLists.txt) while commhost uses 1:
 // same ABI version and the same sizeof(PluginDescriptor), but std::string, and with it
 // BackendContext, StoreContext and OptionSpec, have another layout. The loader must
@@ -13,10 +14,18 @@ std::unique_ptr<commhost::Backend> create(const commhost::OptionValues&, const c
 
 const commhost::PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
-    commhost::PluginKind::Backend, "oldstringabi", "1.0", "Test plugin built with _GLIBCXX_USE_CXX11_ABI=0", {},
-    {commhost::Capabilities::allOps(), commhost::Capabilities::allDTypes(), commhost::Capabilities::allReduceOps(),
-     {commhost::DeviceType::CPU}, {}},
-    nullptr, create,
+    commhost::PluginKind::Backend,
+    "oldstringabi",
+    "1.0",
+    "Test plugin built with _GLIBCXX_USE_CXX11_ABI=0",
+    {},
+    {commhost::Capabilities::allOps(),
+     commhost::Capabilities::allDTypes(),
+     commhost::Capabilities::allReduceOps(),
+     {commhost::DeviceType::CPU},
+     {}},
+    nullptr,
+    create,
 };
 
 }  // namespace

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A backend with one option of every type, for option validation tests. World size 1.
 #include "../../plugins/self/self_backend.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A backend whose availability probe fails, as a GPU backend's would on a CPU-only host.
 #include "commhost/plugin.h"
 
@@ -11,10 +12,18 @@ std::unique_ptr<commhost::Backend> create(const commhost::OptionValues&, const c
 
 const commhost::PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
-    commhost::PluginKind::Backend, "probed", "1.0", "Test plugin that is never available", {},
-    {commhost::Capabilities::allOps(), commhost::Capabilities::allDTypes(), commhost::Capabilities::allReduceOps(),
-     {commhost::DeviceType::CUDA}, {}},
-    probe, create,
+    commhost::PluginKind::Backend,
+    "probed",
+    "1.0",
+    "Test plugin that is never available",
+    {},
+    {commhost::Capabilities::allOps(),
+     commhost::Capabilities::allDTypes(),
+     commhost::Capabilities::allReduceOps(),
+     {commhost::DeviceType::CUDA},
+     {}},
+    probe,
+    create,
 };
 
 }  // namespace

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // storecoll: a reference backend that moves every byte through the Store. Slow and
 // simple on purpose: each rank publishes what it sends under a key of the op's seq, and
 // reads what it needs, so its results are easy to trust. The tests use it to run real
@@ -19,8 +20,11 @@ class StoreCollBackend final : public Backend {
 
   const Capabilities& capabilities() const override { return caps(); }
   static const Capabilities& caps() {
-    static const Capabilities c{Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(),
-                                {DeviceType::CPU}, {Feature::Split, Feature::MultiProcess}};
+    static const Capabilities c{Capabilities::allOps(),
+                                Capabilities::allDTypes(),
+                                Capabilities::allReduceOps(),
+                                {DeviceType::CPU},
+                                {Feature::Split, Feature::MultiProcess}};
     return c;
   }
 
@@ -28,7 +32,8 @@ class StoreCollBackend final : public Backend {
     reduceAll(op, "", t, t, o.reduceOp);
     return done(op, {t});
   }
-  WorkPtr allreduceCoalesced(const OpContext& op, std::vector<Tensor>& ts, const AllreduceCoalescedOptions& o) override {
+  WorkPtr allreduceCoalesced(const OpContext& op, std::vector<Tensor>& ts,
+                             const AllreduceCoalescedOptions& o) override {
     for (size_t i = 0; i < ts.size(); ++i) reduceAll(op, std::to_string(i), ts[i], ts[i], o.reduceOp);
     return done(op, ts);
   }
@@ -39,10 +44,13 @@ class StoreCollBackend final : public Backend {
   }
   WorkPtr reduce(const OpContext& op, Tensor& t, const ReduceOptions& o) override {
     put(key(op, ctx_.rank), t);
-    if (ctx_.rank == o.root) combine(op, [&](int r) { return key(op, r); }, t, o.reduceOp);
+    if (ctx_.rank == o.root)
+      combine(
+          op, [&](int r) { return key(op, r); }, t, o.reduceOp);
     return done(op, {t});
   }
-  WorkPtr allgather(const OpContext& op, std::vector<Tensor>& outs, const Tensor& in, const AllgatherOptions&) override {
+  WorkPtr allgather(const OpContext& op, std::vector<Tensor>& outs, const Tensor& in,
+                    const AllgatherOptions&) override {
     put(key(op, ctx_.rank), in);
     for (int r = 0; r < ctx_.worldSize; ++r) take(op, key(op, r), outs[r]);
     return done(op, outs);
@@ -78,14 +86,16 @@ class StoreCollBackend final : public Backend {
   WorkPtr reduceScatter(const OpContext& op, Tensor& out, const std::vector<Tensor>& ins,
                         const ReduceScatterOptions& o) override {
     for (int r = 0; r < ctx_.worldSize; ++r) put(key(op, ctx_.rank, "to" + std::to_string(r)), ins[r]);
-    combine(op, [&](int r) { return key(op, r, "to" + std::to_string(ctx_.rank)); }, out, o.reduceOp);
+    combine(
+        op, [&](int r) { return key(op, r, "to" + std::to_string(ctx_.rank)); }, out, o.reduceOp);
     return done(op, {out});
   }
   WorkPtr reduceScatterTensor(const OpContext& op, Tensor& out, const Tensor& in,
                               const ReduceScatterOptions& o) override {
     for (int r = 0; r < ctx_.worldSize; ++r)
       put(key(op, ctx_.rank, "to" + std::to_string(r)), in.slice(r * out.numel(), out.numel()));
-    combine(op, [&](int r) { return key(op, r, "to" + std::to_string(ctx_.rank)); }, out, o.reduceOp);
+    combine(
+        op, [&](int r) { return key(op, r, "to" + std::to_string(ctx_.rank)); }, out, o.reduceOp);
     return done(op, {out});
   }
   WorkPtr alltoall(const OpContext& op, std::vector<Tensor>& outs, const std::vector<Tensor>& ins,
@@ -179,8 +189,7 @@ class StoreCollBackend final : public Backend {
     std::memcpy(t.data(), b.data(), b.size());
   }
   // out = op over ranks (in rank order) of the tensors at keyOf(rank), times the final scale.
-  template <class KeyOf>
-  void combine(const OpContext& op, KeyOf keyOf, Tensor& out, const ReduceOp& rop) {
+  template <class KeyOf> void combine(const OpContext& op, KeyOf keyOf, Tensor& out, const ReduceOp& rop) {
     std::vector<Tensor> parts;
     std::vector<const void*> srcs;
     for (int r = 0; r < ctx_.worldSize; ++r) {
@@ -193,7 +202,8 @@ class StoreCollBackend final : public Backend {
   }
   void reduceAll(const OpContext& op, const std::string& part, const Tensor& in, Tensor& out, const ReduceOp& rop) {
     put(key(op, ctx_.rank, part), in);
-    combine(op, [&](int r) { return key(op, r, part); }, out, rop);
+    combine(
+        op, [&](int r) { return key(op, r, part); }, out, rop);
   }
 
   BackendContext ctx_;
@@ -206,8 +216,14 @@ std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) 
 
 const PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
-    PluginKind::Backend, "storecoll", "1.0", "Test reference backend: every byte through the store", {},
-    StoreCollBackend::caps(), nullptr, create,
+    PluginKind::Backend,
+    "storecoll",
+    "1.0",
+    "Test reference backend: every byte through the store",
+    {},
+    StoreCollBackend::caps(),
+    nullptr,
+    create,
 };
 
 }  // namespace

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A backend whose factory always throws: group creation must report it with the path.
 #include <stdexcept>
 
@@ -11,10 +12,18 @@ std::unique_ptr<commhost::Backend> create(const commhost::OptionValues&, const c
 
 const commhost::PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
-    commhost::PluginKind::Backend, "throwing", "1.0", "Test plugin whose factory throws", {},
-    {commhost::Capabilities::allOps(), commhost::Capabilities::allDTypes(), commhost::Capabilities::allReduceOps(),
-     {commhost::DeviceType::CPU}, {}},
-    nullptr, create,
+    commhost::PluginKind::Backend,
+    "throwing",
+    "1.0",
+    "Test plugin whose factory throws",
+    {},
+    {commhost::Capabilities::allOps(),
+     commhost::Capabilities::allDTypes(),
+     commhost::Capabilities::allReduceOps(),
+     {commhost::DeviceType::CPU},
+     {}},
+    nullptr,
+    create,
 };
 
 }  // namespace

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A plugin built for a future ABI major: the loader must refuse it before reading more.
 #include "commhost/plugin.h"
 

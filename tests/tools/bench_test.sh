@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `commhost bench --check` for every op at 2 and 3 ranks on gloo, and --json rows that
 # parse and match the table.
 #   bench_test.sh <commhost binary> <gloo config>

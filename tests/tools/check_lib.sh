@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Helpers the script tests source: run a command keeping its output, and assert on it.
 # `out` holds the last command's combined output and `rc` its exit status.
 step() { echo "== $*"; }

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # cli_test.sh <path to commhost binary> <source dir>
 #
 # The `commhost` command as a user meets it: --version and --help, `plugins list` and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Faults in real ranks under `commhost run` on gloo. A rank SIGKILLed mid-loop: the
 # survivors must fail by themselves with an error naming the dead rank, never abort (no
 # "terminate called", no SIGABRT). Sizes that differ: never a bare SIGABRT.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Separate processes over the embedded tcp store: N ranks of the all_collectives example,
 # started the way a launcher does (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
 # COMMHOST_CONFIG), each checking every collective's result.

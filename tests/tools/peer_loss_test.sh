@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # A rank killed in the middle of an allreduce loop: the survivor must fail with an error
 # naming the lost peer and exit by itself, not hang and not die of a signal.
 #   peer_loss_test.sh <allreduce sweep binary> <config>

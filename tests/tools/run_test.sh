@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `commhost run`: the environment ranks see, prefixed whole lines, failure propagation
 # (exit status, signal), stopping the others within the grace period, Ctrl-C, --set.
 #   run_test.sh <commhost binary> <source dir>

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # sdk_template_test.sh <source dir> <build dir>
 #
 # The plugin SDK as a third party sees it: installs the already-built commhost from

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The shm backend's faults with real processes (configs/shm.yaml):
 #   1. a rank issues a 3-element allreduce where the others issue 256 elements
 #      (bench --check --inject mismatch): every rank fails naming both ranks and both

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The shm backend across processes (configs/shm.yaml: shm for what it serves, gloo for
 # the rest): `commhost bench --check` of every op at 2 and 3 ranks, the all_collectives
 # example at 3 ranks, and a rank killed mid-allreduce: the survivor fails within the

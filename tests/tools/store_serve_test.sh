@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # `commhost store serve` as a multi-node job would use it: a standalone server with a
 # token, and a job whose store is { plugin: tcp, options: { serve: never } }. Then the
 # server against hostile or unlucky peers: 100 unauthenticated clients claiming huge

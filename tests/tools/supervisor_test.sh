@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The supervisor end to end, with real ranks under `commhost run` and faults injected by
 # `commhost bench --inject`:
 #   1. a rank hangs: the others fail within the timeout naming the rank and the seq, every

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // commhost config check FILE [--set key=value]...
 #include <cstdio>
 #include <iostream>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // commhost plugins list | inspect NAME|PATH
 #include <iomanip>
 #include <iostream>

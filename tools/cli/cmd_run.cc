@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // commhost run -n N [-c CONFIG] [--set k=v]... [--nnodes M --node-rank I --master HOST:PORT] -- PROGRAM ARGS
 #include <unistd.h>
 
@@ -48,8 +49,9 @@ int run(const RunArgs& args, std::vector<std::string> command) {
     const std::string port = args.master.substr(colon + 1);
     if (port.empty() || port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5 ||
         std::stoi(port) > 65535 || (std::stoi(port) == 0 && args.nodes > 1))
-      throw CLI::ValidationError("--master", "'" + args.master + "': the port must be 1..65535 (0, a free port, "
-                                 "only for single-node jobs)");
+      throw CLI::ValidationError("--master", "'" + args.master +
+                                                 "': the port must be 1..65535 (0, a free port, "
+                                                 "only for single-node jobs)");
     plan.masterPort = std::stoi(port);
   } else if (args.nodes > 1) {
     throw CLI::ValidationError("--master", "a multi-node job needs --master HOST:PORT (node 0's address)");
@@ -81,10 +83,12 @@ void addRunCommand(CLI::App& app) {
   cmd->add_option("--set", args.sets, "Override a config key in every rank: --set group.timeout=10s (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--nnodes", args.nodes, "Nodes in the job (run the same command on each)")->check(CLI::Range(1, 65536));
+  cmd->add_option("--nnodes", args.nodes, "Nodes in the job (run the same command on each)")
+      ->check(CLI::Range(1, 65536));
   cmd->add_option("--node-rank", args.nodeRank, "This node's index, 0 .. nnodes-1");
   cmd->add_option("--master", args.master, "HOST:PORT of the store (node 0); default: this host, a free port");
-  cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")->capture_default_str();
+  cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->capture_default_str();
   cmd->add_option("--settle", args.settle,
                   "Seconds the other ranks get to exit (and report) by themselves after one fails, before SIGTERM")
       ->capture_default_str();

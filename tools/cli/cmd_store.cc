@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // commhost store serve --port P [--token T] [--bind ADDR] [--insecure]: the tcp store
 // server on its own, for multi-node jobs whose ranks use `serve: never`. It listens on
 // loopback unless told otherwise, and refuses another address without a token (anyone
@@ -43,9 +44,11 @@ int serve(const ServeArgs& args) {
   PluginRegistry registry;
   registry.scan(PluginRegistry::searchPath(args.pluginPaths));
   const PluginEntry& tcp = registry.require("tcp", PluginKind::Store);
-  std::map<std::string, std::string> values = {
-      {"serve", "always"}, {"port", std::to_string(args.port)}, {"bind", args.bind}, {"auth_token", args.token},
-      {"linger", "0"}};  // an operator stopping the server means now
+  std::map<std::string, std::string> values = {{"serve", "always"},
+                                               {"port", std::to_string(args.port)},
+                                               {"bind", args.bind},
+                                               {"auth_token", args.token},
+                                               {"linger", "0"}};  // an operator stopping the server means now
   const OptionValues options = resolveOptions(tcp.descriptor->options, values, "commhost store serve");
 
   // Block the stop signals first so the server thread inherits the mask and sigwait sees them.
@@ -80,7 +83,8 @@ void addStoreCommand(CLI::App& app) {
   store->require_subcommand(1);
   static ServeArgs args;
   auto* serveCmd = store->add_subcommand("serve", "Serve the tcp store until SIGINT/SIGTERM (ranks use serve: never)");
-  serveCmd->add_option("--port", args.port, "Port to listen on (0 picks a free one and prints it)")->capture_default_str();
+  serveCmd->add_option("--port", args.port, "Port to listen on (0 picks a free one and prints it)")
+      ->capture_default_str();
   serveCmd->add_option("--token", args.token, "Auth token every client must present");
   serveCmd->add_option("--bind", args.bind, "Address to listen on (a non-loopback one needs --token or --insecure)")
       ->capture_default_str();

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `commhost` subcommands. Each add* function registers its verbs on the app; the
 // callback runs the verb and returns the process exit status through CLI::RuntimeError.
 #pragma once

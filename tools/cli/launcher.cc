@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "launcher.h"
 
 #include <fcntl.h>
@@ -13,9 +14,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <system_error>
 #include <iostream>
 #include <stdexcept>
+#include <system_error>
 
 #include "reach_lines.h"
 
@@ -27,10 +28,10 @@ using Clock = std::chrono::steady_clock;
 struct Rank {
   int globalRank = 0;
   pid_t pid = -1;
-  int outFd = -1;           // the rank's stdout and stderr, merged
-  std::string pending;      // a partial line not yet printed
+  int outFd = -1;       // the rank's stdout and stderr, merged
+  std::string pending;  // a partial line not yet printed
   bool exited = false;
-  int status = 0;           // waitpid status
+  int status = 0;  // waitpid status
   Clock::time_point start, end;
   // From the tcp store client's lines (plugins/tcp_store/reach_lines.h): a rank is
   // another process, so its lines are all the launcher sees of its StoreError.
@@ -64,8 +65,9 @@ void flushLines(Rank& r, bool all) {
 
 std::string describeStatus(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" +
-                                  strsignal(WTERMSIG(status)) + ")";  // NOLINT(concurrency-mt-unsafe): one thread
+  if (WIFSIGNALED(status))
+    return std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) +
+           ")";  // NOLINT(concurrency-mt-unsafe): one thread
   return "unknown";
 }
 
@@ -105,7 +107,8 @@ void signalRank(const Rank& r, int sig) {
 
 pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, const sigset_t& parentMask) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::generic_category().message(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("pipe: ") + std::generic_category().message(errno));
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::generic_category().message(errno));
   if (pid == 0) {
@@ -175,11 +178,11 @@ int launch(const LaunchPlan& plan) {
   }
 
   std::vector<Rank> ranks(plan.localRanks);
-  int firstFailure = -1;               // index into ranks
+  int firstFailure = -1;  // index into ranks
   std::string stopReason;
   Clock::time_point termAt{}, killAt{};
   bool stopping = false, termed = false, killed = false;
-  int stopSignal = 0;                  // the signal that stopped the launcher, if any
+  int stopSignal = 0;  // the signal that stopped the launcher, if any
   auto sendTerm = [&] {
     termed = true;
     for (auto& r : ranks)
@@ -224,7 +227,8 @@ int launch(const LaunchPlan& plan) {
     int timeoutMs = -1;
     if (stopping && !killed)
       timeoutMs = std::max<int>(0, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        (termed ? killAt : termAt) - Clock::now()).count()));
+                                                        (termed ? killAt : termAt) - Clock::now())
+                                                        .count()));
     ::poll(fds.data(), fds.size(), timeoutMs);
 
     for (auto& r : ranks)
@@ -279,8 +283,8 @@ int launch(const LaunchPlan& plan) {
   for (size_t i = 0; i < ranks.size(); ++i) {
     const Rank& r = ranks[i];
     char line[160];
-    std::snprintf(line, sizeof line, "  %4d %6d  %-26s %7.2f%s\n", r.globalRank, r.pid, describeStatus(r.status).c_str(),
-                  std::chrono::duration<double>(r.end - r.start).count(),
+    std::snprintf(line, sizeof line, "  %4d %6d  %-26s %7.2f%s\n", r.globalRank, r.pid,
+                  describeStatus(r.status).c_str(), std::chrono::duration<double>(r.end - r.start).count(),
                   static_cast<int>(i) == firstFailure ? "  <- failed first" : "");
     std::cerr << line;
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The process launcher behind `commhost run`: starts the local ranks with the
 // launch environment, relays their output line by line with a "[rank] " prefix, and
 // stops the job when a rank fails or the launcher is told to stop.
@@ -18,11 +19,11 @@ struct LaunchPlan {
   int nodes = 1;
   int nodeRank = 0;
   std::string masterAddr = "127.0.0.1";
-  int masterPort = 0;                     // 0: pick a free port (single node only)
-  std::string configPath;                 // absolute; "" = the program's default
-  std::vector<std::string> overrides;     // --set key=value, passed as COMMHOST_OVERRIDES
-  std::vector<std::string> command;       // program and arguments
-  std::chrono::milliseconds grace{std::chrono::seconds(5)};  // SIGTERM -> SIGKILL
+  int masterPort = 0;                                         // 0: pick a free port (single node only)
+  std::string configPath;                                     // absolute; "" = the program's default
+  std::vector<std::string> overrides;                         // --set key=value, passed as COMMHOST_OVERRIDES
+  std::vector<std::string> command;                           // program and arguments
+  std::chrono::milliseconds grace{std::chrono::seconds(5)};   // SIGTERM -> SIGKILL
   std::chrono::milliseconds settle{std::chrono::seconds(1)};  // first failure -> SIGTERM
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // commhost: run, inspect and check commhost jobs. See `commhost --help`.
 #include <exception>
 #include <iostream>
@@ -24,7 +25,8 @@ int run(int argc, char** argv) {
     argc = i;
     break;
   }
-  CLI::App app{"commhost " COMMHOST_VERSION " - a host for collective communication with backend, store and "
+  CLI::App app{"commhost " COMMHOST_VERSION
+               " - a host for collective communication with backend, store and "
                "comm-hook plugins"};
   app.footer(
       "Examples:\n"
@@ -37,9 +39,8 @@ int run(int argc, char** argv) {
       "                                            the first collective where ranks diverged\n"
       "  commhost store serve --port 29500 --token SECRET\n"
       "                                            a standalone store for ranks configured with serve: never");
-  app.set_version_flag("--version", "commhost " COMMHOST_VERSION " (plugin ABI " +
-                                        std::to_string(COMMHOST_ABI_MAJOR) + "." +
-                                        std::to_string(COMMHOST_ABI_MINOR) + ")");
+  app.set_version_flag("--version", "commhost " COMMHOST_VERSION " (plugin ABI " + std::to_string(COMMHOST_ABI_MAJOR) +
+                                        "." + std::to_string(COMMHOST_ABI_MINOR) + ")");
   app.require_subcommand(1);
   commhost::cli::addPluginsCommand(app);
   commhost::cli::addConfigCommand(app);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declares the `template` backend plugin: what commhost reads before it calls any code.
 //
 // A plugin exports exactly one PluginDescriptor with COMMHOST_PLUGIN(), in exactly one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "template_backend.h"
 
 #include <algorithm>
@@ -41,7 +42,8 @@ TemplateBackend::TemplateBackend(const BackendContext& ctx, int64_t threads, boo
 
 void TemplateBackend::begin(const OpContext& ctx) const {
   if (aborted_)
-    raise(ErrorCode::Aborted, ErrorContext::of(ctx), "the template backend was aborted", "create a new group to continue");
+    raise(ErrorCode::Aborted, ErrorContext::of(ctx), "the template backend was aborted",
+          "create a new group to continue");
   if (verbose_ && ctx_.logger) ctx_.logger->info(ErrorContext::of(ctx).format() + "start");
 }
 
@@ -49,8 +51,7 @@ std::string TemplateBackend::key(uint64_t seq, int rank) const {
   return std::to_string(seq) + "/" + std::to_string(rank);
 }
 
-std::vector<Bytes> TemplateBackend::exchange(const OpContext& ctx, const Tensor& tensor, bool withData,
-                                             int dataFrom) {
+std::vector<Bytes> TemplateBackend::exchange(const OpContext& ctx, const Tensor& tensor, bool withData, int dataFrom) {
   // A contribution is the byte count this rank passed (8 bytes), then, if it carries
   // data, the bytes. Every rank publishes one for every op, so that every rank can check
   // every other's size, and so that reading a peer's post proves the peer is done with
@@ -96,8 +97,7 @@ namespace {
 
 // dst = op over ranks, folded in rank order on every rank, so that every rank gets the
 // same bits (float addition is not associative: x0 + x1 + x2 and x1 + x0 + x2 can differ).
-template <class T>
-void fold(T* dst, const std::vector<const uint8_t*>& srcs, size_t n, ReduceOp::Kind op) {
+template <class T> void fold(T* dst, const std::vector<const uint8_t*>& srcs, size_t n, ReduceOp::Kind op) {
   std::vector<T> acc(n);
   for (size_t r = 0; r < srcs.size(); ++r) {
     for (size_t i = 0; i < n; ++i) {
@@ -148,7 +148,8 @@ void TemplateBackend::shutdown() {}
 
 // Everything below is outside kCapabilities. The ProcessGroup never calls these, and a
 // direct caller gets an error naming the op.
-WorkPtr TemplateBackend::allreduceCoalesced(const OpContext& ctx, std::vector<Tensor>&, const AllreduceCoalescedOptions&) {
+WorkPtr TemplateBackend::allreduceCoalesced(const OpContext& ctx, std::vector<Tensor>&,
+                                            const AllreduceCoalescedOptions&) {
   notImplemented(ctx);
 }
 WorkPtr TemplateBackend::reduce(const OpContext& ctx, Tensor&, const ReduceOptions&) { notImplemented(ctx); }
@@ -172,7 +173,8 @@ WorkPtr TemplateBackend::reduceScatter(const OpContext& ctx, Tensor&, const std:
                                        const ReduceScatterOptions&) {
   notImplemented(ctx);
 }
-WorkPtr TemplateBackend::reduceScatterTensor(const OpContext& ctx, Tensor&, const Tensor&, const ReduceScatterOptions&) {
+WorkPtr TemplateBackend::reduceScatterTensor(const OpContext& ctx, Tensor&, const Tensor&,
+                                             const ReduceScatterOptions&) {
   notImplemented(ctx);
 }
 WorkPtr TemplateBackend::alltoall(const OpContext& ctx, std::vector<Tensor>&, const std::vector<Tensor>&,
@@ -184,8 +186,6 @@ WorkPtr TemplateBackend::alltoallSingle(const OpContext& ctx, Tensor&, const Ten
 }
 WorkPtr TemplateBackend::send(const OpContext& ctx, const Tensor&, int, const SendOptions&) { notImplemented(ctx); }
 WorkPtr TemplateBackend::recv(const OpContext& ctx, Tensor&, int, const RecvOptions&) { notImplemented(ctx); }
-WorkPtr TemplateBackend::recvAnySource(const OpContext& ctx, Tensor&, const RecvOptions&) {
-  notImplemented(ctx);
-}
+WorkPtr TemplateBackend::recvAnySource(const OpContext& ctx, Tensor&, const RecvOptions&) { notImplemented(ctx); }
 
 }  // namespace commhost::templ

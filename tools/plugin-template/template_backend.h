@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The `template` backend: allreduce, broadcast and barrier for any number of ranks,
 // moving every byte through the group's Store. Slow on purpose and simple to trust: a
 // skeleton whose transport (the Store calls in template_backend.cc) a real backend
@@ -106,10 +107,10 @@ class TemplateBackend final : public Backend {
   std::vector<Bytes> exchange(const OpContext& ctx, const Tensor& tensor, bool withData, int dataFrom);
   std::string key(uint64_t seq, int rank) const;
 
-  BackendContext ctx_;   // rank, world size, the store private to this backend, logger
+  BackendContext ctx_;  // rank, world size, the store private to this backend, logger
   int64_t threads_;
   bool verbose_;
-  uint64_t lastSeq_ = 0;  // this rank's previous op through this backend (seqs have gaps)
+  uint64_t lastSeq_ = 0;              // this rank's previous op through this backend (seqs have gaps)
   std::atomic<bool> aborted_{false};  // abort() may come from any thread
 };
 

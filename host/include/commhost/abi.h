@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin ABI's version numbers, struct prefixes and build fingerprint.
 //
 // Frozen within an ABI major: every struct that crosses the plugin boundary
@@ -43,14 +44,14 @@ constexpr uint32_t kOpContextMagic = 0x434f4843;         // "CHOC"
 // Every type whose layout both sides of the boundary must agree on, in the order of
 // BuildFingerprint::layouts. Frozen within an ABI major; a minor version may append.
 enum class BoundaryType : uint8_t {
-  Pointer,         // void*
-  String,          // std::string (8 bytes with _GLIBCXX_USE_CXX11_ABI=0, 32 with =1)
-  Vector,          // std::vector<int>
-  SharedPtr,       // std::shared_ptr<void>
-  UniquePtr,       // std::unique_ptr<int>
-  Function,        // std::function<void()> (Future::then, callbacks)
-  ExceptionPtr,    // std::exception_ptr (Work::exception, Future::setError)
-  Milliseconds,    // std::chrono::milliseconds (timeouts)
+  Pointer,       // void*
+  String,        // std::string (8 bytes with _GLIBCXX_USE_CXX11_ABI=0, 32 with =1)
+  Vector,        // std::vector<int>
+  SharedPtr,     // std::shared_ptr<void>
+  UniquePtr,     // std::unique_ptr<int>
+  Function,      // std::function<void()> (Future::then, callbacks)
+  ExceptionPtr,  // std::exception_ptr (Work::exception, Future::setError)
+  Milliseconds,  // std::chrono::milliseconds (timeouts)
   PluginDescriptor,
   BackendContext,
   StoreContext,
@@ -88,13 +89,13 @@ enum class CompilerFamily : uint8_t { Unknown, Gcc, Clang };
 // computes kBuildFingerprint in the header, so a plugin's COMMHOST_PLUGIN() records the
 // plugin's build and libcommhost records its own.
 struct BuildFingerprint {
-  uint32_t size;           // sizeof(BuildFingerprint) where it was built: layouts it holds
-  StdLib stdlib;           // the C++ standard library's family
-  int8_t cxx11Abi;         // libstdc++'s _GLIBCXX_USE_CXX11_ABI (0 or 1); -1 for another library
+  uint32_t size;    // sizeof(BuildFingerprint) where it was built: layouts it holds
+  StdLib stdlib;    // the C++ standard library's family
+  int8_t cxx11Abi;  // libstdc++'s _GLIBCXX_USE_CXX11_ABI (0 or 1); -1 for another library
   CompilerFamily compiler;
-  uint8_t reserved;        // 0
-  uint32_t stdlibVersion;  // _GLIBCXX_RELEASE (e.g. 12) or _LIBCPP_VERSION (e.g. 160000); 0 unknown
-  uint32_t compilerMajor;  // __GNUC__ or __clang_major__; 0 unknown
+  uint8_t reserved;                       // 0
+  uint32_t stdlibVersion;                 // _GLIBCXX_RELEASE (e.g. 12) or _LIBCPP_VERSION (e.g. 160000); 0 unknown
+  uint32_t compilerMajor;                 // __GNUC__ or __clang_major__; 0 unknown
   TypeLayout layouts[kNumBoundaryTypes];  // indexed by BoundaryType
 
   // How many layouts this fingerprint holds (a newer minor may have appended types).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Backend: the interface a backend plugin implements, one virtual per operation.
 //
 // Contract:
@@ -42,15 +43,14 @@ class COMMHOST_API Backend {
   virtual WorkPtr broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions& opts) = 0;
   virtual WorkPtr reduce(const OpContext& ctx, Tensor& tensor, const ReduceOptions& opts) = 0;
   // outputs has one tensor per rank.
-  virtual WorkPtr allgather(const OpContext& ctx, std::vector<Tensor>& outputs,
-                            const Tensor& input, const AllgatherOptions& opts) = 0;
+  virtual WorkPtr allgather(const OpContext& ctx, std::vector<Tensor>& outputs, const Tensor& input,
+                            const AllgatherOptions& opts) = 0;
   // output holds world_size * input.numel() elements, rank-major.
   virtual WorkPtr allgatherIntoTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
                                       const AllgatherOptions& opts) = 0;
   // outputs[i] has one tensor per rank for inputs[i].
   virtual WorkPtr allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>& outputs,
-                                     const std::vector<Tensor>& inputs,
-                                     const AllgatherOptions& opts) = 0;
+                                     const std::vector<Tensor>& inputs, const AllgatherOptions& opts) = 0;
   // outputs: one per rank on the root, empty elsewhere.
   virtual WorkPtr gather(const OpContext& ctx, std::vector<Tensor>& outputs, const Tensor& input,
                          const GatherOptions& opts) = 0;
@@ -63,8 +63,8 @@ class COMMHOST_API Backend {
   // input holds world_size * output.numel() elements.
   virtual WorkPtr reduceScatterTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
                                       const ReduceScatterOptions& opts) = 0;
-  virtual WorkPtr alltoall(const OpContext& ctx, std::vector<Tensor>& outputs,
-                           const std::vector<Tensor>& inputs, const AlltoallOptions& opts) = 0;
+  virtual WorkPtr alltoall(const OpContext& ctx, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                           const AlltoallOptions& opts) = 0;
   // Split sizes are already resolved: one entry per rank, in rows of dimension 0.
   virtual WorkPtr alltoallSingle(const OpContext& ctx, Tensor& output, const Tensor& input,
                                  const AlltoallSingleOptions& opts) = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Capabilities: what a backend can do, declared up front in its plugin descriptor.
 // The dispatcher checks routes against it when the config loads, and the ProcessGroup
 // checks dtype and reduce op against it before each call; nothing is discovered by
@@ -17,16 +18,15 @@ namespace commhost {
 // Abort, AnySource and Coalescing: nothing could check the first and last, and
 // recv_any_source is an op of the manifest, which routes are checked against).
 enum class Feature : uint8_t {
-  Split,          // serves subgroups (new_group, split); checked when one is created
-  MultiProcess,   // ranks may be separate processes; checked by init() when WORLD_SIZE > 1
-  MultiHost,      // ranks may be on separate hosts; checked by init() when LOCAL_WORLD_SIZE < WORLD_SIZE
+  Split,         // serves subgroups (new_group, split); checked when one is created
+  MultiProcess,  // ranks may be separate processes; checked by init() when WORLD_SIZE > 1
+  MultiHost,     // ranks may be on separate hosts; checked by init() when LOCAL_WORLD_SIZE < WORLD_SIZE
 };
 constexpr int kNumFeatures = 3;
 COMMHOST_API const char* featureName(Feature f);
 
 // A set of enum values as a bitmask; constexpr so manifests can be compile-time constants.
-template <class E>
-class EnumSet {
+template <class E> class EnumSet {
  public:
   constexpr EnumSet() = default;
   constexpr EnumSet(std::initializer_list<E> values) {
@@ -38,8 +38,14 @@ class EnumSet {
     return s;
   }
   constexpr bool has(E v) const { return (bits_ & bit(v)) != 0; }
-  constexpr EnumSet& add(E v) { bits_ |= bit(v); return *this; }
-  constexpr EnumSet& remove(E v) { bits_ &= ~bit(v); return *this; }
+  constexpr EnumSet& add(E v) {
+    bits_ |= bit(v);
+    return *this;
+  }
+  constexpr EnumSet& remove(E v) {
+    bits_ &= ~bit(v);
+    return *this;
+  }
   constexpr bool empty() const { return bits_ == 0; }
   constexpr uint64_t bits() const { return bits_; }
 
@@ -57,9 +63,7 @@ struct Capabilities {
 
   static constexpr EnumSet<OpType> allOps() { return EnumSet<OpType>::all(kNumOpTypes); }
   static constexpr EnumSet<DType> allDTypes() { return EnumSet<DType>::all(kNumDTypes); }
-  static constexpr EnumSet<ReduceOp::Kind> allReduceOps() {
-    return EnumSet<ReduceOp::Kind>::all(ReduceOp::kNumKinds);
-  }
+  static constexpr EnumSet<ReduceOp::Kind> allReduceOps() { return EnumSet<ReduceOp::Kind>::all(ReduceOp::kNumKinds); }
 };
 
 // "allreduce, broadcast, ..." for messages and `commhost plugins inspect`.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // CommHook: how the Reducer communicates one bucket of gradients (DDP's comm hooks).
 //
 // runHook() starts communication for the bucket and returns a Future that completes
@@ -18,11 +19,11 @@ class ProcessGroup;
 
 struct GradBucket {
   size_t index = 0;
-  Tensor buffer;                   // the flat gradients of this bucket
-  std::vector<Tensor> gradients;   // views into `buffer`, one per parameter
-  std::vector<int64_t> offsets;    // element offset of each gradient in `buffer`
-  bool isLast = false;             // the last bucket of this iteration
-  ProcessGroup* group = nullptr;   // the group to communicate over
+  Tensor buffer;                  // the flat gradients of this bucket
+  std::vector<Tensor> gradients;  // views into `buffer`, one per parameter
+  std::vector<int64_t> offsets;   // element offset of each gradient in `buffer`
+  bool isLast = false;            // the last bucket of this iteration
+  ProcessGroup* group = nullptr;  // the group to communicate over
 };
 
 class CommHook {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Everything an application or plugin needs.
 #pragma once
 

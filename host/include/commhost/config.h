@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Config: the validated, typed form of a commhost YAML configuration.
 //
 // Every host key is declared once (configSchema()) with its type, default and
@@ -40,15 +41,15 @@ struct RouteSpec {
 };
 
 struct Config {
-  std::string source;                 // file path or "<embedded default>"
-  OptionValues host;                  // every key of configSchema(), e.g. "group.timeout"
+  std::string source;  // file path or "<embedded default>"
+  OptionValues host;   // every key of configSchema(), e.g. "group.timeout"
   PluginRef store;
   std::map<std::string, PluginRef> backends;  // by backend name
   std::vector<RouteSpec> routes;
-  std::map<std::string, PluginRef> hooks;     // by hook name
-  std::vector<std::string> warnings;  // e.g. an unknown COMMHOST_ variable, an unavailable plugin
-  std::string effectiveYaml;          // the full effective config, defaults included
-  uint64_t hash = 0;                  // FNV-1a of effectiveYaml; equal configs, equal hash
+  std::map<std::string, PluginRef> hooks;  // by hook name
+  std::vector<std::string> warnings;       // e.g. an unknown COMMHOST_ variable, an unavailable plugin
+  std::string effectiveYaml;               // the full effective config, defaults included
+  uint64_t hash = 0;                       // FNV-1a of effectiveYaml; equal configs, equal hash
 
   std::string groupName() const { return host.getString("group.name"); }
   std::chrono::milliseconds timeout() const { return host.getDuration("group.timeout"); }
@@ -64,8 +65,8 @@ struct ConfigOverrides {
 
 // `text` is YAML; `source` names it in messages. The registry must already hold the
 // plugins; its search path is extended by the config's plugin_path first.
-COMMHOST_API Config loadConfigText(const std::string& text, const std::string& source,
-                                   PluginRegistry& registry, const ConfigOverrides& overrides = {});
+COMMHOST_API Config loadConfigText(const std::string& text, const std::string& source, PluginRegistry& registry,
+                                   const ConfigOverrides& overrides = {});
 COMMHOST_API Config loadConfigFile(const std::string& path, PluginRegistry& registry,
                                    const ConfigOverrides& overrides = {});
 // Validates option text (as a user would write it in YAML) against `specs`, fills in

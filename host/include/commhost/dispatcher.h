@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Dispatcher: picks the backend for each (op, device, message size).
 //
 // Built once from the config's routes and the backends' capability manifests. The

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One error taxonomy for the host, plugins and applications.
 //
 // Every error thrown by commhost derives from commhost::Error and carries a code, so
@@ -40,8 +41,8 @@ struct COMMHOST_API ErrorContext {
   int rank = -1;
   const char* op = nullptr;  // a string with static storage (opName(), a literal)
   uint64_t seq = 0;
-  int peer = -1;             // the other rank involved, when known
-  std::string key;           // the store key involved, when there is one
+  int peer = -1;    // the other rank involved, when known
+  std::string key;  // the store key involved, when there is one
 
   std::string format() const;
 
@@ -68,12 +69,11 @@ class COMMHOST_API Error : public std::runtime_error {
   std::shared_ptr<const ErrorContext> where_;  // shared: copying an exception must not throw
 };
 
-#define COMMHOST_DEFINE_ERROR(Name, Code)                                      \
-  class COMMHOST_API Name : public Error {                                     \
-   public:                                                                     \
-    explicit Name(const std::string& message) : Error(ErrorCode::Code, message) {} \
-    Name(const std::string& message, ErrorContext where)                       \
-        : Error(ErrorCode::Code, message, std::move(where)) {}                 \
+#define COMMHOST_DEFINE_ERROR(Name, Code)                                                                       \
+  class COMMHOST_API Name : public Error {                                                                      \
+   public:                                                                                                      \
+    explicit Name(const std::string& message) : Error(ErrorCode::Code, message) {}                              \
+    Name(const std::string& message, ErrorContext where) : Error(ErrorCode::Code, message, std::move(where)) {} \
   };
 COMMHOST_DEFINE_ERROR(ConfigError, Config)
 COMMHOST_DEFINE_ERROR(PluginError, Plugin)
@@ -86,7 +86,7 @@ COMMHOST_DEFINE_ERROR(BackendError, Backend)
 #undef COMMHOST_DEFINE_ERROR
 
 // Throws the error class matching `code` with "<context><what>. <hint>", carrying `where`.
-[[noreturn]] COMMHOST_API void raise(ErrorCode code, const ErrorContext& where,
-                                     const std::string& what, const std::string& hint = "");
+[[noreturn]] COMMHOST_API void raise(ErrorCode code, const ErrorContext& where, const std::string& what,
+                                     const std::string& hint = "");
 
 }  // namespace commhost

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Future: the result of an asynchronous operation, with continuation callbacks.
 //
 // Threading: any thread may complete a Future (once) and any thread may wait on it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Logger: a named logger (one per plugin, one for the host) whose lines carry the group
 // and rank. Thread-safe. The level comes from the config's logging.level.
 #pragma once
@@ -7,7 +8,9 @@
 
 #include "commhost/export.h"
 
-namespace spdlog { class logger; }
+namespace spdlog {
+class logger;
+}
 
 namespace commhost {
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A mutex, its scoped lock and a condition variable that Clang's thread-safety analysis
 // understands (thread_annotations.h); the model is LevelDB's port::Mutex and MutexLock.
 //

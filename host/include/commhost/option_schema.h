@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Declared settings and their validated values.
 //
 // The host's own config keys and every plugin's options are declared the same way: one
@@ -19,7 +20,10 @@
 namespace commhost {
 
 enum class OptionType : uint8_t {
-  Bool, Int, Double, String,
+  Bool,
+  Int,
+  Double,
+  String,
   Duration,    // "30s", "100ms", "2m", "1h"; a bare number means seconds
   Size,        // "64MiB", "1KB", "4096"; stored as bytes
   Enum,        // one of OptionSpec::choices
@@ -28,23 +32,23 @@ enum class OptionType : uint8_t {
 COMMHOST_API const char* optionTypeName(OptionType type);
 
 struct OptionSpec {
-  const char* key;            // may contain dots for nested keys, e.g. "watchdog.poll"
+  const char* key;  // may contain dots for nested keys, e.g. "watchdog.poll"
   OptionType type;
-  const char* defaultValue;   // in the same text form a user writes in YAML; "" = empty
+  const char* defaultValue;  // in the same text form a user writes in YAML; "" = empty
   const char* description;
   std::vector<std::string> choices = {};  // for Enum
   double minValue = 0, maxValue = 0;      // for Int/Double/Size/Duration when min < max
 };
 
-using OptionValue = std::variant<bool, int64_t, double, std::string, std::chrono::milliseconds,
-                                 std::vector<std::string>>;
+using OptionValue =
+    std::variant<bool, int64_t, double, std::string, std::chrono::milliseconds, std::vector<std::string>>;
 
 // Validated values of one set of OptionSpecs. Getters throw InvalidArgument for a key
 // that was not declared or was declared with another type.
 class COMMHOST_API OptionValues {
  public:
   bool getBool(const std::string& key) const;
-  int64_t getInt(const std::string& key) const;     // Int and Size
+  int64_t getInt(const std::string& key) const;  // Int and Size
   double getDouble(const std::string& key) const;
   const std::string& getString(const std::string& key) const;  // String and Enum
   std::chrono::milliseconds getDuration(const std::string& key) const;

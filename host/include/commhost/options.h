@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Per-operation options. A zero timeout means "the group's default" (group.timeout).
 #pragma once
 
@@ -13,28 +14,62 @@ namespace commhost {
 
 using Millis = std::chrono::milliseconds;
 
-struct AllreduceOptions { ReduceOp reduceOp; Millis timeout{0}; };
-struct AllreduceCoalescedOptions { ReduceOp reduceOp; Millis timeout{0}; };
-struct BroadcastOptions { int root = 0; Millis timeout{0}; };
-struct ReduceOptions { int root = 0; ReduceOp reduceOp; Millis timeout{0}; };
-struct AllgatherOptions { Millis timeout{0}; };
-struct GatherOptions { int root = 0; Millis timeout{0}; };
-struct ScatterOptions { int root = 0; Millis timeout{0}; };
-struct ReduceScatterOptions { ReduceOp reduceOp; Millis timeout{0}; };
-struct AlltoallOptions { Millis timeout{0}; };
+struct AllreduceOptions {
+  ReduceOp reduceOp;
+  Millis timeout{0};
+};
+struct AllreduceCoalescedOptions {
+  ReduceOp reduceOp;
+  Millis timeout{0};
+};
+struct BroadcastOptions {
+  int root = 0;
+  Millis timeout{0};
+};
+struct ReduceOptions {
+  int root = 0;
+  ReduceOp reduceOp;
+  Millis timeout{0};
+};
+struct AllgatherOptions {
+  Millis timeout{0};
+};
+struct GatherOptions {
+  int root = 0;
+  Millis timeout{0};
+};
+struct ScatterOptions {
+  int root = 0;
+  Millis timeout{0};
+};
+struct ReduceScatterOptions {
+  ReduceOp reduceOp;
+  Millis timeout{0};
+};
+struct AlltoallOptions {
+  Millis timeout{0};
+};
 // Split sizes count rows of dimension 0; empty means equal splits.
 struct AlltoallSingleOptions {
   std::vector<int64_t> outputSplitSizes;
   std::vector<int64_t> inputSplitSizes;
   Millis timeout{0};
 };
-struct BarrierOptions { Millis timeout{0}; };
+struct BarrierOptions {
+  Millis timeout{0};
+};
 struct MonitoredBarrierOptions {
   Millis timeout{0};
   bool waitAllRanks = false;  // report every missing rank, not only the first
 };
-struct SendOptions { int tag = 0; Millis timeout{0}; };
-struct RecvOptions { int tag = 0; Millis timeout{0}; };
+struct SendOptions {
+  int tag = 0;
+  Millis timeout{0};
+};
+struct RecvOptions {
+  int tag = 0;
+  Millis timeout{0};
+};
 
 // What the ProcessGroup tells the backend about one call, besides its tensors. Filled
 // by the host for every call (frozen within ABI major 2; prefix as abi.h explains).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The plugin ABI: what a backend, store or comm-hook plugin exports.
 //
 // A plugin is a shared object that declares one PluginDescriptor and exports it with
@@ -52,11 +53,11 @@ struct BackendContext {
   uint32_t size = sizeof(BackendContext);
   uint32_t magic = kBackendContextMagic;
   uint32_t abiVersion = kAbiVersion;
-  std::string groupName;    // the group's name ("main", "main/sub1", ...)
-  std::string backendName;  // the key under `backends:` in the config
-  int rank = 0;             // this rank in the group, in [0, worldSize)
-  int worldSize = 1;        // ranks in the group
-  StorePtr store;           // private to this backend in this group (a PrefixStore)
+  std::string groupName;                 // the group's name ("main", "main/sub1", ...)
+  std::string backendName;               // the key under `backends:` in the config
+  int rank = 0;                          // this rank in the group, in [0, worldSize)
+  int worldSize = 1;                     // ranks in the group
+  StorePtr store;                        // private to this backend in this group (a PrefixStore)
   std::chrono::milliseconds timeout{0};  // the group's default op timeout (group.timeout), > 0
   std::shared_ptr<Logger> logger;        // tagged with the plugin, group and rank
 };
@@ -67,10 +68,10 @@ struct StoreContext {
   uint32_t size = sizeof(StoreContext);
   uint32_t magic = kStoreContextMagic;
   uint32_t abiVersion = kAbiVersion;
-  int rank = 0;             // this process's global rank
-  int worldSize = 1;        // processes in the job
-  std::string masterAddr;   // from MASTER_ADDR (or the launcher); may be empty
-  int masterPort = 0;       // from MASTER_PORT; 0 if unset
+  int rank = 0;                          // this process's global rank
+  int worldSize = 1;                     // processes in the job
+  std::string masterAddr;                // from MASTER_ADDR (or the launcher); may be empty
+  int masterPort = 0;                    // from MASTER_PORT; 0 if unset
   std::chrono::milliseconds timeout{0};  // how long store calls may wait (group.timeout)
   std::shared_ptr<Logger> logger;        // tagged with the plugin and rank
 };
@@ -80,8 +81,8 @@ struct CommHookContext {
   uint32_t size = sizeof(CommHookContext);
   uint32_t magic = kCommHookContextMagic;
   uint32_t abiVersion = kAbiVersion;
-  int rank = 0;             // this process's rank in the group the hook serves
-  int worldSize = 1;        // ranks in that group
+  int rank = 0;                    // this process's rank in the group the hook serves
+  int worldSize = 1;               // ranks in that group
   std::shared_ptr<Logger> logger;  // tagged with the plugin and rank
 };
 
@@ -90,11 +91,11 @@ struct CommHookContext {
 struct PluginDescriptor {
   uint32_t size = sizeof(PluginDescriptor);  // where the plugin was built (abi.h)
   uint32_t magic = kPluginDescriptorMagic;
-  uint32_t abiVersion = kAbiVersion;         // the ABI the plugin was built for
-  PluginKind kind = PluginKind::Backend;     // which one factory below is set
-  const char* name = nullptr;         // unique among loaded plugins; what configs refer to
-  const char* version = nullptr;      // the plugin's own version, free form
-  const char* description = nullptr;  // one line, for `commhost plugins list/inspect`
+  uint32_t abiVersion = kAbiVersion;      // the ABI the plugin was built for
+  PluginKind kind = PluginKind::Backend;  // which one factory below is set
+  const char* name = nullptr;             // unique among loaded plugins; what configs refer to
+  const char* version = nullptr;          // the plugin's own version, free form
+  const char* description = nullptr;      // one line, for `commhost plugins list/inspect`
   // Every option a config may set for this plugin; the host validates a config against
   // them (unknown keys, types, ranges) and hands the factory all of them, defaults filled.
   std::vector<OptionSpec> options;
@@ -118,19 +119,18 @@ struct PluginDescriptor {
 // else. magic, abiMajor and abiMinor keep the offsets they had in ABI 1, so any host can
 // tell a plugin of another major and refuse it without reading further.
 struct PluginHeader {
-  uint32_t magic;           // kPluginMagic
-  uint16_t abiMajor;        // COMMHOST_ABI_MAJOR where the plugin was built
-  uint16_t abiMinor;        // COMMHOST_ABI_MINOR where the plugin was built
-  uint32_t descriptorSize;  // sizeof(PluginDescriptor) where the plugin was built (= descriptor->size)
+  uint32_t magic;                      // kPluginMagic
+  uint16_t abiMajor;                   // COMMHOST_ABI_MAJOR where the plugin was built
+  uint16_t abiMinor;                   // COMMHOST_ABI_MINOR where the plugin was built
+  uint32_t descriptorSize;             // sizeof(PluginDescriptor) where the plugin was built (= descriptor->size)
   const PluginDescriptor* descriptor;  // the plugin's descriptor, read only after the checks pass
-  BuildFingerprint build;   // the plugin's toolchain and layouts (kBuildFingerprint), since ABI 2
+  BuildFingerprint build;              // the plugin's toolchain and layouts (kBuildFingerprint), since ABI 2
 };
 constexpr uint32_t kPluginMagic = 0x434f4d48;  // "COMH"
 constexpr const char* kPluginSymbol = "commhost_plugin_header";
 
 namespace abi_detail {
-template <class T>
-constexpr TypeLayout layoutOf() {
+template <class T> constexpr TypeLayout layoutOf() {
   return {static_cast<uint32_t>(sizeof(T)), static_cast<uint32_t>(alignof(T))};
 }
 }  // namespace abi_detail
@@ -141,11 +141,14 @@ constexpr TypeLayout layoutOf() {
 constexpr BuildFingerprint kBuildFingerprint = {
     sizeof(BuildFingerprint),
 #if defined(_LIBCPP_VERSION)
-    StdLib::LibCxx, -1,
+    StdLib::LibCxx,
+    -1,
 #elif defined(__GLIBCXX__)
-    StdLib::LibStdCxx, _GLIBCXX_USE_CXX11_ABI,
+    StdLib::LibStdCxx,
+    _GLIBCXX_USE_CXX11_ABI,
 #else
-    StdLib::Unknown, -1,
+    StdLib::Unknown,
+    -1,
 #endif
 #if defined(__clang__)
     CompilerFamily::Clang,
@@ -202,8 +205,11 @@ static_assert(sizeof(kBuildFingerprint.layouts) / sizeof(TypeLayout) == kNumBoun
 }  // namespace commhost
 
 // Exports `descriptor` (a PluginDescriptor with static storage) as this plugin's entry point.
-#define COMMHOST_PLUGIN(descriptor)                                                      \
-  extern "C" __attribute__((visibility("default"))) const ::commhost::PluginHeader       \
-      commhost_plugin_header = {::commhost::kPluginMagic, COMMHOST_ABI_MAJOR,            \
-                                COMMHOST_ABI_MINOR, sizeof(::commhost::PluginDescriptor), &(descriptor), \
-                                ::commhost::kBuildFingerprint};
+#define COMMHOST_PLUGIN(descriptor)                                                              \
+  extern "C" __attribute__((visibility("default")))                                              \
+  const ::commhost::PluginHeader commhost_plugin_header = {::commhost::kPluginMagic,             \
+                                                           COMMHOST_ABI_MAJOR,                   \
+                                                           COMMHOST_ABI_MINOR,                   \
+                                                           sizeof(::commhost::PluginDescriptor), \
+                                                           &(descriptor),                        \
+                                                           ::commhost::kBuildFingerprint};

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // ProcessGroup: the collective API applications call.
 //
 // A group validates every call (devices, dtypes, sizes, roots, peers) and throws
@@ -41,7 +42,7 @@ class COMMHOST_API ProcessGroup {
   struct Setup {
     std::shared_ptr<const Config> config;
     std::shared_ptr<const PluginRegistry> registry;
-    StorePtr store;      // the job's store; the group works under "<group name>/<generation>/"
+    StorePtr store;  // the job's store; the group works under "<group name>/<generation>/"
     int rank = 0;
     int worldSize = 1;
   };
@@ -74,11 +75,9 @@ class COMMHOST_API ProcessGroup {
                              const AllgatherOptions& opts = {});
   WorkPtr gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts = {});
   WorkPtr scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts = {});
-  WorkPtr reduceScatter(Tensor& output, const std::vector<Tensor>& inputs,
-                        const ReduceScatterOptions& opts = {});
+  WorkPtr reduceScatter(Tensor& output, const std::vector<Tensor>& inputs, const ReduceScatterOptions& opts = {});
   WorkPtr reduceScatterTensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts = {});
-  WorkPtr alltoall(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                   const AlltoallOptions& opts = {});
+  WorkPtr alltoall(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs, const AlltoallOptions& opts = {});
   WorkPtr alltoallSingle(Tensor& output, const Tensor& input, const AlltoallSingleOptions& opts = {});
   WorkPtr barrier(const BarrierOptions& opts = {});
   // Served by the host over the store for every backend. Throws TimeoutError naming
@@ -117,7 +116,7 @@ class COMMHOST_API ProcessGroup {
   int rank_;
   int worldSize_;
   std::vector<int> globalRanks_;
-  StorePtr store_;                   // PrefixStore "<name>/<generation>" over the job store
+  StorePtr store_;  // PrefixStore "<name>/<generation>" over the job store
   RouteTable routes_;
   std::vector<std::shared_ptr<Backend>> backends_;  // indexed like routes_.backendNames(); null if unavailable
   std::vector<std::string> unavailable_;            // why backends_[i] is null
@@ -149,7 +148,7 @@ struct LaunchInfo {
 COMMHOST_API LaunchInfo detectLaunch();
 
 struct InitOptions {
-  std::string configPath;        // overrides COMMHOST_CONFIG; empty = embedded default
+  std::string configPath;  // overrides COMMHOST_CONFIG; empty = embedded default
   ConfigOverrides overrides;
 };
 // Reads the launch environment and config, opens the configured store and creates the

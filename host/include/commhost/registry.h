@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // PluginRegistry: finds, loads and validates plugins.
 //
 // Search order: the config's plugin_path entries, then COMMHOST_PLUGIN_PATH (colon
@@ -24,12 +25,12 @@
 namespace commhost {
 
 struct PluginEntry {
-  std::string path;       // file it came from; "<built-in>" for host-provided ones
-  std::string name;       // from the descriptor, or the file name when it did not load
+  std::string path;                              // file it came from; "<built-in>" for host-provided ones
+  std::string name;                              // from the descriptor, or the file name when it did not load
   const PluginDescriptor* descriptor = nullptr;  // null when it failed to load
-  std::string unavailable;  // "" when usable, else the reason (load failure or probe)
-  std::shared_ptr<void> library;  // keeps the shared object loaded
-  BuildFingerprint build{};       // how it was built; size 0 when its header could not be read
+  std::string unavailable;                       // "" when usable, else the reason (load failure or probe)
+  std::shared_ptr<void> library;                 // keeps the shared object loaded
+  BuildFingerprint build{};                      // how it was built; size 0 when its header could not be read
   bool usable() const { return descriptor != nullptr && unavailable.empty(); }
 };
 
@@ -54,7 +55,7 @@ class COMMHOST_API PluginRegistry {
 
  private:
   PluginEntry open(const std::string& path) const;
-  std::deque<PluginEntry> entries_;  // deque: entries never move
+  std::deque<PluginEntry> entries_;   // deque: entries never move
   std::vector<std::string> scanned_;  // canonical directories already scanned
 };
 

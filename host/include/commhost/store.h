@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Store: the key-value service ranks rendezvous through.
 //
 // Keys and values are binary-safe byte strings. Every method may be called from any
@@ -75,8 +76,8 @@ class COMMHOST_API HashStore final : public Store {
  private:
   void waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
                   std::chrono::milliseconds timeout);
-  std::mutex mutex_;              // guards map_
-  std::condition_variable cv_;    // signalled on every write
+  std::mutex mutex_;            // guards map_
+  std::condition_variable cv_;  // signalled on every write
   std::map<std::string, Bytes> map_;
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Supervisor: what commhost watches around every collective, whatever backend runs it.
 //
 // One supervisor per process serves every group (see DESIGN.md "Supervisor"). It keeps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Tensor: a view of contiguous memory with a shape, an element type and a device.
 //
 // Ownership: a Tensor never frees its data itself. It holds an optional keep-alive
@@ -24,8 +25,7 @@ class COMMHOST_API Shape {
   static constexpr int kMaxDims = 8;
   Shape() = default;
   Shape(std::initializer_list<int64_t> dims);
-  template <class It>
-  Shape(It first, It last) {
+  template <class It> Shape(It first, It last) {
     for (; first != last; ++first) push(*first);
   }
   int ndim() const { return ndim_; }
@@ -52,8 +52,7 @@ class COMMHOST_API Tensor {
   static Tensor empty(Shape shape, DType dtype);
 
   void* data() const { return data_; }
-  template <class T>
-  T* data_as() const { return static_cast<T*>(data_); }
+  template <class T> T* data_as() const { return static_cast<T*>(data_); }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Clang's thread-safety attributes (-Wthread-safety), as LevelDB and Abseil spell them:
 // state marked GUARDED_BY(mu) may be touched only with mu held, and the compiler checks
 // it. Other compilers see empty macros. Use them with commhost::Mutex (mutex.h):

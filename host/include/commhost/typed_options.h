@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Typed plugin options: declare an options struct once, receive it filled and validated.
 //
 // A plugin's options are a plain struct with one member per key, a static schema() that
@@ -91,15 +92,14 @@ inline OptionValue defaultValue(const OptionSpec& spec) {
       case OptionType::StringList: return text.empty() ? std::vector<std::string>{} : std::vector<std::string>{text};
     }
   } catch (const std::exception& e) {
-    refuseOption(spec.key, "the plugin's default '" + text + "' is not a valid " + optionTypeName(spec.type) + ": " +
-                               e.what(),
+    refuseOption(spec.key,
+                 "the plugin's default '" + text + "' is not a valid " + optionTypeName(spec.type) + ": " + e.what(),
                  "report it to the plugin's author");
   }
   refuseOption(spec.key, "unknown option type");
 }
 
-template <class T>
-const T& held(const OptionSpec& spec, const OptionValue& value, const char* expected) {
+template <class T> const T& held(const OptionSpec& spec, const OptionValue& value, const char* expected) {
   if (const T* v = std::get_if<T>(&value)) return *v;
   refuseOption(spec.key, std::string("expected type ") + expected + ", got " + heldTypeName(value));
 }
@@ -114,13 +114,12 @@ inline void checkRange(const OptionSpec& spec, double v, const std::string& show
         default: return std::to_string(static_cast<int64_t>(b));
       }
     };
-    refuseOption(spec.key, "'" + shown + "' is out of range; allowed: " + bound(spec.minValue) + " to " +
-                               bound(spec.maxValue));
+    refuseOption(spec.key,
+                 "'" + shown + "' is out of range; allowed: " + bound(spec.minValue) + " to " + bound(spec.maxValue));
   }
 }
 
-template <class M>
-M integer(const OptionSpec& spec, const OptionValue& value) {
+template <class M> M integer(const OptionSpec& spec, const OptionValue& value) {
   const int64_t v = held<int64_t>(spec, value, optionTypeName(spec.type));
   checkRange(spec, static_cast<double>(v), spec.type == OptionType::Size ? formatSize(v) : std::to_string(v));
   // The member may be narrower or unsigned: a value it cannot hold is refused, never wrapped.
@@ -129,17 +128,16 @@ M integer(const OptionSpec& spec, const OptionValue& value) {
                               (sizeof(M) >= sizeof(int64_t) || v <= static_cast<int64_t>(std::numeric_limits<M>::max()))
                         : v >= 0 && (sizeof(M) >= sizeof(int64_t) ||
                                      static_cast<uint64_t>(v) <= static_cast<uint64_t>(std::numeric_limits<M>::max()));
-  if (!fits) refuseOption(spec.key, std::to_string(v) + " does not fit the plugin's " + std::to_string(8 * sizeof(M)) +
-                                        "-bit " + (std::is_signed<M>::value ? "signed" : "unsigned") + " field");
+  if (!fits)
+    refuseOption(spec.key, std::to_string(v) + " does not fit the plugin's " + std::to_string(8 * sizeof(M)) + "-bit " +
+                               (std::is_signed<M>::value ? "signed" : "unsigned") + " field");
   return static_cast<M>(v);
 }
 
-template <class, class = void>
-struct HasValidate : std::false_type {};
+template <class, class = void> struct HasValidate : std::false_type {};
 template <class O>
 struct HasValidate<O, std::void_t<decltype(std::declval<const O&>().validate())>> : std::true_type {};
-template <class, class, class = void>
-struct HasValidateWith : std::false_type {};
+template <class, class, class = void> struct HasValidateWith : std::false_type {};
 template <class O, class C>
 struct HasValidateWith<O, C, std::void_t<decltype(std::declval<const O&>().validate(std::declval<const C&>()))>>
     : std::true_type {};
@@ -147,8 +145,7 @@ struct HasValidateWith<O, C, std::void_t<decltype(std::declval<const O&>().valid
 }  // namespace typed_options_detail
 
 // The options of one plugin: each key bound to a member of Options.
-template <class Options>
-class OptionSchema {
+template <class Options> class OptionSchema {
  public:
   // bool, integer, double, std::string, milliseconds or list-of-strings member; the
   // option type follows from the member's type. `range` applies to numbers and durations.
@@ -190,8 +187,8 @@ class OptionSchema {
   }
 
   // One of `choices`, kept as its name.
-  OptionSchema& choice(const char* key, std::string Options::*member, const char* defaultValue,
-                       const char* description, std::vector<std::string> choices) {
+  OptionSchema& choice(const char* key, std::string Options::*member, const char* defaultValue, const char* description,
+                       std::vector<std::string> choices) {
     OptionSpec spec{key, OptionType::Enum, defaultValue, description, choices};
     return add(std::move(spec), [member, choices](Options& o, const OptionSpec& s, const OptionValue& v) {
       const auto& name = typed_options_detail::held<std::string>(s, v, "choice");
@@ -243,8 +240,7 @@ class OptionSchema {
  private:
   using Assign = std::function<void(Options&, const OptionSpec&, const OptionValue&)>;
 
-  template <class M>
-  static constexpr OptionType typeOf() {
+  template <class M> static constexpr OptionType typeOf() {
     if constexpr (std::is_same_v<M, bool>) return OptionType::Bool;
     else if constexpr (std::is_integral_v<M>) return OptionType::Int;
     else if constexpr (std::is_same_v<M, double>) return OptionType::Double;
@@ -275,27 +271,21 @@ class OptionSchema {
 };
 
 // Options::schema(), built once per plugin.
-template <class Options>
-const OptionSchema<Options>& optionSchema() {
+template <class Options> const OptionSchema<Options>& optionSchema() {
   static const OptionSchema<Options> schema = Options::schema();
   return schema;
 }
 
-template <class Options>
-const std::vector<OptionSpec>& typedOptionSpecs() {
-  return optionSchema<Options>().specs();
-}
+template <class Options> const std::vector<OptionSpec>& typedOptionSpecs() { return optionSchema<Options>().specs(); }
 
 // parse(), then Options::validate(ctx) or Options::validate(), whichever it declares.
-template <class Options, class Context>
-Options parseOptions(const OptionValues& values, const Context& ctx) {
+template <class Options, class Context> Options parseOptions(const OptionValues& values, const Context& ctx) {
   Options options = optionSchema<Options>().parse(values);
   if constexpr (typed_options_detail::HasValidateWith<Options, Context>::value) options.validate(ctx);
   else if constexpr (typed_options_detail::HasValidate<Options>::value) options.validate();
   return options;
 }
-template <class Options>
-Options parseOptions(const OptionValues& values) {
+template <class Options> Options parseOptions(const OptionValues& values) {
   Options options = optionSchema<Options>().parse(values);
   if constexpr (typed_options_detail::HasValidate<Options>::value) options.validate();
   return options;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element types, devices and reduction operators shared by every part of commhost.
 #pragma once
 
@@ -10,7 +11,15 @@
 namespace commhost {
 
 enum class DType : uint8_t {
-  Bool, Int8, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64,
+  Bool,
+  Int8,
+  UInt8,
+  Int32,
+  Int64,
+  Float16,
+  BFloat16,
+  Float32,
+  Float64,
 };
 constexpr int kNumDTypes = 9;
 
@@ -32,9 +41,7 @@ struct Device {
 
   static Device cpu() { return {DeviceType::CPU, 0}; }
   static Device cuda(int index) { return {DeviceType::CUDA, index}; }
-  bool operator==(const Device& o) const {
-    return type == o.type && (type == DeviceType::CPU || index == o.index);
-  }
+  bool operator==(const Device& o) const { return type == o.type && (type == DeviceType::CPU || index == o.index); }
   bool operator!=(const Device& o) const { return !(*this == o); }
   COMMHOST_API std::string str() const;  // "cpu" or "cuda:N"
 };
@@ -64,9 +71,24 @@ COMMHOST_API ReduceOp::Kind parseReduceOp(const std::string& name);
 
 // Every collective and point-to-point operation a backend can serve.
 enum class OpType : uint8_t {
-  Allreduce, AllreduceCoalesced, Broadcast, Reduce, Allgather, AllgatherIntoTensor,
-  AllgatherCoalesced, Gather, Scatter, ReduceScatter, ReduceScatterTensor, Alltoall,
-  AlltoallSingle, Barrier, MonitoredBarrier, Send, Recv, RecvAnySource,
+  Allreduce,
+  AllreduceCoalesced,
+  Broadcast,
+  Reduce,
+  Allgather,
+  AllgatherIntoTensor,
+  AllgatherCoalesced,
+  Gather,
+  Scatter,
+  ReduceScatter,
+  ReduceScatterTensor,
+  Alltoall,
+  AlltoallSingle,
+  Barrier,
+  MonitoredBarrier,
+  Send,
+  Recv,
+  RecvAnySource,
 };
 constexpr int kNumOpTypes = 18;
 COMMHOST_API const char* opName(OpType op);  // "allreduce", "alltoall_single", ...

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Work: the handle of one operation in flight.
 //
 // Backends return a Work from every call and finish it from their own threads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // A backend's worker queue: ops run in submission order on a fixed set of worker threads
 // (c10d's AsyncWork queue), or on the caller's thread when there are no workers or, on
 // request, when the queue is idle. Each op's Work finishes with the job's outputs or
@@ -116,13 +117,13 @@ class COMMHOST_API WorkQueue {
   std::atomic<int> pending_{0};
   std::atomic<bool> aborted_{false};  // set once, by abort(), under mutex_
   mutable std::mutex mutex_;
-  std::condition_variable wake_;  // workers: an item or stopping_
-  std::condition_variable idle_;  // drain(): pending_ reached 0, or abort()
-  std::deque<Item> queue_;                          // guarded by mutex_
+  std::condition_variable wake_;                     // workers: an item or stopping_
+  std::condition_variable idle_;                     // drain(): pending_ reached 0, or abort()
+  std::deque<Item> queue_;                           // guarded by mutex_
   std::vector<std::shared_ptr<AsyncWork>> running_;  // guarded by mutex_; the workers' current items
-  std::string abortReason_;                         // guarded by mutex_
-  bool stopping_ = false;                           // guarded by mutex_
-  std::vector<std::thread> workers_;  // started by the constructor, joined by the destructor
+  std::string abortReason_;                          // guarded by mutex_
+  bool stopping_ = false;                            // guarded by mutex_
+  std::vector<std::thread> workers_;                 // started by the constructor, joined by the destructor
 };
 
 }  // namespace commhost

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the one place commhost reads its process environment. Settings from the
 // environment enter through the config (COMMHOST_<KEY> overrides) or the launch info;
 // nothing deeper reads variables.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <sys/stat.h>
 #include <yaml-cpp/depthguard.h>
 
@@ -18,9 +19,9 @@
 namespace commhost {
 namespace {
 
-using config::Problems;
 using config::escaped;
 using config::invalidUtf8At;
+using config::Problems;
 using config::withThousands;
 
 // A child of a map, or an Undefined node: yaml-cpp's missing-key nodes throw on most
@@ -152,8 +153,8 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
     const std::string hint = closestMatch(ref.plugin, names);
     problems.add(node, path,
                  std::string(pluginKindName(kind)) + " plugin '" + ref.plugin + "' not found" +
-                     (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; available: " +
-                     (list.empty() ? "none" : list) +
+                     (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                     "; available: " + (list.empty() ? "none" : list) +
                      ". Check plugin_path / COMMHOST_PLUGIN_PATH, or run `commhost plugins list`");
     return ref;
   }
@@ -163,8 +164,9 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
     return ref;
   }
   if (entry->descriptor->kind != kind) {
-    problems.add(node, path, "plugin '" + ref.plugin + "' is a " + pluginKindName(entry->descriptor->kind) +
-                                 " plugin, not a " + pluginKindName(kind) + " plugin");
+    problems.add(node, path,
+                 "plugin '" + ref.plugin + "' is a " + pluginKindName(entry->descriptor->kind) + " plugin, not a " +
+                     pluginKindName(kind) + " plugin");
     return ref;
   }
   if (!entry->unavailable.empty())
@@ -186,9 +188,10 @@ bool entryShapeOk(const std::pair<YAML::Node, YAML::Node>& kv, const std::string
   const YAML::Node& value = kv.second;
   if (value.IsNull() || value.IsMap()) return true;
   const bool optionKey = name == "plugin" || name == "options";
-  const std::string fix =
-      optionKey ? "'" + name + "' looks like a setting of the entry above: indent it under that entry"
-                : "write " + name + ": { plugin: " + (value.IsScalar() ? value.Scalar() : std::string("NAME")) + " }";
+  const std::string fix = optionKey
+                              ? "'" + name + "' looks like a setting of the entry above: indent it under that entry"
+                              : "write " + name +
+                                    ": { plugin: " + (value.IsScalar() ? value.Scalar() : std::string("NAME")) + " }";
   problems.add(kv.first, table + "." + name,
                std::string("expected { plugin: NAME, options: {...} }, got a ") +
                    (value.IsSequence() ? "list" : "plain value") + "; " + fix);
@@ -226,8 +229,9 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
         else if (key == "backend") route.backend = value.Scalar();
         else {
           const std::string hint = closestMatch(key, kKeys);
-          problems.add(kv.first, path + "." + key, "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                                                       "; allowed here: device, op, min_bytes, max_bytes, backend");
+          problems.add(kv.first, path + "." + key,
+                       "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                           "; allowed here: device, op, min_bytes, max_bytes, backend");
           ok = false;
         }
       } catch (const Error& e) {
@@ -249,8 +253,9 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
       ok = false;
     }
     if (route.minBytes > route.maxBytes) {
-      problems.add(item, path, "min_bytes " + std::to_string(route.minBytes) + " is above max_bytes " +
-                                   std::to_string(route.maxBytes));
+      problems.add(
+          item, path,
+          "min_bytes " + std::to_string(route.minBytes) + " is above max_bytes " + std::to_string(route.maxBytes));
       ok = false;
     }
     if (ok) cfg.routes.push_back(route);
@@ -328,7 +333,8 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   } catch (const YAML::DeepRecursion& e) {
     // yaml-cpp reports no place here, only its recursion depth.
     throw ConfigError("config " + source + ": nesting too deep: the YAML parser stopped at depth " +
-                      std::to_string(e.depth()) + ", its limit (a commhost config nests a few levels); is this the "
+                      std::to_string(e.depth()) +
+                      ", its limit (a commhost config nests a few levels); is this the "
                       "right file?");
   } catch (const YAML::ParserException& e) {
     throwParseError(e, text, source);
@@ -356,8 +362,9 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
       const std::string hint = closestMatch(key, known);
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
-      problems.add(kv.first, key, "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                                      "; allowed at the top level: " + list);
+      problems.add(kv.first, key,
+                   "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                       "; allowed at the top level: " + list);
       continue;
     }
     hostKeys[key] = kv.second;
@@ -377,8 +384,8 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
     for (const auto& kv : backends) {
       if (!entryShapeOk(kv, "backends", problems)) continue;
       const std::string name = kv.first.Scalar();
-      cfg.backends[name] = parsePluginRef(kv.second, "backends." + name, name, PluginKind::Backend, registry,
-                                          problems, cfg.warnings);
+      cfg.backends[name] = parsePluginRef(kv.second, "backends." + name, name, PluginKind::Backend, registry, problems,
+                                          cfg.warnings);
     }
   } else if (backends.IsDefined() && !backends.IsNull() && !backends.IsMap()) {
     problems.add(backends, "backends", "expected a map of name: { plugin, options }, e.g. backends: { self: {} }");
@@ -420,8 +427,7 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
         const size_t colon = line.find(": ");
         if (line.rfind(source + ":", 0) == 0 && colon != std::string::npos)
           problems.addAt(line.substr(0, colon), line.substr(colon + 2));
-        else
-          problems.addAt(source, line);
+        else problems.addAt(source, line);
       }
     }
   }
@@ -453,8 +459,8 @@ Config loadConfigFile(const std::string& path, PluginRegistry& registry, const C
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode))
-      throw ConfigError("config '" + escaped(path) + "' is a directory; give a YAML file, e.g. " +
-                        escaped(path) + "/default.yaml (-c / COMMHOST_CONFIG)");
+      throw ConfigError("config '" + escaped(path) + "' is a directory; give a YAML file, e.g. " + escaped(path) +
+                        "/default.yaml (-c / COMMHOST_CONFIG)");
     if (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kMaxConfigBytes)
       throw ConfigError(tooBig(escaped(path), static_cast<size_t>(st.st_size)));
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -28,8 +29,7 @@ const OptionValue& OptionValues::at(const std::string& key) const {
   return it->second;
 }
 
-template <class T>
-static const T& as(const OptionValue& v, const std::string& key, const char* type) {
+template <class T> static const T& as(const OptionValue& v, const std::string& key, const char* type) {
   if (auto* p = std::get_if<T>(&v)) return *p;
   throw InvalidArgument("option '" + key + "' is not a " + type);
 }
@@ -92,10 +92,10 @@ int64_t parseSize(const std::string& text) {
   std::string unit;
   if (splitNumber(text, n, unit)) {
     static const std::pair<const char*, double> kUnits[] = {
-        {"", 1},         {"B", 1},        {"K", 1024},     {"KiB", 1024},   {"KB", 1e3},
-        {"M", 1 << 20},  {"MiB", 1 << 20}, {"MB", 1e6},    {"G", 1 << 30},  {"GiB", 1 << 30},
-        {"GB", 1e9},     {"T", 0x1p40},   {"TiB", 0x1p40}, {"TB", 1e12},    {"P", 0x1p50},
-        {"PiB", 0x1p50}, {"PB", 1e15},    {"E", 0x1p60},   {"EiB", 0x1p60}, {"EB", 1e18},
+        {"", 1},         {"B", 1},         {"K", 1024},     {"KiB", 1024},   {"KB", 1e3},
+        {"M", 1 << 20},  {"MiB", 1 << 20}, {"MB", 1e6},     {"G", 1 << 30},  {"GiB", 1 << 30},
+        {"GB", 1e9},     {"T", 0x1p40},    {"TiB", 0x1p40}, {"TB", 1e12},    {"P", 0x1p50},
+        {"PiB", 0x1p50}, {"PB", 1e15},     {"E", 0x1p60},   {"EiB", 0x1p60}, {"EB", 1e18},
     };
     for (const auto& [name, scale] : kUnits) {
       if (unit != name) continue;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // --set key=value and COMMHOST_<KEY> overrides, applied to the YAML tree before it is
 // validated so they get exactly the checks a value in the file gets.
 #include "overrides.h"

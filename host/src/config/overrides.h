@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: applying --set and COMMHOST_<KEY> overrides to a parsed config tree.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The host's own config keys, each declared once. Plugin options are declared by the
 // plugins; the backends/routes/hooks/store tables are checked by the loader.
 #include "commhost/config.h"
@@ -7,28 +8,65 @@ namespace commhost {
 const std::vector<OptionSpec>& configSchema() {
   static const std::vector<OptionSpec> kSchema = {
       {"group.name", OptionType::String, "main", "Name of the world group; prefixes its store keys and log lines"},
-      {"group.timeout", OptionType::Duration, "30s", "Default deadline of each collective (per-op options may override)",
-       {}, 0.001, 86400 * 7},
-      {"logging.level", OptionType::Enum, "info", "Log level of every commhost logger",
+      {"group.timeout",
+       OptionType::Duration,
+       "30s",
+       "Default deadline of each collective (per-op options may override)",
+       {},
+       0.001,
+       86400 * 7},
+      {"logging.level",
+       OptionType::Enum,
+       "info",
+       "Log level of every commhost logger",
        {"trace", "debug", "info", "warn", "error", "off"}},
       {"supervisor.enabled", OptionType::Bool, "true", "Track every collective: watchdog, heartbeat, flight recorder"},
-      {"supervisor.on_error", OptionType::Enum, "abort", "What a timeout or lost peer does: abort (fail every work "
+      {"supervisor.on_error",
+       OptionType::Enum,
+       "abort",
+       "What a timeout or lost peer does: abort (fail every work "
        "of the group), teardown (dump, then exit the process with status 86), report (fail that work only)",
        {"abort", "teardown", "report"}},
-      {"supervisor.watchdog.poll", OptionType::Duration, "100ms", "How often the watchdog checks works in flight",
-       {}, 0.001, 60},
-      {"supervisor.heartbeat.interval", OptionType::Duration, "1s", "How often each rank publishes its heartbeat "
-       "and progress to the store", {}, 0.01, 3600},
-      {"supervisor.heartbeat.timeout", OptionType::Duration, "10s", "A peer whose heartbeat is older than this is "
-       "lost: works in flight fail with \"peer N lost\"", {}, 0.05, 86400},
-      {"supervisor.flight_recorder.entries", OptionType::Int, "2048", "Collectives kept per process for dumps "
-       "(about 400 bytes each, allocated up front)", {}, 1, 1 << 20},
-      {"supervisor.flight_recorder.dump_dir", OptionType::String, "", "Where rank<N>.json dumps are written "
+      {"supervisor.watchdog.poll",
+       OptionType::Duration,
+       "100ms",
+       "How often the watchdog checks works in flight",
+       {},
+       0.001,
+       60},
+      {"supervisor.heartbeat.interval",
+       OptionType::Duration,
+       "1s",
+       "How often each rank publishes its heartbeat "
+       "and progress to the store",
+       {},
+       0.01,
+       3600},
+      {"supervisor.heartbeat.timeout",
+       OptionType::Duration,
+       "10s",
+       "A peer whose heartbeat is older than this is "
+       "lost: works in flight fail with \"peer N lost\"",
+       {},
+       0.05,
+       86400},
+      {"supervisor.flight_recorder.entries",
+       OptionType::Int,
+       "2048",
+       "Collectives kept per process for dumps "
+       "(about 400 bytes each, allocated up front)",
+       {},
+       1,
+       1 << 20},
+      {"supervisor.flight_recorder.dump_dir", OptionType::String, "",
+       "Where rank<N>.json dumps are written "
        "on timeout, error, SIGUSR1 or `commhost trace dump`; empty (the default): $TMPDIR/commhost-traces, "
        "/tmp/commhost-traces when TMPDIR is unset (never the working directory)"},
-      {"debug.check_collectives", OptionType::Bool, "false", "Before each collective, ranks compare op, dtype, "
+      {"debug.check_collectives", OptionType::Bool, "false",
+       "Before each collective, ranks compare op, dtype, "
        "shapes, root and reduce op through the store; a mismatch fails with a diff (slow: debugging only)"},
-      {"plugin_path", OptionType::StringList, "", "Directories searched for plugins before COMMHOST_PLUGIN_PATH "
+      {"plugin_path", OptionType::StringList, "",
+       "Directories searched for plugins before COMMHOST_PLUGIN_PATH "
        "and the installed plugin directory"},
   };
   return kSchema;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "yaml_options.h"
 
 #include <cctype>
@@ -12,7 +13,7 @@ namespace commhost::config {
 
 std::string Problems::where(const YAML::Node& node, const std::string& path) const {
   // The longest overridden prefix of `path` names the override responsible.
-  for (std::string p = path;; ) {
+  for (std::string p = path;;) {
     auto it = overrides_.find(p);
     if (it != overrides_.end()) return it->second;
     const size_t dot = p.rfind('.');
@@ -61,8 +62,8 @@ void Problems::addAt(const std::string& where, const std::string& message) {
 
 void Problems::throwIfAny() const {
   if (count_ == 0) return;
-  std::string message =
-      "config " + source_ + " has " + withThousands(count_) + (count_ == 1 ? " error" : " errors") + ":";
+  std::string message = "config " + source_ + " has " + withThousands(count_) + (count_ == 1 ? " error" : " errors") +
+                        ":";
   for (const auto& line : lines_) message += "\n  " + line;
   if (count_ > lines_.size())
     message += "\n  ... and " + withThousands(count_ - lines_.size()) + " more (fix these first, then check again)";
@@ -87,11 +88,20 @@ size_t invalidUtf8At(const std::string& text) {
     const unsigned char c = s[i];
     size_t len = 0;
     uint32_t cp = 0;
-    if (c < 0x80) { ++i; continue; }
-    if ((c & 0xe0) == 0xc0) { len = 2; cp = c & 0x1f; }
-    else if ((c & 0xf0) == 0xe0) { len = 3; cp = c & 0x0f; }
-    else if ((c & 0xf8) == 0xf0) { len = 4; cp = c & 0x07; }
-    else return i;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      cp = c & 0x07;
+    } else return i;
     if (i + len > n) return i;
     for (size_t k = 1; k < len; ++k) {
       if ((s[i + k] & 0xc0) != 0x80) return i;
@@ -167,7 +177,8 @@ void checkUnknown(const YAML::Node& node, const std::string& rel, const std::str
     }
     const std::string hint = closestMatch(relKey, known);
     std::string knownList;
-    for (const auto& k : known) if (k.rfind(rel, 0) == 0) knownList += (knownList.empty() ? "" : ", ") + k;
+    for (const auto& k : known)
+      if (k.rfind(rel, 0) == 0) knownList += (knownList.empty() ? "" : ", ") + k;
     problems.add(kv.first, joinPath(base, relKey),
                  "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                      (knownList.empty() ? "" : "; allowed here: " + knownList));
@@ -207,8 +218,11 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
     }
     return out;
   }
-  if (!node.IsScalar()) throw InvalidArgument(std::string("expected a ") + optionTypeName(spec.type) + ", got a " +
-                                              (node.IsMap() ? "map" : node.IsSequence() ? "list" : "null"));
+  if (!node.IsScalar())
+    throw InvalidArgument(std::string("expected a ") + optionTypeName(spec.type) + ", got a " +
+                          (node.IsMap()        ? "map"
+                           : node.IsSequence() ? "list"
+                                               : "null"));
   const std::string text = node.Scalar();
   const bool ranged = spec.minValue < spec.maxValue;
   // Bounds in the key's own unit: a duration's range is declared in seconds but
@@ -217,7 +231,11 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
     switch (spec.type) {
       case OptionType::Duration: return formatDuration(std::chrono::milliseconds(std::llround(v * 1000)));
       case OptionType::Size: return formatSize(static_cast<int64_t>(v));
-      case OptionType::Double: { YAML::Emitter e; e << v; return e.c_str(); }
+      case OptionType::Double: {
+        YAML::Emitter e;
+        e << v;
+        return e.c_str();
+      }
       default: return std::to_string(static_cast<int64_t>(v));
     }
   };
@@ -239,16 +257,24 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
       try {
         size_t used = 0;
         const int64_t v = std::stoll(text, &used);
-        if (used == text.size()) { checkRange(static_cast<double>(v)); return v; }
-      } catch (const std::logic_error&) {}
+        if (used == text.size()) {
+          checkRange(static_cast<double>(v));
+          return v;
+        }
+      } catch (const std::logic_error&) {
+      }
       throw InvalidArgument("'" + text + "' is not an integer");
     }
     case OptionType::Double: {
       try {
         size_t used = 0;
         const double v = std::stod(text, &used);
-        if (used == text.size()) { checkRange(v); return v; }
-      } catch (const std::logic_error&) {}
+        if (used == text.size()) {
+          checkRange(v);
+          return v;
+        }
+      } catch (const std::logic_error&) {
+      }
       throw InvalidArgument("'" + text + "' is not a number");
     }
     case OptionType::String: return text;
@@ -278,7 +304,8 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
       std::string list;
       for (const auto& c : spec.choices) list += (list.empty() ? "" : ", ") + c;
       const std::string hint = closestMatch(text, spec.choices);
-      throw InvalidArgument("'" + text + "' is not one of " + list + (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
+      throw InvalidArgument("'" + text + "' is not one of " + list +
+                            (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
     }
     case OptionType::StringList: break;
   }
@@ -318,7 +345,11 @@ std::string formatOptionValue(const OptionValue& value) {
   struct Visitor {
     std::string operator()(bool b) const { return b ? "true" : "false"; }
     std::string operator()(int64_t i) const { return std::to_string(i); }
-    std::string operator()(double d) const { YAML::Emitter e; e << d; return e.c_str(); }
+    std::string operator()(double d) const {
+      YAML::Emitter e;
+      e << d;
+      return e.c_str();
+    }
     std::string operator()(const std::string& s) const { return s; }
     std::string operator()(std::chrono::milliseconds d) const { return formatDuration(d); }
     std::string operator()(const std::vector<std::string>& l) const {

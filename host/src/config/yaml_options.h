@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: validating YAML against OptionSpecs, collecting every problem with its place.
 #pragma once
 
@@ -56,8 +57,8 @@ std::string redactAssignment(const std::string& origin);
 // Validates `node` (a map, or null for "all defaults") against `specs`. `path` is the
 // dotted location of `node` for messages ("" for the root). Unknown keys, wrong types and
 // out-of-range values go to `problems`; declared keys all get a value (default if absent).
-OptionValues validateOptions(const YAML::Node& node, const std::string& path,
-                             const std::vector<OptionSpec>& specs, Problems& problems);
+OptionValues validateOptions(const YAML::Node& node, const std::string& path, const std::vector<OptionSpec>& specs,
+                             Problems& problems);
 
 // The value of one spec from a YAML scalar (or sequence for StringList); throws
 // InvalidArgument with what was expected.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/capabilities.h"
 
 namespace commhost {
@@ -12,8 +13,7 @@ const char* featureName(Feature f) {
 }
 
 namespace {
-template <class E, class NameFn>
-std::string list(EnumSet<E> set, int count, NameFn name) {
+template <class E, class NameFn> std::string list(EnumSet<E> set, int count, NameFn name) {
   std::string out;
   for (int i = 0; i < count; ++i)
     if (set.has(static_cast<E>(i))) out += (out.empty() ? "" : ", ") + std::string(name(static_cast<E>(i)));
@@ -22,8 +22,7 @@ std::string list(EnumSet<E> set, int count, NameFn name) {
 }  // namespace
 
 std::string describe(const Capabilities& c) {
-  return "ops: " + list(c.ops, kNumOpTypes, opName) +
-         "\ndtypes: " + list(c.dtypes, kNumDTypes, dtypeName) +
+  return "ops: " + list(c.ops, kNumOpTypes, opName) + "\ndtypes: " + list(c.dtypes, kNumDTypes, dtypeName) +
          "\nreduce ops: " + list(c.reduceOps, ReduceOp::kNumKinds, reduceOpName) +
          "\ndevices: " + list(c.devices, kNumDeviceTypes, deviceTypeName) +
          "\nfeatures: " + list(c.features, kNumFeatures, featureName);

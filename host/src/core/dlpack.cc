@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // DLPack conversion. DLPack 0.6 (Debian 12) has no bool code; bool travels as uint8.
 #include <dlpack/dlpack.h>
 
@@ -21,9 +22,12 @@ DLDataType toDL(DType dtype) {
 }
 
 DType fromDL(DLDataType t) {
-  if (t.lanes != 1) throw InvalidArgument("DLPack tensors with " + std::to_string(t.lanes) + " lanes are not supported");
+  if (t.lanes != 1)
+    throw InvalidArgument("DLPack tensors with " + std::to_string(t.lanes) + " lanes are not supported");
   switch (t.code) {
-    case kDLUInt: if (t.bits == 8) return DType::UInt8; break;
+    case kDLUInt:
+      if (t.bits == 8) return DType::UInt8;
+      break;
     case kDLInt:
       if (t.bits == 8) return DType::Int8;
       if (t.bits == 32) return DType::Int32;
@@ -34,7 +38,9 @@ DType fromDL(DLDataType t) {
       if (t.bits == 32) return DType::Float32;
       if (t.bits == 64) return DType::Float64;
       break;
-    case kDLBfloat: if (t.bits == 16) return DType::BFloat16; break;
+    case kDLBfloat:
+      if (t.bits == 16) return DType::BFloat16;
+      break;
   }
   throw InvalidArgument("DLPack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) +
                         " bits) has no commhost equivalent");
@@ -90,10 +96,9 @@ Tensor Tensor::fromDLPack(DLManagedTensor* managed) {
     int64_t expected = 1;
     for (int i = dl.ndim - 1; i >= 0; --i) {
       if (dl.shape[i] != 1 && dl.strides[i] != expected)
-        throw InvalidArgument("DLPack tensor " + shape.str() + " is not contiguous (dimension " +
-                              std::to_string(i) + " has stride " + std::to_string(dl.strides[i]) +
-                              ", expected " + std::to_string(expected) +
-                              "); make it contiguous before passing it to commhost");
+        throw InvalidArgument("DLPack tensor " + shape.str() + " is not contiguous (dimension " + std::to_string(i) +
+                              " has stride " + std::to_string(dl.strides[i]) + ", expected " +
+                              std::to_string(expected) + "); make it contiguous before passing it to commhost");
       expected *= dl.shape[i];
     }
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/tensor.h"
 
 #include <cstdlib>
@@ -12,8 +13,7 @@ Shape::Shape(std::initializer_list<int64_t> dims) {
 }
 
 void Shape::push(int64_t dim) {
-  if (ndim_ == kMaxDims)
-    throw InvalidArgument("a tensor may have at most " + std::to_string(kMaxDims) + " dimensions");
+  if (ndim_ == kMaxDims) throw InvalidArgument("a tensor may have at most " + std::to_string(kMaxDims) + " dimensions");
   if (dim < 0) throw InvalidArgument("tensor dimension " + std::to_string(dim) + " is negative");
   dims_[ndim_++] = dim;
 }
@@ -58,14 +58,12 @@ Tensor Tensor::empty(Shape shape, DType dtype) {
 
 Tensor Tensor::slice(int64_t offset, int64_t count) const {
   if (offset < 0 || count < 0 || offset + count > numel())
-    throw InvalidArgument("slice [" + std::to_string(offset) + ", " + std::to_string(offset + count) +
-                          ") is outside " + str());
+    throw InvalidArgument("slice [" + std::to_string(offset) + ", " + std::to_string(offset + count) + ") is outside " +
+                          str());
   char* base = static_cast<char*>(data_) + offset * static_cast<int64_t>(elementSize(dtype_));
   return fromBlob(base, Shape{count}, dtype_, device_, owner_);
 }
 
-std::string Tensor::str() const {
-  return std::string(dtypeName(dtype_)) + shape_.str() + " on " + device_.str();
-}
+std::string Tensor::str() const { return std::string(dtypeName(dtype_)) + shape_.str() + " on " + device_.str(); }
 
 }  // namespace commhost

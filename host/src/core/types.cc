@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/types.h"
 
 #include <vector>
@@ -15,37 +16,48 @@ struct DTypeInfo {
   const char* longName;
 };
 constexpr DTypeInfo kDTypes[kNumDTypes] = {
-    {DType::Bool, 1, "bool", "bool"},          {DType::Int8, 1, "i8", "int8"},
-    {DType::UInt8, 1, "u8", "uint8"},          {DType::Int32, 4, "i32", "int32"},
-    {DType::Int64, 8, "i64", "int64"},         {DType::Float16, 2, "f16", "float16"},
-    {DType::BFloat16, 2, "bf16", "bfloat16"},  {DType::Float32, 4, "f32", "float32"},
+    {DType::Bool, 1, "bool", "bool"},         {DType::Int8, 1, "i8", "int8"},
+    {DType::UInt8, 1, "u8", "uint8"},         {DType::Int32, 4, "i32", "int32"},
+    {DType::Int64, 8, "i64", "int64"},        {DType::Float16, 2, "f16", "float16"},
+    {DType::BFloat16, 2, "bf16", "bfloat16"}, {DType::Float32, 4, "f32", "float32"},
     {DType::Float64, 8, "f64", "float64"},
 };
 
 constexpr const char* kOpNames[kNumOpTypes] = {
-    "allreduce", "allreduce_coalesced", "broadcast", "reduce", "allgather",
-    "allgather_into_tensor", "allgather_coalesced", "gather", "scatter", "reduce_scatter",
-    "reduce_scatter_tensor", "alltoall", "alltoall_single", "barrier", "monitored_barrier",
-    "send", "recv", "recv_any_source",
+    "allreduce",
+    "allreduce_coalesced",
+    "broadcast",
+    "reduce",
+    "allgather",
+    "allgather_into_tensor",
+    "allgather_coalesced",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "alltoall",
+    "alltoall_single",
+    "barrier",
+    "monitored_barrier",
+    "send",
+    "recv",
+    "recv_any_source",
 };
 
 constexpr const char* kReduceOpNames[ReduceOp::kNumKinds] = {
     "sum", "avg", "product", "min", "max", "band", "bor", "bxor", "premul_sum",
 };
 
-template <size_t N>
-std::vector<std::string> toVector(const char* const (&names)[N]) {
+template <size_t N> std::vector<std::string> toVector(const char* const (&names)[N]) {
   return std::vector<std::string>(names, names + N);
 }
 
-[[noreturn]] void unknownName(const char* what, const std::string& name,
-                              const std::vector<std::string>& known) {
+[[noreturn]] void unknownName(const char* what, const std::string& name, const std::vector<std::string>& known) {
   std::string hint = closestMatch(name, known);
   std::string list;
   for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
   throw InvalidArgument("unknown " + std::string(what) + " '" + name + "'" +
-                        (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                        "; known: " + list);
+                        (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; known: " + list);
 }
 
 }  // namespace
@@ -67,9 +79,7 @@ DType parseDType(const std::string& name) {
 
 const char* deviceTypeName(DeviceType type) { return type == DeviceType::CPU ? "cpu" : "cuda"; }
 
-std::string Device::str() const {
-  return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return type == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(index); }
 
 Device parseDevice(const std::string& text) {
   if (text == "cpu") return Device::cpu();

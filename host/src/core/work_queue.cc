@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/work_queue.h"
 
 #include <algorithm>
@@ -47,7 +48,7 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncW
     }
   }
   if (!queued) throwAborted(ctx);  // abort() came between submit()'s check and the lock
-  wake_.notify_one();  // outside the lock: the worker it wakes takes the lock at once
+  wake_.notify_one();              // outside the lock: the worker it wakes takes the lock at once
   return work;
 }
 
@@ -112,7 +113,8 @@ bool WorkQueue::stuckAfterAbort() {
 
 void WorkQueue::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0 || aborted_.load(std::memory_order_relaxed); });
+  idle_.wait(lock,
+             [&] { return pending_.load(std::memory_order_acquire) == 0 || aborted_.load(std::memory_order_relaxed); });
 }
 
 }  // namespace commhost

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 #include <set>
 
@@ -75,16 +76,15 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
         const bool opMatches = route.op ? *route.op == op : caps.ops.has(op);
         const bool devMatches = route.device ? *route.device == dev : caps.devices.has(dev);
         if (!opMatches || !devMatches) continue;
-        candidates.push_back({static_cast<int>(r), b, (route.op ? 2 : 0) + (route.device ? 1 : 0), route.minBytes,
-                              route.maxBytes});
+        candidates.push_back(
+            {static_cast<int>(r), b, (route.op ? 2 : 0) + (route.device ? 1 : 0), route.minBytes, route.maxBytes});
         points.insert(route.minBytes);
         if (route.maxBytes != INT64_MAX) points.insert(route.maxBytes + 1);
       }
       const std::string what = std::string(opName(op)) + " on " + deviceTypeName(dev);
       if (candidates.empty()) {
-        problems.push_back("no route serves " + what +
-                           ": add a route for it (e.g. { device: " + deviceTypeName(dev) + ", op: " + opName(op) +
-                           ", backend: NAME }) to a backend that implements it");
+        problems.push_back("no route serves " + what + ": add a route for it (e.g. { device: " + deviceTypeName(dev) +
+                           ", op: " + opName(op) + ", backend: NAME }) to a backend that implements it");
         continue;
       }
       std::vector<Segment>& segments = table.table_[o][d];
@@ -135,8 +135,10 @@ RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& reg
     if (e && e->descriptor) {
       manifests.emplace_back(name, e->descriptor->capabilities);
     } else {
-      manifests.emplace_back(name, Capabilities{Capabilities::allOps(), Capabilities::allDTypes(),
-                                                Capabilities::allReduceOps(), EnumSet<DeviceType>::all(kNumDeviceTypes),
+      manifests.emplace_back(name, Capabilities{Capabilities::allOps(),
+                                                Capabilities::allDTypes(),
+                                                Capabilities::allReduceOps(),
+                                                EnumSet<DeviceType>::all(kNumDeviceTypes),
                                                 {}});
     }
   }
@@ -149,8 +151,8 @@ std::string RouteTable::describe() const {
     if (!devices_.has(static_cast<DeviceType>(d))) continue;
     for (int o = 0; o < kNumOpTypes; ++o) {
       for (const auto& s : table_[o][d]) {
-        out += std::string(deviceTypeName(static_cast<DeviceType>(d))) + " " + opName(static_cast<OpType>(o)) +
-               " " + range(s.minBytes, s.maxBytes) + " -> " + names_[s.backend] + "\n";
+        out += std::string(deviceTypeName(static_cast<DeviceType>(d))) + " " + opName(static_cast<OpType>(o)) + " " +
+               range(s.minBytes, s.maxBytes) + " -> " + names_[s.backend] + "\n";
       }
     }
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "call.h"
 
 #include "../supervisor/desync.h"
@@ -59,7 +60,8 @@ void ProcessGroup::Call::checkPeer(int peer, const char* role) const {
     invalid(std::string(role) + " rank " + std::to_string(peer) + " is outside the group (size " +
                 std::to_string(pg.worldSize_) + ")",
             "use a rank in [0, " + std::to_string(pg.worldSize_) + ")");
-  if (peer == pg.rank_) invalid(std::string(role) + " rank " + std::to_string(peer) + " is this rank itself", "copy locally instead");
+  if (peer == pg.rank_)
+    invalid(std::string(role) + " rank " + std::to_string(peer) + " is this rank itself", "copy locally instead");
 }
 
 void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
@@ -92,8 +94,9 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
           "route this op to another backend, or fix what the plugin needs");
   const Capabilities& caps = backend->capabilities();
   if (dtype && !caps.dtypes.has(*dtype))
-    invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support dtype " + dtypeName(*dtype),
-            "route this dtype's op to another backend, or convert the data");
+    invalid(
+        std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support dtype " + dtypeName(*dtype),
+        "route this dtype's op to another backend, or convert the data");
   if (reduceOp && !caps.reduceOps.has(reduceOp->kind))
     invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support reduce op " +
                 reduceOpName(reduceOp->kind),

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: one ProcessGroup call being validated, routed and issued.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The ProcessGroup's collective entry points: validate, then route and issue.
 #include "call.h"
 
@@ -23,7 +24,8 @@ WorkPtr ProcessGroup::allreduce(Tensor& tensor, const AllreduceOptions& opts) {
 WorkPtr ProcessGroup::allreduceCoalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) {
   Call call(*this, OpType::AllreduceCoalesced);
   if (tensors.empty()) call.invalid("got no tensors", "pass at least one tensor");
-  for (size_t i = 0; i < tensors.size(); ++i) call.checkLike(tensors[0], tensors[i], "tensors[" + std::to_string(i) + "]", false);
+  for (size_t i = 0; i < tensors.size(); ++i)
+    call.checkLike(tensors[0], tensors[i], "tensors[" + std::to_string(i) + "]", false);
   call.checkReduceOp(opts.reduceOp, tensors[0].dtype());
   Backend& b = call.issue(tensors[0].device(), bytesOf(tensors), tensors[0].dtype(), opts.timeout, &opts.reduceOp);
   return call.supervise(b.allreduceCoalesced(call.context(), tensors, opts));
@@ -50,7 +52,8 @@ WorkPtr ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& inpu
   Call call(*this, OpType::Allgather);
   call.checkTensor(input, "input");
   call.checkCount(outputs.size(), worldSize_, "output tensors");
-  for (size_t i = 0; i < outputs.size(); ++i) call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
+  for (size_t i = 0; i < outputs.size(); ++i)
+    call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
   return call.supervise(b.allgather(call.context(), outputs, input, opts));
 }
@@ -60,8 +63,8 @@ WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, c
   call.checkTensor(input, "input");
   call.checkLike(input, output, "output", false);
   if (output.numel() != input.numel() * worldSize_)
-    call.invalid("output has " + std::to_string(output.numel()) + " elements, expected group size x input = " +
-                     std::to_string(input.numel() * worldSize_),
+    call.invalid("output has " + std::to_string(output.numel()) +
+                     " elements, expected group size x input = " + std::to_string(input.numel() * worldSize_),
                  "allocate the output with size() * input.numel() elements");
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
   return call.supervise(b.allgatherIntoTensor(call.context(), output, input, opts));
@@ -89,7 +92,8 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
   if (rank_ == opts.root) {
     call.checkCount(outputs.size(), worldSize_, "output tensors on the root");
     call.agree = Call::Agree::Nothing;  // the other ranks pass no list
-    for (size_t i = 0; i < outputs.size(); ++i) call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
   } else if (!outputs.empty()) {
     call.invalid("outputs must be empty on non-root ranks (root is " + std::to_string(opts.root) + ")",
                  "pass an empty list here");
@@ -105,7 +109,8 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   if (rank_ == opts.root) {
     call.checkCount(inputs.size(), worldSize_, "input tensors on the root");
     call.agree = Call::Agree::Nothing;  // the other ranks pass no list
-    for (size_t i = 0; i < inputs.size(); ++i) call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
   } else if (!inputs.empty()) {
     call.invalid("inputs must be empty on non-root ranks (root is " + std::to_string(opts.root) + ")",
                  "pass an empty list here");
@@ -114,11 +119,13 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
   return call.supervise(b.scatter(call.context(), output, inputs, opts));
 }
 
-WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& inputs, const ReduceScatterOptions& opts) {
+WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& inputs,
+                                    const ReduceScatterOptions& opts) {
   Call call(*this, OpType::ReduceScatter);
   call.checkTensor(output, "output");
   call.checkCount(inputs.size(), worldSize_, "input tensors");
-  for (size_t i = 0; i < inputs.size(); ++i) call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
   call.checkReduceOp(opts.reduceOp, output.dtype());
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout, &opts.reduceOp);
   return call.supervise(b.reduceScatter(call.context(), output, inputs, opts));
@@ -129,8 +136,8 @@ WorkPtr ProcessGroup::reduceScatterTensor(Tensor& output, const Tensor& input, c
   call.checkTensor(output, "output");
   call.checkLike(output, input, "input", false);
   if (input.numel() != output.numel() * worldSize_)
-    call.invalid("input has " + std::to_string(input.numel()) + " elements, expected group size x output = " +
-                     std::to_string(output.numel() * worldSize_),
+    call.invalid("input has " + std::to_string(input.numel()) +
+                     " elements, expected group size x output = " + std::to_string(output.numel() * worldSize_),
                  "allocate the input with size() * output.numel() elements");
   call.checkReduceOp(opts.reduceOp, output.dtype());
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout, &opts.reduceOp);

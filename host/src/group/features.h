@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: checks of the capability features the host can verify itself.
 #pragma once
 

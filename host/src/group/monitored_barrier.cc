@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // monitored_barrier over the store: rank 0 waits for each rank's arrival key and can
 // therefore name the ranks that never came; then it releases everyone.
 #include <chrono>
@@ -24,7 +25,8 @@ void ProcessGroup::monitoredBarrier(const MonitoredBarrierOptions& opts) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string missing;
   for (int r = 1; r < worldSize_; ++r) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                            std::chrono::steady_clock::now());
     const std::string key = round + std::to_string(r);
     bool arrived = false;
     try {
@@ -40,7 +42,8 @@ void ProcessGroup::monitoredBarrier(const MonitoredBarrierOptions& opts) {
   if (!missing.empty())
     raise(ErrorCode::Timeout, where,
           std::string(opts.waitAllRanks ? "ranks" : "rank") + " " + missing + " did not reach the barrier within " +
-              formatDuration(timeout) + (opts.waitAllRanks ? "" : " (the first one missing; pass waitAllRanks for all)"),
+              formatDuration(timeout) +
+              (opts.waitAllRanks ? "" : " (the first one missing; pass waitAllRanks for all)"),
           "check those ranks' logs: they may have failed, hung, or skipped this barrier");
   store_->set(round + "done", toBytes("1"));
 }

@@ -1,9 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/process_group.h"
 
 #include <sstream>
 
-#include "commhost/errors.h"
 #include "../supervisor/supervisor.h"
+#include "commhost/errors.h"
 
 namespace commhost {
 
@@ -117,12 +118,13 @@ void ProcessGroup::createBackends() {
       raw = e->descriptor->createBackend(ref.options, ctx);
     } catch (const std::exception& ex) {
       raise(ErrorCode::Plugin, {name_, rank_},
-            "backend '" + backendName + "' (plugin " + ref.plugin + " from " + e->path + ") failed to start: " +
-                ex.what(),
+            "backend '" + backendName + "' (plugin " + ref.plugin + " from " + e->path +
+                ") failed to start: " + ex.what(),
             "fix its options at " + ref.where + " or route its ops elsewhere");
     }
     if (!raw)
-      raise(ErrorCode::Plugin, {name_, rank_}, "plugin " + ref.plugin + " returned no backend", "report it to its author");
+      raise(ErrorCode::Plugin, {name_, rank_}, "plugin " + ref.plugin + " returned no backend",
+            "report it to its author");
     // The deleter holds the library, so the plugin's code outlives the object.
     std::shared_ptr<void> library = e->library;
     backends_.emplace_back(raw.release(), [library](Backend* b) { delete b; });

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // newGroup and split: collective over the parent group, each subgroup working under
 // its own store prefix ("<parent>/<label>") so keys of sibling groups never meet.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Rendering and comparing build fingerprints (commhost/abi.h).
 #include "commhost/abi.h"
 
@@ -40,8 +41,8 @@ namespace {
 std::string stdlibText(const BuildFingerprint& fp) {
   switch (fp.stdlib) {
     case StdLib::LibStdCxx:
-      return "libstdc++ " + std::to_string(fp.stdlibVersion) + " (_GLIBCXX_USE_CXX11_ABI=" +
-             std::to_string(fp.cxx11Abi) + ")";
+      return "libstdc++ " + std::to_string(fp.stdlibVersion) +
+             " (_GLIBCXX_USE_CXX11_ABI=" + std::to_string(fp.cxx11Abi) + ")";
     case StdLib::LibCxx: return "libc++ " + std::to_string(fp.stdlibVersion);
     case StdLib::Unknown: break;
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "builtin.h"
 
 #include "commhost/errors.h"
@@ -14,8 +15,16 @@ std::shared_ptr<Store> createHashStore(const OptionValues&, const StoreContext& 
 
 const PluginDescriptor kHashStore = {
     COMMHOST_DESCRIPTOR_PREFIX,
-    PluginKind::Store, "hash", COMMHOST_VERSION, "In-memory store for single-process jobs and tests",
-    {}, {}, nullptr, nullptr, createHashStore, nullptr,
+    PluginKind::Store,
+    "hash",
+    COMMHOST_VERSION,
+    "In-memory store for single-process jobs and tests",
+    {},
+    {},
+    nullptr,
+    nullptr,
+    createHashStore,
+    nullptr,
 };
 
 }  // namespace

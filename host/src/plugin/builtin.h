@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: plugins compiled into libcommhost (the in-memory hash store).
 #pragma once
 

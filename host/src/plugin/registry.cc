@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/registry.h"
 
 #include <boost/dll/runtime_symbol_info.hpp>
@@ -106,10 +107,11 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
     return entry;
   }
   const PluginDescriptor* d = header.descriptor;
-  if (d && (d->magic != kPluginDescriptorMagic || d->abiVersion != (uint32_t(header.abiMajor) << 16 | header.abiMinor) ||
-            d->size != header.descriptorSize)) {
-    entry.unavailable = "has a descriptor whose prefix does not match its header (magic, ABI version or size); "
-                        "declare it as {COMMHOST_DESCRIPTOR_PREFIX, kind, name, ...} and rebuild it against this commhost";
+  if (d && (d->magic != kPluginDescriptorMagic ||
+            d->abiVersion != (uint32_t(header.abiMajor) << 16 | header.abiMinor) || d->size != header.descriptorSize)) {
+    entry.unavailable =
+        "has a descriptor whose prefix does not match its header (magic, ABI version or size); "
+        "declare it as {COMMHOST_DESCRIPTOR_PREFIX, kind, name, ...} and rebuild it against this commhost";
     return entry;
   }
   if (!d || !d->name || !*d->name) {
@@ -121,8 +123,8 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
                           (d->kind == PluginKind::CommHook && d->createCommHook);
   entry.name = d->name;
   if (!hasFactory) {
-    entry.unavailable = std::string("declares kind ") + pluginKindName(d->kind) + " but no " +
-                        pluginKindName(d->kind) + " factory";
+    entry.unavailable = std::string("declares kind ") + pluginKindName(d->kind) + " but no " + pluginKindName(d->kind) +
+                        " factory";
     return entry;
   }
   entry.descriptor = d;

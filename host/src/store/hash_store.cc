@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
 
 #include "commhost/errors.h"
@@ -59,8 +60,8 @@ void HashStore::waitLocked(std::unique_lock<std::mutex>& lock, const std::vector
   std::string missing;
   for (const auto& k : keys)
     if (!map_.count(k)) missing += (missing.empty() ? "'" : ", '") + k + "'";
-  throw TimeoutError("store wait timed out after " + formatDuration(timeout) + "; keys not set: " +
-                     missing + ". The rank that sets them may have failed or not reached this point");
+  throw TimeoutError("store wait timed out after " + formatDuration(timeout) + "; keys not set: " + missing +
+                     ". The rank that sets them may have failed or not reached this point");
 }
 
 void HashStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {

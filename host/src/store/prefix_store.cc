@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/errors.h"
 #include "commhost/store.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "commhost/store.h"
 
 #include "commhost/errors.h"
@@ -31,8 +32,8 @@ std::vector<Bytes> Store::multiGet(const std::vector<std::string>& keys) {
 
 void Store::multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) {
   if (keys.size() != values.size())
-    throw InvalidArgument("multiSet got " + std::to_string(keys.size()) + " keys but " +
-                          std::to_string(values.size()) + " values");
+    throw InvalidArgument("multiSet got " + std::to_string(keys.size()) + " keys but " + std::to_string(values.size()) +
+                          " values");
   for (size_t i = 0; i < keys.size(); ++i) set(keys[i], values[i]);
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Time for the supervisor's loops, injectable: the real steady clock in production, a
 // ManualClock in tests, so that a test moves heartbeats and deadlines forward itself
 // instead of sleeping on real ones.

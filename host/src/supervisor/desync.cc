@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "desync.h"
 
 #include <cstdlib>
@@ -81,7 +82,8 @@ std::string desyncReport(GroupMonitor& g, uint64_t seq, OpType op) {
     out += (unknown.size() > 1 ? "Ranks " : "Rank ") + rankList(g, unknown) +
            " published no progress (not started, or its supervisor is off). ";
   if (behind.empty() && unknown.empty())
-    out += "Every rank issued " + what + "; none is missing, so the backend itself is stuck or too slow "
+    out += "Every rank issued " + what +
+           "; none is missing, so the backend itself is stuck or too slow "
            "(compare the flight recorder dumps: op and sizes per rank). ";
   return out;
 }
@@ -114,8 +116,8 @@ void checkFingerprints(GroupMonitor& g, uint64_t seq, OpType op, const std::stri
   for (const auto& [call, ranks] : byCall)
     diff += std::string(diff.empty() ? "" : "; ") + (ranks.size() > 1 ? "ranks " : "rank ") + rankList(g, ranks) +
             " called " + call;
-  raise(ErrorCode::InvalidArgument, where, "debug.check_collectives: ranks disagree on collective seq " +
-                                               std::to_string(seq) + ": " + diff,
+  raise(ErrorCode::InvalidArgument, where,
+        "debug.check_collectives: ranks disagree on collective seq " + std::to_string(seq) + ": " + diff,
         "make every rank issue the same op with the same dtype, shapes, root and reduce op at this point; "
         "nothing was sent");
 }

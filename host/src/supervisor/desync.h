@@ -1,10 +1,11 @@
+// SPDX-License-Identifier: Apache-2.0
 // Desync detection through the group's store: each rank's published progress (what it
 // last issued and completed), the report that explains a hang from it, and the
 // check_collectives fingerprint comparison.
 #pragma once
 
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 

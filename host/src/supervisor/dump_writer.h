@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Writes flight-recorder dumps (rank<N>.json) into the dump dir, one file at a time.
 #pragma once
 

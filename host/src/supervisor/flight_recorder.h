@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // FlightRecorder: a bounded ring of the last collectives of every group in this process.
 //
 // Threading: every method may be called from any thread; one mutex guards the ring

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One group as the supervisor sees it. Owned by its ProcessGroup, shared with the
 // supervisor's threads (and with works still held by the application) while they use it.
 #pragma once

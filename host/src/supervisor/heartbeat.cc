@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "heartbeat.h"
 
 #include <algorithm>
@@ -30,8 +31,7 @@ std::vector<int> peersToWatch(int rank, int worldSize) {
 
 }  // namespace
 
-Heartbeat::Heartbeat(Supervisor& sup)
-    : sup_(sup), ticker_(sup.sharedClock()), thread_([this] { loop(); }) {}
+Heartbeat::Heartbeat(Supervisor& sup) : sup_(sup), ticker_(sup.sharedClock()), thread_([this] { loop(); }) {}
 
 Heartbeat::~Heartbeat() {
   ticker_.stop();
@@ -177,9 +177,10 @@ void Heartbeat::answerIncidents(GroupMonitor& g) {
 void noteIncidentLogFull(GroupMonitor& g, Logger& logger) {
   if (g.incidentLogFull.exchange(true)) return;
   logger.error(ErrorContext{g.name, g.rank}.format() + "the group's incident log in the store is full (" +
-                 std::to_string(kMaxIncidentLines) + " lines): from now on this rank's incidents and lost "
-                 "peers are handled here only, without asking the other ranks to dump. Next: this group has "
-                 "failed thousands of times; re-create it (a new group starts a new log)");
+               std::to_string(kMaxIncidentLines) +
+               " lines): from now on this rank's incidents and lost "
+               "peers are handled here only, without asking the other ranks to dump. Next: this group has "
+               "failed thousands of times; re-create it (a new group starts a new log)");
 }
 
 void Heartbeat::reportWatchdogStall(Millis stalled) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The heartbeat: its thread publishes this rank's heartbeat and progress, notices peers
 // that stopped beating, answers incidents and dump requests, and checks that the
 // watchdog still advances.
@@ -29,9 +30,9 @@ class Heartbeat {
   Supervisor& sup_;
   Ticker ticker_;
   // This thread only.
-  uint64_t lastTicks_ = 0;           // the watchdog's ticks when last seen moving
-  TimePoint lastAdvance_{};          // when that was
-  int64_t seenTraceDump_ = -1;       // `commhost trace dump` requests seen; -1 = not read yet
+  uint64_t lastTicks_ = 0;      // the watchdog's ticks when last seen moving
+  TimePoint lastAdvance_{};     // when that was
+  int64_t seenTraceDump_ = -1;  // `commhost trace dump` requests seen; -1 = not read yet
   bool watchdogStallReported_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "hook_dispatcher.h"
 
 #include <vector>
@@ -44,8 +45,8 @@ void HookDispatcher::post(std::shared_ptr<GroupMonitor> group, CompletionEvent e
     if (queue_.size() >= kMaxQueued) {
       if (dropped_++ % kMaxQueued == 0)
         logger_->warn("[group " + ev.group + " rank " + std::to_string(ev.rank) + "] completion hooks are " +
-                      std::to_string(kMaxQueued) + " events behind; " + std::to_string(dropped_) +
-                      " dropped so far (" + opName(ev.op) + " seq " + std::to_string(ev.seq) +
+                      std::to_string(kMaxQueued) + " events behind; " + std::to_string(dropped_) + " dropped so far (" +
+                      opName(ev.op) + " seq " + std::to_string(ev.seq) +
                       " among them). Next: make the hooks cheaper, or hand their work to a thread of yours");
       return;
     }

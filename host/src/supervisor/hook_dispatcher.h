@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Completion hooks: registered per group, run on one thread of their own, one event at a
 // time, in completion order; never on a caller's, a backend's or the watchdog's thread.
 #pragma once
@@ -48,7 +49,7 @@ class HookDispatcher {
   size_t dropped_ GUARDED_BY(mu_) = 0;
   bool stopping_ GUARDED_BY(mu_) = false;
   std::atomic<bool> hasHooks_{false};  // lets publishing skip mu_ when nobody listens
-  std::thread thread_;  // last: starts once the members above exist
+  std::thread thread_;                 // last: starts once the members above exist
 };
 
 }  // namespace commhost::supervisor

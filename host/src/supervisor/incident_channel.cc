@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "incident_channel.h"
 
 #include <cstdlib>
@@ -47,7 +48,8 @@ void IncidentChannel::answer(GroupMonitor& g, Logger& logger, const std::functio
     const auto decoded = wire::decodeLogLine(lines[n - 1]);
     if (!decoded) {
       logger.warn(ErrorContext{g.name, g.rank}.format() + "skipped line " + std::to_string(n) +
-                  " of the incident log: " + decoded.error + ". Next: run every rank with the same commhost "
+                  " of the incident log: " + decoded.error +
+                  ". Next: run every rank with the same commhost "
                   "version; if they do, the store's data is damaged");
       continue;
     }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The cross-rank incident protocol over a group's store: one rank raises an incident
 // (appends it to the group's incident log), every other rank dumps its flight recorder
 // and acknowledges it; a rank that finds a peer lost tells the ranks that do not watch
@@ -50,7 +51,7 @@ class IncidentChannel {
   void answer(GroupMonitor& g, Logger& logger, const std::function<void()>& beforeAck) EXCLUDES(mu_);
 
  private:
-  Mutex mu_;  // held across the answer, so two threads never answer one line twice
+  Mutex mu_;                          // held across the answer, so two threads never answer one line twice
   int64_t seen_ GUARDED_BY(mu_) = 0;  // lines of the log already answered
 };
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "messages.h"
 
 #include <cstring>
@@ -42,8 +43,7 @@ bool parseUnsigned(const std::string& s, uint64_t max, uint64_t& out) {
   return true;
 }
 
-template <class T>
-Decoded<T> fail(const std::string& what, const std::string& input) {
+template <class T> Decoded<T> fail(const std::string& what, const std::string& input) {
   Decoded<T> d;
   std::string shown = input.substr(0, 80);
   for (char& c : shown)
@@ -82,8 +82,8 @@ std::string encode(const Incident& m) {
 }
 
 std::string encode(const PeerLost& m) {
-  return std::string(kVersion) + "|peer|" + std::to_string(m.rank) + "|" + std::to_string(m.peer) + "|" +
-         text(m.why) + "\n";
+  return std::string(kVersion) + "|peer|" + std::to_string(m.rank) + "|" + std::to_string(m.peer) + "|" + text(m.why) +
+         "\n";
 }
 
 std::string encodeAck(int rank) { return std::string(kVersion) + "|ack|" + std::to_string(rank) + "\n"; }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The supervisor's cross-rank messages over the group's store, as one versioned codec.
 //
 // Every message is one line of '|'-separated fields that starts with the version tag and
@@ -29,8 +30,7 @@ constexpr int64_t kMaxRank = (int64_t{1} << 24) - 1;
 constexpr size_t kMaxText = 480;
 
 // Either a value or the reason the input is not one.
-template <class T>
-struct Decoded {
+template <class T> struct Decoded {
   T value{};
   std::string error;  // empty on success
   explicit operator bool() const { return error.empty(); }
@@ -38,7 +38,7 @@ struct Decoded {
 
 struct Incident {
   int rank = 0;
-  int64_t number = 0;     // K: the rank's K-th incident, from 1
+  int64_t number = 0;      // K: the rank's K-th incident, from 1
   int64_t raisedAtMs = 0;  // system clock, ms since the epoch
   std::string what;
 };

@@ -1,8 +1,9 @@
+// SPDX-License-Identifier: Apache-2.0
 // SupervisedWork: the backend's work, plus the supervisor's verdict when an incident
 // (deadline passed, peer lost) ends it. A waiter that sees the backend fail with a
 // timeout or a lost peer waits briefly for the verdict, which names the ranks at fault.
-#include "commhost/errors.h"
 #include "supervised_work.h"
+#include "commhost/errors.h"
 
 #include "supervisor.h"
 
@@ -87,8 +88,8 @@ bool SupervisedWork::wait(Millis timeout) {
       MutexLock lock(&mutex_);
       if (verdict_) std::rethrow_exception(freshVerdict());
       // A shorter wait of the caller's own ended before the op's deadline: not an incident.
-      const bool callersTimeout =
-          e.code() == ErrorCode::Timeout && !inner_->isCompleted() && clock_->now() < deadline();
+      const bool callersTimeout = e.code() == ErrorCode::Timeout && !inner_->isCompleted() &&
+                                  clock_->now() < deadline();
       const bool incident = e.code() == ErrorCode::Timeout || e.code() == ErrorCode::PeerLost;
       sup = supervisor_.lock();
       if (incident && !callersTimeout && sup) {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Work a group returns while supervised: the backend's work plus the supervisor's
 // verdict (a richer TimeoutError / PeerLostError) when an incident ends it.
 #pragma once

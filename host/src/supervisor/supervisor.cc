@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The Supervisor's lifecycle and owner, the per-op path (track), completions and dumps.
 #include "supervisor.h"
 
@@ -88,10 +89,8 @@ void Supervisor::release(std::shared_ptr<Supervisor> sup, const GroupMonitor* gr
   if (!retiring) return;
   // The last group may be released by a hook that captured it, on the hook thread, which
   // cannot join itself: a thread of its own stops the supervisor then.
-  if (retiring->onOwnThread())
-    std::thread([r = std::move(retiring)] { r->stop(); }).detach();
-  else
-    retiring->stop();
+  if (retiring->onOwnThread()) std::thread([r = std::move(retiring)] { r->stop(); }).detach();
+  else retiring->stop();
 }
 
 std::shared_ptr<Supervisor> Supervisor::current() {
@@ -220,9 +219,8 @@ void Supervisor::logUnexpected(const char* thread, std::exception_ptr error) {
                  "; it goes on. Please report this with the log");
 }
 
-WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx,
-                          const std::string& backend, DType dtype, int64_t bytes, TimePoint issued,
-                          WorkPtr inner) {
+WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
+                          DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) {
   OpRecord r;
   copyName(r.group, sizeof(r.group), group->name);
   copyName(r.backend, sizeof(r.backend), backend);
@@ -257,8 +255,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   const uint64_t id = recorder_.add(r);
   const Millis verdictWait = settings_.heartbeatTimeout + settings_.heartbeatInterval + 4 * settings_.poll +
                              Millis(2000);
-  auto work =
-      std::make_shared<SupervisedWork>(ctx, std::move(inner), group, id, issued, bytes, verdictWait, clock_);
+  auto work = std::make_shared<SupervisedWork>(ctx, std::move(inner), group, id, issued, bytes, verdictWait, clock_);
   work->attachTo(weak_from_this());
   work->backend = backend;
   work->issuedUs = r.scheduledUs;

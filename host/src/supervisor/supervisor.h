@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Internal: the process-wide Supervisor and the parts it composes, each with one owner:
 // - HookDispatcher (hook_dispatcher.h): the completion hooks and their thread;
 // - DumpWriter (dump_writer.h): dump files;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "watchdog.h"
 
 #include <unistd.h>
@@ -97,7 +98,8 @@ void Watchdog::failBackendCall(GroupMonitor& g) {
   }
   const ErrorContext where{g.name, g.rank, opName(op), seq};
   const std::string message =
-      where.format() + g.lostText() + ". This rank was waiting for it inside the backend call (the op ran on the "
+      where.format() + g.lostText() +
+      ". This rank was waiting for it inside the backend call (the op ran on the "
       "calling thread), so the group's backends are aborted to end the wait. Next: find out why that process "
       "stopped or died (its log, the launcher's summary, dmesg for the OOM killer); restart the job or re-create "
       "the group without it.";
@@ -177,8 +179,8 @@ void Watchdog::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
                      formatDuration(ctx.timeout) + (cause ? " (backend said: " + describe(cause) + ")" : "") + ". ";
 
   // Works of one group failing together (one hang, one lost peer) share one incident.
-  const bool fresh =
-      mine.lastIncident.empty() || clock.now() - mine.lastIncidentAt > settings.heartbeatInterval + settings.poll * 2;
+  const bool fresh = mine.lastIncident.empty() ||
+                     clock.now() - mine.lastIncidentAt > settings.heartbeatInterval + settings.poll * 2;
   if (fresh && isPointToPoint(ctx.op)) {
     sup_.dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
   } else if (fresh) {
@@ -187,11 +189,10 @@ void Watchdog::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
     std::string report;
     try {
       if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
-      const int64_t raisedAtMs = std::chrono::duration_cast<Millis>(
-                                     std::chrono::system_clock::now().time_since_epoch()).count();
-      const std::string line = wire::encode(wire::Incident{g.rank, mine.incidentsRaised, raisedAtMs,
-                                                           std::string(opName(ctx.op)) + " seq " +
-                                                               std::to_string(ctx.seq)});
+      const int64_t raisedAtMs = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
+      const std::string line = wire::encode(wire::Incident{
+          g.rank, mine.incidentsRaised, raisedAtMs, std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq)});
       g.store->set(ackKey(g.rank, mine.incidentsRaised), Bytes{});  // before anyone can ack it
       // The peers this rank knows are lost (its backend named one), first: a rank whose
       // own backend saw only a dropped connection then fails at once too, instead of
@@ -227,13 +228,15 @@ void Watchdog::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
     } catch (const std::exception& e) {
       if (!g.storeLost.exchange(true))
         sup_.logger().error(where.format() + "the store failed while reporting this incident (" + e.what() +
-                       "); the supervisor stops using it, so no more heartbeats or desync reports for this "
-                       "group. Next: check the rank serving the store (usually 0)");
+                            "); the supervisor stops using it, so no more heartbeats or desync reports for this "
+                            "group. Next: check the rank serving the store (usually 0)");
       report = "No desync report: the store did not answer (" + std::string(e.what()) + "). ";
       sup_.dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
     }
-    mine.lastIncident = report + "Flight recorder dumps are in " + sup_.dumpDir() + " (one per rank); run `commhost "
-                        "trace analyze " + sup_.dumpDir() + "` for the first collective where ranks diverge.";
+    mine.lastIncident = report + "Flight recorder dumps are in " + sup_.dumpDir() +
+                        " (one per rank); run `commhost "
+                        "trace analyze " +
+                        sup_.dumpDir() + "` for the first collective where ranks diverge.";
   }
   if (!isPointToPoint(ctx.op)) what += mine.lastIncident;
   const std::string hint = peerLost ? "find out why that process died (its log, the launcher's summary, dmesg for the "
@@ -257,14 +260,13 @@ void Watchdog::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
 
 void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger) {
   switch (g.onError) {
-    case OnError::Report:
-      return;
+    case OnError::Report: return;
     case OnError::Abort:
       if (g.abortGroup) g.abortGroup(message);
       return;
     case OnError::Teardown:
       logger.error("supervisor.on_error is teardown: ending the process with status " +
-                     std::to_string(kTeardownExitStatus));
+                   std::to_string(kTeardownExitStatus));
       Logger::flushAll();
       std::fflush(nullptr);
       ::_exit(kTeardownExitStatus);

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The watchdog: its thread completes works, turns deadlines passed and peers lost into
 // incidents (desync report, dumps from every rank, the verdict), and applies on_error.
 #pragma once

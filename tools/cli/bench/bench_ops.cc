@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "bench_ops.h"
 
 #include <cmath>
@@ -95,7 +96,9 @@ class Allreduce final : public Base {
   }
   WorkPtr run() override { return pg_.allreduce(t_, {p_.reduceOp}); }
   void fill() override { fillRank(t_, rank_); }
-  int64_t check() override { return countWrong(t_, [&](int64_t i) { return reduced(i); }); }
+  int64_t check() override {
+    return countWrong(t_, [&](int64_t i) { return reduced(i); });
+  }
   double busFactor() const override { return n_ > 1 ? 2.0 * (n_ - 1) / n_ : 0; }
   bool usesReduceOp() const override { return true; }
 
@@ -112,7 +115,9 @@ class Broadcast final : public Base {
   }
   WorkPtr run() override { return pg_.broadcast(t_, {p_.root}); }
   void fill() override { fillRank(t_, rank_); }
-  int64_t check() override { return countWrong(t_, [&](int64_t i) { return sourceValue(p_.root, i); }); }
+  int64_t check() override {
+    return countWrong(t_, [&](int64_t i) { return sourceValue(p_.root, i); });
+  }
   double busFactor() const override { return 1; }
   bool usesRoot() const override { return true; }
 
@@ -172,7 +177,9 @@ class ReduceScatter final : public Base {
   }
   WorkPtr run() override { return pg_.reduceScatterTensor(out_, in_, {p_.reduceOp}); }
   void fill() override { fillRank(in_, rank_); }
-  int64_t check() override { return countWrong(out_, [&](int64_t i) { return reduced(rank_ * chunk_ + i); }); }
+  int64_t check() override {
+    return countWrong(out_, [&](int64_t i) { return reduced(rank_ * chunk_ + i); });
+  }
   double busFactor() const override { return spread(); }
   bool usesReduceOp() const override { return true; }
 
@@ -194,7 +201,8 @@ class Alltoall final : public Base {
   void fill() override { fillRank(in_, rank_); }
   int64_t check() override {
     // Block s of my output is block `rank_` of rank s's input.
-    return countWrong(out_, [&](int64_t i) { return sourceValue(static_cast<int>(i / chunk_), rank_ * chunk_ + i % chunk_); });
+    return countWrong(
+        out_, [&](int64_t i) { return sourceValue(static_cast<int>(i / chunk_), rank_ * chunk_ + i % chunk_); });
   }
   double busFactor() const override { return spread(); }
   bool usesReduceOp() const override { return false; }
@@ -247,7 +255,9 @@ class Scatter final : public Base {
   void fill() override {
     for (size_t r = 0; r < ins_.size(); ++r) fillRank(ins_[r], static_cast<int>(r));
   }
-  int64_t check() override { return countWrong(out_, [&](int64_t i) { return sourceValue(rank_, i); }); }
+  int64_t check() override {
+    return countWrong(out_, [&](int64_t i) { return sourceValue(rank_, i); });
+  }
   double busFactor() const override { return spread(); }
   bool usesRoot() const override { return true; }
 
@@ -317,7 +327,9 @@ std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, 
   std::string list;
   for (const auto& n : benchOpNames()) list += (list.empty() ? "" : ", ") + n;
   throw InvalidArgument("unknown bench op '" + name + "'" +
-                        (closestMatch(name, benchOpNames()).empty() ? "" : " (did you mean '" + closestMatch(name, benchOpNames()) + "'?)") +
+                        (closestMatch(name, benchOpNames()).empty()
+                             ? ""
+                             : " (did you mean '" + closestMatch(name, benchOpNames()) + "'?)") +
                         "; known: " + list + ", all");
 }
 

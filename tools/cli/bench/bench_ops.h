@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // One measurable op of `commhost bench`: buffers sized for a message, a run, and a
 // verifiable fill/check (each rank can compute every other rank's data), following
 // nccl-tests' conventions for what `size` means and the busbw factor.
@@ -27,8 +28,8 @@ class BenchOp {
   // Fills inputs with each rank's verifiable data; after run(), counts wrong elements.
   virtual void fill() = 0;
   virtual int64_t check() = 0;
-  virtual int64_t size() const = 0;    // bytes, as nccl-tests reports them
-  virtual int64_t count() const = 0;   // elements, as nccl-tests reports them
+  virtual int64_t size() const = 0;   // bytes, as nccl-tests reports them
+  virtual int64_t count() const = 0;  // elements, as nccl-tests reports them
   virtual double busFactor() const = 0;
   virtual bool usesReduceOp() const { return false; }
   virtual bool usesRoot() const { return false; }

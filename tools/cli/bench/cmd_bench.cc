@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // commhost bench: nccl-tests for every backend. Joins the job from the environment
 // (commhost run sets it), sweeps message sizes for each op and prints, from rank 0, the
 // nccl-tests table (or JSON lines). Exits 1 when any result was wrong.
@@ -10,8 +11,8 @@
 
 #include "../commands.h"
 #include "bench_ops.h"
-#include "inject.h"
 #include "commhost/errors.h"
+#include "inject.h"
 
 namespace commhost::cli {
 namespace {
@@ -63,7 +64,8 @@ std::vector<int64_t> sweep(const BenchArgs& a, int64_t elem) {
   const size_t colon = a.sizes.find(':');
   const int64_t lo = wholeElements(a, a.sizes.substr(0, colon), elem);
   const int64_t hi = colon == std::string::npos ? lo : wholeElements(a, a.sizes.substr(colon + 1), elem);
-  if (lo <= 0 || hi < lo) throw InvalidArgument("--sizes " + a.sizes + ": want MIN:MAX with 0 < MIN <= MAX, e.g. 8:64M");
+  if (lo <= 0 || hi < lo)
+    throw InvalidArgument("--sizes " + a.sizes + ": want MIN:MAX with 0 < MIN <= MAX, e.g. 8:64M");
   const int64_t step = a.step.empty() ? 0 : parseSize(a.step);
   if (step <= 0 && a.factor <= 1) throw InvalidArgument("--factor must be above 1 (or give --step)");
   std::vector<int64_t> out;
@@ -95,11 +97,11 @@ void printHeader() {
 
 void printRow(const Row& r, bool json) {
   if (json) {
-    std::printf("{\"op\": \"%s\", \"size\": %lld, \"count\": %lld, \"dtype\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
-                "\"inplace\": %s, \"time_us\": %.2f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %lld}\n",
-                r.op.c_str(), static_cast<long long>(r.size), static_cast<long long>(r.count), r.dtype.c_str(),
-                r.redop.c_str(), r.root, r.inPlace ? "true" : "false", r.timeUs, r.algbw, r.busbw,
-                static_cast<long long>(r.wrong));
+    std::printf(
+        "{\"op\": \"%s\", \"size\": %lld, \"count\": %lld, \"dtype\": \"%s\", \"redop\": \"%s\", \"root\": %d, "
+        "\"inplace\": %s, \"time_us\": %.2f, \"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %lld}\n",
+        r.op.c_str(), static_cast<long long>(r.size), static_cast<long long>(r.count), r.dtype.c_str(), r.redop.c_str(),
+        r.root, r.inPlace ? "true" : "false", r.timeUs, r.algbw, r.busbw, static_cast<long long>(r.wrong));
   } else {
     std::printf(" %11lld %12lld %8s %8s %6s %6d %11.2f %8.3f %8.3f %7s\n", static_cast<long long>(r.size),
                 static_cast<long long>(r.count), r.dtype.c_str(), r.redop.c_str(),
@@ -157,7 +159,8 @@ int measure(const BenchArgs& a, const std::shared_ptr<ProcessGroup>& pg, Injecto
       pg->barrier()->wait();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < a.iters; ++i) run()->wait();
-      const double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / a.iters;
+      const double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+                          a.iters;
       const double us = across(*pg, inject, mine, ReduceOp::Max);
       int64_t wrong = -1;
       if (a.check) {
@@ -180,8 +183,9 @@ int measure(const BenchArgs& a, const std::shared_ptr<ProcessGroup>& pg, Injecto
   }
   if (progress) std::fprintf(stderr, "%60s\r", "");
   if (wrongTotal > 0) {
-    if (leader) std::fprintf(stderr, "commhost bench: %lld wrong elements; see the #wrong column\n",
-                             static_cast<long long>(wrongTotal));
+    if (leader)
+      std::fprintf(stderr, "commhost bench: %lld wrong elements; see the #wrong column\n",
+                   static_cast<long long>(wrongTotal));
     return 1;
   }
   return 0;
@@ -216,7 +220,8 @@ void addBenchCommand(CLI::App& app) {
   std::string opList;
   for (const auto& n : benchOpNames()) opList += n + "|";
   cmd->add_option("--op", a.op, opList + "all")->capture_default_str();
-  cmd->add_option("--sizes", a.sizes, "MIN:MAX message sizes (8, 64K, 1M, 64MiB ...), or a list: 8,64K,1M")->capture_default_str();
+  cmd->add_option("--sizes", a.sizes, "MIN:MAX message sizes (8, 64K, 1M, 64MiB ...), or a list: 8,64K,1M")
+      ->capture_default_str();
   cmd->add_option("--factor", a.factor, "Multiply the size by this between rows")->capture_default_str();
   cmd->add_option("--step", a.step, "Add this size between rows instead of multiplying");
   cmd->add_option("--dtype", a.dtype, "f32 f64 f16 bf16 i8 u8 i32 i64")->capture_default_str();
@@ -225,7 +230,8 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_option("--iters", a.iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("--warmup", a.warmup, "Untimed iterations per size")->capture_default_str();
   cmd->add_flag("--out-of-place", a.outOfPlace, "Separate input and output buffers where the op allows it");
-  cmd->add_flag("--inplace", [](int64_t) { a.outOfPlace = false; }, "In-place buffers (the default)");
+  cmd->add_flag(
+      "--inplace", [](int64_t) { a.outOfPlace = false; }, "In-place buffers (the default)");
   cmd->add_flag("--check", a.check, "Verify every result (per-rank verifiable data); fills #wrong");
   cmd->add_flag("--json", a.json, "One JSON object per row instead of the table");
   cmd->add_option("--backend", a.backend, "Route every cpu op to this configured backend");

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Fault injection for `commhost bench --inject` (rehearsals and the supervisor's tests):
 //   hang:RANK@SEQ      RANK blocks forever before issuing collective SEQ (its threads stay
 //                      alive, so its heartbeat goes on: the supervisor's timeout must catch it)

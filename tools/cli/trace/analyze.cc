@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `commhost trace analyze`: merges the ranks' flight recorders and names the first
 // collective where they diverge: a rank that never issued it, ranks that disagree on
 // op/dtype/size, or a collective every rank issued but not all completed.
@@ -22,9 +23,7 @@ std::string list(const std::vector<int>& ranks) {
 
 std::string plural(const std::vector<int>& ranks) { return ranks.size() > 1 ? "Ranks " : "Rank "; }
 
-std::string signature(const Entry& e) {
-  return e.op + " " + e.dtype + "[" + std::to_string(e.numel) + "]";
-}
+std::string signature(const Entry& e) { return e.op + " " + e.dtype + "[" + std::to_string(e.numel) + "]"; }
 
 using Timeline = std::map<int, std::map<uint64_t, const Entry*>>;  // group rank -> seq -> entry
 
@@ -49,10 +48,14 @@ std::string describeDivergence(const std::string& group, const Timeline& byRank,
       << (any ? " (" + any->dtype + ", " + std::to_string(any->numel) + " elements, " + any->backend + ")" : "")
       << ". ";
   for (const auto& [state, ranks] : byState) {
-    out << plural(ranks) << list(ranks) << (state == "completed" ? " completed it" : state == "failed" ? " failed in it" : " started it and never completed it");
+    out << plural(ranks) << list(ranks)
+        << (state == "completed" ? " completed it"
+            : state == "failed"  ? " failed in it"
+                                 : " started it and never completed it");
     if (state == "failed") {
       const auto& e = *byRank.at(ranks[0]).at(seq);
-      if (!e.error.empty()) out << " (rank " << ranks[0] << ": " << e.error.substr(0, 200) << (e.error.size() > 200 ? "..." : "") << ")";
+      if (!e.error.empty())
+        out << " (rank " << ranks[0] << ": " << e.error.substr(0, 200) << (e.error.size() > 200 ? "..." : "") << ")";
     }
     out << ". ";
   }
@@ -64,8 +67,8 @@ std::string describeDivergence(const std::string& group, const Timeline& byRank,
     } else {
       const Entry& last = *std::prev(before)->second;
       out << "Rank " << rank << " never issued it: its last collective was " << last.op << " seq " << last.seq << " ("
-          << last.state << ")" << (before != entries.end() ? ", and it went on to seq " + std::to_string(before->first) : "")
-          << ". ";
+          << last.state << ")"
+          << (before != entries.end() ? ", and it went on to seq " + std::to_string(before->first) : "") << ". ";
     }
   }
   if (!missing.empty()) {
@@ -104,7 +107,8 @@ std::string analyze(const std::vector<RankDump>& dumps) {
   for (const auto& d : dumps) out << " " << d.rank;
   out << "; first reason: " << (dumps.empty() ? "" : dumps[0].reason) << ").\n";
   for (const auto& d : dumps)
-    for (const auto& [peer, why] : d.lostPeers) out << "Rank " << d.rank << " reported " << peer << " lost: " << why << "\n";
+    for (const auto& [peer, why] : d.lostPeers)
+      out << "Rank " << d.rank << " reported " << peer << " lost: " << why << "\n";
   for (const auto& [group, byRank] : groups) {
     std::vector<int> noData;
     for (int r = 0; r < sizes[group]; ++r)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // `commhost trace export --chrome`: the Trace Event format Perfetto and chrome://tracing
 // read. One process track per rank, one thread track per group, one slice per op.
 #include <algorithm>
@@ -22,19 +23,26 @@ std::string chromeTrace(const std::vector<RankDump>& dumps) {
   }
   std::map<std::pair<int, int>, bool> named;
   for (const auto& d : dumps) {
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", d.rank}, {"args", {{"name", "rank " + std::to_string(d.rank)}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d.rank}, {"args", {{"sort_index", d.rank}}}});
+    events.push_back({{"ph", "M"},
+                      {"name", "process_name"},
+                      {"pid", d.rank},
+                      {"args", {{"name", "rank " + std::to_string(d.rank)}}}});
+    events.push_back(
+        {{"ph", "M"}, {"name", "process_sort_index"}, {"pid", d.rank}, {"args", {{"sort_index", d.rank}}}});
     for (const auto& e : d.entries) {
       const int tid = groupTrack[e.group];
       if (!named[{d.rank, tid}]) {
         named[{d.rank, tid}] = true;
-        events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", d.rank}, {"tid", tid},
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", d.rank},
+                          {"tid", tid},
                           {"args", {{"name", "group " + e.group + " (rank " + std::to_string(e.rank) + ")"}}}});
       }
       // An op still in flight at dump time runs to the dump.
       const int64_t end = e.endedUs ? e.endedUs : std::max(d.timeUs, e.startedUs);
-      nlohmann::json args = {{"seq", e.seq}, {"backend", e.backend}, {"dtype", e.dtype}, {"bytes", e.bytes},
-                             {"numel", e.numel}, {"state", e.state}};
+      nlohmann::json args = {{"seq", e.seq},     {"backend", e.backend}, {"dtype", e.dtype},
+                             {"bytes", e.bytes}, {"numel", e.numel},     {"state", e.state}};
       if (!e.error.empty()) args["error"] = e.error;
       events.push_back({{"ph", "X"},
                         {"name", e.op + " #" + std::to_string(e.seq)},
@@ -46,7 +54,8 @@ std::string chromeTrace(const std::vector<RankDump>& dumps) {
                         {"args", args}});
     }
   }
-  nlohmann::json trace = {{"traceEvents", events}, {"displayTimeUnit", "ms"},
+  nlohmann::json trace = {{"traceEvents", events},
+                          {"displayTimeUnit", "ms"},
                           {"otherData", {{"generator", "commhost trace export"}, {"origin_us", origin}}}};
   return trace.dump();
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // commhost trace analyze DIR | export DIR --chrome OUT | dump --master HOST:PORT
 #include <fstream>
 #include <iostream>
@@ -49,8 +50,9 @@ void addTraceCommand(CLI::App& app) {
   auto* trace = app.add_subcommand("trace", "Flight recorder dumps: request, analyze, export");
   trace->require_subcommand(1);
   static TraceArgs a;
-  auto* analyze = trace->add_subcommand("analyze", "Merge the ranks' dumps and name the first collective where they "
-                                                   "diverge");
+  auto* analyze = trace->add_subcommand("analyze",
+                                        "Merge the ranks' dumps and name the first collective where they "
+                                        "diverge");
   analyze->add_option("DIR", a.dir, "The dump directory (supervisor.flight_recorder.dump_dir)")->required();
   analyze->callback([] { std::cout << trace::analyze(trace::loadDumps(a.dir)); });
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include "dumps.h"
 
 #include <algorithm>
@@ -28,8 +29,7 @@ RankDump parseDump(const nlohmann::json& j, const std::string& path) {
     d.groupSize[name] = g.value("world_size", 0);
     // Held in a local: items() of a temporary would outlive the temporary in the loop.
     const nlohmann::json lost = g.value("lost_peers", nlohmann::json::object());
-    for (const auto& [peer, why] : lost.items())
-      d.lostPeers[name + ": peer " + peer] = why.get<std::string>();
+    for (const auto& [peer, why] : lost.items()) d.lostPeers[name + ": peer " + peer] = why.get<std::string>();
   }
   for (const auto& e : j["entries"]) {
     Entry x;

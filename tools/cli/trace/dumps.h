@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // The flight recorder dumps of one job (rank<N>.json, written by the supervisor), loaded
 // for `commhost trace analyze` and `commhost trace export`.
 #pragma once
@@ -25,10 +26,10 @@ struct RankDump {
   int pid = 0;
   std::string host, reason;
   int64_t timeUs = 0;
-  std::vector<Entry> entries;                     // oldest first
-  std::map<std::string, int> groupRank;           // group name -> this process's rank in it
+  std::vector<Entry> entries;            // oldest first
+  std::map<std::string, int> groupRank;  // group name -> this process's rank in it
   std::map<std::string, int> groupSize;
-  std::map<std::string, std::string> lostPeers;   // "group: peer N: why"
+  std::map<std::string, std::string> lostPeers;  // "group: peer N: why"
 };
 
 // Reads every *.json file in `dir` that is a commhost dump; throws InvalidArgument

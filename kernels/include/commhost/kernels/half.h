@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // 16-bit floating-point storage types (IEEE half and bfloat16) with float conversion.
 // Arithmetic happens in float: load, compute, round back (round to nearest even).
 // Usable from CUDA device code too.
@@ -42,9 +43,9 @@ struct Float16 {
     const uint32_t u = floatBits(f);
     const uint32_t sign = (u >> 16) & 0x8000u;
     const uint32_t absu = u & 0x7fffffffu;
-    if (absu > 0x7f800000u) return {static_cast<uint16_t>(sign | 0x7e00u)};         // NaN
-    if (absu >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};        // overflow -> inf
-    if (absu < 0x38800000u) {                                                       // subnormal or zero
+    if (absu > 0x7f800000u) return {static_cast<uint16_t>(sign | 0x7e00u)};   // NaN
+    if (absu >= 0x477ff000u) return {static_cast<uint16_t>(sign | 0x7c00u)};  // overflow -> inf
+    if (absu < 0x38800000u) {                                                 // subnormal or zero
       // Add 0.5 so the float adder rounds the value at half's subnormal spacing (2^-24).
       const float magic = bitsFloat(0x3f000000u);  // 0.5
       const float shifted = bitsFloat(absu) + magic;

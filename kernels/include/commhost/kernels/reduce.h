@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 // Element-wise reduction and scaling over every commhost dtype, for CPU backends.
 // Plain loops over contiguous arrays: the compiler vectorises them at -O2/-O3 for the
 // native types; f16/bf16 go through float. The functors are usable from CUDA code.
@@ -25,17 +26,30 @@ template <class T, class C> COMMHOST_HD inline T store(C v) { return static_cast
 template <> COMMHOST_HD inline Float16 store<Float16, float>(float v) { return Float16::fromFloat(v); }
 template <> COMMHOST_HD inline BFloat16 store<BFloat16, float>(float v) { return BFloat16::fromFloat(v); }
 
-struct SumFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a + b; } };
-struct ProdFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a * b; } };
-struct MinFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return b < a ? b : a; } };
-struct MaxFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a < b ? b : a; } };
-struct BAndFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a & b; } };
-struct BOrFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a | b; } };
-struct BXorFn { template <class C> COMMHOST_HD C operator()(C a, C b) const { return a ^ b; } };
+struct SumFn {
+  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a + b; }
+};
+struct ProdFn {
+  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a * b; }
+};
+struct MinFn {
+  template <class C> COMMHOST_HD C operator()(C a, C b) const { return b < a ? b : a; }
+};
+struct MaxFn {
+  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a < b ? b : a; }
+};
+struct BAndFn {
+  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a & b; }
+};
+struct BOrFn {
+  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a | b; }
+};
+struct BXorFn {
+  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a ^ b; }
+};
 
 // dst[i] = fn(dst[i], src[i])
-template <class T, class Fn>
-void reduceInto(T* __restrict dst, const T* __restrict src, size_t n, Fn fn) {
+template <class T, class Fn> void reduceInto(T* __restrict dst, const T* __restrict src, size_t n, Fn fn) {
   for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fn(load(dst[i]), load(src[i])));
 }
 
@@ -47,7 +61,9 @@ void reduceInto(T* __restrict dst, const T* __restrict src, size_t n, Fn fn) {
 // Fin is applied to each folded value in the compute type before the store: NoScale, or
 // ScaleBy for Avg's 1/n and PreMulSum's factor, so a 16-bit result that fits is never
 // lost to a 16-bit sum that does not (four f16 30000s average to 30000, not inf).
-struct NoScale { template <class C> COMMHOST_HD C operator()(C v) const { return v; } };
+struct NoScale {
+  template <class C> COMMHOST_HD C operator()(C v) const { return v; }
+};
 template <class C> struct ScaleBy {
   C factor;
   COMMHOST_HD C operator()(C v) const { return v * factor; }
@@ -73,8 +89,7 @@ void reduceSources(T* __restrict dst, const T* const* srcs, int count, size_t n,
   }
   const T* __restrict d = srcs[3];
   if (count == 4) {
-    for (size_t i = 0; i < n; ++i)
-      dst[i] = store<T>(fin(fn(fn(fn(load(a[i]), load(b[i])), load(c[i])), load(d[i]))));
+    for (size_t i = 0; i < n; ++i) dst[i] = store<T>(fin(fn(fn(fn(load(a[i]), load(b[i])), load(c[i])), load(d[i]))));
     return;
   }
   constexpr size_t kBlock = 512;
@@ -91,16 +106,14 @@ void reduceSources(T* __restrict dst, const T* const* srcs, int count, size_t n,
 }
 
 // dst[i] *= factor (Avg's divide and PreMulSum's scale); floating types only.
-template <class T>
-void scale(T* dst, size_t n, double factor) {
+template <class T> void scale(T* dst, size_t n, double factor) {
   using C = typename Compute<T>::type;
   const C f = static_cast<C>(factor);
   for (size_t i = 0; i < n; ++i) dst[i] = store<T>(static_cast<C>(load(dst[i]) * f));
 }
 
 // Calls fn(T*) with the storage type of `dtype` (bool as uint8_t).
-template <class F>
-decltype(auto) withStorageType(DType dtype, F&& fn) {
+template <class F> decltype(auto) withStorageType(DType dtype, F&& fn) {
   switch (dtype) {
     case DType::Bool:
     case DType::UInt8: return fn(static_cast<uint8_t*>(nullptr));
