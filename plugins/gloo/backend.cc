@@ -74,7 +74,9 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   // travels from the first to the last in a thread_local.
   WorkQueue::Hooks hooks;
   hooks.beforeEach = [](const OpContext&) { tlOpStarted = std::chrono::steady_clock::now(); };
-  hooks.describe = [this](const OpContext& op, std::exception_ptr e) { return this->describe(op, e, tlOpStarted); };
+  hooks.describe = [this](const OpContext& op, const std::exception_ptr& e) {
+    return this->describe(op, e, tlOpStarted);
+  };
   queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks);
   p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooks);
   registerForFatalHint(this);
@@ -137,7 +139,7 @@ std::string GlooBackend::inFlight() const {
 // Gloo reports a peer that went away and a deadline that passed alike, as IoException
 // (EnforceNotMet and the rest are other failures); classify them so callers can catch by
 // kind, and name the peer when the text carries its address.
-std::exception_ptr GlooBackend::describe(const OpContext& op, std::exception_ptr error,
+std::exception_ptr GlooBackend::describe(const OpContext& op, const std::exception_ptr& error,
                                          std::chrono::steady_clock::time_point started) const {
   ErrorContext where{ctx_.groupName, ctx_.rank, opName(op.op), op.seq};
   try {

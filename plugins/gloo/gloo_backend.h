@@ -88,7 +88,7 @@ class GlooBackend final : public Backend {
   // the described error when Gloo threw.
   WorkPtr postP2P(const OpContext& op, const std::function<void()>& post) const;
   // The error a Gloo exception of `op` (which started running at `started`) fails with.
-  std::exception_ptr describe(const OpContext& op, std::exception_ptr error,
+  std::exception_ptr describe(const OpContext& op, const std::exception_ptr& error,
                               std::chrono::steady_clock::time_point started) const;
   // The rank whose end of a connection Gloo's message names ("[addr]:port"), or -1.
   int peerNamedIn(const std::string& what) const;

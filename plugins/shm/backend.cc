@@ -85,7 +85,7 @@ ShmBackend::ShmBackend(const Settings& settings, const BackendContext& ctx) : ct
     checkUsable(op);  // an op queued behind a failure or abort never touches the segment
     channel_->start({&op, Clock::now() + op.timeout});
   };
-  hooks.describe = [this](const OpContext& op, std::exception_ptr error) { return failed(op, error); };
+  hooks.describe = [this](const OpContext& op, const std::exception_ptr& error) { return failed(op, error); };
   queue_ = std::make_unique<WorkQueue>("shm backend", 1, std::move(hooks));
 }
 

@@ -27,6 +27,7 @@ void checkSameHost(const BackendContext& ctx) {
   const std::string mine = hostIdentity();
   ctx.store->set("host/" + std::to_string(ctx.rank), toBytes(mine));
   std::vector<std::string> keys;
+  keys.reserve(ctx.worldSize);
   for (int r = 0; r < ctx.worldSize; ++r) keys.push_back("host/" + std::to_string(r));
   ctx.store->wait(keys, ctx.timeout);
   const std::vector<Bytes> all = ctx.store->multiGet(keys);

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <functional>
 #include <new>
+#include <system_error>
 
 #include "commhost/errors.h"
 
@@ -34,7 +35,7 @@ struct Header {
 
 size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-std::string errnoText(int err) { return std::strerror(err); }
+std::string errnoText(int err) { return std::generic_category().message(err); }
 
 // The creator pid in "commhost-shm-<jobhash>-<pid>-<groupid>", or -1.
 long pidOfName(const std::string& name) {

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// NOLINTBEGIN(concurrency-mt-unsafe): these tests set the environment while no other thread runs
 #include <cstdlib>
 
 #include "test_util.h"
@@ -304,3 +305,4 @@ TEST(Config, RangesInTheKeysUnit) {
 
 }  // namespace
 }  // namespace commhost::test
+// NOLINTEND(concurrency-mt-unsafe)

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// NOLINTBEGIN(concurrency-mt-unsafe): these tests set the environment while no other thread runs
 // The plugin boundary: the build fingerprint the loader compares, the struct prefixes,
 // the contexts the host fills for every call, errors that carry their context, and the
 // capability features the host checks.
@@ -17,11 +18,12 @@ const std::string kOldAbiPlugin = pluginDir("bad") + "/libcommhost_oldstringabi.
 TEST(BuildFingerprint, PluginWithTheOtherStringAbiIsRefusedNamingBothBuilds) {
   PluginRegistry registry;
   // Both fingerprints, the difference that matters, the file and what to do.
+  const std::string commhostBuild = std::string("commhost ") + COMMHOST_VERSION + ": libstdc++";
   EXPECT_THROW_WITH(registry.loadFile(kOldAbiPlugin), PluginError, kOldAbiPlugin.c_str(),
                     "does not match this commhost's", "_GLIBCXX_USE_CXX11_ABI: 0 in the plugin, 1 in commhost",
                     "std::string: 8/8 bytes/alignment in the plugin, 32/8 in commhost",
-                    "BackendContext: ", "Plugin: libstdc++", "(_GLIBCXX_USE_CXX11_ABI=0)",
-                    "commhost " COMMHOST_VERSION ": libstdc++", "(_GLIBCXX_USE_CXX11_ABI=1)",
+                    "BackendContext: ", "Plugin: libstdc++", "(_GLIBCXX_USE_CXX11_ABI=0)", commhostBuild.c_str(),
+                    "(_GLIBCXX_USE_CXX11_ABI=1)",
                     "Rebuild the plugin with the toolchain and flags commhost was built with");
   EXPECT_EQ(registry.find("oldstringabi"), nullptr);
 
@@ -211,3 +213,4 @@ TEST_F(LaunchFeatures, RanksOnSeveralHostsNeedMultiHost) {
 
 }  // namespace
 }  // namespace commhost::test
+// NOLINTEND(concurrency-mt-unsafe)

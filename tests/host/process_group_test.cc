@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
+// NOLINTBEGIN(concurrency-mt-unsafe): these tests set the environment while no other thread runs
 // The ProcessGroup over the self backend: every op's result at world size 1, and every
 // validation error before anything reaches a backend.
 #include "test_util.h"
@@ -161,3 +162,4 @@ TEST(LaunchEnv, TorchrunMpiAndSlurm) {
 
 }  // namespace
 }  // namespace commhost::test
+// NOLINTEND(concurrency-mt-unsafe)

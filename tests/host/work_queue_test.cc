@@ -142,7 +142,7 @@ TEST(WorkQueue, InlineWhenIdleRunsOnTheCallerOnlyWhenNothingIsQueuedOrRunning) {
 TEST(WorkQueue, JobErrorsGoThroughDescribeAndBeforeEachRunsFirst) {
   std::vector<uint64_t> before;
   WorkQueue::Hooks hooks;
-  hooks.describe = [](const OpContext& c, std::exception_ptr e) {
+  hooks.describe = [](const OpContext& c, const std::exception_ptr& e) {
     try {
       std::rethrow_exception(e);
     } catch (const std::exception& ex) {

@@ -96,6 +96,7 @@ TEST_P(GlooWorld, EveryOtherOp) {
     EXPECT_EQ(b.data_as<float>()[n - 1], v(root, n - 1));
 
     std::vector<Tensor> outs;
+    outs.reserve(world);
     for (int r = 0; r < world; ++r) outs.push_back(Tensor::empty({n}, DType::Float32));
     pg.allgather(outs, filled(rank, n))->wait();
     for (int r = 0; r < world; ++r) EXPECT_EQ(outs[r].data_as<float>()[3], v(r, 3));
@@ -126,6 +127,7 @@ TEST_P(GlooWorld, EveryOtherOp) {
     EXPECT_EQ(mine.data_as<float>()[6], v(100 + rank, 6));
 
     std::vector<Tensor> rsIn;
+    rsIn.reserve(world);
     for (int r = 0; r < world; ++r) rsIn.push_back(filled(rank + r, n));
     Tensor rs = Tensor::empty({n}, DType::Float32);
     pg.reduceScatter(rs, rsIn)->wait();

@@ -57,7 +57,8 @@ TEST(Shm, ConcurrentGroupsAndSubgroupsLeaveNoSegment) {
     ASSERT_NE(pair, nullptr);
     // Per rank: the pair's ops on a second thread while the main group runs on this one.
     std::thread sub([&] {
-      for (int i = 0; i < 100; ++i) ASSERT_EQ(allreduceSum(*pair, r + 1.0f, 5000 + i), (r / 2) * 4 + 3.0f);
+      for (int i = 0; i < 100; ++i)
+        ASSERT_EQ(allreduceSum(*pair, r + 1.0f, 5000 + i), static_cast<float>((r / 2) * 4) + 3.0f);
     });
     for (int i = 0; i < 100; ++i) ASSERT_EQ(allreduceSum(*a[r], r + 1.0f, 1 + i * 101), 10.0f);
     sub.join();

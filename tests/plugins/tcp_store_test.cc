@@ -181,6 +181,7 @@ TEST(TcpStore, ManyClientsPassABarrier) {
   constexpr int kClients = 512;
   TcpFixture fixture;
   std::vector<std::thread> threads;
+  threads.reserve(kClients);
   std::atomic<int> passed{0};
   for (int i = 0; i < kClients; ++i)
     threads.emplace_back([&] {

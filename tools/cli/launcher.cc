@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
+// NOLINTBEGIN(concurrency-mt-unsafe): the launcher runs on one thread (it forks the ranks, then waits on
+// them and on signals through a signalfd), and a forked child has one thread until it execs.
 #include "launcher.h"
 
 #include <fcntl.h>
@@ -66,8 +68,7 @@ void flushLines(Rank& r, bool all) {
 std::string describeStatus(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));
   if (WIFSIGNALED(status))
-    return std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) +
-           ")";  // NOLINT(concurrency-mt-unsafe): one thread
+    return std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
   return "unknown";
 }
 
@@ -117,7 +118,6 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
     ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
-    // NOLINTNEXTLINE(concurrency-mt-unsafe): the forked child has one thread
     auto set = [](const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); };
     set("RANK", std::to_string(rank.globalRank));
     set("WORLD_SIZE", std::to_string(worldSize));
@@ -135,7 +135,7 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
     argv.push_back(nullptr);
     ::execvp(argv[0], argv.data());
     std::fprintf(stderr, "commhost run: cannot start '%s' for rank %d: %s\n", argv[0], rank.globalRank,
-                 std::strerror(errno));  // NOLINT(concurrency-mt-unsafe): the forked child has one thread
+                 std::strerror(errno));
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here, so a signal sent right away finds the group
@@ -237,7 +237,6 @@ int launch(const LaunchPlan& plan) {
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
         if (!stopping) stopSignal = static_cast<int>(info.ssi_signo);
-        // NOLINTNEXTLINE(concurrency-mt-unsafe): the launcher has one thread
         stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)),
                 std::chrono::milliseconds(0));
         if (!termed) sendTerm();  // a second Ctrl-C during the settle time
@@ -301,3 +300,4 @@ int launch(const LaunchPlan& plan) {
 }
 
 }  // namespace commhost::cli
+// NOLINTEND(concurrency-mt-unsafe)

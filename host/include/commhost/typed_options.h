@@ -188,7 +188,7 @@ template <class Options> class OptionSchema {
 
   // One of `choices`, kept as its name.
   OptionSchema& choice(const char* key, std::string Options::*member, const char* defaultValue, const char* description,
-                       std::vector<std::string> choices) {
+                       const std::vector<std::string>& choices) {
     OptionSpec spec{key, OptionType::Enum, defaultValue, description, choices};
     return add(std::move(spec), [member, choices](Options& o, const OptionSpec& s, const OptionValue& v) {
       const auto& name = typed_options_detail::held<std::string>(s, v, "choice");

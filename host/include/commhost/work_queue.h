@@ -25,18 +25,18 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "commhost/export.h"
+#include "commhost/mutex.h"
+#include "commhost/thread_annotations.h"
 #include "commhost/work.h"
 
 namespace commhost {
@@ -104,7 +104,7 @@ class COMMHOST_API WorkQueue {
   };
   WorkPtr enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work);
   void workerLoop();
-  std::exception_ptr describe(const OpContext& ctx, std::exception_ptr error) const;
+  std::exception_ptr describe(const OpContext& ctx, const std::exception_ptr& error) const;
   [[noreturn]] void throwAborted(const OpContext& ctx);
 
   const std::string name_;
@@ -116,14 +116,14 @@ class COMMHOST_API WorkQueue {
   // sees everything the last op did.
   std::atomic<int> pending_{0};
   std::atomic<bool> aborted_{false};  // set once, by abort(), under mutex_
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;                     // workers: an item or stopping_
-  std::condition_variable idle_;                     // drain(): pending_ reached 0, or abort()
-  std::deque<Item> queue_;                           // guarded by mutex_
-  std::vector<std::shared_ptr<AsyncWork>> running_;  // guarded by mutex_; the workers' current items
-  std::string abortReason_;                          // guarded by mutex_
-  bool stopping_ = false;                            // guarded by mutex_
-  std::vector<std::thread> workers_;                 // started by the constructor, joined by the destructor
+  mutable Mutex mutex_;
+  CondVar wake_;  // workers: an item or stopping_
+  CondVar idle_;  // drain(): pending_ reached 0, or abort()
+  std::deque<Item> queue_ GUARDED_BY(mutex_);
+  std::vector<std::shared_ptr<AsyncWork>> running_ GUARDED_BY(mutex_);  // the workers' current items
+  std::string abortReason_ GUARDED_BY(mutex_);
+  bool stopping_ GUARDED_BY(mutex_) = false;
+  std::vector<std::thread> workers_;  // started by the constructor, joined by the destructor
 };
 
 }  // namespace commhost

@@ -10,6 +10,7 @@ namespace commhost::config {
 namespace {
 
 // Sets `dotted` in `root` to `value`, creating maps on the way.
+// NOLINTNEXTLINE(performance-unnecessary-value-param): a YAML::Node is a handle, copied on purpose
 bool setPath(YAML::Node root, const std::string& dotted, const YAML::Node& value, std::string& error) {
   YAML::Node cur = root;
   size_t start = 0;

@@ -223,7 +223,7 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
                           (node.IsMap()        ? "map"
                            : node.IsSequence() ? "list"
                                                : "null"));
-  const std::string text = node.Scalar();
+  const std::string& text = node.Scalar();
   const bool ranged = spec.minValue < spec.maxValue;
   // Bounds in the key's own unit: a duration's range is declared in seconds but
   // "[0, 60]" for a minimum of 1 ms would be wrong twice.

@@ -15,24 +15,24 @@ WorkQueue::WorkQueue(std::string name, int threads, Hooks hooks)
 WorkQueue::~WorkQueue() {
   drain();
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.signalAll();
   for (auto& t : workers_) t.join();
 }
 
 void WorkQueue::throwAborted(const OpContext& ctx) {
   std::string reason;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     reason = abortReason_;
   }
   raise(ErrorCode::Aborted, {ctx.group, ctx.rank, opName(ctx.op), ctx.seq},
         "the " + name_ + " was aborted (" + reason + ")", "Create a new group to continue");
 }
 
-std::exception_ptr WorkQueue::describe(const OpContext& ctx, std::exception_ptr error) const {
+std::exception_ptr WorkQueue::describe(const OpContext& ctx, const std::exception_ptr& error) const {
   return hooks_.describe ? hooks_.describe(ctx, error) : error;
 }
 
@@ -40,7 +40,7 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncW
   if (!work) work = std::make_shared<AsyncWork>(ctx);
   bool queued = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!aborted_.load(std::memory_order_relaxed)) {
       pending_.fetch_add(1, std::memory_order_relaxed);
       queue_.push_back({work, std::move(job), ctx});
@@ -48,7 +48,7 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncW
     }
   }
   if (!queued) throwAborted(ctx);  // abort() came between submit()'s check and the lock
-  wake_.notify_one();              // outside the lock: the worker it wakes takes the lock at once
+  wake_.signal();                  // outside the lock: the worker it wakes takes the lock at once
   return work;
 }
 
@@ -56,8 +56,8 @@ void WorkQueue::workerLoop() {
   while (true) {
     Item item;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(&mutex_);
+      while (!stopping_ && queue_.empty()) wake_.wait(&mutex_);
       if (queue_.empty()) return;
       item = std::move(queue_.front());
       queue_.pop_front();
@@ -74,7 +74,7 @@ void WorkQueue::workerLoop() {
       // work fails outside the lock (its callbacks may submit).
       std::exception_ptr error;
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(&mutex_);
         if (!aborted_.load(std::memory_order_relaxed)) error = describe(item.context, std::current_exception());
       }
       if (error) item.work->fail(error);
@@ -82,9 +82,9 @@ void WorkQueue::workerLoop() {
     std::shared_ptr<AsyncWork> done = std::move(item.work);
     item = Item{};  // release the op's tensors before reporting idle
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       running_.erase(std::find(running_.begin(), running_.end(), done));
-      if (pending_.fetch_sub(1, std::memory_order_release) == 1) idle_.notify_all();
+      if (pending_.fetch_sub(1, std::memory_order_release) == 1) idle_.signalAll();
     }
   }
 }
@@ -93,28 +93,28 @@ void WorkQueue::abort(const std::string& reason) {
   std::deque<Item> queued;
   std::vector<std::shared_ptr<AsyncWork>> running;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (!aborted_.load(std::memory_order_relaxed)) abortReason_ = reason.empty() ? "no reason given" : reason;
     aborted_.store(true, std::memory_order_release);
     queued.swap(queue_);
     pending_.fetch_sub(static_cast<int>(queued.size()), std::memory_order_release);
     running = running_;
   }
-  idle_.notify_all();
+  idle_.signalAll();
   // Outside the lock: a work's callbacks may call back into the backend.
   for (auto& item : queued) item.work->abort(reason);
   for (auto& work : running) work->abort(reason);
 }
 
 bool WorkQueue::stuckAfterAbort() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return aborted_.load(std::memory_order_relaxed) && !running_.empty();
 }
 
 void WorkQueue::drain() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  idle_.wait(lock,
-             [&] { return pending_.load(std::memory_order_acquire) == 0 || aborted_.load(std::memory_order_relaxed); });
+  MutexLock lock(&mutex_);
+  while (pending_.load(std::memory_order_acquire) != 0 && !aborted_.load(std::memory_order_relaxed))
+    idle_.wait(&mutex_);
 }
 
 }  // namespace commhost

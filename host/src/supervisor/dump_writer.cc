@@ -16,7 +16,7 @@ std::string DumpWriter::write(const std::function<nlohmann::json()>& make, const
     const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
     const int rank = j.value("rank", -1);
     std::filesystem::create_directories(dir_);
-    const std::string path = dir_ + "/rank" + std::to_string(rank) + ".json";
+    std::string path = dir_ + "/rank" + std::to_string(rank) + ".json";
     const std::string tmp = path + ".tmp" + std::to_string(::getpid());
     {
       std::ofstream out(tmp);

@@ -210,7 +210,7 @@ std::shared_ptr<SupervisedWork> Supervisor::oldestInFlight() {
 void Supervisor::logUnexpected(const char* thread, std::exception_ptr error) {
   std::string what = "unknown error";
   try {
-    std::rethrow_exception(error);
+    std::rethrow_exception(std::move(error));
   } catch (const std::exception& e) {
     what = e.what();
   } catch (...) {

@@ -18,7 +18,7 @@
 namespace commhost::supervisor {
 namespace {
 
-std::string describe(std::exception_ptr e) {
+std::string describe(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& ex) {
@@ -28,7 +28,7 @@ std::string describe(std::exception_ptr e) {
   }
 }
 
-ErrorCode codeOf(std::exception_ptr e) {
+ErrorCode codeOf(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
   } catch (const Error& ex) {
@@ -73,7 +73,7 @@ void Watchdog::loop() {
 namespace {
 // The peer a backend's error names in its ErrorContext (raise() keeps it on the error,
 // Error::where()); -1 when none is named or the error is not a commhost::Error.
-int namedPeer(std::exception_ptr error) {
+int namedPeer(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
@@ -164,7 +164,7 @@ void Watchdog::pollOnce() {
 
 // Runs on the watchdog thread. The first incident of a group in a while asks every rank
 // to dump and publish its progress, then reads the progress for the desync report.
-void Watchdog::raiseIncident(SupervisedWork& w, std::exception_ptr cause) {
+void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause) {
   const Settings& settings = sup_.settings();
   Clock& clock = ticker_.clock();
   GroupMonitor& g = *w.group();

@@ -27,7 +27,7 @@ class Watchdog {
  private:
   void loop();
   void pollOnce();
-  void raiseIncident(SupervisedWork& work, std::exception_ptr cause);
+  void raiseIncident(SupervisedWork& work, const std::exception_ptr& cause);
   // A peer of `g` is lost while a caller is inside a backend call: abort the backends.
   void failBackendCall(GroupMonitor& g);
 
