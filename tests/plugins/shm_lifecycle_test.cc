@@ -56,9 +56,10 @@ TEST(Shm, ConcurrentGroupsAndSubgroupsLeaveNoSegment) {
     auto pair = a[r]->split(r / 2, r);  // {0,1} and {2,3}, each with its own segment
     ASSERT_NE(pair, nullptr);
     // Per rank: the pair's ops on a second thread while the main group runs on this one.
+    const int pairIndex = r / 2;  // ranks 2k and 2k+1 form pair k: their sum is 4k + 3
     std::thread sub([&] {
       for (int i = 0; i < 100; ++i)
-        ASSERT_EQ(allreduceSum(*pair, r + 1.0f, 5000 + i), static_cast<float>((r / 2) * 4) + 3.0f);
+        ASSERT_EQ(allreduceSum(*pair, r + 1.0f, 5000 + i), static_cast<float>(pairIndex * 4 + 3));
     });
     for (int i = 0; i < 100; ++i) ASSERT_EQ(allreduceSum(*a[r], r + 1.0f, 1 + i * 101), 10.0f);
     sub.join();
