@@ -152,9 +152,10 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, const std::excepti
     // IoException with the text "Timed out ...", so the backend goes by the deadlines it
     // set rather than by Gloo's wording: a Gloo wait of an op lasts op.timeout (p2p
     // waits, Call::timeout) or the contexts' timeout (the collectives keep that one) and
-    // begins after the op started, so Gloo can have timed out only once the shorter of
-    // the two has passed since `started`. An I/O error before that is a lost connection.
-    if (std::chrono::steady_clock::now() - started >= std::min(op.timeout, contextTimeout_))
+    // begins after the op started, so Gloo can have timed out only once that deadline has
+    // passed since `started`. An I/O error before that is a lost connection.
+    const Millis deadline = isPointToPoint(op.op) ? op.timeout : contextTimeout_;
+    if (std::chrono::steady_clock::now() - started >= deadline)
       return std::make_exception_ptr(TimeoutError(where.format() + what +
                                                       ". A peer may not have joined this collective; "
                                                       "check every rank issues the same ops in the same order",

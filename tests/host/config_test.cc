@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // NOLINTBEGIN(concurrency-mt-unsafe): these tests set the environment while no other thread runs
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "test_util.h"
@@ -65,7 +67,7 @@ TEST(Config, DefaultDumpDirIsUnderTheTempDirNotTheWorkingDirectory) {
   const std::string dir = cfg.host.getString("supervisor.flight_recorder.dump_dir");
   ASSERT_FALSE(dir.empty());
   EXPECT_EQ(dir.front(), '/') << dir;
-  EXPECT_NE(dir.find("/commhost-traces"), std::string::npos) << dir;
+  EXPECT_NE(dir.find("/commhost-traces-" + std::to_string(::getuid())), std::string::npos) << dir;
   Config chosen = loadConfigText(std::string(kSelfConfig) + "supervisor: { flight_recorder: { dump_dir: d } }\n",
                                  "test.yaml", *registry, none);
   EXPECT_EQ(chosen.host.getString("supervisor.flight_recorder.dump_dir"), "d");

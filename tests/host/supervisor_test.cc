@@ -63,14 +63,30 @@ std::string onlyDump(const std::string& dir) {
   return found.empty() ? dir + "/missing.json" : found[0];
 }
 
+// Runs `fn`; a commhost::Error it throws is rethrown after its context is copied to `where`.
+template <class F> void keepWhere(ErrorContext& where, F&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    where = e.where();
+    throw;
+  }
+}
+
 TEST(Supervisor, RankThatNeverJoinsIsNamedWithTheSeq) {
   const std::string dir = tempDir("hang");
   auto groups = makeGroups(glooConfig(dir, "", "1s"), 3);
   runRanks(3, [&](int r) {
     for (int i = 0; i < 3; ++i) allreduceOnes(*groups[r]);
     if (r == 2) return;  // rank 2 skips seq 4
-    EXPECT_THROW_WITH(allreduceOnes(*groups[r]), TimeoutError, "allreduce seq 4", "Rank 2 never joined allreduce seq 4",
-                      "last issued allreduce seq 3 (completed)", "trace analyze");
+    ErrorContext where;
+    EXPECT_THROW_WITH(keepWhere(where, [&] { allreduceOnes(*groups[r]); }), TimeoutError, "allreduce seq 4",
+                      "Rank 2 never joined allreduce seq 4", "last issued allreduce seq 3 (completed)",
+                      "trace analyze");
+    // The watchdog's verdict keeps its context through the work's wait() (Error::where()).
+    EXPECT_EQ(where.rank, r);
+    EXPECT_EQ(where.seq, 4u);
+    EXPECT_STREQ(where.op ? where.op : "", "allreduce");
   });
   // on_error: abort (the default) aborted the group on the detecting ranks.
   EXPECT_THROW_WITH(allreduceOnes(*groups[0]), AbortedError, "aborted");
@@ -128,8 +144,11 @@ TEST(Supervisor, SilentPeerFailsWorksWithPeerLostLongBeforeTheTimeout) {
   // Its sockets closed too, so the backend names it before the heartbeat would (the
   // heartbeat is the fallback for peers that go silent with their sockets open).
   runRanks(2, [&](int r) {
-    EXPECT_THROW_WITH(allreduceOnes(*groups[r], 4, std::chrono::seconds(60)), PeerLostError, "peer 2 lost",
-                      "allreduce seq 2");
+    ErrorContext where;
+    EXPECT_THROW_WITH(keepWhere(where, [&] { allreduceOnes(*groups[r], 4, std::chrono::seconds(60)); }), PeerLostError,
+                      "peer 2 lost", "allreduce seq 2");
+    EXPECT_EQ(where.peer, 2);  // a typed field, through the supervised work's wait()
+    EXPECT_EQ(where.seq, 2u);
   });
   fs::remove_all(dir);
 }

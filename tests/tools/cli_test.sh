@@ -19,7 +19,7 @@ src=$(cd "$2" 2>/dev/null && pwd) || { echo "FAIL: source dir '$2' does not exis
 while read -r var; do unset "$var"; done < <(compgen -e | grep '^COMMHOST_' || true)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/commhost-cli.XXXXXX")
-export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces) stay in this run's dir
+export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
 trap 'rm -rf "$tmp"' EXIT
 
 source "$(dirname "${BASH_SOURCE[0]}")/check_lib.sh"

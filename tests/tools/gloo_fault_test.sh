@@ -22,7 +22,7 @@ config=$2
 mode=$3
 trials=${4:-2}
 tmp=$(mktemp -d)
-export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces) stay in this run's dir
+export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
 launcher=
 trap '[ -n "$launcher" ] && kill -KILL $launcher 2>/dev/null; rm -rf "$tmp"' EXIT
 for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done

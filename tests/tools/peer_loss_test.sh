@@ -7,7 +7,7 @@ set -euo pipefail
 bench=$1
 config=$2
 tmp=$(mktemp -d)
-export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces) stay in this run's dir
+export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
 trap 'kill $victim $survivor 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
 port=$((20000 + RANDOM % 12000))  # below the ephemeral range, where other tests' connections take ports

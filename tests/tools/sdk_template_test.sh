@@ -24,7 +24,7 @@ cmake_bin=${CMAKE:-cmake}
 while read -r var; do unset "$var"; done < <(compgen -e | grep '^COMMHOST_' || true)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/commhost-sdk.XXXXXX")
-export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces) stay in this run's dir
+export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
 tmp=$(cd "$tmp" && pwd -P)  # the host prints canonical paths; compare like with like
 cleanup() {
   if [[ "${COMMHOST_TEST_KEEP_TMP:-0}" == 1 ]]; then

@@ -9,7 +9,7 @@ set -euo pipefail
 commhost=$1
 job=$2
 tmp=$(mktemp -d)
-export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces) stay in this run's dir
+export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
 server=""
 holder=""
 cleanup() {

@@ -12,7 +12,7 @@ set -euo pipefail
 commhost=$1
 root=$2
 tmp=$(mktemp -d)
-export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces) stay in this run's dir
+export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
 trap 'rm -rf "$tmp"' EXIT
 for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
 fail() { echo "FAIL: $*"; exit 1; }
@@ -66,7 +66,7 @@ for r in 0 2; do
   grep -q "peer 1 lost" <<<"$line" || { cat "$tmp/exit.log"; fail "rank $r's error does not say peer 1 lost: $line"; }
 done
 # No dump_dir was given: the default is under $TMPDIR (this run's $tmp), not the working directory.
-[ -s "$tmp/commhost-traces/rank0.json" ] || fail "no dump in the default dump dir \$TMPDIR/commhost-traces"
+[ -s "$tmp/commhost-traces-$(id -u)/rank0.json" ] || fail "no dump in the default dump dir \$TMPDIR/commhost-traces-UID"
 
 echo "== 3. rank 1 issues a different allreduce at seq 5 with debug.check_collectives"
 start=$(now)

@@ -35,7 +35,7 @@ int run(int argc, char** argv) {
       "  commhost plugins inspect self             descriptor, capabilities and options of one plugin\n"
       "  commhost config check configs/default.yaml --set group.timeout=10s\n"
       "                                            the effective config and route table, or every error\n"
-      "  commhost trace analyze /tmp/commhost-traces\n"
+      "  commhost trace analyze /tmp/commhost-traces-$(id -u)\n"
       "                                            the first collective where ranks diverged\n"
       "  commhost store serve --port 29500 --token SECRET\n"
       "                                            a standalone store for ranks configured with serve: never");

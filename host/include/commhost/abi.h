@@ -75,6 +75,14 @@ COMMHOST_API const char* boundaryTypeName(BoundaryType type);
 // Types of the standard library (and void*): their layout never changes with a minor
 // version of commhost, so any difference means another standard library or flags.
 constexpr bool isStandardType(BoundaryType type) { return type <= BoundaryType::Milliseconds; }
+// The structs a minor version may append fields to: the host reads them only through a
+// pointer and their `size` prefix. Every other commhost type (OpContext included) is
+// embedded by value in inline code on both sides (Work holds its OpContext, vectors of
+// Tensor, a thrown Error), so its layout is fixed within an ABI major.
+constexpr bool mayGrowInMinor(BoundaryType type) {
+  return type == BoundaryType::PluginDescriptor || type == BoundaryType::BackendContext ||
+         type == BoundaryType::StoreContext || type == BoundaryType::CommHookContext;
+}
 
 struct TypeLayout {
   uint32_t size;

@@ -85,6 +85,10 @@ COMMHOST_DEFINE_ERROR(InvalidArgument, InvalidArgument)
 COMMHOST_DEFINE_ERROR(BackendError, Backend)
 #undef COMMHOST_DEFINE_ERROR
 
+// Throws the error class matching `code` with `message` as given (already prefixed),
+// carrying `where`: for code that re-creates an error it caught (e.g. to hand each waiter
+// its own copy) and must keep its context.
+[[noreturn]] COMMHOST_API void rethrowAs(ErrorCode code, const std::string& message, const ErrorContext& where);
 // Throws the error class matching `code` with "<context><what>. <hint>", carrying `where`.
 [[noreturn]] COMMHOST_API void raise(ErrorCode code, const ErrorContext& where, const std::string& what,
                                      const std::string& hint = "");

@@ -42,7 +42,8 @@ enum class PluginKind : uint8_t { Backend, Store, CommHook };
 COMMHOST_API const char* pluginKindName(PluginKind kind);
 
 // The structs below are frozen within ABI major 2: a minor version may append fields at
-// the end, never move, remove or retype one. Each begins with the prefix abi.h explains
+// the end of the descriptor and the three factory contexts (never move, remove or retype
+// one); OpContext is held by value in inline code (Work) and may not grow within a major. Each begins with the prefix abi.h explains
 // (size, magic, abiVersion), filled by default member initializers: a host that builds a
 // context, or a plugin that declares a descriptor, has nothing to fill by hand but
 // COMMHOST_DESCRIPTOR_PREFIX at the start of a descriptor's initializer list.

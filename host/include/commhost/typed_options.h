@@ -24,8 +24,8 @@
 //   };
 //   std::unique_ptr<Backend> create(const MyOptions& options, const BackendContext& ctx);
 //
-//   PluginDescriptor d = {PluginKind::Backend, "mine", "1.0", "...", typedOptionSpecs<MyOptions>(),
-//                         caps, nullptr, typedBackendFactory<MyOptions, &create>};
+//   PluginDescriptor d = {COMMHOST_DESCRIPTOR_PREFIX, PluginKind::Backend, "mine", "1.0", "...",
+//                         typedOptionSpecs<MyOptions>(), caps, nullptr, typedBackendFactory<MyOptions, &create>};
 //
 // The host has already checked the YAML against the specs (types, ranges, choices, with
 // file:line:col) before the factory runs; the adapter converts the values into the struct

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "environment.h"
 
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -58,7 +60,9 @@ std::vector<std::string> overridesFromEnv() {
 std::string defaultDumpDir() {
   std::string dir = readEnv("TMPDIR").value_or("");
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-  return (dir.empty() ? std::string("/tmp") : dir) + "/commhost-traces";
+  // Per user: jobs of different users on one host must not write into (or be refused by)
+  // each other's directory.
+  return (dir.empty() ? std::string("/tmp") : dir) + "/commhost-traces-" + std::to_string(::getuid());
 }
 
 std::vector<std::string> pluginPathFromEnv() {
@@ -110,13 +114,17 @@ LaunchInfo detectLaunch() {
     info.rank = *ompiRank;
     info.worldSize = intVar("OMPI_COMM_WORLD_SIZE").value_or(1);
     info.localRank = intVar("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0);
-    info.localWorldSize = intVar("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(1);
+    info.localWorldSize = intVar("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(info.worldSize);
   } else if (auto slurmRank = intVar("SLURM_PROCID")) {
     info.launcher = "slurm";
     info.rank = *slurmRank;
     info.worldSize = intVar("SLURM_NTASKS").value_or(1);
     info.localRank = intVar("SLURM_LOCALID").value_or(0);
-    info.localWorldSize = intVar("SLURM_NTASKS_PER_NODE").value_or(1);
+    // SLURM_NTASKS_PER_NODE is set only with --ntasks-per-node; otherwise the node count
+    // tells whether the tasks share one host (the multi_host feature check reads this).
+    const int nodes = intVar("SLURM_JOB_NUM_NODES").value_or(intVar("SLURM_NNODES").value_or(1));
+    info.localWorldSize = intVar("SLURM_NTASKS_PER_NODE")
+                              .value_or(nodes <= 1 ? info.worldSize : (info.worldSize + nodes - 1) / nodes);
   } else {
     info.launcher = "none";
   }

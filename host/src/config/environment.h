@@ -20,7 +20,7 @@ bool isReservedVariable(const std::string& name);
 std::string variableForKey(const std::string& key);
 // The key=value lines of COMMHOST_OVERRIDES (what `commhost run --set` passes to ranks).
 std::vector<std::string> overridesFromEnv();
-// supervisor.flight_recorder.dump_dir when the config leaves it empty: $TMPDIR/commhost-traces
+// supervisor.flight_recorder.dump_dir when the config leaves it empty: $TMPDIR/commhost-traces-<uid>
 // (/tmp when TMPDIR is unset or empty). Not the working directory: a job (or a test run)
 // started in a checkout must not leave dumps in it.
 std::string defaultDumpDir();

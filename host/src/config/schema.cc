@@ -60,8 +60,8 @@ const std::vector<OptionSpec>& configSchema() {
        1 << 20},
       {"supervisor.flight_recorder.dump_dir", OptionType::String, "",
        "Where rank<N>.json dumps are written "
-       "on timeout, error, SIGUSR1 or `commhost trace dump`; empty (the default): $TMPDIR/commhost-traces, "
-       "/tmp/commhost-traces when TMPDIR is unset (never the working directory)"},
+       "on timeout, error, SIGUSR1 or `commhost trace dump`; empty (the default): $TMPDIR/commhost-traces-<uid>, "
+       "/tmp/commhost-traces-<uid> when TMPDIR is unset (never the working directory)"},
       {"debug.check_collectives", OptionType::Bool, "false",
        "Before each collective, ranks compare op, dtype, "
        "shapes, root and reduce op through the store; a mismatch fails with a diff (slow: debugging only)"},

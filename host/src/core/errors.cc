@@ -64,6 +64,10 @@ const ErrorContext& Error::where() const {
 void raise(ErrorCode code, const ErrorContext& where, const std::string& what, const std::string& hint) {
   std::string message = where.format() + what;
   if (!hint.empty()) message += ". " + hint;
+  rethrowAs(code, message, where);
+}
+
+void rethrowAs(ErrorCode code, const std::string& message, const ErrorContext& where) {
   switch (code) {
     case ErrorCode::Config: throw ConfigError(message, where);
     case ErrorCode::Plugin: throw PluginError(message, where);

@@ -94,9 +94,10 @@ std::string abiDifferences(const BuildFingerprint& plugin, const BuildFingerprin
     const auto type = static_cast<BoundaryType>(i);
     const TypeLayout p = plugin.layouts[i];
     const TypeLayout h = host.layouts[i];
-    // A plugin built for an older minor has commhost structs without the fields later
-    // minors appended (abi.h); the prefix's `size` tells the host which it has.
-    const bool olderStruct = !isStandardType(type) && pluginMinor < hostMinor && p.size < h.size;
+    // A plugin built for an older minor has the descriptor and factory contexts without
+    // the fields later minors appended (abi.h, mayGrowInMinor); the prefix's `size` tells
+    // the host which it has. Every other type must match exactly.
+    const bool olderStruct = mayGrowInMinor(type) && pluginMinor < hostMinor && p.size < h.size;
     if ((p.size != h.size && !olderStruct) || p.align != h.align)
       add(std::string(boundaryTypeName(type)) + ": " + layoutText(p) + " bytes/alignment in the plugin, " +
           layoutText(h) + " in commhost");

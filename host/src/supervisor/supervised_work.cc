@@ -31,10 +31,12 @@ bool SupervisedWork::hasVerdict() { return verdictSet_.load(std::memory_order_ac
 
 void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& message) {
   ErrorCode code = ErrorCode::Backend;
+  ErrorContext where;
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
     code = e.code();
+    where = e.where();
   } catch (...) {
   }
   {
@@ -43,6 +45,7 @@ void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& mes
     verdict_ = std::move(error);
     verdictCode_ = code;
     verdictMessage_ = message;
+    verdictWhere_ = std::move(where);
     verdictSet_.store(true, std::memory_order_release);
   }
   cv_.signalAll();
@@ -60,16 +63,19 @@ namespace {
 // Each caller gets an exception object of its own: a shared one would be read by a
 // waiter (after its WorkPtr is gone) while the supervisor's thread drops the last
 // reference to it.
-std::exception_ptr ownCopy(ErrorCode code, const std::string& message) {
+// The copy keeps the error's context (Error::where(): group, rank, op, seq, peer).
+std::exception_ptr ownCopy(ErrorCode code, const std::string& message, const ErrorContext& where) {
   try {
-    raise(code, ErrorContext{}, message);
+    rethrowAs(code, message, where);
   } catch (...) {
     return std::current_exception();
   }
 }
 }  // namespace
 
-std::exception_ptr SupervisedWork::freshVerdict() const { return ownCopy(verdictCode_, verdictMessage_); }
+std::exception_ptr SupervisedWork::freshVerdict() const {
+  return ownCopy(verdictCode_, verdictMessage_, verdictWhere_);
+}
 
 std::exception_ptr SupervisedWork::exception() {
   if (hasVerdict()) {
@@ -103,7 +109,7 @@ bool SupervisedWork::wait(Millis timeout) {
     if (sup && inner_->isCompleted()) sup->complete(*this);
     // The backend's error object is shared with its work, which the watchdog may drop
     // once the caller's WorkPtr is gone: the caller gets a copy made while it is alive.
-    std::rethrow_exception(ownCopy(e.code(), e.what()));
+    std::rethrow_exception(ownCopy(e.code(), e.what(), e.where()));
   }
   noteEnd();
   if (auto sup = supervisor_.lock()) sup->complete(*this);

@@ -71,6 +71,7 @@ class SupervisedWork final : public Work {
   std::exception_ptr verdict_ GUARDED_BY(mutex_);
   ErrorCode verdictCode_ GUARDED_BY(mutex_) = ErrorCode::Backend;
   std::string verdictMessage_ GUARDED_BY(mutex_);
+  ErrorContext verdictWhere_ GUARDED_BY(mutex_);  // the verdict's context, kept by every copy
 };
 
 }  // namespace commhost::supervisor

@@ -259,7 +259,10 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   work->attachTo(weak_from_this());
   work->backend = backend;
   work->issuedUs = r.scheduledUs;
-  if (!lostVerdict.empty()) work->setVerdict(std::make_exception_ptr(PeerLostError(lostVerdict)), lostVerdict);
+  if (!lostVerdict.empty())
+    work->setVerdict(std::make_exception_ptr(
+                         PeerLostError(lostVerdict, ErrorContext{group->name, group->rank, opName(ctx.op), ctx.seq})),
+                     lostVerdict);
   MutexLock lock(&mutex_);
   // Works whose completion a waiter already recorded leave in batches, so a tight loop
   // of ops keeps the list short without the watchdog.

@@ -249,8 +249,12 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
     sup_.complete(w);
     return;
   }
-  std::exception_ptr verdict = peerLost ? std::make_exception_ptr(PeerLostError(message))
-                                        : std::make_exception_ptr(TimeoutError(message));
+  if (peerLost) {
+    const auto lostPeers = g.lost();
+    if (lostPeers.size() == 1) where.peer = lostPeers.begin()->first;  // the one peer to name
+  }
+  std::exception_ptr verdict = peerLost ? std::make_exception_ptr(PeerLostError(message, where))
+                                        : std::make_exception_ptr(TimeoutError(message, where));
   sup_.logger().error(message);
   w.setVerdict(verdict, message);
   sup_.complete(w);
