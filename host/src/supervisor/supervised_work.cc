@@ -29,23 +29,30 @@ void SupervisedWork::noteEnd() {
 
 bool SupervisedWork::hasVerdict() { return verdictSet_.load(std::memory_order_acquire); }
 
-void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& message) {
-  ErrorCode code = ErrorCode::Backend;
-  ErrorContext where;
+ErrorFacts factsOf(const std::exception_ptr& error) {
+  ErrorFacts facts;
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    code = e.code();
-    where = e.where();
+    facts.code = e.code();
+    facts.where = e.where();
+    facts.what = e.what();
+  } catch (const std::exception& e) {
+    facts.what = e.what();
   } catch (...) {
   }
+  return facts;
+}
+
+void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& message) {
+  ErrorFacts facts = factsOf(error);
   {
     MutexLock lock(&mutex_);
     if (verdict_) return;
     verdict_ = std::move(error);
-    verdictCode_ = code;
+    verdictCode_ = facts.code;
     verdictMessage_ = message;
-    verdictWhere_ = std::move(where);
+    verdictWhere_ = std::move(facts.where);
     verdictSet_.store(true, std::memory_order_release);
   }
   cv_.signalAll();

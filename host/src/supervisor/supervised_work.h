@@ -15,6 +15,15 @@
 
 namespace commhost::supervisor {
 
+// What the supervisor reads from a backend's error: its kind (Backend for anything that
+// is not a commhost::Error), its context (Error::where(): the peer it names) and its text.
+struct ErrorFacts {
+  ErrorCode code = ErrorCode::Backend;
+  ErrorContext where;
+  std::string what = "unknown error";
+};
+ErrorFacts factsOf(const std::exception_ptr& error);
+
 class Supervisor;
 
 class SupervisedWork final : public Work {

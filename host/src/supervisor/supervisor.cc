@@ -207,16 +207,9 @@ std::shared_ptr<SupervisedWork> Supervisor::oldestInFlight() {
   return oldest;
 }
 
-void Supervisor::logUnexpected(const char* thread, std::exception_ptr error) {
-  std::string what = "unknown error";
-  try {
-    std::rethrow_exception(std::move(error));
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
-  }
-  logger_->error(std::string("the supervisor's ") + thread + " thread caught an unexpected error: " + what +
-                 "; it goes on. Please report this with the log");
+void Supervisor::logUnexpected(const char* thread, const std::exception_ptr& error) {
+  logger_->error(std::string("the supervisor's ") + thread + " thread caught an unexpected error: " +
+                 factsOf(error).what + "; it goes on. Please report this with the log");
 }
 
 WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,

@@ -113,7 +113,7 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   std::shared_ptr<SupervisedWork> oldestInFlight() EXCLUDES(mutex_);
   PauseDetector& pauses() { return pauses_; }
   uint64_t watchdogTicks() const;
-  void logUnexpected(const char* thread, std::exception_ptr error);
+  void logUnexpected(const char* thread, const std::exception_ptr& error);
 
  private:
   void stop();  // idempotent; joins the watchdog, heartbeat and hook threads

@@ -18,26 +18,6 @@
 namespace commhost::supervisor {
 namespace {
 
-std::string describe(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
-ErrorCode codeOf(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const Error& ex) {
-    return ex.code();
-  } catch (...) {
-    return ErrorCode::Backend;
-  }
-}
-
 std::string formatBytes(int64_t b) {
   char buf[32];
   if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576.0);
@@ -69,20 +49,6 @@ void Watchdog::loop() {
     ticks_.fetch_add(1, std::memory_order_relaxed);
   }
 }
-
-namespace {
-// The peer a backend's error names in its ErrorContext (raise() keeps it on the error,
-// Error::where()); -1 when none is named or the error is not a commhost::Error.
-int namedPeer(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const Error& e) {
-    return e.where().peer;
-  } catch (...) {
-    return -1;
-  }
-}
-}  // namespace
 
 void Watchdog::failBackendCall(GroupMonitor& g) {
   const uint64_t seq = g.inBackendCall.load(std::memory_order_relaxed);
@@ -130,7 +96,7 @@ void Watchdog::pollOnce() {
     }
     w->noteEnd();
     const std::exception_ptr error = w->inner()->exception();
-    const ErrorCode code = error ? codeOf(error) : ErrorCode::Backend;
+    const ErrorCode code = error ? factsOf(error).code : ErrorCode::Backend;
     if (!error || w->hasVerdict()) {
       sup_.complete(*w);
     } else if (code == ErrorCode::Timeout) {
@@ -141,7 +107,7 @@ void Watchdog::pollOnce() {
       // died: wait for the heartbeat to name the peer, or give up after one heartbeat
       // timeout.
       GroupMonitor& g = *w->group();
-      const int peer = namedPeer(error);
+      const int peer = factsOf(error).where.peer;  // the peer the backend named, if any
       if (peer >= 0 && peer < g.worldSize && peer != g.rank)
         g.markLost(peer, "backend " + w->backend + " of rank " + std::to_string(g.globalRank(g.rank)) + " saw it go");
       if (w->peerErrorSeen == TimePoint{}) w->peerErrorSeen = now;
@@ -155,7 +121,7 @@ void Watchdog::pollOnce() {
       if (code != ErrorCode::Aborted && now - lastErrorDump_ >= Millis(1000)) {
         lastErrorDump_ = now;
         sup_.dump("error in " + std::string(opName(w->op())) + " seq " + std::to_string(w->seq()) + ": " +
-                  describe(error));
+                  factsOf(error).what);
       }
       sup_.complete(*w);
     }
@@ -176,7 +142,7 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
   ErrorContext where{g.name, g.rank, opName(ctx.op), ctx.seq};
   std::string what = std::string(peerLost ? "" : "did not complete: ") + (peerLost ? lost + ". " : "") +
                      formatBytes(w.bytes()) + ", issued " + formatDuration(elapsed) + " ago, timeout " +
-                     formatDuration(ctx.timeout) + (cause ? " (backend said: " + describe(cause) + ")" : "") + ". ";
+                     formatDuration(ctx.timeout) + (cause ? " (backend said: " + factsOf(cause).what + ")" : "") + ". ";
 
   // Works of one group failing together (one hang, one lost peer) share one incident.
   const bool fresh = mine.lastIncident.empty() ||
