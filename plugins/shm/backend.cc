@@ -93,7 +93,7 @@ ShmBackend::~ShmBackend() { queue_.reset(); }
 
 void ShmBackend::checkUsable(const OpContext& op) {
   if (abort_.isSet()) {
-    const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+    const ErrorContext where = ErrorContext::of(op);
     raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ")");
   }
   if (broken_.load(std::memory_order_acquire)) {
@@ -102,14 +102,14 @@ void ShmBackend::checkUsable(const OpContext& op) {
       std::lock_guard<std::mutex> lock(brokenMutex_);
       reason = brokenReason_;
     }
-    const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+    const ErrorContext where = ErrorContext::of(op);
     raise(ErrorCode::Backend, where, "the shm backend is unusable after an earlier op failed: " + reason,
           "Ranks no longer agree on the shared-memory steps; destroy this group and create a new one.");
   }
 }
 
 std::exception_ptr ShmBackend::failed(const OpContext& op, std::exception_ptr error) {
-  const ErrorContext where{op.group, op.rank, opName(op.op), op.seq};
+  const ErrorContext where = ErrorContext::of(op);
   try {
     std::rethrow_exception(error);
   } catch (const InvalidArgument&) {

@@ -27,7 +27,7 @@ Signature agree(size_t bytes, DType dtype, int reduceKind = -1, int root = -1) {
 }
 
 [[noreturn]] void unsupported(const OpContext& op) {
-  raise(ErrorCode::InvalidArgument, {op.group, op.rank, opName(op.op), op.seq},
+  raise(ErrorCode::InvalidArgument, ErrorContext::of(op),
         "the shm backend does not implement this op (it is not in its manifest)",
         "Route it to another backend, e.g. { op: " + std::string(opName(op.op)) + ", backend: gloo }.");
 }

@@ -28,8 +28,8 @@ void WorkQueue::throwAborted(const OpContext& ctx) {
     MutexLock lock(&mutex_);
     reason = abortReason_;
   }
-  raise(ErrorCode::Aborted, {ctx.group, ctx.rank, opName(ctx.op), ctx.seq},
-        "the " + name_ + " was aborted (" + reason + ")", "Create a new group to continue");
+  raise(ErrorCode::Aborted, ErrorContext::of(ctx), "the " + name_ + " was aborted (" + reason + ")",
+        "Create a new group to continue");
 }
 
 std::exception_ptr WorkQueue::describe(const OpContext& ctx, const std::exception_ptr& error) const {
