@@ -3,6 +3,8 @@
 // simple on purpose: each rank publishes what it sends under a key of the op's seq, and
 // reads what it needs, so its results are easy to trust. The tests use it to run real
 // multi-rank groups (ranks as threads over a HashStore). Ops complete inside the call.
+// Built a second time as `allreduceonly` (STORECOLL_ALLREDUCE_ONLY): the same code behind a
+// manifest of one op, one dtype and one reduce op, as a specialised backend declares.
 #include <cstring>
 #include <thread>
 
@@ -20,11 +22,18 @@ class StoreCollBackend final : public Backend {
 
   const Capabilities& capabilities() const override { return caps(); }
   static const Capabilities& caps() {
+#ifdef STORECOLL_ALLREDUCE_ONLY
+    // A specialised backend: the manifest offers f32 sum allreduce and nothing else.
+    static const Capabilities c{{OpType::Allreduce}, {DType::Float32}, {ReduceOp::Sum}, {DeviceType::CPU}, {
+                                  Feature::MultiProcess
+                                }};
+#else
     static const Capabilities c{Capabilities::allOps(),
                                 Capabilities::allDTypes(),
                                 Capabilities::allReduceOps(),
                                 {DeviceType::CPU},
                                 {Feature::Split, Feature::MultiProcess}};
+#endif
     return c;
   }
 
@@ -217,9 +226,15 @@ std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) 
 const PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
     PluginKind::Backend,
+#ifdef STORECOLL_ALLREDUCE_ONLY
+    "allreduceonly",
+    "1.0",
+    "Test specialised backend: f32 sum allreduce only, every byte through the store",
+#else
     "storecoll",
     "1.0",
     "Test reference backend: every byte through the store",
+#endif
     {},
     StoreCollBackend::caps(),
     nullptr,

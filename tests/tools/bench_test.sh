@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# `commhost bench --check` for every op at 2 and 3 ranks on gloo, and --json rows that
-# parse and match the table.
-#   bench_test.sh <commhost binary> <gloo config>
+# `commhost bench --check` for every op at 2 and 3 ranks on gloo; --json FILE rows that
+# parse and match the table; nccl-tests' flags and side-by-side columns; conflicting and
+# bad arguments refused before any store; a specialised backend (the allreduceonly test
+# plugin: f32 sum allreduce only) measured, with the bench's bookkeeping off its routes.
+#   bench_test.sh <commhost binary> <gloo config> <test plugin dir (good/)>
 set -euo pipefail
 commhost=$1
 config=$2
+plugins=$3
 tmp=$(mktemp -d)
 export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
 trap 'rm -rf "$tmp"' EXIT
@@ -23,13 +26,11 @@ for n in 2 3; do
   echo "ok: every op checked at $n ranks"
 done
 
-"$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allgather --sizes 1K:16K --factor 4 --json >"$tmp/json" 2>&1 ||
-  fail "bench --json"
-"$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allgather --sizes 1K:16K --factor 4 >"$tmp/table" 2>&1 ||
-  fail "bench table"
-python3 - "$tmp/json" "$tmp/table" <<'PY' || fail "JSON rows do not match the table"
+"$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allgather --sizes 1K:16K --factor 4 \
+  --json "$tmp/rows.jsonl" >"$tmp/table" 2>&1 || fail "bench --json FILE"
+python3 - "$tmp/rows.jsonl" "$tmp/table" <<'PY' || fail "JSON rows do not match the table"
 import json, sys
-rows = [json.loads(l.split("] ", 1)[1]) for l in open(sys.argv[1]) if l.startswith("[0] {")]
+rows = [json.loads(l) for l in open(sys.argv[1])]  # every line a bare object: no "[0] " prefix
 table = [l.split()[1:3] for l in open(sys.argv[2]) if l.startswith("[0]") and l.split()[1].isdigit()]
 keys = {"op", "size", "count", "dtype", "redop", "root", "inplace", "time_us", "algbw", "busbw", "wrong"}
 assert len(rows) == 3 and len(table) == 3, (rows, table)
@@ -37,8 +38,57 @@ for r, t in zip(rows, table):
     assert set(r) == keys, r
     assert [str(r["size"]), str(r["count"])] == t, (r, t)
     assert r["op"] == "allgather" and r["dtype"] == "f32" and abs(r["busbw"] - r["algbw"] / 2) < 1e-3
-print("ok: JSON rows parse and match the table")
+    assert r["wrong"] is None and r["root"] is None and r["inplace"] is True, r
+print("ok: --json FILE rows parse and match the table")
 PY
+
+# nccl-tests' flags: -b -e -f -n -w -c, and both placements side by side.
+"$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allgather -b 8 -e 1K -f 4 -n 2 -w 1 -c 1 --side-by-side \
+  --json "$tmp/both.jsonl" >"$tmp/out" 2>&1 || fail "bench -b -e -f -n -w -c --side-by-side"
+grep -q "iters 2, warmup 1, out-of-place and in-place, checked" "$tmp/out" || fail "the header does not show -n/-w/-c"
+sizes=$(grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/out" | awk '{print $2}' | tr '\n' ' ')
+[ "$sizes" = "8 32 128 512 " ] || fail "-b 8 -e 1K -f 4 ran sizes '$sizes'"
+grep -q "out-of-place *in-place" "$tmp/out" || fail "no side-by-side column titles"
+# Each row: [0] size count type redop root, then time algbw busbw #wrong twice.
+awk '/^\[0\] +[0-9]+ +[0-9]+ / && (NF != 14 || $10 != 0 || $14 != 0) { bad = 1 } END { exit bad }' "$tmp/out" ||
+  fail "a side-by-side row is not two checked measurements"
+python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["inplace"] for r in rows] == [False, True] * 4, rows
+assert all(r["wrong"] == 0 for r in rows), rows
+' "$tmp/both.jsonl" || fail "side-by-side JSON rows"
+echo "ok: -b -e -f -n -w -c and --side-by-side"
+
+# Conflicting flags are refused, naming both.
+refused() { # refused "message" bench-args...
+  local want=$1 status=0
+  shift
+  timeout 20 "$commhost" bench "$@" >"$tmp/out" 2>&1 || status=$?
+  [ "$status" = 1 ] || fail "bench $* exited $status, want 1"
+  grep -qF -- "$want" "$tmp/out" || fail "bench $*: no '$want'"
+}
+refused "--inplace and --out-of-place conflict" --inplace --out-of-place
+refused "--side-by-side and --inplace conflict" --side-by-side --inplace
+refused "--sizes and -b conflict" --sizes 8:1K -b 16
+refused "--check and -c 0 conflict" --check -c 0
+refused "--factor (-f) and --step (-i) conflict" -f 4 --step 8
+refused "-c 2: want -c 0 (no check) or -c 1 (check)" -c 2
+echo "ok: conflicting flags are refused"
+
+# Argument errors come before any store: with serve: never nobody serves the store, so a
+# bench that reached init() would wait up to group.timeout (60 s) for it.
+for bad in "--sizes bogus" "--redop bogus" "--iters 0" "--root 5" "-b 6" "--json $tmp/no/such/dir/x.jsonl"; do
+  start=$(date +%s)
+  status=0
+  # shellcheck disable=SC2086
+  timeout 30 "$commhost" run -n 2 -c "$config" --set store.options.serve=never --set group.timeout=60s -- \
+    "$commhost" bench $bad >"$tmp/out" 2>&1 || status=$?
+  [ "$status" != 0 ] && [ "$status" != 124 ] || fail "bench $bad: exit $status (124: it waited for the store)"
+  [ $(($(date +%s) - start)) -lt 10 ] || fail "bench $bad took over 10 s to fail"
+  grep -qF -- "${bad%% *}" <(grep "commhost: " "$tmp/out") || fail "bench $bad: the error does not name ${bad%% *}"
+done
+echo "ok: bad arguments fail at once under commhost run, before any store"
 
 status=0
 "$commhost" run -n 1 -c "$config" -- "$commhost" bench --op allreduse >"$tmp/out" 2>&1 || status=$?
@@ -62,3 +112,58 @@ printf 'backends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n' >"$t
 "$commhost" run -n 2 -c "$tmp/nostore.yaml" -- "$commhost" bench --sizes 8 --iters 1 --warmup 0 --check >"$tmp/out" 2>&1 ||
   fail "two ranks on a config without store:"
 echo "ok: no store: means the tcp store"
+
+# A specialised backend. `fast` (allreduceonly) serves f32 sum allreduce and nothing else;
+# the bench's barriers, timings (f64) and #wrong sums never go through it.
+cat >"$tmp/special.yaml" <<YAML
+plugin_path: [ "$plugins" ]
+backends:
+  gloo: { plugin: gloo }
+  fast: { plugin: allreduceonly }
+  broken: { plugin: probed }
+routes:
+  - { device: cpu, backend: gloo }
+  - { device: cpu, op: allreduce, backend: fast }
+YAML
+"$commhost" run -n 2 -c "$tmp/special.yaml" -- "$commhost" bench --op allreduce --check --sizes 8:1K --factor 4 \
+  -n 2 -w 1 >"$tmp/out" 2>&1 || fail "allreduce routed to a backend that serves only allreduce"
+grep -q "^\[0\] # allreduce -> fast$" "$tmp/out" || fail "the header does not name allreduce's route"
+[ "$(grep -Ec '^\[0\] +[0-9]+ +[0-9]+ .* 0$' "$tmp/out")" -eq 4 ] || fail "want 4 checked allreduce rows through fast"
+echo "ok: a config routing allreduce to a one-op backend is measured"
+
+# --backend moves only the ops under test, and says up front which it cannot serve.
+sed -i '/op: allreduce, backend: fast/d' "$tmp/special.yaml"
+"$commhost" run -n 2 -c "$tmp/special.yaml" -- "$commhost" bench --op all --backend fast --check --sizes 8:64 \
+  --factor 8 -n 2 -w 1 >"$tmp/out" 2>&1 || fail "--backend fast --op all"
+grep -q "^\[0\] # skipped broadcast: --backend fast does not serve broadcast$" "$tmp/out" || fail "no skipped line"
+grep -q "^\[0\] # skipped sendrecv: --backend fast does not serve send, recv$" "$tmp/out" || fail "no sendrecv line"
+[ "$(grep -c '^\[0\] # skipped ' "$tmp/out")" -eq 9 ] || fail "want 9 skipped ops"
+grep -q "^\[0\] # allreduce -> fast$" "$tmp/out" || fail "allreduce not routed to fast"
+[ "$(grep -Ec '^\[0\] +[0-9]+ +[0-9]+ .* 0$' "$tmp/out")" -eq 2 ] || fail "want 2 checked allreduce rows"
+export COMMHOST_CONFIG=$tmp/special.yaml  # as `commhost run -c` would set it, for the single-process refusals
+refused "--backend fast (plugin allreduceonly) serves none of the selected ops (does not serve reduce op max)" \
+  --op allreduce --backend fast --redop max
+refused "--backend fats: no such backend" --backend fats
+
+refused "--backend broken (plugin probed) does not serve cpu tensors, which the bench measures; it serves cuda" \
+  --backend broken
+unset COMMHOST_CONFIG
+echo "ok: --backend serves the ops under test only and names the ones it cannot"
+
+# The header comes before a failure that happens later: this backend's factory throws.
+cat >"$tmp/throwing.yaml" <<YAML
+plugin_path: [ "$plugins" ]
+backends:
+  gloo: { plugin: gloo }
+  broken: { plugin: throwing }
+routes:
+  - { device: cpu, backend: gloo }
+YAML
+status=0
+"$commhost" run -n 2 -c "$tmp/throwing.yaml" -- "$commhost" bench --op allreduce --backend broken --sizes 8 -n 1 \
+  -w 0 >"$tmp/out" 2>&1 || status=$?
+[ "$status" != 0 ] || fail "a bench through a failing backend passed"
+header=$(grep -n "^\[0\] # allreduce -> broken$" "$tmp/out" | cut -d: -f1 || true)
+error=$(grep -n "^\[0\] commhost: " "$tmp/out" | head -1 | cut -d: -f1 || true)
+[ -n "$header" ] && [ -n "$error" ] && [ "$header" -lt "$error" ] || fail "the header does not precede the error"
+echo "ok: the header precedes a backend's failure"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "bench_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <type_traits>
@@ -313,6 +314,29 @@ const std::vector<std::string>& benchOpNames() {
   return names;
 }
 
+void requireBenchOp(const std::string& name) {
+  const auto& names = benchOpNames();
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  const std::string hint = closestMatch(name, names);
+  throw InvalidArgument("unknown bench op '" + name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                        "; known: " + list + ", all");
+}
+
+std::vector<OpType> benchOpTypes(const std::string& name) {
+  if (name == "allgather") return {OpType::AllgatherIntoTensor};
+  if (name == "reduce_scatter") return {OpType::ReduceScatterTensor};
+  if (name == "alltoall") return {OpType::AlltoallSingle};
+  if (name == "sendrecv") return {OpType::Send, OpType::Recv};
+  requireBenchOp(name);
+  return {parseOpType(name)};  // allreduce, broadcast, reduce, gather, scatter, barrier
+}
+
+bool benchOpUsesReduceOp(const std::string& name) {
+  return name == "allreduce" || name == "reduce" || name == "reduce_scatter";
+}
+
 std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, const BenchParams& p) {
   if (name == "allreduce") return std::make_unique<Allreduce>(pg, p);
   if (name == "broadcast") return std::make_unique<Broadcast>(pg, p);
@@ -324,13 +348,8 @@ std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, 
   if (name == "scatter") return std::make_unique<Scatter>(pg, p);
   if (name == "sendrecv") return std::make_unique<SendRecv>(pg, p);
   if (name == "barrier") return std::make_unique<Barrier>(pg, p);
-  std::string list;
-  for (const auto& n : benchOpNames()) list += (list.empty() ? "" : ", ") + n;
-  throw InvalidArgument("unknown bench op '" + name + "'" +
-                        (closestMatch(name, benchOpNames()).empty()
-                             ? ""
-                             : " (did you mean '" + closestMatch(name, benchOpNames()) + "'?)") +
-                        "; known: " + list + ", all");
+  requireBenchOp(name);
+  return nullptr;
 }
 
 }  // namespace commhost::cli

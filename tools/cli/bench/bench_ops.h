@@ -38,6 +38,11 @@ class BenchOp {
 // "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall",
 // "gather", "scatter", "sendrecv", "barrier".
 const std::vector<std::string>& benchOpNames();
+// Throws InvalidArgument naming `name`, a "did you mean" and every known op unless it is one.
+void requireBenchOp(const std::string& name);
+// The ops a bench op issues (sendrecv: send and recv), what routes and manifests name.
+std::vector<OpType> benchOpTypes(const std::string& name);
+bool benchOpUsesReduceOp(const std::string& name);
 std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, const BenchParams& params);
 
 }  // namespace commhost::cli

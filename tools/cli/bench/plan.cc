@@ -1,0 +1,242 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "plan.h"
+
+#include <algorithm>
+#include <map>
+
+#include "commhost/dispatcher.h"
+#include "commhost/errors.h"
+#include "commhost/registry.h"
+
+namespace commhost::cli {
+namespace {
+
+// A size the user wrote must be a whole number of elements: `--sizes 6` with f32 would
+// otherwise run 4 bytes and print 4 in a table the user reads as 6. Sizes the sweep
+// computes (--factor 1.5) are rounded down to whole elements instead.
+int64_t wholeElements(const std::string& flag, const std::string& dtype, const std::string& text, int64_t elem) {
+  int64_t s = 0;
+  try {
+    s = parseSize(text);
+  } catch (const Error& e) {
+    throw InvalidArgument(flag + ": " + e.what());
+  }
+  if (s > 0 && s % elem != 0) {
+    const int64_t below = std::max(elem, s / elem * elem), above = (s / elem + 1) * elem;
+    throw InvalidArgument(flag + ": " + text + " is not a whole number of " + dtype + " elements (" +
+                          std::to_string(elem) + " bytes each); use " + std::to_string(below) +
+                          (below == above ? "" : " or " + std::to_string(above)));
+  }
+  return s;
+}
+
+std::vector<int64_t> sweep(const BenchArgs& a, int64_t elem) {
+  const std::string flag = "--sizes " + a.sizes;
+  if (a.sizes.find(',') != std::string::npos) {  // an explicit list: 8,64K,1M
+    std::vector<int64_t> out;
+    for (size_t at = 0; at <= a.sizes.size();) {
+      const size_t comma = std::min(a.sizes.find(',', at), a.sizes.size());
+      const int64_t s = wholeElements(flag, a.dtype, a.sizes.substr(at, comma - at), elem);
+      if (s <= 0) throw InvalidArgument(flag + ": every size must be above 0");
+      out.push_back(s);
+      at = comma + 1;
+    }
+    return out;
+  }
+  const size_t colon = a.sizes.find(':');
+  int64_t lo = a.minBytes.empty() ? wholeElements(flag, a.dtype, a.sizes.substr(0, colon), elem)
+                                  : wholeElements("-b " + a.minBytes, a.dtype, a.minBytes, elem);
+  int64_t hi = !a.maxBytes.empty()          ? wholeElements("-e " + a.maxBytes, a.dtype, a.maxBytes, elem)
+               : colon == std::string::npos ? lo
+                                            : wholeElements(flag, a.dtype, a.sizes.substr(colon + 1), elem);
+  if (!a.minBytes.empty() && a.maxBytes.empty() && !a.sizesGiven) hi = std::max(hi, lo);
+  if (lo <= 0 || hi < lo) {
+    if (!a.minBytes.empty() || !a.maxBytes.empty())
+      throw InvalidArgument("-b " + std::to_string(lo) + " -e " + std::to_string(hi) +
+                            ": want 0 < MIN <= MAX, e.g. -b 8 -e 64M");
+    throw InvalidArgument(flag + ": want MIN:MAX with 0 < MIN <= MAX, e.g. 8:64M");
+  }
+  int64_t step = 0;
+  if (!a.step.empty()) {
+    try {
+      step = parseSize(a.step);
+    } catch (const Error& e) {
+      throw InvalidArgument(std::string("--step: ") + e.what());
+    }
+    if (step <= 0) throw InvalidArgument("--step " + a.step + ": must be above 0");
+  }
+  if (step <= 0 && a.factor <= 1) throw InvalidArgument("--factor (-f) must be above 1 (or give --step)");
+  std::vector<int64_t> out;
+  for (int64_t s = lo; s <= hi;) {
+    out.push_back(s);
+    int64_t next = step > 0 ? s + step : static_cast<int64_t>(static_cast<double>(s) * a.factor);
+    next = next / elem * elem;
+    s = next > s ? next : s + elem;
+  }
+  return out;
+}
+
+void refuseBoth(bool first, const std::string& a, bool second, const std::string& b, const std::string& fix) {
+  if (first && second) throw InvalidArgument(a + " and " + b + " conflict; " + fix);
+}
+
+// Routes as YAML flow text, for the --set line init() applies like any other.
+// (RouteSpec's fields as of this writing: device, op, min/max bytes, backend.)
+std::string routeYaml(const RouteSpec& r) {
+  std::string out = "{ ";
+  if (r.device) out += std::string("device: ") + deviceTypeName(*r.device) + ", ";
+  if (r.op) out += std::string("op: ") + opName(*r.op) + ", ";
+  if (r.minBytes) out += "min_bytes: " + std::to_string(r.minBytes) + ", ";
+  if (r.maxBytes != INT64_MAX) out += "max_bytes: " + std::to_string(r.maxBytes) + ", ";
+  return out + "backend: " + r.backend + " }";
+}
+
+// "gloo", or "shm up to 1MiB, gloo above" when the route depends on the size.
+std::string describeRoute(const RouteTable& table, const std::vector<OpType>& types) {
+  std::string out;
+  for (OpType t : types) {
+    std::string one;
+    const auto& segments = table.segments(t, DeviceType::CPU);
+    for (const auto& s : segments) {
+      std::string range;
+      if (segments.size() > 1)
+        range = s.minBytes == 0           ? " up to " + formatSize(s.maxBytes)
+                : s.maxBytes == INT64_MAX ? " from " + formatSize(s.minBytes)
+                                          : " for " + formatSize(s.minBytes) + ".." + formatSize(s.maxBytes);
+      one += (one.empty() ? "" : ", ") + table.backendNames()[s.backend] + range;
+    }
+    if (one.empty()) one = "no route";
+    out += (out.empty() ? "" : "; ") + (types.size() > 1 ? std::string(opName(t)) + " " : "") + one;
+  }
+  return out;
+}
+
+// "f32, f64": what a manifest's set holds, for one-line messages.
+template <class E, class Name> std::string names(EnumSet<E> set, int count, Name name) {
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    if (set.has(static_cast<E>(i))) out += (out.empty() ? "" : ", ") + std::string(name(static_cast<E>(i)));
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+BenchPlan planBench(const BenchArgs& a, int worldSize) {
+  BenchPlan plan;
+  refuseBoth(a.inPlace, "--inplace", a.outOfPlace, "--out-of-place", "give one (in-place is the default)");
+  refuseBoth(a.sideBySide, "--side-by-side", a.inPlace || a.outOfPlace, a.inPlace ? "--inplace" : "--out-of-place",
+             "--side-by-side measures both");
+  refuseBoth(a.sizesGiven, "--sizes", !a.minBytes.empty() || !a.maxBytes.empty(), a.minBytes.empty() ? "-e" : "-b",
+             "give --sizes MIN:MAX or -b MIN -e MAX");
+  refuseBoth(a.factorGiven, "--factor (-f)", a.stepGiven, "--step (-i)", "a sweep multiplies or adds, not both");
+  if (a.checkLevel != -1 && a.checkLevel != 0 && a.checkLevel != 1)
+    throw InvalidArgument("-c " + std::to_string(a.checkLevel) + ": want -c 0 (no check) or -c 1 (check)");
+  refuseBoth(a.check, "--check", a.checkLevel == 0, "-c 0", "give one of them");
+  plan.check = a.check || a.checkLevel == 1;
+
+  if (a.op != "all") requireBenchOp(a.op);
+  plan.ops = a.op == "all" ? benchOpNames() : std::vector<std::string>{a.op};
+  BenchParams& p = plan.params;
+  try {
+    p.dtype = parseDType(a.dtype);
+    p.reduceOp = ReduceOp(parseReduceOp(a.redop));
+  } catch (const Error& e) {
+    throw InvalidArgument(std::string("--dtype ") + a.dtype + " --redop " + a.redop + ": " + e.what());
+  }
+  if (p.dtype == DType::Bool) throw InvalidArgument("--dtype bool is not measured; use u8 or an integer type");
+  const bool reduces = std::any_of(plan.ops.begin(), plan.ops.end(), benchOpUsesReduceOp);
+  if (reduces && p.reduceOp.isBitwise() && isFloating(p.dtype))
+    throw InvalidArgument("--redop " + a.redop + " needs an integer --dtype, not " + a.dtype + "; e.g. --dtype i32");
+  if (reduces && (p.reduceOp.kind == ReduceOp::Avg || p.reduceOp.kind == ReduceOp::PreMulSum) && !isFloating(p.dtype))
+    throw InvalidArgument("--redop " + a.redop + " needs a floating-point --dtype, not " + a.dtype + "; e.g. f32");
+  if (a.root < 0 || a.root >= worldSize)
+    throw InvalidArgument("--root " + std::to_string(a.root) + " is outside the job's " + std::to_string(worldSize) +
+                          " ranks; use 0.." + std::to_string(worldSize - 1));
+  p.root = a.root;
+  if (a.iters < 1) throw InvalidArgument("--iters (-n) " + std::to_string(a.iters) + ": must be >= 1");
+  if (a.warmup < 0) throw InvalidArgument("--warmup (-w) " + std::to_string(a.warmup) + ": must be >= 0");
+  plan.sizes = sweep(a, static_cast<int64_t>(elementSize(p.dtype)));
+  plan.placements = a.sideBySide ? std::vector<bool>{false, true} : std::vector<bool>{!a.outOfPlace};
+  for (const auto& spec : a.injections) plan.injections.push_back(parseInjection(spec));
+  return plan;
+}
+
+void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan& plan) {
+  PluginRegistry registry;
+  ConfigOverrides overrides;
+  overrides.set = a.sets;
+  const auto load = [&] {
+    return configPath.empty() ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
+                              : loadConfigFile(configPath, registry, overrides);
+  };
+  Config config = load();
+  plan.configSource = config.source;
+  plan.sets = a.sets;
+  if (!a.backend.empty()) {
+    if (!config.backends.count(a.backend)) {
+      std::vector<std::string> names;
+      std::string list;
+      for (const auto& [name, ref] : config.backends) {
+        names.push_back(name);
+        list += (list.empty() ? "" : ", ") + name;
+      }
+      const std::string hint = closestMatch(a.backend, names);
+      throw InvalidArgument("--backend " + a.backend + ": no such backend in " + config.source +
+                            (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; configured: " + list +
+                            ". Add it under backends: or name one of these");
+    }
+    // The manifest routes are checked against; a plugin that did not load is taken to
+    // serve everything, as the route table does, and fails when used.
+    Capabilities caps{
+        Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(), {DeviceType::CPU}, {}};
+    const PluginEntry* entry = registry.find(config.backends.at(a.backend).plugin);
+    if (entry && entry->descriptor) caps = entry->descriptor->capabilities;
+    const std::string who = "--backend " + a.backend + " (plugin " + config.backends.at(a.backend).plugin + ")";
+    if (!caps.devices.has(DeviceType::CPU))
+      throw InvalidArgument(who + " does not serve cpu tensors, which the bench measures; it serves " +
+                            names(caps.devices, kNumDeviceTypes, deviceTypeName));
+    if (!caps.dtypes.has(plan.params.dtype))
+      throw InvalidArgument(who + " does not serve dtype " + a.dtype +
+                            "; give --dtype one of: " + names(caps.dtypes, kNumDTypes, dtypeName));
+    std::vector<std::string> kept;
+    for (const auto& op : plan.ops) {
+      std::string why;
+      for (OpType t : benchOpTypes(op))
+        if (!caps.ops.has(t)) why += (why.empty() ? "does not serve " : ", ") + std::string(opName(t));
+      if (why.empty() && benchOpUsesReduceOp(op) && !caps.reduceOps.has(plan.params.reduceOp.kind))
+        why = std::string("does not serve reduce op ") + reduceOpName(plan.params.reduceOp.kind);
+      if (why.empty()) kept.push_back(op);
+      else plan.skipped.emplace_back(op, why);
+    }
+    if (kept.empty())
+      throw InvalidArgument(who + " serves none of the selected ops (" + plan.skipped.front().second +
+                            (plan.skipped.size() > 1 ? ", ..." : "") + "); it serves ops " +
+                            names(caps.ops, kNumOpTypes, opName) + " with reduce ops " +
+                            names(caps.reduceOps, ReduceOp::kNumKinds, reduceOpName));
+    plan.ops = kept;
+    // Only the ops under test move to the backend: their own routes are replaced, every
+    // other route (and so every other op) stays as configured.
+    std::vector<OpType> moved;
+    for (const auto& op : kept)
+      for (OpType t : benchOpTypes(op)) moved.push_back(t);
+    std::vector<RouteSpec> routes;
+    for (const auto& r : config.routes)
+      if (!r.op || std::find(moved.begin(), moved.end(), *r.op) == moved.end()) routes.push_back(r);
+    for (OpType t : moved) {
+      RouteSpec r;
+      r.device = DeviceType::CPU;
+      r.op = t;
+      r.backend = a.backend;
+      routes.push_back(r);
+    }
+    std::string text;
+    for (const auto& r : routes) text += (text.empty() ? "" : ", ") + routeYaml(r);
+    plan.sets.push_back("routes=[" + text + "]");
+    overrides.set = plan.sets;
+    config = load();  // validates the new routes now, before any store
+  }
+  const RouteTable table = RouteTable::forConfig(config, registry);
+  for (const auto& op : plan.ops) plan.routes.emplace_back(op, describeRoute(table, benchOpTypes(op)));
+}
+
+}  // namespace commhost::cli

@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: Apache-2.0
+// What `commhost bench` will measure, settled before any store starts: every argument
+// is checked here (a typo fails at once, even under `commhost run`), the config is read
+// to resolve `--backend` and to name each op's route in the header.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench_ops.h"
+#include "inject.h"
+
+namespace commhost::cli {
+
+struct BenchArgs {
+  std::string op = "allreduce";
+  std::string sizes = "8:64M";
+  std::string minBytes, maxBytes;  // -b / -e (nccl-tests), each side of the default sweep
+  double factor = 2;
+  std::string step;
+  std::string dtype = "f32";
+  std::string redop = "sum";
+  int root = 0;
+  int iters = 20;
+  int warmup = 5;
+  bool outOfPlace = false;
+  bool inPlace = false;
+  bool sideBySide = false;
+  bool check = false;
+  int checkLevel = -1;  // -c 0|1 (nccl-tests); -1 when not given
+  std::string jsonFile;
+  std::string backend;
+  std::vector<std::string> sets;
+  std::vector<std::string> injections;
+  // Which options the command line gave (conflicts are about what was written).
+  bool sizesGiven = false, factorGiven = false, stepGiven = false;
+};
+
+struct BenchPlan {
+  std::vector<std::string> ops;
+  std::vector<std::pair<std::string, std::string>> skipped;  // op, why --backend cannot serve it
+  std::vector<int64_t> sizes;
+  BenchParams params;
+  std::vector<bool> placements;  // inPlace per column: {true}, {false} or {false, true}
+  bool check = false;
+  std::vector<Injection> injections;
+  // Filled by resolveRoutes.
+  std::string configSource;
+  std::vector<std::string> sets;                            // --set lines for init, --backend's routes included
+  std::vector<std::pair<std::string, std::string>> routes;  // op, where the route sends it
+};
+
+// Throws InvalidArgument naming the flag and what to write instead. Needs no store.
+BenchPlan planBench(const BenchArgs& a, int worldSize);
+// Reads the config as init() will (same path, environment and --set), applies --backend
+// to the ops under test only and validates the result; still no store.
+void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan& plan);
+
+}  // namespace commhost::cli

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "report.h"
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "commhost/errors.h"
+
+namespace commhost::cli {
+
+Report::Report(bool leader, bool sideBySide, const std::string& jsonPath)
+    : leader_(leader), sideBySide_(sideBySide), jsonPath_(jsonPath) {
+  if (!leader_ || jsonPath.empty()) return;
+  json_ = jsonPath == "-" ? stdout : std::fopen(jsonPath.c_str(), "w");
+  if (!json_)
+    throw InvalidArgument("--json " + jsonPath + ": cannot write it (" + std::strerror(errno) +
+                          "); give a writable file, or - for standard output");
+}
+
+Report::~Report() {
+  if (json_ && json_ != stdout) std::fclose(json_);
+}
+
+void Report::beginOp(const std::string& op, const std::string& route) {
+  if (!leader_ || json_ == stdout) return;
+  std::printf("#\n# %s (route: %s)\n", op.c_str(), route.c_str());
+  if (sideBySide_) {
+    std::printf("#%11s %12s %8s %8s %6s   %-36s   %-36s\n", "", "", "", "", "", "out-of-place", "in-place");
+    std::printf("#%11s %12s %8s %8s %6s %11s %8s %8s %7s %11s %8s %8s %7s\n", "size", "count", "type", "redop", "root",
+                "time(us)", "algbw", "busbw", "#wrong", "time(us)", "algbw", "busbw", "#wrong");
+    std::printf("#%11s %12s %8s %8s %6s %11s %8s %8s %7s %11s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "",
+                "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", "");
+  } else {
+    std::printf("#%11s %12s %8s %8s %6s %6s %11s %8s %8s %7s\n", "size", "count", "type", "redop", "root", "inplc",
+                "time(us)", "algbw", "busbw", "#wrong");
+    std::printf("#%11s %12s %8s %8s %6s %6s %11s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "", "", "(GB/s)",
+                "(GB/s)", "");
+  }
+  std::fflush(stdout);
+}
+
+void Report::line(const ResultLine& l) {
+  if (!leader_) return;
+  if (json_) {
+    for (const auto& m : l.results) {
+      nlohmann::ordered_json j;
+      j["op"] = l.op;
+      j["size"] = l.size;
+      j["count"] = l.count;
+      j["dtype"] = l.dtype;
+      j["redop"] = l.redop;
+      j["root"] = l.root >= 0 ? nlohmann::ordered_json(l.root) : nlohmann::ordered_json();
+      j["inplace"] = m.inPlace;
+      j["time_us"] = m.timeUs;
+      j["algbw"] = m.algbw;
+      j["busbw"] = m.busbw;
+      j["wrong"] = m.wrong >= 0 ? nlohmann::ordered_json(m.wrong) : nlohmann::ordered_json();
+      std::fprintf(json_, "%s\n", j.dump().c_str());
+    }
+    std::fflush(json_);
+    if (json_ == stdout) return;
+  }
+  std::printf(" %11lld %12lld %8s %8s %6s", static_cast<long long>(l.size), static_cast<long long>(l.count),
+              l.dtype.c_str(), l.redop.c_str(), l.root >= 0 ? std::to_string(l.root).c_str() : "-");
+  for (const auto& m : l.results) {
+    if (!sideBySide_) std::printf(" %6d", m.inPlace ? 1 : 0);
+    std::printf(" %11.2f %8.3f %8.3f %7s", m.timeUs, m.algbw, m.busbw,
+                m.wrong >= 0 ? std::to_string(m.wrong).c_str() : "N/A");
+  }
+  std::printf("\n");
+  std::fflush(stdout);
+}
+
+void Report::endOp(const std::string& op, double avgBusbw) {
+  if (!leader_ || json_ == stdout) return;
+  std::printf("# %s avg bus bandwidth: %.3f GB/s\n", op.c_str(), avgBusbw);
+  std::fflush(stdout);
+}
+
+}  // namespace commhost::cli

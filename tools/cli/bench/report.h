@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// The bench's output, written by rank 0 only: the nccl-tests table (one placement, or
+// out-of-place and in-place side by side) and, with --json FILE, one JSON object per
+// measurement in FILE (no launcher prefix: the file is written by the rank itself).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace commhost::cli {
+
+struct Measurement {
+  bool inPlace = true;
+  double timeUs = 0, algbw = 0, busbw = 0;
+  int64_t wrong = -1;  // -1: not checked
+};
+
+struct ResultLine {
+  std::string op;
+  int64_t size = 0, count = 0;
+  std::string dtype, redop;  // redop "none" for ops without one
+  int root = -1;             // -1 for unrooted ops
+  std::vector<Measurement> results;
+};
+
+class Report {
+ public:
+  // Opens (truncates) jsonPath when given; throws InvalidArgument naming it if it cannot.
+  Report(bool leader, bool sideBySide, const std::string& jsonPath);
+  ~Report();
+  Report(const Report&) = delete;
+  Report& operator=(const Report&) = delete;
+
+  void beginOp(const std::string& op, const std::string& route);
+  void line(const ResultLine& line);
+  void endOp(const std::string& op, double avgBusbw);
+
+ private:
+  bool leader_, sideBySide_;
+  std::FILE* json_ = nullptr;
+  std::string jsonPath_;
+};
+
+}  // namespace commhost::cli
