@@ -74,6 +74,7 @@ refused "--sizes and -b conflict" --sizes 8:1K -b 16
 refused "--check and -c 0 conflict" --check -c 0
 refused "--factor (-f) and --step (-i) conflict" -f 4 --step 8
 refused "-c 2: want -c 0 (no check) or -c 1 (check)" -c 2
+refused "a config goes to \`commhost run -c FILE\`" -c configs/gloo.yaml
 echo "ok: conflicting flags are refused"
 
 # Argument errors come before any store: with serve: never nobody serves the store, so a

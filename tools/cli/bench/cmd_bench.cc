@@ -30,8 +30,12 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
                : plan.placements[0]       ? "in-place"
                                           : "out-of-place",
                plan.check ? "checked" : "unchecked");
-  std::fprintf(out, "# sizes %s..%s bytes (%zu sizes)%s\n", formatSize(plan.sizes.front()).c_str(),
-               formatSize(plan.sizes.back()).c_str(), plan.sizes.size(),
+  const auto bytes = [](int64_t b) {
+    const std::string text = formatSize(b);
+    return text.find_first_not_of("0123456789") == std::string::npos ? text + " B" : text;
+  };
+  std::fprintf(out, "# sizes %s to %s (%zu sizes)%s\n", bytes(plan.sizes.front()).c_str(),
+               bytes(plan.sizes.back()).c_str(), plan.sizes.size(),
                a.backend.empty() ? "" : (", --backend " + a.backend + " for the ops under test").c_str());
   for (const auto& [op, route] : plan.routes) std::fprintf(out, "# %s -> %s\n", op.c_str(), route.c_str());
   for (const auto& [op, why] : plan.skipped)
@@ -165,12 +169,15 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_flag("--side-by-side", a.sideBySide,
                 "Measure out-of-place and in-place at each size and print them side by side, as nccl-tests does");
   cmd->add_flag("--check", a.check, "Verify every result (per-rank verifiable data); fills #wrong");
-  cmd->add_option("-c", a.checkLevel, "nccl-tests' check: -c 1 is --check, -c 0 (the default) does not check");
+  cmd->add_option("-c", a.checkLevel, "nccl-tests' check: -c 1 is --check, -c 0 (the default) does not check")
+      ->type_name("0|1");
   cmd->add_option("--json", a.jsonFile,
-                  "Also write one JSON object per measurement to FILE (rank 0; - for standard output)");
+                  "Also write one JSON object per measurement to FILE (rank 0; - for standard output)")
+      ->type_name("FILE");
   cmd->add_option("--backend", a.backend,
                   "Route the ops under test (only those) to this configured backend; ops it cannot serve are "
-                  "skipped");
+                  "skipped")
+      ->type_name("NAME");
   cmd->add_option("--set", a.sets, "Override a config key: --set backends.gloo.options.threads=2 (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

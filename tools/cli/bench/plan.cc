@@ -91,9 +91,9 @@ std::string routeYaml(const RouteSpec& r) {
   return out + "backend: " + r.backend + " }";
 }
 
-// "gloo", or "shm up to 1MiB, gloo above" when the route depends on the size.
+// "gloo", or "shm up to 1MiB, gloo above 1MiB" when the route depends on the size.
 std::string describeRoute(const RouteTable& table, const std::vector<OpType>& types) {
-  std::string out;
+  std::vector<std::string> each;
   for (OpType t : types) {
     std::string one;
     const auto& segments = table.segments(t, DeviceType::CPU);
@@ -101,13 +101,15 @@ std::string describeRoute(const RouteTable& table, const std::vector<OpType>& ty
       std::string range;
       if (segments.size() > 1)
         range = s.minBytes == 0           ? " up to " + formatSize(s.maxBytes)
-                : s.maxBytes == INT64_MAX ? " from " + formatSize(s.minBytes)
+                : s.maxBytes == INT64_MAX ? " above " + formatSize(s.minBytes - 1)
                                           : " for " + formatSize(s.minBytes) + ".." + formatSize(s.maxBytes);
       one += (one.empty() ? "" : ", ") + table.backendNames()[s.backend] + range;
     }
-    if (one.empty()) one = "no route";
-    out += (out.empty() ? "" : "; ") + (types.size() > 1 ? std::string(opName(t)) + " " : "") + one;
+    each.push_back(one.empty() ? "no route" : one);
   }
+  if (std::all_of(each.begin(), each.end(), [&](const std::string& e) { return e == each[0]; })) return each[0];
+  std::string out;  // sendrecv whose send and recv go different ways
+  for (size_t i = 0; i < types.size(); ++i) out += (i ? "; " : "") + std::string(opName(types[i])) + " " + each[i];
   return out;
 }
 
@@ -129,10 +131,13 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   refuseBoth(a.sizesGiven, "--sizes", !a.minBytes.empty() || !a.maxBytes.empty(), a.minBytes.empty() ? "-e" : "-b",
              "give --sizes MIN:MAX or -b MIN -e MAX");
   refuseBoth(a.factorGiven, "--factor (-f)", a.stepGiven, "--step (-i)", "a sweep multiplies or adds, not both");
-  if (a.checkLevel != -1 && a.checkLevel != 0 && a.checkLevel != 1)
-    throw InvalidArgument("-c " + std::to_string(a.checkLevel) + ": want -c 0 (no check) or -c 1 (check)");
-  refuseBoth(a.check, "--check", a.checkLevel == 0, "-c 0", "give one of them");
-  plan.check = a.check || a.checkLevel == 1;
+  // -c is nccl-tests' check here, not a config as for `commhost run -c`: say so.
+  if (!a.checkLevel.empty() && a.checkLevel != "0" && a.checkLevel != "1")
+    throw InvalidArgument("-c " + a.checkLevel +
+                          ": want -c 0 (no check) or -c 1 (check), as nccl-tests; a config goes to `commhost run -c "
+                          "FILE` or COMMHOST_CONFIG");
+  refuseBoth(a.check, "--check", a.checkLevel == "0", "-c 0", "give one of them");
+  plan.check = a.check || a.checkLevel == "1";
 
   if (a.op != "all") requireBenchOp(a.op);
   plan.ops = a.op == "all" ? benchOpNames() : std::vector<std::string>{a.op};
@@ -214,14 +219,16 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
                             names(caps.ops, kNumOpTypes, opName) + " with reduce ops " +
                             names(caps.reduceOps, ReduceOp::kNumKinds, reduceOpName));
     plan.ops = kept;
-    // Only the ops under test move to the backend: their own routes are replaced, every
-    // other route (and so every other op) stays as configured.
+    // Only the ops under test move to the backend: their cpu routes are replaced by one
+    // naming op and device (which beats any route naming fewer), every other route (and
+    // so every other op, and these ops on other devices) stays as configured.
     std::vector<OpType> moved;
     for (const auto& op : kept)
       for (OpType t : benchOpTypes(op)) moved.push_back(t);
     std::vector<RouteSpec> routes;
     for (const auto& r : config.routes)
-      if (!r.op || std::find(moved.begin(), moved.end(), *r.op) == moved.end()) routes.push_back(r);
+      if (!r.op || r.device != DeviceType::CPU || std::find(moved.begin(), moved.end(), *r.op) == moved.end())
+        routes.push_back(r);
     for (OpType t : moved) {
       RouteSpec r;
       r.device = DeviceType::CPU;

@@ -29,7 +29,7 @@ struct BenchArgs {
   bool inPlace = false;
   bool sideBySide = false;
   bool check = false;
-  int checkLevel = -1;  // -c 0|1 (nccl-tests); -1 when not given
+  std::string checkLevel;  // -c 0|1 (nccl-tests); empty when not given
   std::string jsonFile;
   std::string backend;
   std::vector<std::string> sets;
