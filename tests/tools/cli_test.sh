@@ -265,7 +265,9 @@ expect_line "run --master" "commhost run: store at 127.0.0.1:$port (commhost tra
 run "$commhost" run -n 1 -c "$default" --set store.options.port=$port --set store.options.auth_token=$secret -- /bin/true
 expect_line "run --set store.options.port" "commhost run: store at 127.0.0.1:$port (commhost trace dump --master 127.0.0.1:$port --token TOKEN)"
 grep -qF "$secret" <<<"$out" && fail "run printed the token: $out"
-run "$commhost" run -n 1 -c "$default" --set store.plugin=file --set store.options.path="$tmp/job.store" -- /bin/true
+printf 'store: { plugin: file, options: { path: %s } }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n' \
+  "$tmp/job.store" >"$tmp/filestore.yaml"
+run "$commhost" run -n 1 -c "$tmp/filestore.yaml" -- /bin/true
 expect_line "run (file store)" "commhost run: store: the file plugin (\`commhost trace dump\` needs the tcp store)"
 pass "the chosen port, the config's port, another store plugin"
 

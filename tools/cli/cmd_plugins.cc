@@ -87,7 +87,7 @@ void addPluginsCommand(CLI::App& app) {
   listCmd->footer(
       "Examples:\n"
       "  commhost plugins list\n"
-      "  commhost plugins --plugin-path ./build/plugins list   search DIR first");
+      "To search DIR first: commhost plugins --plugin-path DIR list");
   listCmd->callback([] {
     const int rc = list(paths);
     if (rc) throw CLI::RuntimeError(rc);

@@ -17,11 +17,19 @@ std::vector<std::string>& trailingArgs() {
 
 namespace {
 
+// The subcommand of `parent` that `word` names, or null (CLI11 2.1 has no no-throw lookup).
+CLI::App* subcommandNamed(const CLI::App& parent, const std::string& word) {
+  for (CLI::App* sub :
+       const_cast<CLI::App&>(parent).get_subcommands([](const CLI::App* a) { return !a->get_name().empty(); }))
+    if (sub->check_name(word)) return sub;
+  return nullptr;
+}
+
 // "plugins, config, ..." and the nearest of them to `word` (edit distance), for the
 // message about a subcommand that does not exist.
 std::string unknownCommandMessage(const CLI::App& parent, const std::string& word) {
   std::vector<std::string> names;
-  for (const CLI::App* sub : parent.get_subcommands([](const CLI::App*) { return true; }))
+  for (const CLI::App* sub : parent.get_subcommands([](const CLI::App* a) { return !a->get_name().empty(); }))
     names.push_back(sub->get_name());
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -52,8 +60,8 @@ std::string findUnknownCommand(CLI::App& app, int argc, char** argv) {
       if (opt && opt->get_type_size() > 0 && opt->get_items_expected_min() > 0) ++i;
       continue;
     }
-    if (level->get_subcommands([](const CLI::App*) { return true; }).empty()) return "";
-    CLI::App* sub = level->get_subcommand_no_throw(word);
+    if (level->get_subcommands([](const CLI::App* a) { return !a->get_name().empty(); }).empty()) return "";
+    CLI::App* sub = subcommandNamed(*level, word);
     if (!sub) return unknownCommandMessage(*level, word);
     level = sub;
   }
@@ -72,14 +80,18 @@ void addHelpCommand(CLI::App& app) {
   help->callback([&app] {
     const CLI::App* level = &app;
     for (const auto& w : words) {
-      const CLI::App* sub = level->get_subcommand_no_throw(w);
+      const CLI::App* sub = subcommandNamed(*level, w);
       if (!sub) {
         std::cerr << unknownCommandMessage(*level, w) << "\n";
         throw CLI::RuntimeError(2);
       }
       level = sub;
     }
-    std::cout << level->help();
+    // Not level->help(): on the top level that shows the help of the subcommand parsed
+    // (this one). The usage line starts with the words leading to `level`.
+    std::string path;
+    for (const CLI::App* a = level; a->get_parent(); a = a->get_parent()) path = " " + a->get_name() + path;
+    std::cout << level->get_formatter()->make_help(level, "commhost" + path, CLI::AppFormatMode::Normal);
   });
 }
 
