@@ -7,7 +7,8 @@
 #   ```sh blocks        every command in them is run, in README order; a command may
 #                       continue over lines ending in `\`; `#` lines are comments.
 #                       A command whose trailing comment starts with `# fails` must
-#                       exit non-zero (and not time out, nor be "not found").
+#                       fail as a job fails (exit 1, or a rank's status): not with a
+#                       usage error (2; CLI11's 100-119), a timeout or "not found".
 #   <!-- readme-test: write PATH -->
 #                       on the line before a fenced block (any language): the block
 #                       is written to PATH before the commands after it run.
@@ -19,7 +20,7 @@
 # README installs to). A failure names the README line of the command.
 #
 # It also checks that the apt-get line the README shows lists exactly tools/setup's
-# packages.
+# packages, and that the README names no file outside the repository (../).
 set -euo pipefail
 
 if [[ $# -ne 3 ]]; then
@@ -81,7 +82,7 @@ while i < len(lines):
             text = body[k]
             while text.endswith("\\") and k + 1 < len(body):
                 k += 1
-                text = text[:-1] + "\n" + body[k]
+                text = text + "\n" + body[k]
             k += 1
             if not text.strip() or text.lstrip().startswith("#"):
                 continue
@@ -100,6 +101,11 @@ got=$(grep -m1 'apt-get install' "$readme" | sed 's/.*apt-get install//' | tr -s
 [[ -n "$want" ]] || fail "cannot read packages=(...) from $src/tools/setup"
 [[ "$want" == "$got" ]] || fail "README.md's apt-get line differs from tools/setup: $(diff <(echo "$want") <(echo "$got") | grep '^[<>]' | tr '\n' ' ')"
 pass "$(wc -l <<<"$want") packages"
+
+step "the README names no file outside the repository"
+outside=$(grep -nE '(^|[^.])\.\./' "$readme" || true)
+[[ -z "$outside" ]] || fail "README.md refers to files outside the repository: $outside"
+pass "no ../ paths"
 
 # --- run ----------------------------------------------------------------------------
 ran=0
@@ -120,7 +126,9 @@ while IFS= read -r -d '' kind && IFS= read -r -d '' line && IFS= read -r -d '' a
     fail "README.md:$line: the command did not finish within ${per_command_s}s: $b"
   elif [[ $a == fail ]]; then
     [[ $rc -ne 0 ]] || fail "README.md:$line: the command is marked '# fails' but exited 0: $b"
-    [[ $rc -ne 126 && $rc -ne 127 ]] || fail "README.md:$line: the command could not be run (exit $rc): $b"
+    # It must fail as the job it shows fails, not on its own command line.
+    [[ $rc -ne 2 && ($rc -lt 100 || $rc -gt 127) ]] ||
+      fail "README.md:$line: the command is marked '# fails' but failed with $rc, a usage error or a command that could not be run: $b"
   else
     [[ $rc -eq 0 ]] || fail "README.md:$line: the command exited with $rc: $b"
   fi
