@@ -47,6 +47,12 @@ ln -s "$src/configs" "$work/configs"
 ln -s "$src/tools" "$work/tools"
 ln -s "$build" "$work/build"
 export HOME=$tmp/home TMPDIR=$tmp/tmp
+# A sanitizer build's libcommhost needs the application built with the same sanitizer
+# (the installed package does not carry the flag); cmake reads these on first configure.
+sanitize=$(sed -n 's/^COMMHOST_SANITIZE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [[ -n "$sanitize" ]]; then
+  export CXXFLAGS="-fsanitize=$sanitize" LDFLAGS="-fsanitize=$sanitize"
+fi
 export PATH="$HOME/.local/bin:$(dirname "$commhost"):$PATH"
 
 # --- extract ------------------------------------------------------------------------
