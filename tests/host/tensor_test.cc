@@ -80,5 +80,14 @@ TEST(Types, NamesParseBack) {
   EXPECT_THROW_WITH(parseReduceOp("summ"), InvalidArgument, "did you mean 'sum'");
 }
 
+// One spelling per reduce op, c10d's: every name parses back, and NCCL's "prod" is
+// refused naming the canonical "product" (it used to be a silent second spelling).
+TEST(Types, ReduceOpsHaveOneSpelling) {
+  for (int i = 0; i < ReduceOp::kNumKinds; ++i)
+    EXPECT_EQ(parseReduceOp(reduceOpName(static_cast<ReduceOp::Kind>(i))), static_cast<ReduceOp::Kind>(i));
+  EXPECT_STREQ(reduceOpName(ReduceOp::Product), "product");
+  EXPECT_THROW_WITH(parseReduceOp("prod"), InvalidArgument, "unknown reduce op 'prod' (did you mean 'product'");
+}
+
 }  // namespace
 }  // namespace commhost::test

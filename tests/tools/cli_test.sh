@@ -4,7 +4,10 @@
 #
 # The `commhost` command as a user meets it: --version and --help, `plugins list` and
 # `plugins inspect`, and `config check` on a good config and on each kind of bad input
-# (unknown key, bad --set value, malformed YAML), whose errors must point at the source.
+# (unknown key, bad --set value, malformed YAML), whose errors must point at the source;
+# the conventions: unknown commands named with the nearest, `help`, per-command
+# examples, `config check -` and `--default`, reduce-op spellings, and the store
+# address `run` prints, used by `trace dump --master` on a live job.
 set -euo pipefail
 
 if [[ $# -ne 2 ]]; then
@@ -162,5 +165,140 @@ expect_regex "trace analyze (bad dump)" '^commhost: '
 expect_text "trace analyze (bad dump)" "$tmp/baddump/rank0.json is not a flight recorder dump"
 expect_text "trace analyze (bad dump)" "remove it or re-dump that rank"
 pass "exit $rc"
+
+# --- conventions: unknown commands, help, examples ------------------------------------
+step "commhost plugin list: unknown command, did you mean plugins"
+run "$commhost" plugin list
+expect_rc_nonzero "commhost plugin list"
+expect_text "plugin list" "commhost: unknown command 'plugin' (did you mean \`plugins\`?)"
+expect_text "plugin list" "See \`commhost help\`"
+pass "$out"
+
+step "commhost config chek: unknown subcommand, did you mean check"
+run "$commhost" config chek x.yaml
+expect_rc_nonzero "commhost config chek"
+expect_text "config chek" "commhost config: unknown command 'chek' (did you mean \`check\`?)"
+expect_text "config chek" "See \`commhost help config\`"
+pass "$out"
+
+step "commhost plugins --plugin-path DIR lst: the option's value is not taken for the command"
+run "$commhost" plugins --plugin-path "$tmp" lst
+expect_rc_nonzero "commhost plugins --plugin-path DIR lst"
+expect_text "plugins lst" "commhost plugins: unknown command 'lst' (did you mean \`list\`?)"
+pass "$out"
+
+step "commhost help, commhost help config check"
+run "$commhost" help
+expect_rc0 "commhost help"
+expect_regex "commhost help" '^ +plugins '
+expect_regex "commhost help" '^ +help '
+run "$commhost" help config check
+expect_rc0 "commhost help config check"
+expect_text "help config check" "--default"
+expect_text "help config check" "commhost config check - < my.yaml"
+run "$commhost" help config chek
+expect_rc_nonzero "commhost help config chek"
+expect_text "help config chek" "did you mean \`check\`?"
+pass "help works at every level, and names unknown commands"
+
+# Each command's --help ends with examples of that command (CLI11 would otherwise
+# repeat the top-level examples under every command).
+for cmd in "plugins" "plugins list" "plugins inspect" "config" "config check" "store" "store serve" \
+  "run" "trace" "trace analyze" "trace export" "trace dump" "help"; do
+  step "commhost $cmd --help shows examples of commhost $cmd"
+  run "$commhost" $cmd --help
+  expect_rc0 "commhost $cmd --help"
+  examples=$(awk 'f && /^  commhost / { print } /^Examples:/ { f = 1 }' <<<"$out")
+  [[ -n "$examples" ]] || fail "commhost $cmd --help has no Examples: with commhost command lines"
+  other=$(grep -v "^  commhost $cmd\( \|\$\)" <<<"$examples" || true)
+  [[ -z "$other" ]] || fail "commhost $cmd --help shows examples of other commands: $other"
+  pass "$(wc -l <<<"$examples") examples"
+done
+
+# --- config check - | --default ------------------------------------------------------
+step "config check - reads the config from standard input"
+run bash -c '"$1" config check - <"$2"' _ "$commhost" "$src/configs/gloo.yaml"
+expect_rc0 "config check - < configs/gloo.yaml"
+expect_line "config check -" "# effective config of <stdin>"
+expect_text "config check -" "contexts: 2"
+printf 'group:\n  timout: 1s\n' >"$tmp/stdin_typo.yaml"
+run bash -c '"$1" config check - <"$2"' _ "$commhost" "$tmp/stdin_typo.yaml"
+expect_rc_nonzero "config check - (unknown key)"
+expect_text "config check - (unknown key)" "<stdin>:2:"
+run bash -c 'yes "# filler line" | "$1" config check -' _ "$commhost"
+expect_rc_nonzero "config check - (endless input)"
+expect_text "config check - (endless input)" "a config may be at most 1,048,576 bytes"
+pass "<stdin> in the source and the errors; endless input refused"
+
+step "config check --default, and its conflicts"
+run "$commhost" config check --default
+expect_rc0 "config check --default"
+expect_line "config check --default" "# effective config of <embedded default>"
+run "$commhost" config check "$default" --default
+expect_rc_nonzero "config check FILE --default"
+expect_text "config check FILE --default" "give either a FILE ('-' for standard input) or --default, not both"
+run "$commhost" config check
+expect_rc_nonzero "config check (nothing)"
+expect_text "config check (nothing)" "give the config FILE, '-' to read it from standard input, or --default"
+pass "refused with what to give"
+
+# --- one spelling per reduce op --------------------------------------------------------
+step "reduce ops are spelled as c10d spells them; NCCL's prod is refused naming product"
+run "$commhost" plugins inspect self
+expect_regex "plugins inspect self" '^reduce ops: sum, avg, product, min, max, band, bor, bxor, premul_sum$'
+run timeout 30 "$commhost" bench --op allreduce --redop prod --sizes 8 --iters 1
+expect_rc_nonzero "bench --redop prod"
+expect_text "bench --redop prod" "unknown reduce op 'prod' (did you mean 'product', c10d's spelling?)"
+run "$commhost" bench --help
+expect_text "bench --help" "product"
+grep -qw prod <<<"$out" && fail "bench --help still spells prod"
+pass "product everywhere"
+
+# --- run prints the store address, and trace dump --master works with it -------------
+step "commhost run prints the store address it chose"
+run "$commhost" run -n 2 -- /bin/true
+expect_rc0 "run -n 2 -- /bin/true"
+expect_regex "run (store line)" '^commhost run: store at 127\.0\.0\.1:[0-9]+ \(commhost trace dump --master 127\.0\.0\.1:[0-9]+\)$'
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+run "$commhost" run -n 1 --master 127.0.0.1:$port -- /bin/true
+expect_line "run --master" "commhost run: store at 127.0.0.1:$port (commhost trace dump --master 127.0.0.1:$port)"
+run "$commhost" run -n 1 -c "$default" --set store.options.port=$port --set store.options.auth_token=$secret -- /bin/true
+expect_line "run --set store.options.port" "commhost run: store at 127.0.0.1:$port (commhost trace dump --master 127.0.0.1:$port --token TOKEN)"
+grep -qF "$secret" <<<"$out" && fail "run printed the token: $out"
+printf 'store: { plugin: file, options: { path: %s } }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n' \
+  "$tmp/job.store" >"$tmp/filestore.yaml"
+run "$commhost" run -n 1 -c "$tmp/filestore.yaml" -- /bin/true
+expect_line "run (file store)" "commhost run: store: the file plugin (\`commhost trace dump\` needs the tcp store)"
+pass "the chosen port, the config's port, another store plugin"
+
+step "trace dump --master with the address run printed: every rank dumps"
+dumps=$TMPDIR/commhost-traces-$(id -u)
+rm -rf "$dumps"
+"$commhost" run -n 2 -c "$src/configs/gloo.yaml" -- \
+  "$commhost" bench --op allreduce --sizes 8 --iters 100000000 --warmup 0 >"$tmp/job.out" 2>"$tmp/job.err" &
+job=$!
+address=
+for _ in $(seq 100); do  # up to 10 s
+  address=$(sed -n 's/^commhost run: store at \([^ ]*\) .*/\1/p' "$tmp/job.err")
+  [[ -n "$address" ]] && break
+  sleep 0.1
+done
+[[ -n "$address" ]] || { kill "$job"; fail "run printed no store address: $(cat "$tmp/job.err")"; }
+ok=
+deadline=$((SECONDS + 20))
+while [[ -z "$ok" ]] && ((SECONDS < deadline)); do  # the ranks may still be joining
+  run "$commhost" trace dump --master "$address"
+  [[ $rc -eq 0 ]] && last_dump=$out
+  for _ in $(seq 20); do  # 2 s for the ranks to see the request
+    [[ -f "$dumps/rank0.json" && -f "$dumps/rank1.json" ]] && { ok=1; break; }
+    sleep 0.1
+  done
+done
+kill "$job" 2>/dev/null || true
+wait "$job" 2>/dev/null || true
+[[ -n "$ok" ]] || fail "trace dump --master $address: no rank0.json and rank1.json in $dumps ($(ls "$dumps" 2>&1 | tr '\n' ' '))"
+out=${last_dump:-}
+expect_text "trace dump" "asked every rank of the job at $address"
+pass "rank0.json and rank1.json in $dumps"
 
 echo "PASS: commhost CLI"

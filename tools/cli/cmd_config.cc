@@ -1,31 +1,71 @@
 // SPDX-License-Identifier: Apache-2.0
-// commhost config check FILE [--set key=value]...
+// commhost config check FILE|-|--default [--set key=value]...
 #include <cstdio>
 #include <iostream>
+#include <iterator>
 
 #include "commands.h"
 #include "commhost/config.h"
 #include "commhost/dispatcher.h"
+#include "commhost/errors.h"
 #include "commhost/registry.h"
 
 namespace commhost::cli {
+namespace {
+
+// The largest config the loader takes (it refuses bigger ones with the same words); a
+// pipe is read no further than one byte past it, so `yes | config check -` ends.
+constexpr size_t kMaxStdinBytes = 1 << 20;
+
+std::string readStdin() {
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, stdin)) > 0) {
+    text.append(buf, n);
+    if (text.size() > kMaxStdinBytes)
+      throw ConfigError("config <stdin> is over 1,048,576 bytes; a config may be at most 1,048,576 bytes");
+  }
+  if (std::ferror(stdin)) throw ConfigError("config <stdin>: cannot read standard input");
+  return text;
+}
+
+}  // namespace
 
 void addConfigCommand(CLI::App& app) {
   auto* config = app.add_subcommand("config", "Check a configuration");
   config->require_subcommand(1);
+  config->footer(
+      "Examples:\n"
+      "  commhost config check configs/gloo.yaml\n"
+      "  commhost config check --default            the embedded default");
   static std::string file;
+  static bool embedded = false;
   static std::vector<std::string> sets;
   auto* check = config->add_subcommand("check", "Print the effective config and route table, or every error");
-  check->add_option("file", file, "The YAML config file ('-' for the embedded default)")->required();
+  check->add_option("file", file, "The YAML config file, or '-' to read it from standard input");
+  check->add_flag("--default", embedded, "Check the embedded default config (configs/default.yaml as shipped)");
   check->add_option("--set", sets, "Override a key: --set group.timeout=10s (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  check->footer(
+      "Examples:\n"
+      "  commhost config check configs/gloo.yaml --set group.timeout=10s\n"
+      "  commhost config check - < my.yaml          read the config from standard input\n"
+      "  commhost config check --default            the embedded default, with COMMHOST_* variables applied");
   check->callback([] {
+    if (embedded && !file.empty())
+      throw CLI::ValidationError("config check", "give either a FILE ('-' for standard input) or --default, not both");
+    if (!embedded && file.empty())
+      throw CLI::ValidationError("config check",
+                                 "give the config FILE, '-' to read it from standard input, or --default for the "
+                                 "embedded default");
     PluginRegistry registry;
     ConfigOverrides overrides;
     overrides.set = sets;
-    Config cfg = file == "-" ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
-                             : loadConfigFile(file, registry, overrides);
+    Config cfg = embedded      ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
+                 : file == "-" ? loadConfigText(readStdin(), "<stdin>", registry, overrides)
+                               : loadConfigFile(file, registry, overrides);
     for (const auto& w : cfg.warnings) std::cerr << "warning: " << w << "\n";
     std::cout << "# effective config of " << cfg.source << "\n" << cfg.effectiveYaml;
     char hash[32];

@@ -76,10 +76,18 @@ int list(const std::vector<std::string>& paths) {
 void addPluginsCommand(CLI::App& app) {
   auto* plugins = app.add_subcommand("plugins", "List the plugins found, or inspect one");
   plugins->require_subcommand(1);
+  plugins->footer(
+      "Examples:\n"
+      "  commhost plugins list\n"
+      "  commhost plugins inspect gloo");
   static std::vector<std::string> paths;
   plugins->add_option("--plugin-path", paths, "Extra directories to search first (as plugin_path in a config)");
 
   auto* listCmd = plugins->add_subcommand("list", "Every plugin found on the search path, with its status");
+  listCmd->footer(
+      "Examples:\n"
+      "  commhost plugins list\n"
+      "To search DIR first: commhost plugins --plugin-path DIR list");
   listCmd->callback([] {
     const int rc = list(paths);
     if (rc) throw CLI::RuntimeError(rc);
@@ -88,6 +96,10 @@ void addPluginsCommand(CLI::App& app) {
   static std::string target;
   auto* inspectCmd = plugins->add_subcommand("inspect", "Descriptor, capabilities and options of one plugin");
   inspectCmd->add_option("plugin", target, "A plugin name, or the path of a plugin file")->required();
+  inspectCmd->footer(
+      "Examples:\n"
+      "  commhost plugins inspect gloo\n"
+      "  commhost plugins inspect ./libcommhost_mybackend.so   a file not on the search path");
   inspectCmd->callback([] {
     const int rc = inspect(target, paths);
     if (rc) throw CLI::RuntimeError(rc);

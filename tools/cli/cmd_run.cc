@@ -7,6 +7,8 @@
 
 #include "commands.h"
 #include "commhost/config.h"
+#include "commhost/errors.h"
+#include "commhost/process_group.h"
 #include "commhost/registry.h"
 #include "launcher.h"
 
@@ -30,6 +32,21 @@ struct RunArgs {
   double settle = 1;
   std::vector<std::string> command;
 };
+
+// The line that tells the operator where the job's store is, from the config the ranks
+// will load: the tcp store's host and port options, else MASTER_ADDR and MASTER_PORT as
+// the launcher sets them. `commhost trace dump --master` needs that address.
+std::string storeLine(const Config& cfg, const LaunchPlan& plan) {
+  if (cfg.store.plugin != "tcp")
+    return "commhost run: store: the " + cfg.store.plugin + " plugin (`commhost trace dump` needs the tcp store)";
+  const OptionValues& o = cfg.store.options;
+  const std::string host = o.getString("host").empty() ? plan.masterAddr : o.getString("host");
+  const int64_t port = o.getInt("port") != 0 ? o.getInt("port") : plan.masterPort;
+  const std::string address = host + ":" + std::to_string(port);
+  const bool token = o.has("auth_token") && !o.getString("auth_token").empty();
+  return "commhost run: store at " + address + " (commhost trace dump --master " + address +
+         (token ? " --token TOKEN" : "") + ")";
+}
 
 int run(const RunArgs& args, std::vector<std::string> command) {
   if (command.empty()) throw CLI::ValidationError("run", "give the program to start after --, e.g. -- commhost bench");
@@ -57,16 +74,28 @@ int run(const RunArgs& args, std::vector<std::string> command) {
     throw CLI::ValidationError("--master", "a multi-node job needs --master HOST:PORT (node 0's address)");
   }
   if (plan.masterPort == 0) plan.masterPort = pickFreePort();
+  PluginRegistry registry;
+  ConfigOverrides overrides;
+  overrides.set = args.sets;
   if (!args.config.empty()) {
     char resolved[PATH_MAX];
     if (!::realpath(args.config.c_str(), resolved))
       throw CLI::ValidationError("-c", "cannot read config file '" + args.config + "'");
     plan.configPath = resolved;
     // Check the config once here rather than failing N times in the ranks.
-    PluginRegistry registry;
-    ConfigOverrides overrides;
-    overrides.set = args.sets;
-    loadConfigFile(plan.configPath, registry, overrides);
+    std::cerr << storeLine(loadConfigFile(plan.configPath, registry, overrides), plan) << std::endl;
+  } else {
+    // The ranks load COMMHOST_CONFIG or the embedded default; if that fails, they say so.
+    try {
+      const std::string inherited = detectLaunch().configPath;
+      const Config cfg = inherited.empty()
+                             ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
+                             : loadConfigFile(inherited, registry, overrides);
+      std::cerr << storeLine(cfg, plan) << std::endl;
+    } catch (const Error&) {
+      std::cerr << "commhost run: store at " << plan.masterAddr << ":" << plan.masterPort
+                << " unless the ranks' config says otherwise (it does not load here)" << std::endl;
+    }
   }
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
@@ -93,7 +122,12 @@ void addRunCommand(CLI::App& app) {
                   "Seconds the other ranks get to exit (and report) by themselves after one fails, before SIGTERM")
       ->capture_default_str();
   cmd->add_option("program", args.command, "The program to start in each rank, and its arguments (after --)");
-  cmd->footer("Example: commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check");
+  cmd->footer(
+      "Examples:\n"
+      "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check\n"
+      "  commhost run -n 2 --set group.timeout=10s -- ./my_app --steps 10\n"
+      "  commhost run -n 8 --nnodes 2 --node-rank 0 --master node0:29500 -- ./my_app\n"
+      "It prints the store's address first: commhost trace dump --master HOST:PORT asks the running job for dumps.");
   cmd->callback([] {
     std::vector<std::string> command = args.command;
     for (const auto& a : trailingArgs()) command.push_back(a);

@@ -81,8 +81,17 @@ int serve(const ServeArgs& args) {
 void addStoreCommand(CLI::App& app) {
   auto* store = app.add_subcommand("store", "Run the tcp store server on its own");
   store->require_subcommand(1);
+  store->footer(
+      "Examples:\n"
+      "  commhost store serve --port 29500 --token SECRET");
   static ServeArgs args;
   auto* serveCmd = store->add_subcommand("serve", "Serve the tcp store until SIGINT/SIGTERM (ranks use serve: never)");
+  serveCmd->footer(
+      "Examples:\n"
+      "  commhost store serve --port 29500 --token SECRET\n"
+      "  commhost store serve --port 0                          a free port, printed\n"
+      "  commhost store serve --bind 10.0.0.1 --port 29500 --token SECRET\n"
+      "                                                         ranks connect with serve: never, MASTER_ADDR/PORT");
   serveCmd->add_option("--port", args.port, "Port to listen on (0 picks a free one and prints it)")
       ->capture_default_str();
   serveCmd->add_option("--token", args.token, "Auth token every client must present");

@@ -52,12 +52,14 @@ template <size_t N> std::vector<std::string> toVector(const char* const (&names)
   return std::vector<std::string>(names, names + N);
 }
 
-[[noreturn]] void unknownName(const char* what, const std::string& name, const std::vector<std::string>& known) {
-  std::string hint = closestMatch(name, known);
+// `hint` replaces the nearest name, for a spelling other libraries use (`note` says whose).
+[[noreturn]] void unknownName(const char* what, const std::string& name, const std::vector<std::string>& known,
+                              std::string hint = "", const std::string& note = "") {
+  if (hint.empty()) hint = closestMatch(name, known);
   std::string list;
   for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
   throw InvalidArgument("unknown " + std::string(what) + " '" + name + "'" +
-                        (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; known: " + list);
+                        (hint.empty() ? "" : " (did you mean '" + hint + "'" + note + "?)") + "; known: " + list);
 }
 
 }  // namespace
@@ -97,7 +99,8 @@ const char* reduceOpName(ReduceOp::Kind kind) { return kReduceOpNames[kind]; }
 ReduceOp::Kind parseReduceOp(const std::string& name) {
   for (int i = 0; i < ReduceOp::kNumKinds; ++i)
     if (name == kReduceOpNames[i]) return static_cast<ReduceOp::Kind>(i);
-  if (name == "prod") return ReduceOp::Product;
+  // One spelling per op, c10d's (ReduceOp.PRODUCT); NCCL and nccl-tests say "prod".
+  if (name == "prod") unknownName("reduce op", name, toVector(kReduceOpNames), "product", ", c10d's spelling");
   unknownName("reduce op", name, toVector(kReduceOpNames));
 }
 

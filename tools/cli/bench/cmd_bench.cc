@@ -160,7 +160,7 @@ void addBenchCommand(CLI::App& app) {
                      ->capture_default_str();
   auto* step = cmd->add_option("-i,--step", a.step, "Add this size between rows instead of multiplying");
   cmd->add_option("--dtype", a.dtype, "f32 f64 f16 bf16 i8 u8 i32 i64")->capture_default_str();
-  cmd->add_option("--redop", a.redop, "sum prod min max avg band bor bxor")->capture_default_str();
+  cmd->add_option("--redop", a.redop, "sum product min max avg band bor bxor")->capture_default_str();
   cmd->add_option("--root", a.root, "Root of rooted ops")->capture_default_str();
   cmd->add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
   cmd->add_option("-w,--warmup", a.warmup, "Untimed iterations per size")->capture_default_str();

@@ -49,15 +49,25 @@ int requestDump(const TraceArgs& a) {
 void addTraceCommand(CLI::App& app) {
   auto* trace = app.add_subcommand("trace", "Flight recorder dumps: request, analyze, export");
   trace->require_subcommand(1);
+  trace->footer(
+      "Examples:\n"
+      "  commhost trace dump --master 127.0.0.1:29500       (the address commhost run printed)\n"
+      "  commhost trace analyze /tmp/commhost-traces-$(id -u)");
   static TraceArgs a;
   auto* analyze = trace->add_subcommand("analyze",
                                         "Merge the ranks' dumps and name the first collective where they "
                                         "diverge");
   analyze->add_option("DIR", a.dir, "The dump directory (supervisor.flight_recorder.dump_dir)")->required();
+  analyze->footer(
+      "Examples:\n"
+      "  commhost trace analyze /tmp/commhost-traces-$(id -u)   the default dump_dir when TMPDIR is unset");
   analyze->callback([] { std::cout << trace::analyze(trace::loadDumps(a.dir)); });
 
   auto* exportCmd = trace->add_subcommand("export", "Write the dumps as a timeline for Perfetto / chrome://tracing");
   exportCmd->add_option("DIR", a.dir, "The dump directory")->required();
+  exportCmd->footer(
+      "Examples:\n"
+      "  commhost trace export /tmp/commhost-traces-$(id -u) --chrome trace.json   then open it in ui.perfetto.dev");
   exportCmd->add_option("--chrome", a.chromeOut, "Output file (Chrome Trace Event JSON)")->required();
   exportCmd->callback([] {
     const std::string text = trace::chromeTrace(trace::loadDumps(a.dir));
@@ -71,7 +81,10 @@ void addTraceCommand(CLI::App& app) {
   dump->add_option("--master", a.master, "HOST:PORT of the job's tcp store")->required();
   dump->add_option("--token", a.token, "The store's auth token, if it has one");
   dump->add_option("--plugin-path", a.pluginPaths, "Extra directories to search for the tcp plugin");
-  dump->footer("A single process can also be asked with `kill -USR1 PID`.");
+  dump->footer(
+      "Examples:\n"
+      "  commhost trace dump --master 127.0.0.1:29500   the address `commhost run` printed as \"store at\"\n"
+      "A single process can also be asked with `kill -USR1 PID`.");
   dump->callback([] {
     const int rc = requestDump(a);
     if (rc) throw CLI::RuntimeError(rc);
