@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// commhost config check FILE [--set key=value]...
+// commhost config check FILE [--set key=value]... | config keys
 #include <cstdio>
 #include <iostream>
 
@@ -11,7 +11,7 @@
 namespace commhost::cli {
 
 void addConfigCommand(CLI::App& app) {
-  auto* config = app.add_subcommand("config", "Check a configuration");
+  auto* config = app.add_subcommand("config", "Check a configuration, or list the keys one may set");
   config->require_subcommand(1);
   static std::string file;
   static std::vector<std::string> sets;
@@ -38,6 +38,13 @@ void addConfigCommand(CLI::App& app) {
       std::cout << "#   " << table.substr(start, nl - start) << "\n";
       start = nl + 1;
     }
+  });
+
+  // Printed from configSchema(), as `plugins inspect` prints a plugin's options: a key
+  // added to the schema appears here with nothing else to update.
+  auto* keys = config->add_subcommand("keys", "Every host config key: type, default, range, help, variable");
+  keys->callback([] {
+    std::cout << "host keys (plugin options: commhost plugins inspect NAME):\n" << describeOptions(configSchema(), "");
   });
 }
 
