@@ -410,6 +410,14 @@ TEST(Config, PluginOptionsFromTheEnvironment) {
                       "backends.my-o.options.threads", "backends.my_o.options.threads", "use --set");
   }
   {
+    // A hook's options: COMMHOST_HOOKS_<NAME>_OPTIONS_<KEY>.
+    ScopedEnv factor("COMMHOST_HOOKS_FP16_COMPRESS_OPTIONS_FACTOR", "0.25");
+    registry->scan({pluginDir("hook")});
+    Config cfg = loadConfigText(yaml + "hooks: { fp16-compress: { plugin: optionedhook } }\n", "test.yaml", *registry,
+                                env);
+    EXPECT_DOUBLE_EQ(cfg.hooks.at("fp16-compress").options.getDouble("factor"), 0.25);
+  }
+  {
     // A variable that sets nothing still warns, with the nearest one.
     ScopedEnv typo("COMMHOST_BACKENDS_MY_O_OPTIONS_THREAD", "2");
     Config cfg = loadConfigText(yaml, "test.yaml", *registry, env);
