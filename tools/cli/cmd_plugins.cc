@@ -13,19 +13,24 @@ namespace {
 std::string status(const PluginEntry& e) { return e.usable() ? "ok" : "unavailable: " + e.unavailable; }
 
 // Options are printed from the plugin's own schema, in the format of `commhost config
-// keys`, with the variable that sets each one for an entry named after the plugin.
+// keys`, each with the variable that sets it.
 void printOptions(const PluginDescriptor& d) {
   if (d.options.empty()) {
     std::cout << "options: none\n";
     return;
   }
   const std::string name = d.name;
-  const std::string prefix = d.kind == PluginKind::Store     ? "store.options"
-                             : d.kind == PluginKind::Backend ? "backends." + name + ".options"
-                                                             : "hooks." + name + ".options";
-  std::cout << "options (env: for an entry named " << name
-            << "; another entry's variables use its name in place of it, upper-cased, other characters '_'):\n"
-            << describeOptions(d.options, prefix);
+  if (d.kind == PluginKind::Store) {
+    std::cout << "options:\n" << describeOptions(d.options, std::string("store.options"));
+    return;
+  }
+  // A backend or hook is configured under a name of the user's; the variables shown
+  // are those of an entry named after the plugin, the usual choice.
+  const std::string table = d.kind == PluginKind::Backend ? "backends" : "hooks";
+  std::cout << "options (env: for " << table << "." << name << "; for another entry N: COMMHOST_"
+            << (d.kind == PluginKind::Backend ? "BACKENDS" : "HOOKS")
+            << "_<N>_OPTIONS_<KEY>, N upper-cased with other characters as '_'):\n"
+            << describeOptions(d.options, table + "." + name + ".options");
 }
 
 // Where plugins are searched: --plugin-path first, then the plugin_path of the config
