@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 
 #include "test_util.h"
 
@@ -303,6 +305,148 @@ TEST(Config, RangesInTheKeysUnit) {
                     "'0' is out of range; allowed: 1 to 1048576");
   EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"group.timeout=soon"}), ConfigError,
                     "'soon' is not a duration; write e.g. 30s, 100ms, 2m or 1h (allowed: 1ms to 168h)");
+}
+
+// Sets a variable for one scope; unset again even when an assertion fails.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
+// A folder of this test's own holding `file` (a config) and plugins/, a link to the test
+// plugins in good/: a config shipped beside its plugins.
+std::string jobFolder(const std::string& file, const std::string& yaml) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testDumpDir()) / "job";
+  fs::create_directories(dir);
+  std::error_code ignored;
+  fs::create_directory_symlink(pluginDir("good"), dir / "plugins", ignored);
+  std::ofstream(dir / file) << yaml;
+  return dir.string();
+}
+
+TEST(Config, RelativePluginPathIsRelativeToTheConfigFolder) {
+  const std::string dir = jobFolder(
+      "job.yaml",
+      "plugin_path: [plugins]\nbackends: { o: { plugin: optioned } }\nroutes: [{ device: cpu, backend: o }]\n");
+  ASSERT_NE(std::filesystem::current_path(), dir);  // the working directory is not the config's folder
+  PluginRegistry registry;                          // no test plugins but what the config's plugin_path finds
+  ConfigOverrides none;
+  none.fromEnvironment = false;
+  Config cfg = loadConfigFile(dir + "/job.yaml", registry, none);
+  EXPECT_EQ(cfg.backends.at("o").plugin, "optioned");
+  EXPECT_TRUE(cfg.warnings.empty()) << cfg.warnings.front();
+  // Tools that only search plugins read the same folders.
+  std::vector<std::string> warnings;
+  EXPECT_EQ(configPluginPath(dir + "/job.yaml", warnings), std::vector<std::string>{dir + "/plugins"});
+  EXPECT_TRUE(warnings.empty());
+}
+
+TEST(Config, MissingPluginFolderIsAWarningWithItsPlace) {
+  const std::string dir = jobFolder("missing.yaml",
+                                    "plugin_path:\n  - plugins\n  - nowhere\nbackends: { o: { plugin: optioned } }\n"
+                                    "routes: [{ device: cpu, backend: o }]\n");
+  PluginRegistry registry;
+  ConfigOverrides none;
+  none.fromEnvironment = false;
+  Config cfg = loadConfigFile(dir + "/missing.yaml", registry, none);
+  ASSERT_EQ(cfg.warnings.size(), 1u);
+  EXPECT_EQ(cfg.warnings[0], dir + "/missing.yaml:3:5: plugin_path folder " + dir +
+                                 "/nowhere ('nowhere' relative to the config's folder) does not exist; no plugins are "
+                                 "loaded from it. Fix or remove the entry");
+  std::vector<std::string> warnings;
+  configPluginPath(dir + "/missing.yaml", warnings);
+  EXPECT_EQ(warnings, cfg.warnings);
+  // In text with no file, an absolute folder: named as given, with its place.
+  auto registry2 = testRegistry();
+  auto text = configFrom(std::string("plugin_path: [/nonexistent/commhost-plugins]\n") + kSelfConfig, *registry2);
+  ASSERT_EQ(text->warnings.size(), 1u);
+  EXPECT_NE(text->warnings[0].find("test.yaml:1:15: plugin_path folder /nonexistent/commhost-plugins does not exist"),
+            std::string::npos)
+      << text->warnings[0];
+}
+
+TEST(Config, PluginNotFoundNamesEveryFolderSearched) {
+  auto registry = testRegistry();
+  const std::string searched = "searched: " + pluginDir("good") + ", ";
+  EXPECT_THROW_WITH(configFrom("plugin_path: [/nonexistent/commhost-plugins]\nbackends: { x: { plugin: nosuch } }\n"
+                               "routes: [{ device: cpu, backend: x }]\n",
+                               *registry),
+                    ConfigError, "backend plugin 'nosuch' not found", searched.c_str(),
+                    "/nonexistent/commhost-plugins (missing)", "commhost/plugins");
+}
+
+TEST(Config, PluginOptionsFromTheEnvironment) {
+  auto registry = testRegistry();
+  const std::string yaml = "backends: { my-o: { plugin: optioned } }\nroutes: [{ device: cpu, backend: my-o }]\n";
+  ConfigOverrides env;
+  {
+    // A backend's name: upper-cased, other characters '_'. The store's options too.
+    ScopedEnv threads("COMMHOST_BACKENDS_MY_O_OPTIONS_THREADS", "8");
+    ScopedEnv chunk("COMMHOST_BACKENDS_MY_O_OPTIONS_TUNING_CHUNK", "2KiB");
+    ScopedEnv linger("COMMHOST_STORE_OPTIONS_LINGER", "3s");
+    Config cfg = loadConfigText(yaml, "test.yaml", *registry, env);
+    EXPECT_EQ(cfg.backends.at("my-o").options.getInt("threads"), 8);
+    EXPECT_EQ(cfg.backends.at("my-o").options.getInt("tuning.chunk"), 2048);
+    EXPECT_EQ(cfg.store.options.getDuration("linger"), std::chrono::seconds(3));
+    EXPECT_TRUE(cfg.warnings.empty()) << cfg.warnings.front();
+    // --set wins over the environment, as for host keys.
+    ConfigOverrides set;
+    set.set = {"backends.my-o.options.threads=4"};
+    EXPECT_EQ(loadConfigText(yaml, "test.yaml", *registry, set).backends.at("my-o").options.getInt("threads"), 4);
+  }
+  {
+    // A bad value cites the variable as a bad --set cites itself.
+    ScopedEnv threads("COMMHOST_BACKENDS_MY_O_OPTIONS_THREADS", "abc");
+    EXPECT_THROW_WITH(loadConfigText(yaml, "test.yaml", *registry, env), ConfigError,
+                      "COMMHOST_BACKENDS_MY_O_OPTIONS_THREADS=abc: 'backends.my-o.options.threads': 'abc' is not an "
+                      "integer");
+    // Two backends whose names map to one variable: refused, naming both keys.
+    EXPECT_THROW_WITH(loadConfigText("backends: { my-o: { plugin: optioned }, my_o: { plugin: optioned } }\n"
+                                     "routes: [{ device: cpu, backend: my-o }]\n",
+                                     "test.yaml", *registry, env),
+                      ConfigError, "COMMHOST_BACKENDS_MY_O_OPTIONS_THREADS=abc: ambiguous: it would set",
+                      "backends.my-o.options.threads", "backends.my_o.options.threads", "use --set");
+  }
+  {
+    // A hook's options: COMMHOST_HOOKS_<NAME>_OPTIONS_<KEY>.
+    ScopedEnv factor("COMMHOST_HOOKS_FP16_COMPRESS_OPTIONS_FACTOR", "0.25");
+    registry->scan({pluginDir("hook")});
+    Config cfg = loadConfigText(yaml + "hooks: { fp16-compress: { plugin: optionedhook } }\n", "test.yaml", *registry,
+                                env);
+    EXPECT_DOUBLE_EQ(cfg.hooks.at("fp16-compress").options.getDouble("factor"), 0.25);
+  }
+  {
+    // A variable that sets nothing still warns, with the nearest one.
+    ScopedEnv typo("COMMHOST_BACKENDS_MY_O_OPTIONS_THREAD", "2");
+    Config cfg = loadConfigText(yaml, "test.yaml", *registry, env);
+    ASSERT_EQ(cfg.warnings.size(), 1u);
+    EXPECT_NE(cfg.warnings[0].find("COMMHOST_BACKENDS_MY_O_OPTIONS_THREAD is not a commhost setting and is ignored "
+                                   "(did you mean COMMHOST_BACKENDS_MY_O_OPTIONS_THREADS?)"),
+              std::string::npos)
+        << cfg.warnings[0];
+  }
+}
+
+TEST(ConfigKeys, EveryHostKeyDescribedFromTheSchema) {
+  const std::string text = describeOptions(configSchema(), "");
+  for (const auto& spec : configSchema()) {
+    EXPECT_NE(text.find("  " + std::string(spec.key) + " ("), std::string::npos) << spec.key;
+    EXPECT_NE(text.find(spec.description), std::string::npos) << spec.key;
+  }
+  EXPECT_NE(text.find("  group.timeout (duration, default: 30s, range: 1ms to 168h)\n"
+                      "      Default deadline of each collective (per-op options may override)\n"
+                      "      env: COMMHOST_GROUP_TIMEOUT\n"),
+            std::string::npos)
+      << text;
+  // COMMHOST_PLUGIN_PATH is its own variable (searched after plugin_path), not an override.
+  EXPECT_EQ(text.find("env: COMMHOST_PLUGIN_PATH"), std::string::npos);
+  // Plugin options: the range in the option's unit, no variables unless asked.
+  auto registry = testRegistry();
+  const std::string optioned = describeOptions(registry->require("optioned", PluginKind::Backend).descriptor->options);
+  EXPECT_NE(optioned.find("  threads (int, default: 2, range: 1 to 64)\n"), std::string::npos) << optioned;
+  EXPECT_EQ(optioned.find("env:"), std::string::npos);
 }
 
 }  // namespace

@@ -47,16 +47,35 @@ TEST(Registry, LoadFileThrowsWithPathAndReason) {
   PluginRegistry registry;
   const std::string abi = pluginDir("bad") + "/libcommhost_wrongabi.so";
   EXPECT_THROW_WITH(registry.loadFile(abi), PluginError, abi.c_str(), "rebuild the plugin");
-  EXPECT_THROW_WITH(registry.loadFile("/nonexistent/libcommhost_x.so"), PluginError, "/nonexistent/libcommhost_x.so",
-                    "cannot be loaded");
+  // Boost called a missing file a "Bad file descriptor".
+  EXPECT_THROW_WITH(registry.loadFile("/nonexistent/libcommhost_x.so"), PluginError,
+                    "plugin /nonexistent/libcommhost_x.so does not exist (no such file)");
   registry.loadFile(pluginDir("good") + "/libcommhost_optioned.so");
   EXPECT_NE(registry.find("optioned"), nullptr);
   EXPECT_THROW_WITH(registry.loadFile(pluginDir("good") + "/libcommhost_optioned.so"), PluginError, "already provides");
 }
 
+// A plugin referring to a C++ function nothing defines: dlopen's reason with the symbol
+// readable, the mangled name kept for nm.
+TEST(Registry, UndefinedSymbolIsDemangled) {
+  PluginRegistry registry;
+  registry.scan({pluginDir("undefined")});
+  const PluginEntry* e = entryFor(registry, "undefsym");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->descriptor, nullptr);
+  EXPECT_NE(e->unavailable.find("undefined symbol: commhost_test::forgottenHelper(std::"), std::string::npos)
+      << e->unavailable;
+  EXPECT_NE(e->unavailable.find(" const&, int) (_ZN13commhost_test15forgottenHelper"), std::string::npos)
+      << e->unavailable;
+  EXPECT_THROW_WITH(registry.loadFile(pluginDir("undefined") + "/libcommhost_undefsym.so"), PluginError,
+                    "commhost_test::forgottenHelper(");
+}
+
 TEST(Registry, RequireExplains) {
   auto registry = testRegistry();
-  EXPECT_THROW_WITH(registry->require("selff", PluginKind::Backend), PluginError, "not found", "did you mean 'self'");
+  const std::string searched = "searched: " + pluginDir("good") + ", ";
+  EXPECT_THROW_WITH(registry->require("selff", PluginKind::Backend), PluginError, "not found", "did you mean 'self'",
+                    searched.c_str(), "/commhost/plugins");
   EXPECT_THROW_WITH(registry->require("probed", PluginKind::Backend), PluginError, "unavailable",
                     "no CUDA device visible");
   EXPECT_THROW_WITH(registry->require("self", PluginKind::Store), PluginError, "not a store plugin");

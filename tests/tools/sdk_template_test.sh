@@ -84,7 +84,7 @@ expect_rc0 "plugins inspect $plugin"
 expect_line "plugins inspect" "kind: backend"
 expect_line "plugins inspect" "name: template"
 expect_line "plugins inspect" "ops: allreduce, broadcast, barrier"
-expect_line "plugins inspect" "  threads (int, default: 1)"
+expect_line "plugins inspect" "  threads (int, default: 1, range: 1 to 64)"
 pass "kind backend, name template, its ops and options"
 
 # --- (b) the built-in self plugin is found in the install tree ---------------------

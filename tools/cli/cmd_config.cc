@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// commhost config check FILE|-|--default [--set key=value]...
+// commhost config check FILE|-|--default [--set key=value]... | config keys
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -33,12 +33,13 @@ std::string readStdin() {
 }  // namespace
 
 void addConfigCommand(CLI::App& app) {
-  auto* config = app.add_subcommand("config", "Check a configuration");
+  auto* config = app.add_subcommand("config", "Check a configuration, or list the keys one may set");
   config->require_subcommand(1);
   config->footer(
       "Examples:\n"
       "  commhost config check configs/gloo.yaml\n"
-      "  commhost config check --default            the embedded default");
+      "  commhost config check --default            the embedded default\n"
+      "  commhost config keys                       every host key, its default and variable");
   static std::string file;
   static bool embedded = false;
   static std::vector<std::string> sets;
@@ -78,6 +79,17 @@ void addConfigCommand(CLI::App& app) {
       std::cout << "#   " << table.substr(start, nl - start) << "\n";
       start = nl + 1;
     }
+  });
+
+  // Printed from configSchema(), as `plugins inspect` prints a plugin's options: a key
+  // added to the schema appears here with nothing else to update.
+  auto* keys = config->add_subcommand("keys", "Every host config key: type, default, range, help, variable");
+  keys->footer(
+      "Examples:\n"
+      "  commhost config keys\n"
+      "  commhost config keys | grep -A2 group.timeout");
+  keys->callback([] {
+    std::cout << "host keys (plugin options: commhost plugins inspect NAME):\n" << describeOptions(configSchema(), "");
   });
 }
 

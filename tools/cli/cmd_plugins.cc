@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// commhost plugins list | inspect NAME|PATH
+// commhost plugins list | inspect NAME|PATH [-c CONFIG] [--plugin-path DIR]...
 #include <iomanip>
 #include <iostream>
 
 #include "commands.h"
+#include "commhost/config.h"
 #include "commhost/registry.h"
 
 namespace commhost::cli {
@@ -11,29 +12,59 @@ namespace {
 
 std::string status(const PluginEntry& e) { return e.usable() ? "ok" : "unavailable: " + e.unavailable; }
 
+// Options are printed from the plugin's own schema, in the format of `commhost config
+// keys`, each with the variable that sets it.
 void printOptions(const PluginDescriptor& d) {
   if (d.options.empty()) {
     std::cout << "options: none\n";
     return;
   }
-  std::cout << "options:\n";
-  for (const auto& o : d.options) {
-    std::cout << "  " << o.key << " (" << optionTypeName(o.type);
-    if (!o.choices.empty()) {
-      std::cout << ":";
-      for (const auto& c : o.choices) std::cout << " " << c;
-    }
-    std::cout << ", default: " << (*o.defaultValue ? o.defaultValue : "\"\"") << ")\n      " << o.description << "\n";
+  const std::string name = d.name;
+  if (d.kind == PluginKind::Store) {
+    std::cout << "options:\n" << describeOptions(d.options, std::string("store.options"));
+    return;
   }
+  // A backend or hook is configured under a name of the user's; the variables shown
+  // are those of an entry named after the plugin, the usual choice.
+  const std::string table = d.kind == PluginKind::Backend ? "backends" : "hooks";
+  std::cout << "options (env: for " << table << "." << name << "; for another entry N: COMMHOST_"
+            << (d.kind == PluginKind::Backend ? "BACKENDS" : "HOOKS")
+            << "_<N>_OPTIONS_<KEY>, N upper-cased with other characters as '_'):\n"
+            << describeOptions(d.options, table + "." + name + ".options");
 }
 
-int inspect(const std::string& what, const std::vector<std::string>& paths) {
+// Where plugins are searched: --plugin-path first, then the plugin_path of the config
+// (-c, else COMMHOST_CONFIG), then COMMHOST_PLUGIN_PATH and the installed folder.
+struct Search {
+  std::vector<std::string> paths;
+  std::string config;
+};
+
+std::vector<std::string> searchDirs(const Search& search) {
+  std::vector<std::string> dirs = search.paths;
+  const std::string config = search.config.empty() ? configPathFromEnvironment() : search.config;
+  if (!config.empty()) {
+    std::vector<std::string> warnings;
+    for (const auto& d : configPluginPath(config, warnings)) dirs.push_back(d);
+    for (const auto& w : warnings) std::cerr << "warning: " << w << "\n";
+  }
+  return PluginRegistry::searchPath(dirs);
+}
+
+void addSearchOptions(CLI::App* cmd, Search& search) {
+  cmd->add_option("--plugin-path", search.paths, "Extra directories to search first (as plugin_path in a config)");
+  cmd->add_option("-c,--config", search.config,
+                  "Also search the config's plugin_path (relative entries: from the config's folder); "
+                  "default: COMMHOST_CONFIG");
+}
+
+int inspect(const std::string& what, const Search& search) {
   PluginRegistry registry;
   const PluginEntry* entry = nullptr;
   if (what.find('/') != std::string::npos || (what.size() > 3 && what.compare(what.size() - 3, 3, ".so") == 0)) {
     entry = &registry.loadFile(what);  // throws with the reason it cannot be used
   } else {
-    registry.scan(PluginRegistry::searchPath(paths));
+    registry.scan(searchDirs(search));
     entry = registry.find(what);
     if (!entry) registry.require(what, PluginKind::Backend);  // throws "not found" with hints
   }
@@ -54,9 +85,9 @@ int inspect(const std::string& what, const std::vector<std::string>& paths) {
   return entry->usable() ? 0 : 1;
 }
 
-int list(const std::vector<std::string>& paths) {
+int list(const Search& search) {
   PluginRegistry registry;
-  const auto dirs = PluginRegistry::searchPath(paths);
+  const auto dirs = searchDirs(search);
   registry.scan(dirs);
   std::cout << std::left << std::setw(14) << "NAME" << std::setw(11) << "KIND" << std::setw(10) << "VERSION"
             << "STATUS / PATH\n";
@@ -80,16 +111,25 @@ void addPluginsCommand(CLI::App& app) {
       "Examples:\n"
       "  commhost plugins list\n"
       "  commhost plugins inspect gloo");
+  // Given before the verb (`plugins --plugin-path DIR list`), as earlier versions took it.
   static std::vector<std::string> paths;
   plugins->add_option("--plugin-path", paths, "Extra directories to search first (as plugin_path in a config)");
+  static Search search;
+  auto withPaths = [] {
+    Search s = search;
+    s.paths.insert(s.paths.begin(), paths.begin(), paths.end());
+    return s;
+  };
 
   auto* listCmd = plugins->add_subcommand("list", "Every plugin found on the search path, with its status");
   listCmd->footer(
       "Examples:\n"
       "  commhost plugins list\n"
-      "To search DIR first: commhost plugins --plugin-path DIR list");
-  listCmd->callback([] {
-    const int rc = list(paths);
+      "  commhost plugins list -c configs/gloo.yaml    with the config's plugin_path\n"
+      "  commhost plugins list --plugin-path DIR       search DIR first");
+  addSearchOptions(listCmd, search);
+  listCmd->callback([withPaths] {
+    const int rc = list(withPaths());
     if (rc) throw CLI::RuntimeError(rc);
   });
 
@@ -100,8 +140,9 @@ void addPluginsCommand(CLI::App& app) {
       "Examples:\n"
       "  commhost plugins inspect gloo\n"
       "  commhost plugins inspect ./libcommhost_mybackend.so   a file not on the search path");
-  inspectCmd->callback([] {
-    const int rc = inspect(target, paths);
+  addSearchOptions(inspectCmd, search);
+  inspectCmd->callback([withPaths] {
+    const int rc = inspect(target, withPaths());
     if (rc) throw CLI::RuntimeError(rc);
   });
 }

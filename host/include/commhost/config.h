@@ -69,6 +69,14 @@ COMMHOST_API Config loadConfigText(const std::string& text, const std::string& s
                                    const ConfigOverrides& overrides = {});
 COMMHOST_API Config loadConfigFile(const std::string& path, PluginRegistry& registry,
                                    const ConfigOverrides& overrides = {});
+// The plugin folders the config file `path` names (plugin_path), a relative one resolved
+// against the file's folder; `warnings` gets one line per folder that does not exist.
+// Reads nothing else of the file, so tools that only search plugins (`commhost plugins
+// list -c`) work with a config that has other errors. Throws ConfigError for an
+// unreadable file or a malformed plugin_path.
+COMMHOST_API std::vector<std::string> configPluginPath(const std::string& path, std::vector<std::string>& warnings);
+// COMMHOST_CONFIG, or "" when it is unset.
+COMMHOST_API std::string configPathFromEnvironment();
 // Validates option text (as a user would write it in YAML) against `specs`, fills in
 // defaults, and throws ConfigError naming `where` for every problem. For tools that
 // create a plugin object without a config file (e.g. `commhost store serve`).

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -62,6 +63,19 @@ class COMMHOST_API OptionValues {
   const OptionValue& at(const std::string& key) const;
   std::map<std::string, OptionValue> values_;
 };
+
+// The range of a ranged Int/Double/Size/Duration spec in the key's own unit ("1ms to
+// 168h", "1 to 64"); "" when it has none. Range errors say it the same way.
+COMMHOST_API std::string describeRange(const OptionSpec& spec);
+// Every spec as `commhost config keys` and `commhost plugins inspect` print it, so both
+// come from the schema itself:
+//   KEY (TYPE[: CHOICES], default: D[, range: R])
+//       DESCRIPTION
+//       env: VARIABLE
+// The env line, given `keyPrefix` (the specs' place in a config: "" for host keys,
+// "store.options", "backends.NAME.options"), names the COMMHOST_ variable that sets the key.
+COMMHOST_API std::string describeOptions(const std::vector<OptionSpec>& specs,
+                                         const std::optional<std::string>& keyPrefix = std::nullopt);
 
 // Parsers for the text forms above; throw InvalidArgument with the accepted forms.
 COMMHOST_API std::chrono::milliseconds parseDuration(const std::string& text);

@@ -52,6 +52,10 @@ class COMMHOST_API PluginRegistry {
   const PluginEntry& require(const std::string& name, PluginKind kind) const;
   const PluginEntry* find(const std::string& name) const;
   const std::deque<PluginEntry>& entries() const { return entries_; }
+  // The directories scanned so far, in order (canonical), for "not found" messages.
+  const std::vector<std::string>& searched() const { return scanned_; }
+  // searched() as "DIR, DIR (missing), ..." for messages; "no folder" when empty.
+  std::string describeSearched() const;
 
  private:
   PluginEntry open(const std::string& path) const;

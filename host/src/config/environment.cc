@@ -39,7 +39,9 @@ bool isReservedVariable(const std::string& name) {
 
 std::string variableForKey(const std::string& key) {
   std::string out = "COMMHOST_";
-  for (char c : key) out += c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (char c : key)
+    out += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::toupper(static_cast<unsigned char>(c)))
+                                                       : '_';
   return out;
 }
 

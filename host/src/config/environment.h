@@ -16,7 +16,9 @@ std::optional<std::string> readEnv(const char* name);
 std::vector<std::pair<std::string, std::string>> commhostVariables();
 // Variables with their own meaning that are not config keys.
 bool isReservedVariable(const std::string& name);
-// The COMMHOST_ variable that overrides a dotted key: group.timeout -> COMMHOST_GROUP_TIMEOUT.
+// The COMMHOST_ variable that overrides a dotted key: letters upper-cased, digits kept,
+// every other character '_' (group.timeout -> COMMHOST_GROUP_TIMEOUT,
+// backends.my-nccl.options.threads -> COMMHOST_BACKENDS_MY_NCCL_OPTIONS_THREADS).
 std::string variableForKey(const std::string& key);
 // The key=value lines of COMMHOST_OVERRIDES (what `commhost run --set` passes to ranks).
 std::vector<std::string> overridesFromEnv();

@@ -3,6 +3,7 @@
 #include <yaml-cpp/depthguard.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -154,8 +155,8 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
     problems.add(node, path,
                  std::string(pluginKindName(kind)) + " plugin '" + ref.plugin + "' not found" +
                      (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                     "; available: " + (list.empty() ? "none" : list) +
-                     ". Check plugin_path / COMMHOST_PLUGIN_PATH, or run `commhost plugins list`");
+                     "; available: " + (list.empty() ? "none" : list) + "; searched: " + registry.describeSearched() +
+                     ". Check plugin_path / COMMHOST_PLUGIN_PATH, or run `commhost plugins list -c CONFIG`");
     return ref;
   }
   if (!entry->descriptor) {
@@ -296,6 +297,85 @@ std::string effectiveYaml(const Config& cfg) {
   return std::string(out.c_str()) + "\n";
 }
 
+// The plugin used by an entry of store:, backends: or hooks: (before it is checked).
+std::string pluginOf(const YAML::Node& entry, const std::string& fallback) {
+  if (entry.IsScalar()) return entry.Scalar();
+  const YAML::Node plugin = entry.IsMap() ? child(entry, "plugin") : YAML::Node(YAML::NodeType::Undefined);
+  return plugin.IsScalar() ? plugin.Scalar() : fallback;
+}
+
+// Every plugin option of this config as its full dotted key (backends.gloo.options.threads),
+// for COMMHOST_ variables. Entries whose name has a dot cannot be addressed by a dotted
+// key (nor by --set) and are left out.
+std::vector<std::string> pluginOptionKeys(const YAML::Node& root, const PluginRegistry& registry) {
+  std::vector<std::string> keys;
+  auto add = [&](const std::string& prefix, const std::string& plugin) {
+    const PluginEntry* e = registry.find(plugin);
+    if (!e || !e->descriptor) return;
+    for (const auto& spec : e->descriptor->options) keys.push_back(prefix + ".options." + spec.key);
+  };
+  add("store", pluginOf(child(root, "store"), "tcp"));
+  for (const char* table : {"backends", "hooks"}) {
+    const YAML::Node entries = child(root, table);
+    if (!entries.IsMap()) continue;
+    for (const auto& kv : entries) {
+      if (!kv.first.IsScalar() || kv.first.Scalar().find('.') != std::string::npos) continue;
+      add(std::string(table) + "." + kv.first.Scalar(), pluginOf(kv.second, kv.first.Scalar()));
+    }
+  }
+  return keys;
+}
+
+// plugin_path as folders. A relative entry of a config file is relative to that file's
+// folder, so a config shipped beside its plugins works from any working directory; one
+// from an override (--set, COMMHOST_OVERRIDES) or from text with no file is relative to
+// the working directory, as a path on a command line is. A folder that does not exist is
+// a warning with the entry's place: the search goes on without it.
+std::vector<std::string> pluginDirs(const YAML::Node& root, const std::vector<std::string>& list,
+                                    const std::string& baseDir, const Problems& problems,
+                                    std::vector<std::string>& warnings) {
+  const YAML::Node node = child(root, "plugin_path");
+  const bool fromFile = !baseDir.empty() && !problems.overridden("plugin_path");
+  std::vector<std::string> dirs;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node item = node.IsSequence() && i < node.size() ? YAML::Node(node[i]) : node;
+    std::string dir = list[i];
+    if (fromFile && !dir.empty() && dir[0] != '/')
+      dir = (std::filesystem::path(baseDir) / dir).lexically_normal().string();
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      warnings.push_back(problems.where(item, "plugin_path") + ": plugin_path folder " + escaped(dir) +
+                         (dir == list[i] ? "" : " ('" + escaped(list[i]) + "' relative to the config's folder)") +
+                         " does not exist; no plugins are loaded from it. Fix or remove the entry");
+    dirs.push_back(dir);
+  }
+  return dirs;
+}
+
+// The folder relative plugin_path entries of the config file `path` are taken from.
+std::string folderOf(const std::string& path) {
+  std::error_code ec;
+  const auto abs = std::filesystem::absolute(path, ec);
+  return (ec ? std::filesystem::path(path) : abs).lexically_normal().parent_path().string();
+}
+
+// A config file's text; a directory, an oversized file and an unreadable one are refused.
+std::string readConfigFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      throw ConfigError("config '" + escaped(path) + "' is a directory; give a YAML file, e.g. " + escaped(path) +
+                        "/default.yaml (-c / COMMHOST_CONFIG)");
+    if (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kMaxConfigBytes)
+      throw ConfigError(tooBig(escaped(path), static_cast<size_t>(st.st_size)));
+  }
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read config file '" + escaped(path) + "'; check the path (-c / COMMHOST_CONFIG)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 // COMMHOST_STORE_TOKEN keeps the secret out of config files; it fills the store's
 // auth_token (when the store plugin has one) unless --set gave it explicitly.
 void applyStoreToken(PluginRef& store, const PluginRegistry& registry, const ConfigOverrides& overrides) {
@@ -312,8 +392,11 @@ void applyStoreToken(PluginRef& store, const PluginRegistry& registry, const Con
 
 }  // namespace
 
-Config loadConfigText(const std::string& text, const std::string& source, PluginRegistry& registry,
-                      const ConfigOverrides& overrides) {
+namespace {
+
+// `baseDir`: the folder of the config file ("" for text with no file).
+Config loadConfig(const std::string& text, const std::string& source, const std::string& baseDir,
+                  PluginRegistry& registry, const ConfigOverrides& overrides) {
   Config cfg;
   cfg.source = source;
   Problems problems(source);
@@ -345,7 +428,7 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
     problems.throwIfAny();
   }
   checkDuplicateKeys(root, problems);
-  config::applyOverrides(root, overrides, problems, cfg.warnings);
+  const config::AppliedOverrides applied = config::applyOverrides(root, overrides, problems);
   const YAML::Node& view = root;  // const lookups never insert keys
 
   // Host keys: everything but the plugin tables, checked against configSchema().
@@ -373,7 +456,10 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   if (cfg.host.has(kDumpDirKey) && cfg.host.getString(kDumpDirKey).empty())
     cfg.host.set(kDumpDirKey, config::defaultDumpDir());
 
-  registry.scan(PluginRegistry::searchPath(cfg.host.getList("plugin_path")));
+  registry.scan(
+      PluginRegistry::searchPath(pluginDirs(view, cfg.host.getList("plugin_path"), baseDir, problems, cfg.warnings)));
+  // Plugin options from the environment need the plugins' schemas: applied only now.
+  config::applyPluginEnvironment(root, applied, pluginOptionKeys(view, registry), problems, cfg.warnings);
 
   // No store: the embedded tcp store (rank 0 serves it), as in the default config, so a
   // multi-rank job works; `hash` must be asked for.
@@ -438,6 +524,13 @@ Config loadConfigText(const std::string& text, const std::string& source, Plugin
   return cfg;
 }
 
+}  // namespace
+
+Config loadConfigText(const std::string& text, const std::string& source, PluginRegistry& registry,
+                      const ConfigOverrides& overrides) {
+  return loadConfig(text, source, "", registry, overrides);
+}
+
 OptionValues resolveOptions(const std::vector<OptionSpec>& specs, const std::map<std::string, std::string>& values,
                             const std::string& where) {
   Problems problems(where);
@@ -456,19 +549,34 @@ OptionValues resolveOptions(const std::vector<OptionSpec>& specs, const std::map
 }
 
 Config loadConfigFile(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode))
-      throw ConfigError("config '" + escaped(path) + "' is a directory; give a YAML file, e.g. " + escaped(path) +
-                        "/default.yaml (-c / COMMHOST_CONFIG)");
-    if (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > kMaxConfigBytes)
-      throw ConfigError(tooBig(escaped(path), static_cast<size_t>(st.st_size)));
-  }
-  std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read config file '" + escaped(path) + "'; check the path (-c / COMMHOST_CONFIG)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return loadConfigText(text.str(), path, registry, overrides);
+  return loadConfig(readConfigFile(path), path, folderOf(path), registry, overrides);
 }
+
+std::vector<std::string> configPluginPath(const std::string& path, std::vector<std::string>& warnings) {
+  const std::string text = readConfigFile(path);
+  Problems problems(path);
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throwParseError(e, text, path);
+  }
+  const YAML::Node node = root.IsMap() ? child(root, "plugin_path") : YAML::Node(YAML::NodeType::Undefined);
+  std::vector<std::string> list;
+  if (node.IsDefined()) {
+    for (const auto& spec : configSchema())
+      if (std::string(spec.key) == "plugin_path") {
+        try {
+          list = std::get<std::vector<std::string>>(config::parseOptionValue(spec, node));
+        } catch (const Error& e) {
+          problems.add(node, "plugin_path", e.what());
+        }
+      }
+  }
+  problems.throwIfAny();
+  return pluginDirs(root, list, folderOf(path), problems, warnings);
+}
+
+std::string configPathFromEnvironment() { return config::readEnv("COMMHOST_CONFIG").value_or(""); }
 
 }  // namespace commhost

@@ -3,6 +3,9 @@
 // validated so they get exactly the checks a value in the file gets.
 #include "overrides.h"
 
+#include <algorithm>
+#include <map>
+
 #include "commhost/config.h"
 #include "environment.h"
 
@@ -51,19 +54,25 @@ YAML::Node parseValue(const std::string& text) {
   }
 }
 
+void apply(YAML::Node& root, const std::string& key, const YAML::Node& value, const std::string& origin,
+           Problems& problems) {
+  std::string error;
+  if (!setPath(root, key, value, error)) {
+    problems.addAt(origin, error);
+    return;
+  }
+  problems.noteOverride(key, origin);
+}
+
+// A variable's value as the origin messages quote: secrets hidden, other bytes escaped.
+std::string variableOrigin(const std::string& name, const std::string& value) {
+  return escaped(redactAssignment(name + "=" + value));
+}
+
 }  // namespace
 
-void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems& problems,
-                    std::vector<std::string>& warnings) {
-  auto apply = [&](const std::string& key, const YAML::Node& value, const std::string& origin) {
-    std::string error;
-    if (!setPath(root, key, value, error)) {
-      problems.addAt(origin, error);
-      return;
-    }
-    problems.noteOverride(key, origin);
-  };
-
+AppliedOverrides applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems& problems) {
+  AppliedOverrides applied;
   if (overrides.fromEnvironment) {
     for (const auto& [name, value] : commhostVariables()) {
       if (isReservedVariable(name)) continue;
@@ -71,19 +80,15 @@ void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems
       for (const auto& spec : configSchema())
         if (variableForKey(spec.key) == name && std::string(spec.key) != "plugin_path") match = &spec;
       if (!match) {
-        std::vector<std::string> known;
-        for (const auto& spec : configSchema()) known.push_back(variableForKey(spec.key));
-        const std::string hint = closestMatch(name, known);
-        warnings.push_back("environment variable " + name + " is not a commhost setting and is ignored" +
-                           (hint.empty() ? "" : " (did you mean " + hint + "?)"));
+        applied.unmatched.emplace_back(name, value);  // a plugin option, or unknown: seen once plugins load
         continue;
       }
-      const std::string origin = escaped(redactAssignment(name + "=" + value));
+      const std::string origin = variableOrigin(name, value);
       if (invalidUtf8At(value) != std::string::npos) {
         problems.addAt(origin, "not valid UTF-8; values must be UTF-8 text");
         continue;
       }
-      apply(match->key, YAML::Node(value), origin);
+      apply(root, match->key, YAML::Node(value), origin, problems);
     }
   }
   // Origins are quoted in messages: a secret's value is hidden there (config check output
@@ -99,11 +104,54 @@ void applyOverrides(YAML::Node& root, const ConfigOverrides& overrides, Problems
       problems.addAt(origin, "not valid UTF-8; keys and values must be UTF-8 text");
       return;
     }
-    apply(assignment.substr(0, eq), parseValue(assignment.substr(eq + 1)), origin);
+    applied.setPaths.push_back(assignment.substr(0, eq));
+    apply(root, assignment.substr(0, eq), parseValue(assignment.substr(eq + 1)), origin, problems);
   };
   if (overrides.fromEnvironment)
     for (const auto& assignment : overridesFromEnv()) applySet(assignment, " (from commhost run)");
   for (const auto& assignment : overrides.set) applySet(assignment, "");
+  return applied;
+}
+
+void applyPluginEnvironment(YAML::Node& root, const AppliedOverrides& applied,
+                            const std::vector<std::string>& optionKeys, Problems& problems,
+                            std::vector<std::string>& warnings) {
+  if (applied.unmatched.empty()) return;
+  std::map<std::string, std::vector<std::string>> keysOf;  // variable -> the keys it would set
+  for (const auto& key : optionKeys) {
+    auto& keys = keysOf[variableForKey(key)];
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+  }
+  for (const auto& [name, value] : applied.unmatched) {
+    const auto it = keysOf.find(name);
+    if (it == keysOf.end()) {
+      std::vector<std::string> known;
+      for (const auto& spec : configSchema()) known.push_back(variableForKey(spec.key));
+      for (const auto& [variable, keys] : keysOf) known.push_back(variable);
+      const std::string hint = closestMatch(name, known);
+      warnings.push_back("environment variable " + name + " is not a commhost setting and is ignored" +
+                         (hint.empty() ? "" : " (did you mean " + hint + "?)"));
+      continue;
+    }
+    const std::string origin = variableOrigin(name, value);
+    if (it->second.size() > 1) {
+      std::string keys;
+      for (const auto& k : it->second) keys += (keys.empty() ? "" : " and ") + k;
+      problems.addAt(origin, "ambiguous: it would set " + keys +
+                                 " (a variable is its key upper-cased, every character but letters and digits "
+                                 "as '_'); rename one of those entries, or use --set KEY=VALUE instead");
+      continue;
+    }
+    const std::string& key = it->second.front();
+    const bool setByCommandLine = std::any_of(applied.setPaths.begin(), applied.setPaths.end(),
+                                              [&](const auto& p) { return key == p || key.rfind(p + ".", 0) == 0; });
+    if (setByCommandLine) continue;  // --set wins over the environment, as for host keys
+    if (invalidUtf8At(value) != std::string::npos) {
+      problems.addAt(origin, "not valid UTF-8; values must be UTF-8 text");
+      continue;
+    }
+    apply(root, key, YAML::Node(value), origin, problems);
+  }
 }
 
 }  // namespace commhost::config

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "commhost/errors.h"
+#include "environment.h"
 
 namespace commhost::config {
 
@@ -203,6 +204,53 @@ YAML::Node lookup(const YAML::Node& node, const std::string& dotted) {
 
 }  // namespace
 
+}  // namespace commhost::config
+
+namespace commhost {
+
+// Bounds in the key's own unit: a duration's range is declared in seconds but "0 to 60"
+// for a minimum of 1 ms would be wrong twice.
+std::string describeRange(const OptionSpec& spec) {
+  if (!(spec.minValue < spec.maxValue)) return "";
+  auto bound = [&](double v) -> std::string {
+    switch (spec.type) {
+      case OptionType::Duration: return formatDuration(std::chrono::milliseconds(std::llround(v * 1000)));
+      case OptionType::Size: return formatSize(static_cast<int64_t>(v));
+      case OptionType::Double: {
+        YAML::Emitter e;
+        e << v;
+        return e.c_str();
+      }
+      default: return std::to_string(static_cast<int64_t>(v));
+    }
+  };
+  return bound(spec.minValue) + " to " + bound(spec.maxValue);
+}
+
+std::string describeOptions(const std::vector<OptionSpec>& specs, const std::optional<std::string>& keyPrefix) {
+  std::string out;
+  for (const auto& spec : specs) {
+    out += "  " + std::string(spec.key) + " (" + optionTypeName(spec.type);
+    if (!spec.choices.empty()) {
+      out += ":";
+      for (const auto& c : spec.choices) out += " " + c;
+    }
+    const char* empty = spec.type == OptionType::StringList ? "[]" : "\"\"";
+    out += std::string(", default: ") + (*spec.defaultValue ? spec.defaultValue : empty);
+    if (const std::string range = describeRange(spec); !range.empty()) out += ", range: " + range;
+    out += ")\n      " + std::string(spec.description) + "\n";
+    if (keyPrefix) {
+      const std::string variable = config::variableForKey(keyPrefix->empty() ? spec.key : *keyPrefix + "." + spec.key);
+      if (!config::isReservedVariable(variable)) out += "      env: " + variable + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace commhost
+
+namespace commhost::config {
+
 OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
   if (spec.type == OptionType::StringList) {
     std::vector<std::string> out;
@@ -225,21 +273,7 @@ OptionValue parseOptionValue(const OptionSpec& spec, const YAML::Node& node) {
                                                : "null"));
   const std::string& text = node.Scalar();
   const bool ranged = spec.minValue < spec.maxValue;
-  // Bounds in the key's own unit: a duration's range is declared in seconds but
-  // "[0, 60]" for a minimum of 1 ms would be wrong twice.
-  auto bound = [&](double v) -> std::string {
-    switch (spec.type) {
-      case OptionType::Duration: return formatDuration(std::chrono::milliseconds(std::llround(v * 1000)));
-      case OptionType::Size: return formatSize(static_cast<int64_t>(v));
-      case OptionType::Double: {
-        YAML::Emitter e;
-        e << v;
-        return e.c_str();
-      }
-      default: return std::to_string(static_cast<int64_t>(v));
-    }
-  };
-  const std::string allowed = ranged ? "allowed: " + bound(spec.minValue) + " to " + bound(spec.maxValue) : "";
+  const std::string allowed = ranged ? "allowed: " + describeRange(spec) : "";
   auto checkRange = [&](double v) {
     if (ranged && (v < spec.minValue || v > spec.maxValue))
       throw InvalidArgument("'" + text + "' is out of range; " + allowed);
@@ -383,4 +417,4 @@ YAML::Node toYaml(const OptionValues& values) {
   return root;
 }
 
-}  // namespace commhost::config
+}  // namespace config

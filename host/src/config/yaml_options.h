@@ -19,6 +19,7 @@ class Problems {
   explicit Problems(std::string source) : source_(std::move(source)) {}
   // Records which override set `path` (dotted), so problems under it cite the override.
   void noteOverride(const std::string& path, const std::string& origin) { overrides_[path] = origin; }
+  bool overridden(const std::string& path) const { return overrides_.count(path) != 0; }
   void add(const YAML::Node& node, const std::string& path, const std::string& message);
   void addAt(const std::string& where, const std::string& message);
   std::string where(const YAML::Node& node, const std::string& path) const;

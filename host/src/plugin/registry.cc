@@ -5,9 +5,14 @@
 #include <boost/dll/shared_library.hpp>
 #include <boost/filesystem.hpp>
 
+#include <cxxabi.h>
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <memory>
 
 #include "../config/environment.h"
 #include "builtin.h"
@@ -33,6 +38,36 @@ std::string nameFromFile(const std::string& path) {
 }
 
 std::string abiString(unsigned major, unsigned minor) { return std::to_string(major) + "." + std::to_string(minor); }
+
+// dlerror() names an undefined symbol by its mangled name ("undefined symbol:
+// _ZN3foo3barEi"); an author needs the C++ name to find the missing definition. Each
+// _Z... token becomes "foo::bar(int) (_ZN3foo3barEi)", the mangled form kept for nm.
+std::string demangled(const std::string& text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const size_t start = text.find("_Z", i);
+    const bool atWordStart = start != std::string::npos &&
+                             (start == 0 ||
+                              !(std::isalnum(static_cast<unsigned char>(text[start - 1])) || text[start - 1] == '_'));
+    if (start == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    size_t end = start;
+    while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) || text[end] == '_' ||
+                                 text[end] == '.' || text[end] == '$'))
+      ++end;
+    out += text.substr(i, start - i);
+    const std::string token = text.substr(start, end - start);
+    int status = -1;
+    std::unique_ptr<char, void (*)(void*)> name(
+        atWordStart ? abi::__cxa_demangle(token.c_str(), nullptr, nullptr, &status) : nullptr, std::free);
+    out += status == 0 && name ? std::string(name.get()) + " (" + token + ")" : token;
+    i = end;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -63,6 +98,22 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
   PluginEntry entry;
   entry.path = path;
   entry.name = nameFromFile(path);
+  // Boost reports a missing file as "Bad file descriptor" and keeps no dlerror() text:
+  // the file is checked here and dlopen's own reason is kept, symbols demangled.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    entry.unavailable = "does not exist (no such file); check the path";
+    return entry;
+  }
+  // RTLD_NODELETE keeps the code mapped until the process exits, even after the last
+  // handle closes: exceptions, vtables and strings a plugin created may outlive every
+  // object of it (an error caught after its group is gone, for one).
+  if (!::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) {
+    const char* why = ::dlerror();
+    entry.unavailable = "cannot be loaded (a library or symbol it needs may be missing): " +
+                        demangled(why ? why : "unknown dlopen error");
+    return entry;
+  }
   std::shared_ptr<boost::dll::shared_library> lib;
   try {
     lib = std::make_shared<boost::dll::shared_library>(
@@ -71,10 +122,6 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
     entry.unavailable = std::string("cannot be loaded (a library it needs may be missing): ") + e.what();
     return entry;
   }
-  // Keep the code mapped until the process exits, even after the last handle closes:
-  // exceptions, vtables and strings a plugin created may outlive every object of it
-  // (an error caught after its group is gone, for one).
-  ::dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   if (!lib->has(kPluginSymbol)) {
     entry.unavailable = std::string("has no commhost plugin descriptor (symbol ") + kPluginSymbol +
                         " missing); declare one with COMMHOST_PLUGIN(descriptor)";
@@ -172,6 +219,15 @@ const PluginEntry& PluginRegistry::loadFile(const std::string& path) {
   return entries_.back();
 }
 
+std::string PluginRegistry::describeSearched() const {
+  std::string out;
+  for (const auto& dir : scanned_) {
+    boost::system::error_code ec;
+    out += (out.empty() ? "" : ", ") + dir + (boost::filesystem::is_directory(dir, ec) ? "" : " (missing)");
+  }
+  return out.empty() ? "no folder" : out;
+}
+
 const PluginEntry* PluginRegistry::find(const std::string& name) const {
   for (const auto& e : entries_)
     if (e.name == name) return &e;
@@ -190,8 +246,9 @@ const PluginEntry& PluginRegistry::require(const std::string& name, PluginKind k
       }
     const std::string hint = closestMatch(name, names);
     throw PluginError(std::string(pluginKindName(kind)) + " plugin '" + name + "' not found" +
-                      (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; available: " +
-                      (list.empty() ? "none" : list) + ". Run `commhost plugins list` to see what was found");
+                      (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                      "; available: " + (list.empty() ? "none" : list) + "; searched: " + describeSearched() +
+                      ". Run `commhost plugins list` to see what was found");
   }
   if (!e->descriptor || !e->unavailable.empty())
     throw PluginError(std::string(pluginKindName(kind)) + " plugin '" + name + "' (" + e->path +
