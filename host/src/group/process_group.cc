@@ -126,6 +126,7 @@ void ProcessGroup::createBackends() {
       raise(ErrorCode::Plugin, {name_, rank_}, "plugin " + ref.plugin + " returned no backend",
             "report it to its author");
     // The deleter holds the library, so the plugin's code outlives the object.
+    raw->name_ = backendName;  // for the NotSupported messages of a partial backend
     std::shared_ptr<void> library = e->library;
     backends_.emplace_back(raw.release(), [library](Backend* b) { delete b; });
     unavailable_.emplace_back();
