@@ -81,6 +81,9 @@ class COMMHOST_API RouteTable {
   }
   const std::vector<std::string>& backendNames() const { return names_; }
   bool servesDevice(DeviceType device) const { return devices_.has(device); }
+  // Whether some cell resolves to backends()[index]: a backend no cell uses is never
+  // called, so the group does not create it and its features are not required.
+  bool uses(int index) const { return index >= 0 && index < static_cast<int>(used_.size()) && used_[index]; }
   // Why route() gave -1 for this call, for its error message (not on the hot path).
   std::string whyUnserved(OpType op, DeviceType device, int64_t bytes, DType dtype, ReduceOp::Kind reduceOp) const;
   // The resolved table for `config check`: one line per run of cells that resolve alike
@@ -97,6 +100,7 @@ class COMMHOST_API RouteTable {
   std::vector<std::vector<Segment>> lists_{{}};              // distinct segment lists; lists_[0] is empty
   std::vector<std::string> names_;
   std::vector<std::string> notes_;
+  std::vector<bool> used_;
   EnumSet<DeviceType> devices_;
 };
 

@@ -36,14 +36,15 @@ int specificity(const RouteSpec& r) {
          (r.device ? kDeviceKey : 0);
 }
 
-// "allreduce bf16 max on cpu": the keys given, in the order routes are written.
+// "allreduce bf16 max on cpu", "cuda tensors": the keys given, in the order routes are written.
 std::string cellText(std::optional<OpType> op, std::optional<DeviceType> dev, std::optional<DType> dtype,
                      std::optional<ReduceOp::Kind> rop) {
-  std::string out = op ? opName(*op) : "every op";
-  if (dtype) out += std::string(" ") + dtypeName(*dtype);
-  if (rop) out += std::string(" ") + reduceOpName(*rop);
-  if (dev) out += std::string(" on ") + deviceTypeName(*dev);
-  return out;
+  std::string out = op ? opName(*op) : "";
+  if (dtype) out += std::string(out.empty() ? "" : " ") + dtypeName(*dtype);
+  if (rop) out += std::string(out.empty() ? "" : " ") + reduceOpName(*rop);
+  if (!op && (dtype || rop)) out += " ops";
+  if (dev) return out.empty() ? std::string(deviceTypeName(*dev)) + " tensors" : out + " on " + deviceTypeName(*dev);
+  return out.empty() ? "every op" : out;
 }
 
 // Why backend `name` cannot serve the keys given ("" when it can).
@@ -297,6 +298,10 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     for (const auto& p : problems) message += "\n  " + p;
     throw ConfigError(message);
   }
+  table.used_.assign(backends.size(), false);
+  for (const auto& list : table.lists_)
+    for (const Segment& s : list)
+      if (s.backend >= 0) table.used_[s.backend] = true;
   return table;
 }
 
