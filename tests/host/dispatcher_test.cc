@@ -136,32 +136,34 @@ TEST(RouteTable, ListResolvesEachCellToTheFirstBackendThatServesIt) {
                            "lack the reduce op\n"),
             std::string::npos)
       << described;
-  EXPECT_NE(described.find("cpu allreduce bool,i8,u8,i32,i64,f16,bf16 0+ bytes -> gloo: 'mine', 'shm' lack the dtype\n"),
-            std::string::npos)
+  EXPECT_NE(
+      described.find("cpu allreduce bool,i8,u8,i32,i64,f16,bf16 0+ bytes -> gloo: 'mine', 'shm' lack the dtype\n"),
+      std::string::npos)
       << described;
   EXPECT_EQ(described.find("unserved"), std::string::npos) << described;
 }
 
 // op > dtype > reduce op > device, whatever the order of the routes.
 TEST(RouteTable, SpecificityOrdersOpThenDTypeThenReduceOpThenDevice) {
-  const auto table = RouteTable::build(
-      {route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "gloo"),
-       keyed(std::nullopt, std::nullopt, ReduceOp::Max, {"maxer"}),
-       keyed(std::nullopt, DType::Float64, std::nullopt, {"wide"}),
-       keyed(OpType::Allreduce, std::nullopt, std::nullopt, {"shm"})},
-      {{"gloo", cpuAll()}, {"maxer", cpuAll()}, {"wide", cpuAll()}, {"shm", shm()}});
+  const auto table = RouteTable::build({route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "gloo"),
+                                        keyed(std::nullopt, std::nullopt, ReduceOp::Max, {"maxer"}),
+                                        keyed(std::nullopt, DType::Float64, std::nullopt, {"wide"}),
+                                        keyed(OpType::Allreduce, std::nullopt, std::nullopt, {"shm"})},
+                                       {{"gloo", cpuAll()}, {"maxer", cpuAll()}, {"wide", cpuAll()}, {"shm", shm()}});
   const auto& names = table.backendNames();
   auto to = [&](OpType op, DType dtype, ReduceOp::Kind kind) {
     return names[table.route(op, DeviceType::CPU, 100, dtype, kind)];
   };
-  EXPECT_EQ(to(OpType::Allreduce, DType::Float64, ReduceOp::Max), "shm");  // op beats dtype and reduce op
-  EXPECT_EQ(to(OpType::Reduce, DType::Float64, ReduceOp::Max), "wide");    // dtype beats reduce op
-  EXPECT_EQ(to(OpType::Reduce, DType::Float32, ReduceOp::Max), "maxer");   // reduce op beats device
+  EXPECT_EQ(to(OpType::Allreduce, DType::Float64, ReduceOp::Max), "shm");   // op beats dtype and reduce op
+  EXPECT_EQ(to(OpType::Reduce, DType::Float64, ReduceOp::Max), "wide");     // dtype beats reduce op
+  EXPECT_EQ(to(OpType::Reduce, DType::Float32, ReduceOp::Max), "maxer");    // reduce op beats device
   EXPECT_EQ(to(OpType::Broadcast, DType::Float32, ReduceOp::Max), "gloo");  // reduce_op never selects broadcast
   // The op route's backend lacks bf16 and the left-out dtype key matches only what it
   // serves, so the cell falls to the next route that can serve it, and describe() says so.
   EXPECT_EQ(to(OpType::Allreduce, DType::BFloat16, ReduceOp::Max), "maxer");
-  EXPECT_NE(table.describe().find("cpu allreduce bool,i8,u8,i32,i64,f16,bf16 max 0+ bytes -> maxer: route at routes[shm]: 'shm' lacks the dtype"), std::string::npos)
+  EXPECT_NE(table.describe().find("cpu allreduce bool,i8,u8,i32,i64,f16,bf16 max 0+ bytes -> maxer: route at "
+                                  "routes[shm]: 'shm' lacks the dtype"),
+            std::string::npos)
       << table.describe();
 }
 
@@ -184,12 +186,11 @@ TEST(RouteTable, DTypeAndReduceOpRoutes) {
 // A route naming a dtype (or reduce op, or op) that none of its backends serves is a load
 // error naming the cell and each backend's reason.
 TEST(RouteTable, NamedCellNoListedBackendServesIsAnError) {
-  EXPECT_THROW_WITH(
-      RouteTable::build({route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "gloo"),
-                         keyed(OpType::Allreduce, DType::BFloat16, std::nullopt, {"mine", "shm"})},
-                        {{"gloo", cpuAll()}, {"mine", mine()}, {"shm", shm()}}),
-      ConfigError, "routes[mine]: route sends allreduce bf16 to [mine, shm], which cannot serve it",
-      "'mine' lacks dtype bf16; 'shm' lacks dtype bf16");
+  EXPECT_THROW_WITH(RouteTable::build({route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "gloo"),
+                                       keyed(OpType::Allreduce, DType::BFloat16, std::nullopt, {"mine", "shm"})},
+                                      {{"gloo", cpuAll()}, {"mine", mine()}, {"shm", shm()}}),
+                    ConfigError, "routes[mine]: route sends allreduce bf16 to [mine, shm], which cannot serve it",
+                    "'mine' lacks dtype bf16; 'shm' lacks dtype bf16");
   EXPECT_THROW_WITH(RouteTable::build({route(DeviceType::CPU, std::nullopt, 0, INT64_MAX, "gloo"),
                                        keyed(OpType::Allreduce, std::nullopt, ReduceOp::Avg, {"shm"})},
                                       {{"gloo", cpuAll()}, {"shm", shm()}}),

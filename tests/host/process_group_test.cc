@@ -129,8 +129,8 @@ TEST(ProcessGroupCreate, UnavailableBackendFailsOnlyWhenUsed) {
 // go to it, the rest (another dtype or reduce op) to self; barrier has no dtype and
 // multi-tensor ops route by their tensors' dtype.
 TEST(PartialBackend, ListedFirstItServesWhatItDeclaresAndSelfTheRest) {
-  auto pg =
-      makeGroups("backends: { partial: {}, self: {} }\nroutes: [{ device: cpu, backend: [partial, self] }]\n", 1)[0];
+  auto pg = makeGroups("backends: { partial: {}, self: {} }\nroutes: [{ device: cpu, backend: [partial, self] }]\n",
+                       1)[0];
   const RouteTable& routes = pg->routes();
   auto to = [&](OpType op, DType dtype, ReduceOp::Kind kind) {
     return routes.backendNames()[routes.route(op, DeviceType::CPU, 64, dtype, kind)];

@@ -10,11 +10,8 @@ namespace {
 
 using namespace commhost;
 
-constexpr Capabilities kCaps{Capabilities::allOps(),
-                             {DType::Float32},
-                             {ReduceOp::Sum},
-                             {DeviceType::CPU},
-                             {Feature::Split}};
+constexpr Capabilities kCaps{
+    Capabilities::allOps(), {DType::Float32}, {ReduceOp::Sum}, {DeviceType::CPU}, {Feature::Split}};
 
 class PartialBackend final : public Backend {
  public:

@@ -3,8 +3,8 @@
 //
 // Contract:
 // - The ProcessGroup has validated every argument (devices, dtypes, sizes, roots, peers)
-//   against the group and the backend's Capabilities before calling; a backend does not
-//   repeat those checks.
+//   against the group, and the route table sends a backend only the (op, device, dtype,
+//   reduce op) its Capabilities list; a backend does not repeat those checks.
 // - Every call returns at once with a Work; the work runs on the backend's own threads
 //   (or completes inline). Calls come from one thread per group, in seq order, the same
 //   order on every rank.
@@ -26,7 +26,8 @@
 // An op left at its default throws NotSupportedError naming the backend and the op; the
 // host reaches it only if the manifest declares an op the class does not override.
 // abort() and shutdown() default to doing nothing, which is right for a backend that
-// completes every op inside the call; a backend with threads or works in flight
+// completes every op inside the call (the ProcessGroup refuses calls after an abort
+// itself); a backend with threads, works in flight or waits that abort must end
 // overrides both.
 #pragma once
 

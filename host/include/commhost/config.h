@@ -38,7 +38,7 @@ struct RouteSpec {
   std::optional<DType> dtype;              // `dtype:`, for ops that carry data
   std::optional<ReduceOp::Kind> reduceOp;  // `reduce_op:`, for reducing ops only
   int64_t minBytes = 0;
-  int64_t maxBytes = INT64_MAX;  // inclusive
+  int64_t maxBytes = INT64_MAX;       // inclusive
   std::string backend;                // the first backend listed (`backend: x` or `backend: [x, ...]`)
   std::vector<std::string> fallback;  // the rest of the list, tried in order
   std::string where;

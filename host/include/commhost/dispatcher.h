@@ -95,7 +95,8 @@ class COMMHOST_API RouteTable {
  private:
   std::string describeRows(const std::function<std::string(const Segment&)>& line) const;
 
-  static constexpr size_t kNumCells = static_cast<size_t>(kNumOpTypes) * kNumDeviceTypes * kNumDTypes * ReduceOp::kNumKinds;
+  static constexpr size_t kNumCells = static_cast<size_t>(kNumOpTypes) * kNumDeviceTypes * kNumDTypes *
+                                      ReduceOp::kNumKinds;
   std::vector<int> cells_ = std::vector<int>(kNumCells, 0);  // index into lists_
   std::vector<std::vector<Segment>> lists_{{}};              // distinct segment lists; lists_[0] is empty
   std::vector<std::string> names_;

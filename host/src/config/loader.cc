@@ -265,8 +265,7 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
       std::string list;
       for (const auto& n : backendNames) list += (list.empty() ? "" : ", ") + n;
       problems.add(child(item, "backend"), path + ".backend",
-                   "route to unknown backend '" + name + "'" +
-                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                   "route to unknown backend '" + name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                        "; backends configured: " + (list.empty() ? "none" : list));
       ok = false;
     }

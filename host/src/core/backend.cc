@@ -27,8 +27,8 @@ WorkPtr Backend::allgather(const OpContext& ctx, std::vector<Tensor>&, const Ten
 WorkPtr Backend::allgatherIntoTensor(const OpContext& ctx, Tensor&, const Tensor&, const AllgatherOptions&) {
   notSupported(ctx);
 }
-WorkPtr Backend::allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>&,
-                                    const std::vector<Tensor>&, const AllgatherOptions&) {
+WorkPtr Backend::allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>&, const std::vector<Tensor>&,
+                                    const AllgatherOptions&) {
   notSupported(ctx);
 }
 WorkPtr Backend::gather(const OpContext& ctx, std::vector<Tensor>&, const Tensor&, const GatherOptions&) {

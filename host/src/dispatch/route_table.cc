@@ -124,16 +124,17 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     }
     if (!known) continue;
     if (route.op && route.reduceOp && !isReduction(*route.op))
-      problems.push_back(route.where + ": reduce_op applies only to reducing ops (allreduce, allreduce_coalesced, "
-                                       "reduce, reduce_scatter, reduce_scatter_tensor), not " +
+      problems.push_back(route.where +
+                         ": reduce_op applies only to reducing ops (allreduce, allreduce_coalesced, "
+                         "reduce, reduce_scatter, reduce_scatter_tensor), not " +
                          opName(*route.op) + "; remove reduce_op from this route");
     if (route.op && route.dtype && !carriesData(*route.op))
       problems.push_back(route.where + ": " + opName(*route.op) +
                          " carries no data, so dtype cannot select it; remove dtype from this route");
     std::vector<std::string> reasons;
     for (int b : listed[r]) {
-      const std::string why =
-          lacks(backends[b].second, backends[b].first, route.op, route.device, route.dtype, route.reduceOp);
+      const std::string why = lacks(backends[b].second, backends[b].first, route.op, route.device, route.dtype,
+                                    route.reduceOp);
       if (why.empty()) {
         reasons.clear();
         break;
@@ -142,10 +143,11 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     }
     if (!reasons.empty()) {
       const std::string what = cellText(route.op, route.device, route.dtype, route.reduceOp);
-      problems.push_back(route.where + ": route sends " + what + " to " +
-                         (listed[r].size() == 1 ? "backend '" + route.backend + "'" : "[" + join(route.backends(), ", ") + "]") +
-                         ", which cannot serve it (" + join(reasons, "; ") + "); route " + what +
-                         " to a backend that has it, or add one to this route's list");
+      problems.push_back(
+          route.where + ": route sends " + what + " to " +
+          (listed[r].size() == 1 ? "backend '" + route.backend + "'" : "[" + join(route.backends(), ", ") + "]") +
+          ", which cannot serve it (" + join(reasons, "; ") + "); route " + what +
+          " to a backend that has it, or add one to this route's list");
     }
     for (int d = 0; d < kNumDeviceTypes; ++d) {
       const auto dev = static_cast<DeviceType>(d);
@@ -219,10 +221,11 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
       const int ropSlots = isReduction(op) ? ReduceOp::kNumKinds : 1;
       for (int t = 0; t < dtypeSlots; ++t) {
         for (int k = 0; k < ropSlots; ++k) {
-          const std::optional<DType> dtype =
-              carriesData(op) ? std::optional<DType>(static_cast<DType>(t)) : std::nullopt;
-          const std::optional<ReduceOp::Kind> rop =
-              isReduction(op) ? std::optional<ReduceOp::Kind>(static_cast<ReduceOp::Kind>(k)) : std::nullopt;
+          const std::optional<DType> dtype = carriesData(op) ? std::optional<DType>(static_cast<DType>(t))
+                                                             : std::nullopt;
+          const std::optional<ReduceOp::Kind> rop = isReduction(op)
+                                                        ? std::optional<ReduceOp::Kind>(static_cast<ReduceOp::Kind>(k))
+                                                        : std::nullopt;
           std::vector<Candidate> candidates;
           std::vector<Candidate> unable;  // routes whose keys match but whose backends all lack the cell
           for (int r : matching) {
@@ -349,8 +352,8 @@ std::string RouteTable::describeRows(const std::function<std::string(const Segme
         std::map<std::string, uint64_t> masks;
         std::vector<std::string> seen;
         for (int k = 0; k < ropSlots; ++k) {
-          const auto& list =
-              lists_[cells_[((static_cast<size_t>(o) * kNumDeviceTypes + d) * kNumDTypes + t) * ReduceOp::kNumKinds + k]];
+          const auto& list = lists_
+              [cells_[((static_cast<size_t>(o) * kNumDeviceTypes + d) * kNumDTypes + t) * ReduceOp::kNumKinds + k]];
           std::string lines;
           for (const Segment& s : list) {
             const std::string text = line(s);
@@ -404,8 +407,7 @@ std::string RouteTable::describe() const {
     return s.backend >= 0 ? "" : ": " + (s.note >= 0 ? notes_[s.note] : std::string("no route"));
   });
   if (!fellBack.empty()) out += "fell back past an earlier choice:\n" + fellBack;
-  if (!unserved.empty())
-    out += "unserved (calls fail; route them with op, dtype or reduce_op keys):\n" + unserved;
+  if (!unserved.empty()) out += "unserved (calls fail; route them with op, dtype or reduce_op keys):\n" + unserved;
   return out;
 }
 
