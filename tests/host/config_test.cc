@@ -447,6 +447,41 @@ TEST(ConfigKeys, EveryHostKeyDescribedFromTheSchema) {
   const std::string optioned = describeOptions(registry->require("optioned", PluginKind::Backend).descriptor->options);
   EXPECT_NE(optioned.find("  threads (int, default: 2, range: 1 to 64)\n"), std::string::npos) << optioned;
   EXPECT_EQ(optioned.find("env:"), std::string::npos);
+
+TEST(Config, RouteBackendListDTypeAndReduceOp) {
+  auto registry = testRegistry();
+  auto cfg = configFrom(
+      "backends: { partial: {}, self: {} }\n"
+      "routes:\n"
+      "  - { device: cpu, backend: [partial, self] }\n"
+      "  - { op: allreduce, dtype: float64, reduce_op: max, backend: self }\n",
+      *registry);
+  ASSERT_EQ(cfg->routes.size(), 2u);
+  EXPECT_EQ(cfg->routes[0].backend, "partial");
+  EXPECT_EQ(cfg->routes[0].fallback, (std::vector<std::string>{"self"}));
+  EXPECT_EQ(cfg->routes[0].backends(), (std::vector<std::string>{"partial", "self"}));
+  EXPECT_EQ(cfg->routes[1].dtype, DType::Float64);
+  EXPECT_EQ(cfg->routes[1].reduceOp, ReduceOp::Max);
+  EXPECT_TRUE(cfg->routes[1].fallback.empty());
+  // The effective config writes a list as a list and one backend as before.
+  EXPECT_NE(cfg->effectiveYaml.find("backend: [partial, self]"), std::string::npos) << cfg->effectiveYaml;
+  EXPECT_NE(cfg->effectiveYaml.find("dtype: f64"), std::string::npos) << cfg->effectiveYaml;
+  EXPECT_NE(cfg->effectiveYaml.find("reduce_op: max"), std::string::npos) << cfg->effectiveYaml;
+  EXPECT_NE(cfg->effectiveYaml.find("backend: self\n"), std::string::npos) << cfg->effectiveYaml;
+}
+
+TEST(Config, RouteKeyErrorsCarryPlace) {
+  auto registry = testRegistry();
+  const std::string yaml =
+      "backends: { self: {} }\n"
+      "routes:\n"
+      "  - { device: cpu, backend: self }\n"
+      "  - { op: allreduce, dtype: f33, backend: self }\n"
+      "  - { op: allreduce, reduce_op: maximum, backend: self }\n"
+      "  - { op: broadcast, backend: [self, gloo] }\n"
+      "  - { op: gather, backend: [] }\n";
+  EXPECT_THROW_WITH(configFrom(yaml, *registry), ConfigError, "test.yaml:4:29", "f33", "test.yaml:5:33", "maximum",
+                    "test.yaml:6:31", "route to unknown backend 'gloo'", "test.yaml:7:28", "an empty list");
 }
 
 }  // namespace

@@ -164,6 +164,16 @@ TEST(Features, SubgroupOnABackendWithoutSplitIsRefused) {
   EXPECT_NE(selfGroups[0]->newGroup({0}), nullptr);
 }
 
+// Only backends some cell resolves to count: listed after self, which serves every cell,
+// ns is never called, so the group does not create it and its missing Split is no matter.
+TEST(Features, ABackendNoRouteUsesIsNotRequiredNorCreated) {
+  auto groups = makeGroups(
+      "backends: { self: {}, ns: { plugin: nosplit } }\nroutes: [{ device: cpu, backend: [self, ns] }]\n", 1);
+  EXPECT_FALSE(groups[0]->routes().uses(0));  // "ns" sorts first among the backends
+  EXPECT_NE(groups[0]->newGroup({0}), nullptr);
+  EXPECT_THROW_WITH(groups[0]->backend("ns"), InvalidArgument, "no usable backend named 'ns'");
+}
+
 class LaunchFeatures : public ::testing::Test {
  protected:
   void SetUp() override { clear(); }

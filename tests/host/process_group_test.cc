@@ -125,6 +125,59 @@ TEST(ProcessGroupCreate, UnavailableBackendFailsOnlyWhenUsed) {
   EXPECT_THROW_WITH(pg->allreduce(gpu), PluginError, "backend 'gpu', which is unavailable", "no CUDA device visible");
 }
 
+// A partial backend first in a route's list: the cells its manifest serves (cpu f32 sum)
+// go to it, the rest (another dtype or reduce op) to self; barrier has no dtype and
+// multi-tensor ops route by their tensors' dtype.
+TEST(PartialBackend, ListedFirstItServesWhatItDeclaresAndSelfTheRest) {
+  auto pg = makeGroups("backends: { partial: {}, self: {} }\nroutes: [{ device: cpu, backend: [partial, self] }]\n",
+                       1)[0];
+  const RouteTable& routes = pg->routes();
+  auto to = [&](OpType op, DType dtype, ReduceOp::Kind kind) {
+    return routes.backendNames()[routes.route(op, DeviceType::CPU, 64, dtype, kind)];
+  };
+  EXPECT_EQ(to(OpType::Allreduce, DType::Float32, ReduceOp::Sum), "partial");
+  EXPECT_EQ(to(OpType::Allreduce, DType::Float64, ReduceOp::Sum), "self");
+  EXPECT_EQ(to(OpType::Allreduce, DType::Float32, ReduceOp::Max), "self");
+  EXPECT_EQ(to(OpType::Barrier, DType::BFloat16, ReduceOp::Avg), "partial");  // no dtype: one cell
+  EXPECT_EQ(to(OpType::Gather, DType::Int64, ReduceOp::Sum), "self");
+  Tensor f32 = Tensor::empty({4}, DType::Float32), f64 = Tensor::empty({4}, DType::Float64);
+  pg->allreduce(f32)->wait();
+  pg->allreduce(f64)->wait();
+  pg->allreduce(f32, {ReduceOp::Max})->wait();
+  std::vector<Tensor> many = {f64, Tensor::empty({2}, DType::Float64)};
+  pg->allreduceCoalesced(many)->wait();
+  pg->barrier()->wait();
+  EXPECT_EQ(pg->seq(), 5u);
+}
+
+// Its manifest claims broadcast, which it does not override: Backend's default refuses,
+// naming the backend and the op, with the group, rank and seq of the call.
+TEST(PartialBackend, AnOpItDoesNotImplementIsNotSupportedNamingBackendAndOp) {
+  auto pg = makeGroups("backends: { partial: {} }\nroutes: [{ device: cpu, backend: partial }]\n", 1)[0];
+  Tensor t = Tensor::empty({4}, DType::Float32);
+  EXPECT_THROW_WITH(pg->broadcast(t), NotSupportedError, "[group main rank 0] broadcast seq 1",
+                    "backend 'partial' does not implement broadcast", "remove the op from the plugin's Capabilities");
+  try {
+    pg->broadcast(t);
+    ADD_FAILURE() << "broadcast did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::NotSupported);
+    EXPECT_STREQ(e.where().op, "broadcast");
+    EXPECT_EQ(e.where().seq, 2u);
+  }
+}
+
+// A cell that no route's backends serve because of its dtype is no load error (most
+// configs name no dtype), but the call fails with a hint naming routes: keys that exist.
+TEST(PartialBackend, UnservedDTypeFailsNamingTheRouteKeys) {
+  auto pg = makeGroups("backends: { partial: {} }\nroutes: [{ device: cpu, backend: partial }]\n", 1)[0];
+  Tensor f32 = Tensor::empty({4}, DType::Float32), f64 = Tensor::empty({4}, DType::Float64);
+  pg->allreduce(f32)->wait();
+  EXPECT_THROW_WITH(pg->allreduce(f64), InvalidArgument, "[group main rank 0] allreduce seq 2",
+                    "no route serves allreduce f64 sum on cpu", "'partial' lacks the dtype",
+                    "`routes: - { op: allreduce, dtype: f64, reduce_op: sum, backend: [NAME, ...] }`");
+}
+
 TEST(LaunchEnv, TorchrunMpiAndSlurm) {
   auto clear = [] {
     for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",

@@ -7,7 +7,8 @@
 # that prefix with find_package(commhost CONFIG), and checks with the INSTALLED commhost
 # that the plugin loads, is found on the search path, that its options are validated,
 # and that it serves real collectives (checked element by element) in a 2-process
-# `commhost run` job, refusing ranks that pass different sizes.
+# `commhost run` job, refusing ranks that pass different sizes, while the ops, dtypes
+# and reduce ops it does not implement flow to gloo through the route's backend list.
 #
 # Set COMMHOST_TEST_KEEP_TMP=1 to keep the temporary directory for a look afterwards.
 set -euo pipefail
@@ -83,7 +84,7 @@ run "$commhost" plugins inspect "$plugin"
 expect_rc0 "plugins inspect $plugin"
 expect_line "plugins inspect" "kind: backend"
 expect_line "plugins inspect" "name: template"
-expect_line "plugins inspect" "ops: allreduce, broadcast, barrier"
+expect_line "plugins inspect" "ops: allreduce, broadcast"
 expect_line "plugins inspect" "  threads (int, default: 1, range: 1 to 64)"
 pass "kind backend, name template, its ops and options"
 
@@ -110,8 +111,8 @@ t_path=$(awk 'found { print $1; exit } $1 == "template" { found = 1 }' <<<"$out"
 pass "template ok at $t_path"
 
 # --- (d) a config routing to the template ------------------------------------------
-# The dispatcher needs a route for every op on a served device: self takes all of cpu,
-# and the ops the template implements go to it.
+# One route lists the template first and self after it: each (op, dtype, reduce op) goes
+# to the first of them whose manifest has it.
 write_config() {  # write_config FILE OPTION_LINE
   cat >"$1" <<EOF
 plugin_path: ["$tb"]
@@ -122,10 +123,7 @@ backends:
     options:
       $2
 routes:
-  - { device: cpu, backend: self }
-  - { device: cpu, op: allreduce, backend: t }
-  - { device: cpu, op: broadcast, backend: t }
-  - { device: cpu, op: barrier, backend: t }
+  - { device: cpu, backend: [t, self] }
 EOF
 }
 good=$tmp/good.yaml
@@ -133,14 +131,18 @@ write_config "$good" "threads: 2"
 step "(d) commhost config check $good (plugin_path, options {threads: 2})"
 run "$commhost" config check "$good"
 expect_rc0 "config check $good"
-# The route table follows "# route table:", one "#   DEVICE OP RANGE -> BACKEND" per line.
+# The route table follows "# route table:", one "#   DEVICE OP [DTYPES] [REDUCE OPS] RANGE
+# -> BACKEND" per line, then the cells that fell back past t and why.
 routes=$(awk 'table { sub(/^#[ \t]*/, ""); print } /^# route table:/ { table = 1 }' <<<"$out")
-for route in "cpu allreduce 0+ bytes -> t" "cpu broadcast 0+ bytes -> t" "cpu barrier 0+ bytes -> t" \
-             "cpu reduce 0+ bytes -> self"; do
+for route in "cpu allreduce f32,f64 sum,max 0+ bytes -> t" "cpu broadcast f32,f64 0+ bytes -> t" \
+             "cpu barrier 0+ bytes -> self" "cpu reduce 0+ bytes -> self" \
+             "cpu allreduce bool,i8,u8,i32,i64,f16,bf16 0+ bytes -> self: 't' lacks the dtype" \
+             "cpu allreduce f32,f64 avg,product,min,band,bor,bxor,premul_sum 0+ bytes -> self: 't' lacks the reduce op" \
+             "cpu barrier 0+ bytes -> self: 't' lacks the op"; do
   grep -qxF -- "$route" <<<"$routes" || fail "config check: the route table has no line \"$route\""
 done
 expect_text "config check" "threads: 2"
-pass "exit 0; allreduce, broadcast and barrier route to t, the rest to self"
+pass "exit 0; allreduce and broadcast on f32/f64 route to t, the rest to self, each fallback with its reason"
 
 # --- (e) option errors point at the file -------------------------------------------
 bad=$tmp/bad_value.yaml
@@ -164,8 +166,8 @@ expect_text "config check (unknown key)" "did you mean 'threads'"
 pass "exit $rc, \"did you mean 'threads'\""
 
 # --- (f) a real 2-rank job through the template ------------------------------------
-# Two processes under `commhost run`: gloo serves cpu, the template serves the ops it
-# implements, and bench checks every element of every result.
+# Two processes under `commhost run`: the template serves what it implements, gloo (next
+# in the route's list) everything else, and bench checks every element of every result.
 job=$tmp/job.yaml
 cat >"$job" <<EOF
 plugin_path: ["$tb"]
@@ -175,17 +177,29 @@ backends:
   gloo: { plugin: gloo }
   t: { plugin: template }
 routes:
-  - { device: cpu, backend: gloo }
-  - { device: cpu, op: allreduce, backend: t }
-  - { device: cpu, op: broadcast, backend: t }
-  - { device: cpu, op: barrier, backend: t }
+  - { device: cpu, backend: [t, gloo] }
 EOF
-for op in allreduce broadcast barrier; do
+run "$commhost" config check "$job"
+expect_rc0 "config check $job"
+routes=$(awk 'table { sub(/^#[ \t]*/, ""); print } /^# route table:/ { table = 1 }' <<<"$out")
+for route in "cpu allreduce f32,f64 sum,max 0+ bytes -> t" "cpu allgather 0+ bytes -> gloo: 't' lacks the op"; do
+  grep -qxF -- "$route" <<<"$routes" || fail "config check $job: the route table has no line \"$route\""
+done
+for op in allreduce broadcast; do
   step "(f) commhost run -n 2 -- commhost bench --op $op --check through the template"
   run timeout 120 "$commhost" run -n 2 -c "$job" -- "$commhost" bench --op "$op" --sizes 4,4K,1M --iters 3 --warmup 1 --check
   expect_rc0 "bench --op $op through the template"
-  [[ $op == barrier ]] || expect_regex "bench --op $op" "^\[0\] +1048576 .* 0$"  # the 1 MiB row, #wrong 0
+  expect_regex "bench --op $op" "^\[0\] +1048576 .* 0$"  # the 1 MiB row, #wrong 0
   pass "2 ranks, $op through the template, every element right"
+done
+# What the template does not implement (an op, a dtype, a reduce op) flows to gloo.
+for args in "--op allgather" "--op barrier" "--op allreduce --dtype i32" "--op allreduce --redop min"; do
+  step "(f) commhost run -n 2 -- commhost bench $args --check: outside the template's manifest, so gloo"
+  # shellcheck disable=SC2086  # $args is several words on purpose
+  run timeout 120 "$commhost" run -n 2 -c "$job" -- "$commhost" bench $args --sizes 4,4K,1M --iters 3 --warmup 1 --check
+  expect_rc0 "bench $args through gloo"
+  [[ $args == "--op barrier" ]] || expect_regex "bench $args" "^\[0\] +1048576 .* 0$"  # #wrong 0
+  pass "2 ranks, $args through gloo, every element right"
 done
 
 step "(f) ranks passing different sizes to the template get an error naming both, never a wrong sum"

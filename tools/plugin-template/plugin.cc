@@ -4,9 +4,9 @@
 // A plugin exports exactly one PluginDescriptor with COMMHOST_PLUGIN(), in exactly one
 // source file. The loader checks the ABI version, then reads the descriptor: the name
 // configs refer to, the declared options (validated by the host, with file:line:col and
-// "did you mean" hints, before the factory runs) and the capabilities (routes to an op
-// or device the plugin does not list are refused when the config loads, and calls with
-// a dtype or reduce op it does not list are refused before they reach it).
+// "did you mean" hints, before the factory runs) and the capabilities (the config's
+// routes are resolved against them when it loads: what the plugin does not list goes to
+// another backend, and a route that names something it lacks is refused).
 #include "template_backend.h"
 
 namespace {
@@ -16,7 +16,7 @@ const commhost::PluginDescriptor kDescriptor = {
     commhost::PluginKind::Backend,  // kind: Backend, Store or CommHook
     "template",                     // name: `plugin: template` in a config
     "0.1.0",                        // this plugin's own version, free form
-    "A starting point for backend plugins: allreduce/broadcast/barrier on cpu f32/f64 over the store",
+    "A starting point for backend plugins: allreduce and broadcast on cpu f32/f64 over the store",
     // options: every key a user may set under `backends.<name>.options`, from the
     // schema of templ::Options (template_backend.h). Unknown keys and wrong types never
     // reach the factory.

@@ -17,11 +17,8 @@ WorkPtr done(const OpContext& ctx, std::vector<Tensor> outputs) {
   return std::make_shared<CompletedWork>(ctx, std::move(outputs));
 }
 
-[[noreturn]] void notImplemented(const OpContext& ctx) {
-  raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx),
-        "the template backend does not implement this op (it declares only allreduce, broadcast and barrier)",
-        "Route it to another backend");
-}
+// A rank's post for one op: "<seq>/<rank>" under the backend's private store prefix.
+std::string key(uint64_t seq, int rank) { return std::to_string(seq) + "/" + std::to_string(rank); }
 
 }  // namespace
 
@@ -30,25 +27,13 @@ std::unique_ptr<Backend> create(const Options& options, const BackendContext& ct
   // to do instead (throw ConfigError or PluginError). A networked backend would also
   // rendezvous with its peers here through ctx.store (private to this backend in this
   // group), e.g. rank 0 sets its address and the others get it.
-  return std::make_unique<TemplateBackend>(ctx, options.threads, options.verbose);
+  return std::make_unique<TemplateBackend>(ctx, options);
 }
 
-TemplateBackend::TemplateBackend(const BackendContext& ctx, int64_t threads, bool verbose)
-    : ctx_(ctx), threads_(threads), verbose_(verbose) {
-  if (verbose_ && ctx_.logger)
+TemplateBackend::TemplateBackend(const BackendContext& ctx, const Options& options) : ctx_(ctx), options_(options) {
+  if (options_.verbose && ctx_.logger)
     ctx_.logger->info("template backend ready: rank " + std::to_string(ctx_.rank) + " of " +
-                      std::to_string(ctx_.worldSize) + ", " + std::to_string(threads_) + " thread(s)");
-}
-
-void TemplateBackend::begin(const OpContext& ctx) const {
-  if (aborted_)
-    raise(ErrorCode::Aborted, ErrorContext::of(ctx), "the template backend was aborted",
-          "create a new group to continue");
-  if (verbose_ && ctx_.logger) ctx_.logger->info(ErrorContext::of(ctx).format() + "start");
-}
-
-std::string TemplateBackend::key(uint64_t seq, int rank) const {
-  return std::to_string(seq) + "/" + std::to_string(rank);
+                      std::to_string(ctx_.worldSize) + ", " + std::to_string(options_.threads) + " thread(s)");
 }
 
 std::vector<Bytes> TemplateBackend::exchange(const OpContext& ctx, const Tensor& tensor, bool withData, int dataFrom) {
@@ -56,6 +41,7 @@ std::vector<Bytes> TemplateBackend::exchange(const OpContext& ctx, const Tensor&
   // data, the bytes. Every rank publishes one for every op, so that every rank can check
   // every other's size, and so that reading a peer's post proves the peer is done with
   // the previous op.
+  if (options_.verbose && ctx_.logger) ctx_.logger->info(ErrorContext::of(ctx).format() + "start");
   const uint64_t bytes = tensor.nbytes();
   Bytes mine(sizeof bytes);
   std::memcpy(mine.data(), &bytes, sizeof bytes);
@@ -112,13 +98,12 @@ template <class T> void fold(T* dst, const std::vector<const uint8_t*>& srcs, si
 }  // namespace
 
 WorkPtr TemplateBackend::allreduce(const OpContext& ctx, Tensor& tensor, const AllreduceOptions& opts) {
-  begin(ctx);
   const std::vector<Bytes> posts = exchange(ctx, tensor, /*withData=*/true, /*dataFrom=*/-1);
   std::vector<const uint8_t*> srcs;
   for (int r = 0; r < ctx_.worldSize; ++r)
     srcs.push_back(r == ctx_.rank ? static_cast<const uint8_t*>(tensor.data()) : posts[r].data() + sizeof(uint64_t));
-  // The host already refused any dtype or reduce op not listed in kCapabilities, so the
-  // data is f32 or f64 and the op Sum or Max.
+  // The routes send only what kCapabilities lists here, so the data is f32 or f64 and
+  // the op Sum or Max.
   const size_t n = static_cast<size_t>(tensor.numel());
   if (tensor.dtype() == DType::Float64) fold(static_cast<double*>(tensor.data()), srcs, n, opts.reduceOp.kind);
   else fold(static_cast<float*>(tensor.data()), srcs, n, opts.reduceOp.kind);
@@ -126,66 +111,10 @@ WorkPtr TemplateBackend::allreduce(const OpContext& ctx, Tensor& tensor, const A
 }
 
 WorkPtr TemplateBackend::broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions& opts) {
-  begin(ctx);
   const bool root = ctx_.rank == opts.root;
   const std::vector<Bytes> posts = exchange(ctx, tensor, /*withData=*/root, opts.root);
   if (!root) std::memcpy(tensor.data(), posts[opts.root].data() + sizeof(uint64_t), tensor.nbytes());
   return done(ctx, {tensor});
 }
-
-WorkPtr TemplateBackend::barrier(const OpContext& ctx, const BarrierOptions&) {
-  begin(ctx);
-  exchange(ctx, Tensor(), /*withData=*/false, -1);  // returns once every rank has posted
-  return done(ctx, {});
-}
-
-void TemplateBackend::abort(const std::string& reason) {
-  aborted_ = true;
-  if (ctx_.logger) ctx_.logger->warn("template backend aborted: " + reason);
-}
-
-void TemplateBackend::shutdown() {}
-
-// Everything below is outside kCapabilities. The ProcessGroup never calls these, and a
-// direct caller gets an error naming the op.
-WorkPtr TemplateBackend::allreduceCoalesced(const OpContext& ctx, std::vector<Tensor>&,
-                                            const AllreduceCoalescedOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::reduce(const OpContext& ctx, Tensor&, const ReduceOptions&) { notImplemented(ctx); }
-WorkPtr TemplateBackend::allgather(const OpContext& ctx, std::vector<Tensor>&, const Tensor&, const AllgatherOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::allgatherIntoTensor(const OpContext& ctx, Tensor&, const Tensor&, const AllgatherOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>&,
-                                            const std::vector<Tensor>&, const AllgatherOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::gather(const OpContext& ctx, std::vector<Tensor>&, const Tensor&, const GatherOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::scatter(const OpContext& ctx, Tensor&, const std::vector<Tensor>&, const ScatterOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::reduceScatter(const OpContext& ctx, Tensor&, const std::vector<Tensor>&,
-                                       const ReduceScatterOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::reduceScatterTensor(const OpContext& ctx, Tensor&, const Tensor&,
-                                             const ReduceScatterOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::alltoall(const OpContext& ctx, std::vector<Tensor>&, const std::vector<Tensor>&,
-                                  const AlltoallOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::alltoallSingle(const OpContext& ctx, Tensor&, const Tensor&, const AlltoallSingleOptions&) {
-  notImplemented(ctx);
-}
-WorkPtr TemplateBackend::send(const OpContext& ctx, const Tensor&, int, const SendOptions&) { notImplemented(ctx); }
-WorkPtr TemplateBackend::recv(const OpContext& ctx, Tensor&, int, const RecvOptions&) { notImplemented(ctx); }
-WorkPtr TemplateBackend::recvAnySource(const OpContext& ctx, Tensor&, const RecvOptions&) { notImplemented(ctx); }
 
 }  // namespace commhost::templ

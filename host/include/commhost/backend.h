@@ -3,8 +3,8 @@
 //
 // Contract:
 // - The ProcessGroup has validated every argument (devices, dtypes, sizes, roots, peers)
-//   against the group and the backend's Capabilities before calling; a backend does not
-//   repeat those checks.
+//   against the group, and the route table sends a backend only the (op, device, dtype,
+//   reduce op) its Capabilities list; a backend does not repeat those checks.
 // - Every call returns at once with a Work; the work runs on the backend's own threads
 //   (or completes inline). Calls come from one thread per group, in seq order, the same
 //   order on every rank.
@@ -19,6 +19,16 @@
 //   backend knows (e.g. its process exited).
 // - An op run inline (inside the call) may wait for peers; if the supervisor finds a
 //   peer lost meanwhile, it calls abort() from its own thread to end that wait.
+//
+// Partial backends: override only the ops you implement and declare exactly those in
+// the plugin's Capabilities (the manifest). Routes are checked against the manifest when
+// the config loads, so the other ops go to another backend (`backend: [mine, gloo]`).
+// An op left at its default throws NotSupportedError naming the backend and the op; the
+// host reaches it only if the manifest declares an op the class does not override.
+// abort() and shutdown() default to doing nothing, which is right for a backend that
+// completes every op inside the call (the ProcessGroup refuses calls after an abort
+// itself); a backend with threads, works in flight or waits that abort must end
+// overrides both.
 #pragma once
 
 #include <string>
@@ -35,46 +45,59 @@ namespace commhost {
 class COMMHOST_API Backend {
  public:
   virtual ~Backend() = default;
+  // The manifest: the same Capabilities as the plugin's descriptor (or fewer).
   virtual const Capabilities& capabilities() const = 0;
 
-  virtual WorkPtr allreduce(const OpContext& ctx, Tensor& tensor, const AllreduceOptions& opts) = 0;
+  virtual WorkPtr allreduce(const OpContext& ctx, Tensor& tensor, const AllreduceOptions& opts);
   virtual WorkPtr allreduceCoalesced(const OpContext& ctx, std::vector<Tensor>& tensors,
-                                     const AllreduceCoalescedOptions& opts) = 0;
-  virtual WorkPtr broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions& opts) = 0;
-  virtual WorkPtr reduce(const OpContext& ctx, Tensor& tensor, const ReduceOptions& opts) = 0;
+                                     const AllreduceCoalescedOptions& opts);
+  virtual WorkPtr broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions& opts);
+  virtual WorkPtr reduce(const OpContext& ctx, Tensor& tensor, const ReduceOptions& opts);
   // outputs has one tensor per rank.
   virtual WorkPtr allgather(const OpContext& ctx, std::vector<Tensor>& outputs, const Tensor& input,
-                            const AllgatherOptions& opts) = 0;
+                            const AllgatherOptions& opts);
   // output holds world_size * input.numel() elements, rank-major.
   virtual WorkPtr allgatherIntoTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
-                                      const AllgatherOptions& opts) = 0;
+                                      const AllgatherOptions& opts);
   // outputs[i] has one tensor per rank for inputs[i].
   virtual WorkPtr allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>& outputs,
-                                     const std::vector<Tensor>& inputs, const AllgatherOptions& opts) = 0;
+                                     const std::vector<Tensor>& inputs, const AllgatherOptions& opts);
   // outputs: one per rank on the root, empty elsewhere.
   virtual WorkPtr gather(const OpContext& ctx, std::vector<Tensor>& outputs, const Tensor& input,
-                         const GatherOptions& opts) = 0;
+                         const GatherOptions& opts);
   // inputs: one per rank on the root, empty elsewhere.
   virtual WorkPtr scatter(const OpContext& ctx, Tensor& output, const std::vector<Tensor>& inputs,
-                          const ScatterOptions& opts) = 0;
+                          const ScatterOptions& opts);
   // inputs: one per rank; rank r receives the reduction of every rank's inputs[r].
   virtual WorkPtr reduceScatter(const OpContext& ctx, Tensor& output, const std::vector<Tensor>& inputs,
-                                const ReduceScatterOptions& opts) = 0;
+                                const ReduceScatterOptions& opts);
   // input holds world_size * output.numel() elements.
   virtual WorkPtr reduceScatterTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
-                                      const ReduceScatterOptions& opts) = 0;
+                                      const ReduceScatterOptions& opts);
   virtual WorkPtr alltoall(const OpContext& ctx, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                           const AlltoallOptions& opts) = 0;
+                           const AlltoallOptions& opts);
   // Split sizes are already resolved: one entry per rank, in rows of dimension 0.
   virtual WorkPtr alltoallSingle(const OpContext& ctx, Tensor& output, const Tensor& input,
-                                 const AlltoallSingleOptions& opts) = 0;
-  virtual WorkPtr barrier(const OpContext& ctx, const BarrierOptions& opts) = 0;
-  virtual WorkPtr send(const OpContext& ctx, const Tensor& tensor, int dst, const SendOptions& opts) = 0;
-  virtual WorkPtr recv(const OpContext& ctx, Tensor& tensor, int src, const RecvOptions& opts) = 0;
-  virtual WorkPtr recvAnySource(const OpContext& ctx, Tensor& tensor, const RecvOptions& opts) = 0;
+                                 const AlltoallSingleOptions& opts);
+  virtual WorkPtr barrier(const OpContext& ctx, const BarrierOptions& opts);
+  virtual WorkPtr send(const OpContext& ctx, const Tensor& tensor, int dst, const SendOptions& opts);
+  virtual WorkPtr recv(const OpContext& ctx, Tensor& tensor, int src, const RecvOptions& opts);
+  virtual WorkPtr recvAnySource(const OpContext& ctx, Tensor& tensor, const RecvOptions& opts);
 
-  virtual void abort(const std::string& reason) = 0;
-  virtual void shutdown() = 0;
+  virtual void abort(const std::string& reason);
+  virtual void shutdown();
+
+  // The key under `backends:` in the config this backend was created as (the host sets
+  // it once the factory returns); "" for a backend the host did not create.
+  const std::string& backendName() const { return name_; }
+
+ protected:
+  // Throws NotSupportedError "<context>backend 'NAME' does not implement OP" for ctx's op.
+  [[noreturn]] void notSupported(const OpContext& ctx) const;
+
+ private:
+  friend class ProcessGroup;  // sets name_
+  std::string name_;
 };
 
 }  // namespace commhost

@@ -31,13 +31,24 @@ struct PluginRef {
   std::string where;     // "file:line:col" of the entry, for messages
 };
 
+// One entry of `routes:`. Keys left unset match anything the route's backends serve.
 struct RouteSpec {
   std::optional<DeviceType> device;
   std::optional<OpType> op;
+  std::optional<DType> dtype;              // `dtype:`, for ops that carry data
+  std::optional<ReduceOp::Kind> reduceOp;  // `reduce_op:`, for reducing ops only
   int64_t minBytes = 0;
-  int64_t maxBytes = INT64_MAX;  // inclusive
-  std::string backend;
+  int64_t maxBytes = INT64_MAX;       // inclusive
+  std::string backend;                // the first backend listed (`backend: x` or `backend: [x, ...]`)
+  std::vector<std::string> fallback;  // the rest of the list, tried in order
   std::string where;
+
+  // Every backend listed, in order of preference.
+  std::vector<std::string> backends() const {
+    std::vector<std::string> all{backend};
+    all.insert(all.end(), fallback.begin(), fallback.end());
+    return all;
+  }
 };
 
 struct Config {

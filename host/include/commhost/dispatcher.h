@@ -1,19 +1,36 @@
 // SPDX-License-Identifier: Apache-2.0
-// Dispatcher: picks the backend for each (op, device, message size).
+// Dispatcher: picks the backend for each (op, device, dtype, reduce op, message size).
 //
-// Built once from the config's routes and the backends' capability manifests. The
-// most specific route wins: one naming the op beats one that does not, then one naming
-// the device, then the narrower byte range. A route with no op applies only to the ops
-// its backend has, so a specialised backend can fall back to a general one. Build
-// errors (ConfigError) name the route's file:line:col and the backend:
-// - a route naming an op or device its backend lacks;
-// - two equally specific routes overlapping;
+// Built once from the config's routes and the backends' capability manifests, so
+// nothing is decided per call: a lookup is an array index by (op, device, dtype, reduce
+// op) plus a scan of that cell's few byte-range segments.
+//
+// Which route serves a cell: the most specific route whose keys match it. Specificity
+// ranks the keys by how narrow a slice of traffic each one names: op, then dtype, then
+// reduce op, then device, then the narrower byte range (an op route beats any route
+// without an op; among routes naming the same keys, the narrower range wins). A key a
+// route leaves out matches only what some backend of its list serves, so a specialised
+// backend falls back to a general one: `{ backend: mine }` applies to mine's ops, devices,
+// dtypes and reduce ops only. Within the chosen route, the cell goes to the first listed
+// backend whose manifest serves its op, device, dtype and reduce op
+// (`backend: [mine, shm, gloo]`); describe() lists the cells that fell past an earlier one.
+// The dtype slot is ignored for ops without data (barrier) and the reduce-op slot for
+// ops that do not reduce: those cells resolve once and share one segment list.
+//
+// Build errors (ConfigError) name the route's file:line:col and the backends:
+// - a route whose explicitly named op, device, dtype or reduce op none of its backends
+//   serves (each backend's reason is given), or a reduce_op on a non-reducing op;
+// - two equally specific routes overlapping with different backends;
 // - an op, on a device some route serves, that no route serves (or with a gap in sizes).
+// A cell left unserved only because no route's backends have its dtype or reduce op is
+// not an error (most configs name no dtype): a call there fails with InvalidArgument
+// pointing to `routes: - { op, dtype, reduce_op, backend }`.
 // Lookups are lock-free and allocation-free; the table is immutable once built.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,8 +46,13 @@ class COMMHOST_API RouteTable {
  public:
   struct Segment {
     int64_t minBytes, maxBytes;  // inclusive
-    int backend;                 // index into backendNames()
-    int route;                   // index into the config's routes, for messages
+    int backend;                 // index into backendNames(); -1 where the cell is unserved
+    int route;                   // index into the config's routes, for messages; -1 if unserved
+    int note;                    // index of why it fell back (or is unserved) for describe(); -1 if neither
+    bool operator==(const Segment& o) const {
+      return minBytes == o.minBytes && maxBytes == o.maxBytes && backend == o.backend && route == o.route &&
+             note == o.note;
+    }
   };
 
   // The table for a loaded config: each backend's manifest comes from its plugin's
@@ -41,23 +63,45 @@ class COMMHOST_API RouteTable {
   static RouteTable build(const std::vector<RouteSpec>& routes,
                           const std::vector<std::pair<std::string, Capabilities>>& backends);
 
-  // The backend index for this op, or -1 when no route serves it.
-  int route(OpType op, DeviceType device, int64_t bytes) const {
-    for (const Segment& s : table_[static_cast<int>(op)][static_cast<int>(device)])
+  // The backend index for this call, or -1 when no route serves it. `dtype` is ignored
+  // for ops without data and `reduceOp` for ops that do not reduce.
+  int route(OpType op, DeviceType device, int64_t bytes, DType dtype = DType::Float32,
+            ReduceOp::Kind reduceOp = ReduceOp::Sum) const {
+    for (const Segment& s : segments(op, device, dtype, reduceOp))
       if (bytes >= s.minBytes && bytes <= s.maxBytes) return s.backend;
     return -1;
   }
-  const std::vector<Segment>& segments(OpType op, DeviceType device) const {
-    return table_[static_cast<int>(op)][static_cast<int>(device)];
+  const std::vector<Segment>& segments(OpType op, DeviceType device, DType dtype = DType::Float32,
+                                       ReduceOp::Kind reduceOp = ReduceOp::Sum) const {
+    const size_t cell = ((static_cast<size_t>(op) * kNumDeviceTypes + static_cast<size_t>(device)) * kNumDTypes +
+                         static_cast<size_t>(dtype)) *
+                            ReduceOp::kNumKinds +
+                        static_cast<size_t>(reduceOp);
+    return lists_[cells_[cell]];
   }
   const std::vector<std::string>& backendNames() const { return names_; }
   bool servesDevice(DeviceType device) const { return devices_.has(device); }
-  // One line per (device, op, byte range) -> backend, for `config check`.
+  // Whether some cell resolves to backends()[index]: a backend no cell uses is never
+  // called, so the group does not create it and its features are not required.
+  bool uses(int index) const { return index >= 0 && index < static_cast<int>(used_.size()) && used_[index]; }
+  // Why route() gave -1 for this call, for its error message (not on the hot path).
+  std::string whyUnserved(OpType op, DeviceType device, int64_t bytes, DType dtype, ReduceOp::Kind reduceOp) const;
+  // The resolved table for `config check`: one line per run of cells that resolve alike
+  // ("cpu allreduce f32,f64 sum,max 0..65535 bytes -> shm"; a dtype or reduce-op list is
+  // left out when it is every one), then the cells that fell back past an earlier listed
+  // backend and why, then the cells no route serves.
   std::string describe() const;
 
  private:
-  std::array<std::array<std::vector<Segment>, kNumDeviceTypes>, kNumOpTypes> table_;
+  std::string describeRows(const std::function<std::string(const Segment&)>& line) const;
+
+  static constexpr size_t kNumCells = static_cast<size_t>(kNumOpTypes) * kNumDeviceTypes * kNumDTypes *
+                                      ReduceOp::kNumKinds;
+  std::vector<int> cells_ = std::vector<int>(kNumCells, 0);  // index into lists_
+  std::vector<std::vector<Segment>> lists_{{}};              // distinct segment lists; lists_[0] is empty
   std::vector<std::string> names_;
+  std::vector<std::string> notes_;
+  std::vector<bool> used_;
   EnumSet<DeviceType> devices_;
 };
 

@@ -27,6 +27,7 @@ enum class ErrorCode : uint8_t {
   PeerLost,         // a peer died or went silent
   InvalidArgument,  // the caller passed something wrong
   Backend,          // the backend failed for another reason
+  NotSupported,     // the backend does not implement the op (a partial backend; see backend.h)
 };
 COMMHOST_API const char* errorCodeName(ErrorCode code);
 
@@ -83,6 +84,7 @@ COMMHOST_DEFINE_ERROR(AbortedError, Aborted)
 COMMHOST_DEFINE_ERROR(PeerLostError, PeerLost)
 COMMHOST_DEFINE_ERROR(InvalidArgument, InvalidArgument)
 COMMHOST_DEFINE_ERROR(BackendError, Backend)
+COMMHOST_DEFINE_ERROR(NotSupportedError, NotSupported)
 #undef COMMHOST_DEFINE_ERROR
 
 // Throws the error class matching `code` with `message` as given (already prefixed),

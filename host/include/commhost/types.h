@@ -96,6 +96,13 @@ COMMHOST_API const char* opName(OpType op);  // "allreduce", "alltoall_single", 
 constexpr bool isPointToPoint(OpType op) {
   return op == OpType::Send || op == OpType::Recv || op == OpType::RecvAnySource;
 }
+// Ops that take a reduce op: routes may match their `reduce_op`.
+constexpr bool isReduction(OpType op) {
+  return op == OpType::Allreduce || op == OpType::AllreduceCoalesced || op == OpType::Reduce ||
+         op == OpType::ReduceScatter || op == OpType::ReduceScatterTensor;
+}
+// Ops that move tensors (all but the barriers): routes may match their `dtype`.
+constexpr bool carriesData(OpType op) { return op != OpType::Barrier && op != OpType::MonitoredBarrier; }
 // Throws InvalidArgument with a "did you mean" hint for an unknown name.
 COMMHOST_API OpType parseOpType(const std::string& name);
 

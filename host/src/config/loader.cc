@@ -202,17 +202,18 @@ bool entryShapeOk(const std::pair<YAML::Node, YAML::Node>& kv, const std::string
 void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
   if (!node.IsDefined() || node.IsNull()) return;
   if (!node.IsSequence()) {
-    problems.add(node, "routes", "expected a list of { device, op, min_bytes, max_bytes, backend }");
+    problems.add(node, "routes", "expected a list of { device, op, dtype, reduce_op, min_bytes, max_bytes, backend }");
     return;
   }
-  static const std::vector<std::string> kKeys = {"device", "op", "min_bytes", "max_bytes", "backend"};
+  static const std::vector<std::string> kKeys = {"device",    "op",        "dtype",  "reduce_op",
+                                                 "min_bytes", "max_bytes", "backend"};
   std::vector<std::string> backendNames;
   for (const auto& [name, ref] : cfg.backends) backendNames.push_back(name);
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
     const std::string path = "routes[" + std::to_string(i) + "]";
     if (!item.IsMap()) {
-      problems.add(item, path, "expected { device, op, min_bytes, max_bytes, backend }");
+      problems.add(item, path, "expected { device, op, dtype, reduce_op, min_bytes, max_bytes, backend }");
       continue;
     }
     RouteSpec route;
@@ -222,9 +223,24 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
       const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
       const YAML::Node& value = kv.second;
       try {
+        if (key == "backend" && value.IsSequence()) {
+          // `backend: [mine, shm, gloo]`: tried in order for each cell (see dispatcher.h).
+          std::vector<std::string> names;
+          for (size_t j = 0; j < value.size(); ++j) {
+            if (!value[j].IsScalar() || value[j].Scalar().empty())
+              throw InvalidArgument("expected a backend name or a list of them, e.g. backend: [mine, gloo]");
+            names.push_back(value[j].Scalar());
+          }
+          if (names.empty()) throw InvalidArgument("an empty list: name at least one backend");
+          route.backend = names[0];
+          route.fallback.assign(names.begin() + 1, names.end());
+          continue;
+        }
         if (!value.IsScalar()) throw InvalidArgument("expected a single value");
         if (key == "device") route.device = parseDevice(value.Scalar()).type;
         else if (key == "op") route.op = parseOpType(value.Scalar());
+        else if (key == "dtype") route.dtype = parseDType(value.Scalar());
+        else if (key == "reduce_op") route.reduceOp = parseReduceOp(value.Scalar());
         else if (key == "min_bytes") route.minBytes = parseSize(value.Scalar());
         else if (key == "max_bytes") route.maxBytes = parseSize(value.Scalar());
         else if (key == "backend") route.backend = value.Scalar();
@@ -232,7 +248,7 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
           const std::string hint = closestMatch(key, kKeys);
           problems.add(kv.first, path + "." + key,
                        "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                           "; allowed here: device, op, min_bytes, max_bytes, backend");
+                           "; allowed here: device, op, dtype, reduce_op, min_bytes, max_bytes, backend");
           ok = false;
         }
       } catch (const Error& e) {
@@ -243,13 +259,14 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
     if (route.backend.empty()) {
       problems.add(item, path, "a route needs a backend");
       ok = false;
-    } else if (!cfg.backends.count(route.backend)) {
-      const std::string hint = closestMatch(route.backend, backendNames);
+    }
+    for (const auto& name : route.backend.empty() ? std::vector<std::string>{} : route.backends()) {
+      if (cfg.backends.count(name)) continue;
+      const std::string hint = closestMatch(name, backendNames);
       std::string list;
       for (const auto& n : backendNames) list += (list.empty() ? "" : ", ") + n;
       problems.add(child(item, "backend"), path + ".backend",
-                   "route to unknown backend '" + route.backend + "'" +
-                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                   "route to unknown backend '" + name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                        "; backends configured: " + (list.empty() ? "none" : list));
       ok = false;
     }
@@ -287,7 +304,16 @@ std::string effectiveYaml(const Config& cfg) {
     if (r.op) n["op"] = opName(*r.op);
     if (r.minBytes) n["min_bytes"] = formatSize(r.minBytes);
     if (r.maxBytes != INT64_MAX) n["max_bytes"] = formatSize(r.maxBytes);
-    n["backend"] = r.backend;
+    if (r.dtype) n["dtype"] = dtypeName(*r.dtype);
+    if (r.reduceOp) n["reduce_op"] = reduceOpName(*r.reduceOp);
+    if (r.fallback.empty()) {
+      n["backend"] = r.backend;
+    } else {
+      YAML::Node list(YAML::NodeType::Sequence);
+      for (const auto& name : r.backends()) list.push_back(name);
+      list.SetStyle(YAML::EmitterStyle::Flow);
+      n["backend"] = list;
+    }
     routes.push_back(n);
   }
   root["routes"] = routes;

@@ -15,6 +15,7 @@ const char* errorCodeName(ErrorCode code) {
     case ErrorCode::PeerLost: return "peer-lost";
     case ErrorCode::InvalidArgument: return "invalid-argument";
     case ErrorCode::Backend: return "backend";
+    case ErrorCode::NotSupported: return "not-supported";
   }
   return "unknown";
 }
@@ -77,6 +78,7 @@ void rethrowAs(ErrorCode code, const std::string& message, const ErrorContext& w
     case ErrorCode::PeerLost: throw PeerLostError(message, where);
     case ErrorCode::InvalidArgument: throw InvalidArgument(message, where);
     case ErrorCode::Backend: throw BackendError(message, where);
+    case ErrorCode::NotSupported: throw NotSupportedError(message, where);
   }
   throw Error(code, message, where);
 }

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "commhost/dispatcher.h"
 #include "commhost/errors.h"
@@ -9,12 +12,17 @@
 namespace commhost {
 namespace {
 
+// Key weights: a route naming a heavier key is more specific (see dispatcher.h).
+constexpr int kOpKey = 8, kDTypeKey = 4, kReduceOpKey = 2, kDeviceKey = 1;
+
 struct Candidate {
   int route;
   int backend;
-  int specificity;  // 2 for an op, 1 for a device
+  int specificity;
   int64_t minBytes, maxBytes;
+  std::string skipped;  // why earlier listed backends could not serve the cell
   unsigned __int128 width() const { return static_cast<unsigned __int128>(maxBytes - minBytes) + 1; }
+  bool covers(int64_t lo, int64_t hi) const { return minBytes <= lo && maxBytes >= hi; }
 };
 
 std::string range(int64_t lo, int64_t hi) {
@@ -22,6 +30,71 @@ std::string range(int64_t lo, int64_t hi) {
 }
 
 bool servedByHost(OpType op) { return op == OpType::MonitoredBarrier; }
+
+int specificity(const RouteSpec& r) {
+  return (r.op ? kOpKey : 0) + (r.dtype ? kDTypeKey : 0) + (r.reduceOp ? kReduceOpKey : 0) +
+         (r.device ? kDeviceKey : 0);
+}
+
+// "allreduce bf16 max on cpu", "cuda tensors": the keys given, in the order routes are written.
+std::string cellText(std::optional<OpType> op, std::optional<DeviceType> dev, std::optional<DType> dtype,
+                     std::optional<ReduceOp::Kind> rop) {
+  std::string out = op ? opName(*op) : "";
+  if (dtype) out += std::string(out.empty() ? "" : " ") + dtypeName(*dtype);
+  if (rop) out += std::string(out.empty() ? "" : " ") + reduceOpName(*rop);
+  if (!op && (dtype || rop)) out += " ops";
+  if (dev) return out.empty() ? std::string(deviceTypeName(*dev)) + " tensors" : out + " on " + deviceTypeName(*dev);
+  return out.empty() ? "every op" : out;
+}
+
+// Why backend `name` cannot serve the keys given ("" when it can).
+std::string lacks(const Capabilities& caps, const std::string& name, std::optional<OpType> op,
+                  std::optional<DeviceType> dev, std::optional<DType> dtype, std::optional<ReduceOp::Kind> rop) {
+  const std::string who = "'" + name + "'";
+  if (op && !caps.ops.has(*op)) return who + " does not implement " + opName(*op);
+  if (dev && !caps.devices.has(*dev)) return who + " does not support " + deviceTypeName(*dev) + " tensors";
+  if (dtype && !caps.dtypes.has(*dtype)) return who + " lacks dtype " + dtypeName(*dtype);
+  if (rop && !caps.reduceOps.has(*rop)) return who + " lacks reduce op " + reduceOpName(*rop);
+  return "";
+}
+
+std::string join(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
+}
+
+// What a backend lacks for one cell, named without the cell's values so that the notes
+// of many cells (each dtype, each reduce op) read alike and describe() merges them.
+enum class Lack { None, Op, Device, DType, ReduceOp };
+
+Lack lackOf(const Capabilities& caps, OpType op, DeviceType dev, std::optional<DType> dtype,
+            std::optional<ReduceOp::Kind> rop) {
+  if (!caps.ops.has(op)) return Lack::Op;
+  if (!caps.devices.has(dev)) return Lack::Device;
+  if (dtype && !caps.dtypes.has(*dtype)) return Lack::DType;
+  if (rop && !caps.reduceOps.has(*rop)) return Lack::ReduceOp;
+  return Lack::None;
+}
+
+// "'mine', 'shm' lack the dtype; 'x' lacks the op", in the order the backends are listed.
+std::string lackText(const std::vector<std::pair<std::string, Lack>>& lacks) {
+  std::vector<std::pair<Lack, std::vector<std::string>>> byKind;
+  for (const auto& [name, lack] : lacks) {
+    auto it = std::find_if(byKind.begin(), byKind.end(), [&, l = lack](const auto& e) { return e.first == l; });
+    if (it == byKind.end()) byKind.push_back({lack, {"'" + name + "'"}});
+    else it->second.push_back("'" + name + "'");
+  }
+  std::vector<std::string> parts;
+  for (const auto& [lack, names] : byKind) {
+    const char* what = lack == Lack::Op       ? "the op"
+                       : lack == Lack::Device ? "the device"
+                       : lack == Lack::DType  ? "the dtype"
+                                              : "the reduce op";
+    parts.push_back(join(names, ", ") + (names.size() > 1 ? " lack " : " lacks ") + what);
+  }
+  return join(parts, "; ");
+}
 
 }  // namespace
 
@@ -36,23 +109,51 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
   };
   for (const auto& b : backends) table.names_.push_back(b.first);
 
+  // Each route's backends by index, and what its explicit keys ask of them.
+  std::vector<std::vector<int>> listed(routes.size());
   for (size_t r = 0; r < routes.size(); ++r) {
     const RouteSpec& route = routes[r];
-    const int b = backendIndex(route.backend);
-    if (b < 0) {
-      problems.push_back(route.where + ": route to unknown backend '" + route.backend + "'");
-      continue;
+    bool known = true;
+    for (const auto& name : route.backends()) {
+      const int b = backendIndex(name);
+      if (b < 0) {
+        problems.push_back(route.where + ": route to unknown backend '" + name + "'");
+        known = false;
+      }
+      listed[r].push_back(b);
     }
-    const Capabilities& caps = backends[b].second;
-    if (route.op && !caps.ops.has(*route.op))
-      problems.push_back(route.where + ": route sends " + opName(*route.op) + " to backend '" + route.backend +
-                         "', which does not implement it; route " + opName(*route.op) + " to another backend");
-    if (route.device && !caps.devices.has(*route.device))
-      problems.push_back(route.where + ": route sends " + deviceTypeName(*route.device) + " tensors to backend '" +
-                         route.backend + "', which does not support that device");
+    if (!known) continue;
+    if (route.op && route.reduceOp && !isReduction(*route.op))
+      problems.push_back(route.where +
+                         ": reduce_op applies only to reducing ops (allreduce, allreduce_coalesced, "
+                         "reduce, reduce_scatter, reduce_scatter_tensor), not " +
+                         opName(*route.op) + "; remove reduce_op from this route");
+    if (route.op && route.dtype && !carriesData(*route.op))
+      problems.push_back(route.where + ": " + opName(*route.op) +
+                         " carries no data, so dtype cannot select it; remove dtype from this route");
+    std::vector<std::string> reasons;
+    for (int b : listed[r]) {
+      const std::string why = lacks(backends[b].second, backends[b].first, route.op, route.device, route.dtype,
+                                    route.reduceOp);
+      if (why.empty()) {
+        reasons.clear();
+        break;
+      }
+      reasons.push_back(why);
+    }
+    if (!reasons.empty()) {
+      const std::string what = cellText(route.op, route.device, route.dtype, route.reduceOp);
+      problems.push_back(
+          route.where + ": route sends " + what + " to " +
+          (listed[r].size() == 1 ? "backend '" + route.backend + "'" : "[" + join(route.backends(), ", ") + "]") +
+          ", which cannot serve it (" + join(reasons, "; ") + "); route " + what +
+          " to a backend that has it, or add one to this route's list");
+    }
     for (int d = 0; d < kNumDeviceTypes; ++d) {
       const auto dev = static_cast<DeviceType>(d);
-      if (route.device ? *route.device == dev : caps.devices.has(dev)) table.devices_.add(dev);
+      bool any = false;
+      for (int b : listed[r]) any = any || backends[b].second.devices.has(dev);
+      if (route.device ? *route.device == dev : any) table.devices_.add(dev);
     }
   }
   if (!problems.empty()) {
@@ -61,59 +162,134 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     throw ConfigError(message);
   }
 
+  std::map<std::string, int> noteIndex;
+  auto note = [&](const std::string& text) {
+    if (text.empty()) return -1;
+    auto [it, added] = noteIndex.emplace(text, static_cast<int>(table.notes_.size()));
+    if (added) table.notes_.push_back(text);
+    return it->second;
+  };
+  std::map<std::vector<std::tuple<int64_t, int64_t, int, int, int>>, int> listIndex;
+  auto intern = [&](const std::vector<Segment>& segments) {
+    std::vector<std::tuple<int64_t, int64_t, int, int, int>> key;
+    for (const auto& s : segments) key.emplace_back(s.minBytes, s.maxBytes, s.backend, s.route, s.note);
+    auto [it, added] = listIndex.emplace(key, static_cast<int>(table.lists_.size()));
+    if (added) table.lists_.push_back(segments);
+    return it->second;
+  };
+
   for (int o = 0; o < kNumOpTypes; ++o) {
     const auto op = static_cast<OpType>(o);
     if (servedByHost(op)) continue;
     for (int d = 0; d < kNumDeviceTypes; ++d) {
       const auto dev = static_cast<DeviceType>(d);
       if (!table.devices_.has(dev)) continue;
-      std::vector<Candidate> candidates;
+      // The routes that serve (op, device) for some dtype and reduce op: a byte range none
+      // of them covers is a config error; one left open by dtype or reduce op is not.
+      std::vector<int> matching;
       std::set<int64_t> points = {0};
       for (size_t r = 0; r < routes.size(); ++r) {
         const RouteSpec& route = routes[r];
-        const int b = backendIndex(route.backend);
-        const Capabilities& caps = backends[b].second;
-        const bool opMatches = route.op ? *route.op == op : caps.ops.has(op);
-        const bool devMatches = route.device ? *route.device == dev : caps.devices.has(dev);
-        if (!opMatches || !devMatches) continue;
-        candidates.push_back(
-            {static_cast<int>(r), b, (route.op ? 2 : 0) + (route.device ? 1 : 0), route.minBytes, route.maxBytes});
+        bool hasOp = false, hasDev = false;
+        for (int b : listed[r]) {
+          hasOp = hasOp || backends[b].second.ops.has(op);
+          hasDev = hasDev || backends[b].second.devices.has(dev);
+        }
+        if (!(route.op ? *route.op == op : hasOp) || !(route.device ? *route.device == dev : hasDev)) continue;
+        if ((route.dtype && !carriesData(op)) || (route.reduceOp && !isReduction(op))) continue;
+        matching.push_back(static_cast<int>(r));
         points.insert(route.minBytes);
         if (route.maxBytes != INT64_MAX) points.insert(route.maxBytes + 1);
       }
       const std::string what = std::string(opName(op)) + " on " + deviceTypeName(dev);
-      if (candidates.empty()) {
+      if (matching.empty()) {
         problems.push_back("no route serves " + what + ": add a route for it (e.g. { device: " + deviceTypeName(dev) +
                            ", op: " + opName(op) + ", backend: NAME }) to a backend that implements it");
         continue;
       }
-      std::vector<Segment>& segments = table.table_[o][d];
       const std::vector<int64_t> starts(points.begin(), points.end());
+      auto end = [&](size_t i) { return i + 1 < starts.size() ? starts[i + 1] - 1 : INT64_MAX; };
       for (size_t i = 0; i < starts.size(); ++i) {
-        const int64_t lo = starts[i];
-        const int64_t hi = i + 1 < starts.size() ? starts[i + 1] - 1 : INT64_MAX;
-        const Candidate* best = nullptr;
-        for (const auto& c : candidates) {
-          if (c.minBytes > lo || c.maxBytes < hi) continue;
-          if (!best || c.specificity > best->specificity ||
-              (c.specificity == best->specificity && c.width() < best->width())) {
-            best = &c;
-          } else if (c.specificity == best->specificity && c.width() == best->width() && c.backend != best->backend) {
-            problems.push_back(routes[c.route].where + ": route to '" + routes[c.route].backend + "' and " +
-                               routes[best->route].where + ": route to '" + routes[best->route].backend +
-                               "' are equally specific for " + what + " at " + range(lo, hi) +
-                               "; name the op or narrow the byte range of one of them");
-          }
-        }
-        if (!best) {
-          problems.push_back("no route serves " + what + " for messages of " + range(lo, hi) +
+        bool covered = false;
+        for (int r : matching) covered = covered || (routes[r].minBytes <= starts[i] && routes[r].maxBytes >= end(i));
+        if (!covered)
+          problems.push_back("no route serves " + what + " for messages of " + range(starts[i], end(i)) +
                              ": widen a route's min_bytes/max_bytes or add one");
-          continue;
-        }
-        if (!segments.empty() && segments.back().route == best->route) {
-          segments.back().maxBytes = hi;
-        } else {
-          segments.push_back({lo, hi, best->backend, best->route});
+      }
+
+      const int dtypeSlots = carriesData(op) ? kNumDTypes : 1;
+      const int ropSlots = isReduction(op) ? ReduceOp::kNumKinds : 1;
+      for (int t = 0; t < dtypeSlots; ++t) {
+        for (int k = 0; k < ropSlots; ++k) {
+          const std::optional<DType> dtype = carriesData(op) ? std::optional<DType>(static_cast<DType>(t))
+                                                             : std::nullopt;
+          const std::optional<ReduceOp::Kind> rop = isReduction(op)
+                                                        ? std::optional<ReduceOp::Kind>(static_cast<ReduceOp::Kind>(k))
+                                                        : std::nullopt;
+          std::vector<Candidate> candidates;
+          std::vector<Candidate> unable;  // routes whose keys match but whose backends all lack the cell
+          for (int r : matching) {
+            const RouteSpec& route = routes[r];
+            if ((route.dtype && route.dtype != dtype) || (route.reduceOp && route.reduceOp != rop)) continue;
+            std::vector<std::pair<std::string, Lack>> skipped;
+            int chosen = -1;
+            for (int b : listed[r]) {
+              const Lack lack = lackOf(backends[b].second, op, dev, dtype, rop);
+              if (lack == Lack::None) {
+                chosen = b;
+                break;
+              }
+              skipped.emplace_back(backends[b].first, lack);
+            }
+            Candidate c{r, chosen, specificity(route), route.minBytes, route.maxBytes, lackText(skipped)};
+            (chosen >= 0 ? candidates : unable).push_back(std::move(c));
+          }
+          const std::string cell = cellText(op, dev, dtype, rop);
+          std::vector<Segment> segments;
+          for (size_t i = 0; i < starts.size(); ++i) {
+            const int64_t lo = starts[i], hi = end(i);
+            const Candidate* best = nullptr;
+            for (const auto& c : candidates) {
+              if (!c.covers(lo, hi)) continue;
+              if (!best || c.specificity > best->specificity ||
+                  (c.specificity == best->specificity && c.width() < best->width())) {
+                best = &c;
+              } else if (c.specificity == best->specificity && c.width() == best->width() &&
+                         c.backend != best->backend) {
+                problems.push_back(routes[c.route].where + ": route to '" + backends[c.backend].first + "' and " +
+                                   routes[best->route].where + ": route to '" + backends[best->backend].first +
+                                   "' are equally specific for " + what + " at " + range(lo, hi) +
+                                   "; name the op, dtype or reduce_op, or narrow the byte range of one of them");
+              }
+            }
+            // More specific routes passed over because none of their backends has the cell.
+            std::vector<std::string> passed;
+            for (const auto& u : unable)
+              if (u.covers(lo, hi) && (!best || u.specificity > best->specificity ||
+                                       (u.specificity == best->specificity && u.width() < best->width())))
+                passed.push_back("route at " + routes[u.route].where + ": " + u.skipped);
+            if (best && !best->skipped.empty()) passed.push_back(best->skipped);
+            Segment s{lo, hi, best ? best->backend : -1, best ? best->route : -1, -1};
+            s.note = best ? note(join(passed, "; "))
+                          : note("no route serves " + cell + " for " + range(lo, hi) +
+                                 (passed.empty() ? std::string() : " (" + join(passed, "; ") + ")"));
+            if (!segments.empty() && segments.back().backend == s.backend && segments.back().route == s.route &&
+                segments.back().note == s.note) {
+              segments.back().maxBytes = hi;
+            } else {
+              segments.push_back(s);
+            }
+          }
+          const int list = intern(segments);
+          // Slots a cell ignores (dtype of a barrier, reduce op of a broadcast) share its list.
+          for (int tt = 0; tt < kNumDTypes; ++tt) {
+            if (carriesData(op) && tt != t) continue;
+            for (int kk = 0; kk < ReduceOp::kNumKinds; ++kk) {
+              if (isReduction(op) && kk != k) continue;
+              table.cells_[((static_cast<size_t>(o) * kNumDeviceTypes + d) * kNumDTypes + tt) * ReduceOp::kNumKinds +
+                           kk] = list;
+            }
+          }
         }
       }
     }
@@ -125,6 +301,10 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     for (const auto& p : problems) message += "\n  " + p;
     throw ConfigError(message);
   }
+  table.used_.assign(backends.size(), false);
+  for (const auto& list : table.lists_)
+    for (const Segment& s : list)
+      if (s.backend >= 0) table.used_[s.backend] = true;
   return table;
 }
 
@@ -145,17 +325,89 @@ RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& reg
   return build(config.routes, manifests);
 }
 
-std::string RouteTable::describe() const {
+std::string RouteTable::whyUnserved(OpType op, DeviceType device, int64_t bytes, DType dtype,
+                                    ReduceOp::Kind reduceOp) const {
+  for (const Segment& s : segments(op, device, dtype, reduceOp))
+    if (bytes >= s.minBytes && bytes <= s.maxBytes && s.note >= 0) return notes_[s.note];
+  return std::string("no route serves ") + opName(op) + " on " + deviceTypeName(device);
+}
+
+// Lines of one section of describe(): `line` renders a segment ("" to leave it out). The
+// (dtype, reduce op) cells of one op whose lines are alike merge into one row: dtypes
+// with the same reduce ops share it, and a list of every dtype or reduce op is left out.
+std::string RouteTable::describeRows(const std::function<std::string(const Segment&)>& line) const {
   std::string out;
   for (int d = 0; d < kNumDeviceTypes; ++d) {
-    if (!devices_.has(static_cast<DeviceType>(d))) continue;
+    const auto dev = static_cast<DeviceType>(d);
+    if (!devices_.has(dev)) continue;
     for (int o = 0; o < kNumOpTypes; ++o) {
-      for (const auto& s : table_[o][d]) {
-        out += std::string(deviceTypeName(static_cast<DeviceType>(d))) + " " + opName(static_cast<OpType>(o)) + " " +
-               range(s.minBytes, s.maxBytes) + " -> " + names_[s.backend] + "\n";
+      const auto op = static_cast<OpType>(o);
+      const int dtypeSlots = carriesData(op) ? kNumDTypes : 1;
+      const int ropSlots = isReduction(op) ? ReduceOp::kNumKinds : 1;
+      // The rendered lines of each cell (with "RANGE" for the byte range), and which
+      // cells share them: by dtype, the mask of reduce ops.
+      std::vector<std::string> order;
+      std::map<std::string, std::vector<std::pair<uint64_t, std::vector<int>>>> groups;
+      for (int t = 0; t < dtypeSlots; ++t) {
+        std::map<std::string, uint64_t> masks;
+        std::vector<std::string> seen;
+        for (int k = 0; k < ropSlots; ++k) {
+          const auto& list = lists_
+              [cells_[((static_cast<size_t>(o) * kNumDeviceTypes + d) * kNumDTypes + t) * ReduceOp::kNumKinds + k]];
+          std::string lines;
+          for (const Segment& s : list) {
+            const std::string text = line(s);
+            if (!text.empty()) lines += range(s.minBytes, s.maxBytes) + text + "\n";
+          }
+          if (lines.empty()) continue;
+          if (!masks.count(lines)) seen.push_back(lines);
+          masks[lines] |= 1ull << k;
+        }
+        for (const auto& lines : seen) {
+          if (!groups.count(lines)) order.push_back(lines);
+          auto& g = groups[lines];
+          const uint64_t mask = masks[lines];
+          auto it = std::find_if(g.begin(), g.end(), [&](const auto& e) { return e.first == mask; });
+          if (it == g.end()) g.push_back({mask, {t}});
+          else it->second.push_back(t);
+        }
+      }
+      for (const auto& lines : order) {
+        for (const auto& [mask, dtypes] : groups[lines]) {
+          std::string keys = std::string(deviceTypeName(dev)) + " " + opName(op);
+          if (carriesData(op) && static_cast<int>(dtypes.size()) < kNumDTypes) {
+            std::vector<std::string> names;
+            for (int t : dtypes) names.push_back(dtypeName(static_cast<DType>(t)));
+            keys += " " + join(names, ",");
+          }
+          if (isReduction(op) && mask != (1ull << ReduceOp::kNumKinds) - 1) {
+            std::vector<std::string> names;
+            for (int k = 0; k < ReduceOp::kNumKinds; ++k)
+              if (mask & (1ull << k)) names.push_back(reduceOpName(static_cast<ReduceOp::Kind>(k)));
+            keys += " " + join(names, ",");
+          }
+          for (size_t at = 0; at < lines.size();) {
+            const size_t nl = lines.find('\n', at);
+            out += keys + " " + lines.substr(at, nl - at) + "\n";
+            at = nl + 1;
+          }
+        }
       }
     }
   }
+  return out;
+}
+
+std::string RouteTable::describe() const {
+  std::string out = describeRows([&](const Segment& s) { return s.backend < 0 ? "" : " -> " + names_[s.backend]; });
+  const std::string fellBack = describeRows([&](const Segment& s) {
+    return s.backend < 0 || s.note < 0 ? "" : " -> " + names_[s.backend] + ": " + notes_[s.note];
+  });
+  const std::string unserved = describeRows([&](const Segment& s) {
+    return s.backend >= 0 ? "" : ": " + (s.note >= 0 ? notes_[s.note] : std::string("no route"));
+  });
+  if (!fellBack.empty()) out += "fell back past an earlier choice:\n" + fellBack;
+  if (!unserved.empty()) out += "unserved (calls fail; route them with op, dtype or reduce_op keys):\n" + unserved;
   return out;
 }
 

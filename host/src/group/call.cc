@@ -64,6 +64,15 @@ void ProcessGroup::Call::checkPeer(int peer, const char* role) const {
     invalid(std::string(role) + " rank " + std::to_string(peer) + " is this rank itself", "copy locally instead");
 }
 
+// "routes: - { op: allreduce, dtype: bf16, reduce_op: avg, backend: [NAME, ...] }", the
+// config entry that would serve this call.
+std::string ProcessGroup::Call::routeExample(std::optional<DType> dtype, const ReduceOp* reduceOp) const {
+  std::string keys = std::string("op: ") + opName(op);
+  if (dtype) keys += std::string(", dtype: ") + dtypeName(*dtype);
+  if (reduceOp) keys += std::string(", reduce_op: ") + reduceOpName(reduceOp->kind);
+  return "`routes: - { " + keys + ", backend: [NAME, ...] }`";
+}
+
 void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
   if (pg.checkCollectives_) fingerprint += std::string(", op=") + reduceOpName(reduceOp.kind);
   const bool floating = isFloating(dtype);
@@ -81,26 +90,29 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
                                    const ReduceOp* reduceOp) {
   if (pg.aborted_->load(std::memory_order_acquire))
     raise(ErrorCode::Aborted, where(), "the group was aborted", "create a new group to continue");
-  const int index = pg.routes_.route(op, device.type, bytes);
+  const ReduceOp::Kind kind = reduceOp ? reduceOp->kind : ReduceOp::Sum;
+  const int index = pg.routes_.route(op, device.type, bytes, dtype.value_or(DType::Float32), kind);
   if (index < 0)
-    invalid(std::string("no route serves ") + opName(op) + " on " + deviceTypeName(device.type) + " for " +
-                std::to_string(bytes) + " bytes",
-            "add a route for it to the config");
+    invalid(pg.routes_.whyUnserved(op, device.type, bytes, dtype.value_or(DType::Float32), kind),
+            "route it in the config: " + routeExample(dtype, reduceOp) +
+                ", listing backends whose manifest has it (`commhost plugins inspect PLUGIN`)");
   Backend* backend = pg.backends_[index].get();
   if (!backend)
     raise(ErrorCode::Plugin, where(),
           "routed to backend '" + pg.routes_.backendNames()[index] + "', which is unavailable on this host (" +
               pg.unavailable_[index] + ")",
           "route this op to another backend, or fix what the plugin needs");
+  // The table was resolved against the plugin's manifest; a backend object that declares
+  // less at run time than its manifest still fails here rather than inside the backend.
   const Capabilities& caps = backend->capabilities();
   if (dtype && !caps.dtypes.has(*dtype))
     invalid(
         std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support dtype " + dtypeName(*dtype),
-        "route this dtype's op to another backend, or convert the data");
+        "route it to another backend: " + routeExample(dtype, nullptr) + ", or convert the data");
   if (reduceOp && !caps.reduceOps.has(reduceOp->kind))
     invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support reduce op " +
                 reduceOpName(reduceOp->kind),
-            "route this op to another backend");
+            "route it to another backend: " + routeExample(std::nullopt, reduceOp));
   ctx.op = op;
   ctx.group = pg.name_;
   ctx.rank = pg.rank_;

@@ -22,6 +22,7 @@ struct ProcessGroup::Call {
 
   ErrorContext where(int peer = -1) const;
   [[noreturn]] void invalid(const std::string& what, const std::string& hint) const;
+  std::string routeExample(std::optional<DType> dtype, const ReduceOp* reduceOp) const;
 
   void checkTensor(const Tensor& t, const char* name);
   // `t` must match `ref` in dtype and device (and numel when sameNumel).

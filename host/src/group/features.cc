@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "features.h"
 
+#include "commhost/dispatcher.h"
+
 namespace commhost {
 
 // Only these features are checked: the host can tell when a group is a subgroup and how
@@ -8,7 +10,10 @@ namespace commhost {
 // (those flags were removed in ABI 2 for that reason).
 void requireFeature(const Config& config, const PluginRegistry& registry, Feature feature, const ErrorContext& where,
                     const std::string& need, const std::string& next) {
+  const RouteTable routes = RouteTable::forConfig(config, registry);
+  int index = -1;
   for (const auto& [backendName, ref] : config.backends) {
+    if (!routes.uses(++index)) continue;  // never created (see createBackends)
     const PluginEntry* e = registry.find(ref.plugin);
     if (!e || !e->usable() || e->descriptor->kind != PluginKind::Backend) continue;
     if (e->descriptor->capabilities.features.has(feature)) continue;

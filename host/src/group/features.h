@@ -12,8 +12,8 @@
 
 namespace commhost {
 
-// Throws ConfigError when a usable backend of `config` does not declare `feature`
-// (every configured backend is created for every group, so each must have it). `need`
+// Throws ConfigError when a usable backend that some route of `config` uses does not
+// declare `feature` (every used backend is created for every group, so each must have it). `need`
 // says why this job needs it, `next` what to do. Unavailable plugins are skipped: a
 // route to them fails when used, with their own reason.
 void requireFeature(const Config& config, const PluginRegistry& registry, Feature feature, const ErrorContext& where,

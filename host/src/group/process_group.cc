@@ -99,6 +99,13 @@ void ProcessGroup::createBackends() {
   routes_ = RouteTable::forConfig(cfg, *setup_.registry);
   for (const auto& [backendName, ref] : cfg.backends) {
     const PluginEntry* e = setup_.registry->find(ref.plugin);
+    // A backend whose every op a route list sends elsewhere is never called: not created,
+    // so it neither holds resources nor refuses a job it would not serve.
+    if (!routes_.uses(static_cast<int>(backends_.size()))) {
+      backends_.push_back(nullptr);
+      unavailable_.push_back("no route sends it any op");
+      continue;
+    }
     if (!e || !e->usable()) {
       backends_.push_back(nullptr);
       unavailable_.push_back(e ? e->unavailable : "plugin '" + ref.plugin + "' not found");
@@ -126,6 +133,7 @@ void ProcessGroup::createBackends() {
       raise(ErrorCode::Plugin, {name_, rank_}, "plugin " + ref.plugin + " returned no backend",
             "report it to its author");
     // The deleter holds the library, so the plugin's code outlives the object.
+    raw->name_ = backendName;  // for the NotSupported messages of a partial backend
     std::shared_ptr<void> library = e->library;
     backends_.emplace_back(raw.release(), [library](Backend* b) { delete b; });
     unavailable_.emplace_back();
