@@ -447,6 +447,7 @@ TEST(ConfigKeys, EveryHostKeyDescribedFromTheSchema) {
   const std::string optioned = describeOptions(registry->require("optioned", PluginKind::Backend).descriptor->options);
   EXPECT_NE(optioned.find("  threads (int, default: 2, range: 1 to 64)\n"), std::string::npos) << optioned;
   EXPECT_EQ(optioned.find("env:"), std::string::npos);
+}
 
 TEST(Config, RouteBackendListDTypeAndReduceOp) {
   auto registry = testRegistry();

@@ -86,17 +86,23 @@ std::string routeYaml(const RouteSpec& r) {
   std::string out = "{ ";
   if (r.device) out += std::string("device: ") + deviceTypeName(*r.device) + ", ";
   if (r.op) out += std::string("op: ") + opName(*r.op) + ", ";
+  if (r.dtype) out += std::string("dtype: ") + dtypeName(*r.dtype) + ", ";
+  if (r.reduceOp) out += std::string("reduce_op: ") + reduceOpName(*r.reduceOp) + ", ";
   if (r.minBytes) out += "min_bytes: " + std::to_string(r.minBytes) + ", ";
   if (r.maxBytes != INT64_MAX) out += "max_bytes: " + std::to_string(r.maxBytes) + ", ";
-  return out + "backend: " + r.backend + " }";
+  if (r.fallback.empty()) return out + "backend: " + r.backend + " }";
+  std::string list;
+  for (const auto& b : r.backends()) list += (list.empty() ? "" : ", ") + b;
+  return out + "backend: [" + list + "] }";
 }
 
 // "gloo", or "shm up to 1MiB, gloo above 1MiB" when the route depends on the size.
-std::string describeRoute(const RouteTable& table, const std::vector<OpType>& types) {
+// Routes may depend on dtype and reduce op too: the cells of the bench's own dtype and op.
+std::string describeRoute(const RouteTable& table, const std::vector<OpType>& types, const BenchParams& params) {
   std::vector<std::string> each;
   for (OpType t : types) {
     std::string one;
-    const auto& segments = table.segments(t, DeviceType::CPU);
+    const auto& segments = table.segments(t, DeviceType::CPU, params.dtype, params.reduceOp.kind);
     for (const auto& s : segments) {
       std::string range;
       if (segments.size() > 1)
@@ -243,7 +249,7 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
     config = load();  // validates the new routes now, before any store
   }
   const RouteTable table = RouteTable::forConfig(config, registry);
-  for (const auto& op : plan.ops) plan.routes.emplace_back(op, describeRoute(table, benchOpTypes(op)));
+  for (const auto& op : plan.ops) plan.routes.emplace_back(op, describeRoute(table, benchOpTypes(op), plan.params));
 }
 
 }  // namespace commhost::cli
