@@ -417,4 +417,4 @@ YAML::Node toYaml(const OptionValues& values) {
   return root;
 }
 
-}  // namespace config
+}  // namespace commhost::config
