@@ -374,7 +374,13 @@ TEST(Supervisor, LastGroupReleasedByAHookStopsTheSupervisorOffItsThreads) {
   std::mutex m;
   std::condition_variable cv;
   bool released = false;
-  (*holder)->addCompletionHook([holder, &m, &cv, &released](const CompletionEvent&) {
+  bool callerDone = false;  // the main thread no longer touches the group
+  (*holder)->addCompletionHook([holder, &m, &cv, &released, &callerDone](const CompletionEvent&) {
+    {
+      // Until allreduceOnes has returned: it still reads the group after wait().
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait_for(lock, std::chrono::seconds(10), [&] { return callerDone; });
+    }
     holder->reset();  // the last reference: ~ProcessGroup runs here, on the hook thread
     std::lock_guard<std::mutex> lock(m);
     released = true;
@@ -383,6 +389,11 @@ TEST(Supervisor, LastGroupReleasedByAHookStopsTheSupervisorOffItsThreads) {
   std::weak_ptr<ProcessGroup> weak = *holder;
   allreduceOnes(**holder);
   holder.reset();  // the hook's copy is the last
+  {
+    std::lock_guard<std::mutex> lock(m);
+    callerDone = true;
+    cv.notify_all();
+  }
   {
     std::unique_lock<std::mutex> lock(m);
     ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return released; }));

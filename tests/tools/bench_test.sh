@@ -149,7 +149,30 @@ refused "--backend fats: no such backend" --backend fats
 refused "--backend broken (plugin probed) does not serve cpu tensors, which the bench measures; it serves cuda" \
   --backend broken
 unset COMMHOST_CONFIG
+# A route without a device but naming the dtype is more specific than one naming only op
+# and device: --backend's route names the bench's dtype and reduce op too, so it still wins.
+cat >"$tmp/outranked.yaml" <<YAML
+plugin_path: [ "$plugins" ]
+backends: { gloo: { plugin: gloo }, fast: { plugin: allreduceonly } }
+routes:
+  - { device: cpu, backend: gloo }
+  - { op: allreduce, dtype: f32, backend: gloo }
+YAML
+"$commhost" run -n 2 -c "$tmp/outranked.yaml" -- "$commhost" bench --op allreduce --backend fast --check --sizes 8 \
+  -n 1 -w 0 >"$tmp/out" 2>&1 || fail "--backend fast against a dtype route"
+grep -q "^\[0\] # allreduce -> fast$" "$tmp/out" || fail "a dtype route outranked --backend fast"
 echo "ok: --backend serves the ops under test only and names the ones it cannot"
+
+# A cell no route serves (here: f64, which the only backend lacks) is refused before any store.
+cat >"$tmp/partial.yaml" <<YAML
+plugin_path: [ "$plugins" ]
+backends: { p: { plugin: partial } }
+routes: [{ device: cpu, backend: p }]
+YAML
+COMMHOST_CONFIG=$tmp/partial.yaml refused \
+  "bench --op allreduce: no route serves allreduce f64 sum on cpu for 0+ bytes (route at $tmp/partial.yaml:3:10: 'p' lacks the dtype)" \
+  --op allreduce --dtype f64 --sizes 8
+echo "ok: an unserved dtype is refused up front, naming the route"
 
 # The header comes before a failure that happens later: this backend's factory throws.
 cat >"$tmp/throwing.yaml" <<YAML

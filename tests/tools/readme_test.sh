@@ -77,6 +77,9 @@ while i < len(lines):
         j += 1
     if j == len(lines):
         sys.exit("README.md:%d: a fenced block that is never closed" % (start + 1))
+    if not lang:
+        sys.exit("README.md:%d: a fenced block without a language; write ```sh for commands the "
+                 "readme test runs, ```text (or yaml, cmake, ...) for the rest" % (start + 1))
     body = lines[start + 1:j]
     target = write.match(lines[start - 1]) if start > 0 else None
     if target:

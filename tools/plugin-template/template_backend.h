@@ -53,9 +53,10 @@ inline constexpr Capabilities kCapabilities = {
 };
 
 // Overrides only the ops it declares; the others keep Backend's default, which throws
-// NotSupportedError naming the backend and the op. Every op completes inside its call,
-// so Backend's default abort() and shutdown() (nothing to cancel or wait for) suffice;
-// a backend with its own threads overrides both (see commhost/backend.h).
+// NotSupportedError naming the backend and the op. Every op completes inside its call
+// and has no threads to stop, so Backend's default shutdown() suffices. Its ops wait on
+// the store, bounded by the op's timeout; the default abort() does not end such a wait
+// early, so a real transport overrides abort() to cancel its waits (see commhost/backend.h).
 class TemplateBackend final : public Backend {
  public:
   TemplateBackend(const BackendContext& ctx, const Options& options);

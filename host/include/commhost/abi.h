@@ -68,8 +68,9 @@ enum class BoundaryType : uint8_t {
   ErrorContext,
   Future,
   GradBucket,
+  Backend,  // the base class: its data members sit before every plugin's own
 };
-constexpr int kNumBoundaryTypes = 24;
+constexpr int kNumBoundaryTypes = 25;
 // "std::string", "BackendContext", ...
 COMMHOST_API const char* boundaryTypeName(BoundaryType type);
 // Types of the standard library (and void*): their layout never changes with a minor

@@ -25,10 +25,11 @@
 // the config loads, so the other ops go to another backend (`backend: [mine, gloo]`).
 // An op left at its default throws NotSupportedError naming the backend and the op; the
 // host reaches it only if the manifest declares an op the class does not override.
-// abort() and shutdown() default to doing nothing, which is right for a backend that
-// completes every op inside the call (the ProcessGroup refuses calls after an abort
-// itself); a backend with threads, works in flight or waits that abort must end
-// overrides both.
+// abort() and shutdown() default to doing nothing, which is right only for a backend
+// whose ops complete inside the call without waiting on peers (the ProcessGroup refuses
+// calls after an abort itself). A backend with threads, works in flight, or calls that
+// wait on peers (store waits, sockets) overrides abort() to end those waits, else a lost
+// peer leaves the call blocked until its own timeout.
 #pragma once
 
 #include <string>

@@ -198,6 +198,7 @@ constexpr BuildFingerprint kBuildFingerprint = {
         abi_detail::layoutOf<ErrorContext>(),
         abi_detail::layoutOf<Future>(),
         abi_detail::layoutOf<GradBucket>(),
+        abi_detail::layoutOf<Backend>(),
     },
 };
 static_assert(sizeof(kBuildFingerprint.layouts) / sizeof(TypeLayout) == kNumBoundaryTypes,

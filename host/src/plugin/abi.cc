@@ -32,6 +32,7 @@ const char* boundaryTypeName(BoundaryType type) {
     case BoundaryType::ErrorContext: return "ErrorContext";
     case BoundaryType::Future: return "Future";
     case BoundaryType::GradBucket: return "GradBucket";
+    case BoundaryType::Backend: return "Backend";
   }
   return "?";
 }

@@ -109,7 +109,8 @@ std::string describeRoute(const RouteTable& table, const std::vector<OpType>& ty
         range = s.minBytes == 0           ? " up to " + formatSize(s.maxBytes)
                 : s.maxBytes == INT64_MAX ? " above " + formatSize(s.minBytes - 1)
                                           : " for " + formatSize(s.minBytes) + ".." + formatSize(s.maxBytes);
-      one += (one.empty() ? "" : ", ") + table.backendNames()[s.backend] + range;
+      one += (one.empty() ? "" : ", ") + (s.backend < 0 ? std::string("unserved") : table.backendNames()[s.backend]) +
+             range;
     }
     each.push_back(one.empty() ? "no route" : one);
   }
@@ -236,9 +237,13 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
       if (!r.op || r.device != DeviceType::CPU || std::find(moved.begin(), moved.end(), *r.op) == moved.end())
         routes.push_back(r);
     for (OpType t : moved) {
+      // Naming every key the bench's cells have (dtype, reduce op) too: no kept route
+      // (one without a device, say) can be more specific and win the measured cell.
       RouteSpec r;
       r.device = DeviceType::CPU;
       r.op = t;
+      if (carriesData(t)) r.dtype = plan.params.dtype;
+      if (isReduction(t)) r.reduceOp = plan.params.reduceOp.kind;
       r.backend = a.backend;
       routes.push_back(r);
     }
@@ -249,6 +254,18 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
     config = load();  // validates the new routes now, before any store
   }
   const RouteTable table = RouteTable::forConfig(config, registry);
+  // A cell no route serves (the bench's dtype or reduce op is one no listed backend has)
+  // is refused now, naming the cell, rather than failing on its first call.
+  const auto [lo, hi] = std::minmax_element(plan.sizes.begin(), plan.sizes.end());
+  if (lo != plan.sizes.end())
+    for (const auto& op : plan.ops)
+      for (OpType t : benchOpTypes(op))
+        for (const auto& seg : table.segments(t, DeviceType::CPU, plan.params.dtype, plan.params.reduceOp.kind))
+          if (seg.backend < 0 && seg.maxBytes >= *lo && seg.minBytes <= *hi)
+            throw InvalidArgument("bench --op " + op + ": " +
+                                  table.whyUnserved(t, DeviceType::CPU, std::max(seg.minBytes, *lo), plan.params.dtype,
+                                                    plan.params.reduceOp.kind) +
+                                  "; add such a route to " + config.source + ", or pick another --dtype/--redop");
   for (const auto& op : plan.ops) plan.routes.emplace_back(op, describeRoute(table, benchOpTypes(op), plan.params));
 }
 
