@@ -46,7 +46,7 @@ done
 echo "ok: both ranks fail naming both sizes; the job exits $status"
 
 echo "== 2. rank 1 stopped (SIGSTOP) mid-loop; heartbeat timeout 2 s, group timeout 60 s"
-port=$((20000 + RANDOM % 40000))
+port=$((20000 + RANDOM % 12000))  # below the ephemeral range, where other tests' connections take ports
 common=(WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMHOST_CONFIG=$config)
 loop=(bench --op allreduce --sizes 1K --iters 100000000 --warmup 0 --set group.timeout=60s
       --set supervisor.heartbeat.interval=200ms --set supervisor.heartbeat.timeout=2s
@@ -88,7 +88,7 @@ grep -q "this process was not scheduled for [0-9.]*m\?s" "$tmp/stopped.log" ||
 echo "ok: the resumed rank says it was not scheduled (exit $status)"
 
 echo "== 3. rank 1 stopped (SIGSTOP) for 6 s while it waits for rank 0 (hung at seq 5); timeout 3 s"
-port=$((20000 + RANDOM % 40000))
+port=$((20000 + RANDOM % 12000))  # below the ephemeral range, where other tests' connections take ports
 common=(WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMHOST_CONFIG=$config)
 hang=(bench --op allreduce --sizes 1K --iters 100 --warmup 0 --inject hang:0@5 --set group.timeout=3s
       --set supervisor.flight_recorder.dump_dir="$tmp/traces")

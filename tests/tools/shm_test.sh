@@ -39,7 +39,7 @@ done
 echo "ok: all_collectives at 3 ranks"
 
 # A rank killed (SIGKILL) in the middle of an allreduce loop, started as a launcher would.
-port=$((20000 + RANDOM % 40000))
+port=$((20000 + RANDOM % 12000))  # below the ephemeral range, where other tests' connections take ports
 common=(WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port COMMHOST_CONFIG=$config)
 loop=(bench --op allreduce --sizes 1M:1M --iters 1000000 --warmup 0)
 env RANK=0 LOCAL_RANK=0 "${common[@]}" "$commhost" "${loop[@]}" >"$tmp/survivor.log" 2>&1 &
