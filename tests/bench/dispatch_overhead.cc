@@ -37,7 +37,8 @@ void BM_RouteLookup(benchmark::State& state) {
   auto pg = selfGroup();
   int64_t bytes = 8;
   for (auto _ : state) {
-    benchmark::DoNotOptimize(pg->routes().route(commhost::OpType::Allreduce, commhost::DeviceType::CPU, bytes));
+    benchmark::DoNotOptimize(pg->routes().route(commhost::OpType::Allreduce, commhost::DeviceType::CPU, bytes,
+                                                commhost::DType::Float32, commhost::ReduceOp::Sum));
     bytes ^= 1;
   }
 }

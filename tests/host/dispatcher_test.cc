@@ -40,14 +40,14 @@ TEST(RouteTable, MostSpecificWins) {
        route(std::nullopt, OpType::Broadcast, 1 << 20, INT64_MAX, "bigbcast")},
       {{"general", cpuAll()}, {"ar", cpuAll()}, {"small", cpuAll()}, {"bigbcast", cpuAll()}});
   const auto& names = table.backendNames();
-  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 8)], "small");
-  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 65536)], "small");
-  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 65537)], "ar");
-  EXPECT_EQ(names[table.route(OpType::Gather, DeviceType::CPU, 65537)], "general");
-  EXPECT_EQ(names[table.route(OpType::Broadcast, DeviceType::CPU, 100)], "general");
+  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 8, DType::Float32, ReduceOp::Sum)], "small");
+  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 65536, DType::Float32, ReduceOp::Sum)], "small");
+  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 65537, DType::Float32, ReduceOp::Sum)], "ar");
+  EXPECT_EQ(names[table.route(OpType::Gather, DeviceType::CPU, 65537, DType::Float32, ReduceOp::Sum)], "general");
+  EXPECT_EQ(names[table.route(OpType::Broadcast, DeviceType::CPU, 100, DType::Float32, ReduceOp::Sum)], "general");
   // An op route beats a device route even without naming the device.
-  EXPECT_EQ(names[table.route(OpType::Broadcast, DeviceType::CPU, 1 << 20)], "bigbcast");
-  EXPECT_EQ(table.route(OpType::Allreduce, DeviceType::CUDA, 8), -1);
+  EXPECT_EQ(names[table.route(OpType::Broadcast, DeviceType::CPU, 1 << 20, DType::Float32, ReduceOp::Sum)], "bigbcast");
+  EXPECT_EQ(table.route(OpType::Allreduce, DeviceType::CUDA, 8, DType::Float32, ReduceOp::Sum), -1);
   EXPECT_FALSE(table.servesDevice(DeviceType::CUDA));
 }
 
@@ -58,9 +58,9 @@ TEST(RouteTable, WildcardRouteFallsBackForOpsTheBackendLacks) {
                                         route(std::nullopt, std::nullopt, 0, INT64_MAX, "fast")},
                                        {{"general", cpuAll()}, {"fast", partial}});
   const auto& names = table.backendNames();
-  EXPECT_EQ(names[table.route(OpType::Alltoall, DeviceType::CPU, 8)], "general");
+  EXPECT_EQ(names[table.route(OpType::Alltoall, DeviceType::CPU, 8, DType::Float32, ReduceOp::Sum)], "general");
   // Both are wildcard on op; the device route is more specific.
-  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 8)], "general");
+  EXPECT_EQ(names[table.route(OpType::Allreduce, DeviceType::CPU, 8, DType::Float32, ReduceOp::Sum)], "general");
 }
 
 TEST(RouteTable, RouteToMissingOpIsAnError) {

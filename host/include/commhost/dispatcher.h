@@ -65,14 +65,14 @@ class COMMHOST_API RouteTable {
 
   // The backend index for this call, or -1 when no route serves it. `dtype` is ignored
   // for ops without data and `reduceOp` for ops that do not reduce.
-  int route(OpType op, DeviceType device, int64_t bytes, DType dtype = DType::Float32,
-            ReduceOp::Kind reduceOp = ReduceOp::Sum) const {
+  // No defaults for dtype and reduce op: a caller that forgot them would route every
+  // call as f32 sum, silently.
+  int route(OpType op, DeviceType device, int64_t bytes, DType dtype, ReduceOp::Kind reduceOp) const {
     for (const Segment& s : segments(op, device, dtype, reduceOp))
       if (bytes >= s.minBytes && bytes <= s.maxBytes) return s.backend;
     return -1;
   }
-  const std::vector<Segment>& segments(OpType op, DeviceType device, DType dtype = DType::Float32,
-                                       ReduceOp::Kind reduceOp = ReduceOp::Sum) const {
+  const std::vector<Segment>& segments(OpType op, DeviceType device, DType dtype, ReduceOp::Kind reduceOp) const {
     const size_t cell = ((static_cast<size_t>(op) * kNumDeviceTypes + static_cast<size_t>(device)) * kNumDTypes +
                          static_cast<size_t>(dtype)) *
                             ReduceOp::kNumKinds +
