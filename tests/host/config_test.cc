@@ -422,8 +422,19 @@ TEST(Config, PluginOptionsFromTheEnvironment) {
     ScopedEnv typo("COMMHOST_BACKENDS_MY_O_OPTIONS_THREAD", "2");
     Config cfg = loadConfigText(yaml, "test.yaml", *registry, env);
     ASSERT_EQ(cfg.warnings.size(), 1u);
-    EXPECT_NE(cfg.warnings[0].find("COMMHOST_BACKENDS_MY_O_OPTIONS_THREAD is not a commhost setting and is ignored "
-                                   "(did you mean COMMHOST_BACKENDS_MY_O_OPTIONS_THREADS?)"),
+    EXPECT_NE(cfg.warnings[0].find("COMMHOST_BACKENDS_MY_O_OPTIONS_THREAD names no option of a loaded plugin and is "
+                                   "ignored (did you mean COMMHOST_BACKENDS_MY_O_OPTIONS_THREADS?); check the entry's "
+                                   "name and option, and that its plugin loaded"),
+              std::string::npos)
+        << cfg.warnings[0];
+  }
+  {
+    // Not shaped like a plugin option: not a setting at all.
+    ScopedEnv typo("COMMHOST_GROUP_TIMEOUTS", "2s");
+    Config cfg = loadConfigText(yaml, "test.yaml", *registry, env);
+    ASSERT_EQ(cfg.warnings.size(), 1u);
+    EXPECT_NE(cfg.warnings[0].find("COMMHOST_GROUP_TIMEOUTS is not a commhost setting and is ignored (did you mean "
+                                   "COMMHOST_GROUP_TIMEOUT?)"),
               std::string::npos)
         << cfg.warnings[0];
   }

@@ -147,7 +147,7 @@ pass "COMMHOST_BACKENDS_GLOO_OPTIONS_THREADS=abc: 'backends.gloo.options.threads
 step "an unknown COMMHOST_ variable still warns"
 run env COMMHOST_BACKENDS_GLOO_OPTIONS_THREAD=2 "$commhost" config check "$gloo"
 expect_rc0 "config check (unknown variable)"
-expect_text "config check (unknown variable)" "warning: environment variable COMMHOST_BACKENDS_GLOO_OPTIONS_THREAD is not a commhost setting and is ignored (did you mean COMMHOST_BACKENDS_GLOO_OPTIONS_THREADS?)"
+expect_text "config check (unknown variable)" "warning: environment variable COMMHOST_BACKENDS_GLOO_OPTIONS_THREAD names no option of a loaded plugin and is ignored (did you mean COMMHOST_BACKENDS_GLOO_OPTIONS_THREADS?)"
 pass "warned, with the nearest variable"
 
 echo "PASS: plugin discovery and self-describing configuration"

@@ -129,8 +129,17 @@ void applyPluginEnvironment(YAML::Node& root, const AppliedOverrides& applied,
       for (const auto& spec : configSchema()) known.push_back(variableForKey(spec.key));
       for (const auto& [variable, keys] : keysOf) known.push_back(variable);
       const std::string hint = closestMatch(name, known);
-      warnings.push_back("environment variable " + name + " is not a commhost setting and is ignored" +
-                         (hint.empty() ? "" : " (did you mean " + hint + "?)"));
+      const std::string did = hint.empty() ? "" : " (did you mean " + hint + "?)";
+      // Shaped like a plugin option: the entry's plugin may simply not have loaded, in
+      // which case it has no options to match, and "not a setting" would mislead.
+      const bool pluginShaped = name.find("_OPTIONS_") != std::string::npos &&
+                                (name.rfind("COMMHOST_BACKENDS_", 0) == 0 || name.rfind("COMMHOST_STORE_", 0) == 0 ||
+                                 name.rfind("COMMHOST_HOOKS_", 0) == 0);
+      warnings.push_back(
+          pluginShaped ? "environment variable " + name + " names no option of a loaded plugin and is ignored" + did +
+                             "; check the entry's name and option, and that its plugin loaded "
+                             "(commhost plugins list -c CONFIG)"
+                       : "environment variable " + name + " is not a commhost setting and is ignored" + did);
       continue;
     }
     const std::string origin = variableOrigin(name, value);
