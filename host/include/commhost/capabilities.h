@@ -66,6 +66,15 @@ struct Capabilities {
   static constexpr EnumSet<ReduceOp::Kind> allReduceOps() { return EnumSet<ReduceOp::Kind>::all(ReduceOp::kNumKinds); }
 };
 
+// "f32, f64": the members of `set` by name (or "none"), for messages; `count` is the
+// enum's number of values, `name` its name function (opName, dtypeName, ...).
+template <class E, class NameFn> std::string listNames(EnumSet<E> set, int count, NameFn name) {
+  std::string out;
+  for (int i = 0; i < count; ++i)
+    if (set.has(static_cast<E>(i))) out += (out.empty() ? "" : ", ") + std::string(name(static_cast<E>(i)));
+  return out.empty() ? "none" : out;
+}
+
 // "allreduce, broadcast, ..." for messages and `commhost plugins inspect`.
 COMMHOST_API std::string describe(const Capabilities& caps);
 

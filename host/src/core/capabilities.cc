@@ -12,20 +12,11 @@ const char* featureName(Feature f) {
   return "?";
 }
 
-namespace {
-template <class E, class NameFn> std::string list(EnumSet<E> set, int count, NameFn name) {
-  std::string out;
-  for (int i = 0; i < count; ++i)
-    if (set.has(static_cast<E>(i))) out += (out.empty() ? "" : ", ") + std::string(name(static_cast<E>(i)));
-  return out.empty() ? "none" : out;
-}
-}  // namespace
-
 std::string describe(const Capabilities& c) {
-  return "ops: " + list(c.ops, kNumOpTypes, opName) + "\ndtypes: " + list(c.dtypes, kNumDTypes, dtypeName) +
-         "\nreduce ops: " + list(c.reduceOps, ReduceOp::kNumKinds, reduceOpName) +
-         "\ndevices: " + list(c.devices, kNumDeviceTypes, deviceTypeName) +
-         "\nfeatures: " + list(c.features, kNumFeatures, featureName);
+  return "ops: " + listNames(c.ops, kNumOpTypes, opName) + "\ndtypes: " + listNames(c.dtypes, kNumDTypes, dtypeName) +
+         "\nreduce ops: " + listNames(c.reduceOps, ReduceOp::kNumKinds, reduceOpName) +
+         "\ndevices: " + listNames(c.devices, kNumDeviceTypes, deviceTypeName) +
+         "\nfeatures: " + listNames(c.features, kNumFeatures, featureName);
 }
 
 }  // namespace commhost

@@ -120,14 +120,6 @@ std::string describeRoute(const RouteTable& table, const std::vector<OpType>& ty
   return out;
 }
 
-// "f32, f64": what a manifest's set holds, for one-line messages.
-template <class E, class Name> std::string names(EnumSet<E> set, int count, Name name) {
-  std::string out;
-  for (int i = 0; i < count; ++i)
-    if (set.has(static_cast<E>(i))) out += (out.empty() ? "" : ", ") + std::string(name(static_cast<E>(i)));
-  return out.empty() ? "none" : out;
-}
-
 }  // namespace
 
 BenchPlan planBench(const BenchArgs& a, int worldSize) {
@@ -206,10 +198,10 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
     const std::string who = "--backend " + a.backend + " (plugin " + config.backends.at(a.backend).plugin + ")";
     if (!caps.devices.has(DeviceType::CPU))
       throw InvalidArgument(who + " does not serve cpu tensors, which the bench measures; it serves " +
-                            names(caps.devices, kNumDeviceTypes, deviceTypeName));
+                            listNames(caps.devices, kNumDeviceTypes, deviceTypeName));
     if (!caps.dtypes.has(plan.params.dtype))
       throw InvalidArgument(who + " does not serve dtype " + a.dtype +
-                            "; give --dtype one of: " + names(caps.dtypes, kNumDTypes, dtypeName));
+                            "; give --dtype one of: " + listNames(caps.dtypes, kNumDTypes, dtypeName));
     std::vector<std::string> kept;
     for (const auto& op : plan.ops) {
       std::string why;
@@ -223,8 +215,8 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
     if (kept.empty())
       throw InvalidArgument(who + " serves none of the selected ops (" + plan.skipped.front().second +
                             (plan.skipped.size() > 1 ? ", ..." : "") + "); it serves ops " +
-                            names(caps.ops, kNumOpTypes, opName) + " with reduce ops " +
-                            names(caps.reduceOps, ReduceOp::kNumKinds, reduceOpName));
+                            listNames(caps.ops, kNumOpTypes, opName) + " with reduce ops " +
+                            listNames(caps.reduceOps, ReduceOp::kNumKinds, reduceOpName));
     plan.ops = kept;
     // Only the ops under test move to the backend: their cpu routes are replaced by one
     // naming op and device (which beats any route naming fewer), every other route (and
