@@ -87,11 +87,7 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   } else {
     // The ranks load COMMHOST_CONFIG or the embedded default; if that fails, they say so.
     try {
-      const std::string inherited = detectLaunch().configPath;
-      const Config cfg = inherited.empty()
-                             ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
-                             : loadConfigFile(inherited, registry, overrides);
-      std::cerr << storeLine(cfg, plan) << std::endl;
+      std::cerr << storeLine(loadConfigOrDefault(detectLaunch().configPath, registry, overrides), plan) << std::endl;
     } catch (const Error&) {
       std::cerr << "commhost run: store at " << plan.masterAddr << ":" << plan.masterPort
                 << " unless the ranks' config says otherwise (it does not load here)" << std::endl;

@@ -80,6 +80,11 @@ COMMHOST_API Config loadConfigText(const std::string& text, const std::string& s
                                    const ConfigOverrides& overrides = {});
 COMMHOST_API Config loadConfigFile(const std::string& path, PluginRegistry& registry,
                                    const ConfigOverrides& overrides = {});
+// The config a rank loads: the file at `path`, or the embedded default when `path` is
+// empty (init() with no COMMHOST_CONFIG). Tools that must see what the ranks will see
+// (`commhost run`, `bench`) call this rather than choosing themselves.
+COMMHOST_API Config loadConfigOrDefault(const std::string& path, PluginRegistry& registry,
+                                        const ConfigOverrides& overrides = {});
 // The plugin folders the config file `path` names (plugin_path), a relative one resolved
 // against the file's folder; `warnings` gets one line per folder that does not exist.
 // Reads nothing else of the file, so tools that only search plugins (`commhost plugins

@@ -578,6 +578,11 @@ Config loadConfigFile(const std::string& path, PluginRegistry& registry, const C
   return loadConfig(readConfigFile(path), path, folderOf(path), registry, overrides);
 }
 
+Config loadConfigOrDefault(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {
+  return path.empty() ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
+                      : loadConfigFile(path, registry, overrides);
+}
+
 std::vector<std::string> configPluginPath(const std::string& path, std::vector<std::string>& warnings) {
   const std::string text = readConfigFile(path);
   Problems problems(path);

@@ -9,9 +9,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   const LaunchInfo launch = detectLaunch();
   auto registry = std::make_shared<PluginRegistry>();
   const std::string path = options.configPath.empty() ? launch.configPath : options.configPath;
-  auto config = std::make_shared<Config>(
-      path.empty() ? loadConfigText(defaultConfigText(), "<embedded default>", *registry, options.overrides)
-                   : loadConfigFile(path, *registry, options.overrides));
+  auto config = std::make_shared<Config>(loadConfigOrDefault(path, *registry, options.overrides));
   Logger::setLevel(parseLogLevel(config->host.getString("logging.level")));
   auto logger = std::make_shared<Logger>("commhost", "rank " + std::to_string(launch.rank));
   for (const auto& w : config->warnings) logger->warn(w);

@@ -169,10 +169,7 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
   PluginRegistry registry;
   ConfigOverrides overrides;
   overrides.set = a.sets;
-  const auto load = [&] {
-    return configPath.empty() ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
-                              : loadConfigFile(configPath, registry, overrides);
-  };
+  const auto load = [&] { return loadConfigOrDefault(configPath, registry, overrides); };
   Config config = load();
   plan.configSource = config.source;
   plan.sets = a.sets;
