@@ -8,8 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
+#include "commhost/export.h"
 #include "commhost/future.h"
 #include "commhost/tensor.h"
 
@@ -31,5 +34,10 @@ class CommHook {
   virtual ~CommHook() = default;
   virtual FuturePtr runHook(GradBucket& bucket) = 0;
 };
+
+// The comm hook the group's config names under hooks.<name> (with its wrapper, if any),
+// created for `group`; the built-in average allreduce (plugin `allreduce`) when the config
+// names none. Throws ConfigError / PluginError saying what to fix.
+COMMHOST_API std::shared_ptr<CommHook> makeCommHook(ProcessGroup& group, const std::string& name = "gradient");
 
 }  // namespace commhost
