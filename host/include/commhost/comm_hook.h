@@ -23,8 +23,9 @@ class ProcessGroup;
 struct GradBucket {
   size_t index = 0;
   Tensor buffer;                  // the flat gradients of this bucket
-  std::vector<Tensor> gradients;  // views into `buffer`, one per parameter
+  std::vector<Tensor> gradients;  // views into `buffer`, one per parameter, shaped like it
   std::vector<int64_t> offsets;   // element offset of each gradient in `buffer`
+  std::vector<size_t> params;     // the Reducer's parameter index of each gradient
   bool isLast = false;            // the last bucket of this iteration
   ProcessGroup* group = nullptr;  // the group to communicate over
 };
