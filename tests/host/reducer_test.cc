@@ -237,7 +237,9 @@ TEST(Reducer, RebuildFollowsRankZerosReadyOrderOnEveryRank) {
         for (size_t i : order) reducer.markReady(i, grads[i]);
         reducer.finalize();
         for (size_t i = 0; i < params.size(); ++i) expectMean(grads[i], n, i, it, "iteration " + std::to_string(it));
-        if (it == 0) EXPECT_EQ(reducer.stats().buckets, computeBucketAssignmentBySize(params, caps));
+        if (it == 0) {
+          EXPECT_EQ(reducer.stats().buckets, computeBucketAssignmentBySize(params, caps));
+        }
       }
       EXPECT_EQ(reducer.stats().rebuilt, rebuild);
       seen[rank] = reducer.stats().buckets;
@@ -294,8 +296,9 @@ void runUnused(bool staticGraph, bool asView) {
       const Tensor p2 = rank == 0 ? grads[2] : reducer.bucketView(2);
       for (int64_t j = 0; j < 6; ++j)
         ASSERT_FLOAT_EQ(p2.data_as<float>()[j], gradValue(0, 2, j, it) / 2) << what << " element " << j;
-      if (asView)
+      if (asView) {
         for (int64_t j = 0; j < 6; ++j) ASSERT_EQ(reducer.bucketView(3).data_as<float>()[j], 7.0f) << what;
+      }
       EXPECT_EQ(reducer.stats().ready[3].count(), -1);
       // The bitmap allreduce: every iteration without static graph, the first one with it.
       const uint64_t ops = world.groups[rank]->seq() - seqBefore;
@@ -412,9 +415,9 @@ TEST(ReducerErrors, RanksThatDisagreeOnTheParametersAreNamed) {
     return p;
   };
   runRanks(n, [&](int rank) {
-    EXPECT_THROW_WITH(Reducer(world.groups[rank], paramsOf(rank), world.options(rank)), InvalidArgument,
-                      ("rank " + std::to_string(rank)).c_str(), "param 2 'bias' differs", "ranks 0, 2 have f32[5]",
-                      "rank 1 has f32[6]", "same parameters");
+    const std::string self = "rank " + std::to_string(rank) + "]";
+    EXPECT_THROW_WITH(Reducer(world.groups[rank], paramsOf(rank), world.options(rank)), InvalidArgument, self.c_str(),
+                      "param 2 'bias' differs", "ranks 0, 2 have f32[5]", "rank 1 has f32[6]", "same parameters");
   });
   // A different count: the missing parameter is named, and the counts.
   runRanks(n, [&](int rank) {

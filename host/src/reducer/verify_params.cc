@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Reducer's construction-time check that every rank passed the same parameter list.
-#include "reducer/verify_params.h"
+#include "verify_params.h"
 
 #include <algorithm>
 #include <map>
