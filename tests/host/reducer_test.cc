@@ -53,6 +53,7 @@ class AverageHook : public CommHook {
 ParamInfo f32(std::initializer_list<int64_t> dims, std::string name = "") {
   return {Shape(dims), DType::Float32, Device::cpu(), std::move(name)};
 }
+ParamInfo f64(std::initializer_list<int64_t> dims) { return {Shape(dims), DType::Float64, Device::cpu(), ""}; }
 
 // Rank r's gradient element j of parameter i in iteration `it`; the mean over ranks is
 // meanValue().
@@ -102,8 +103,7 @@ TEST(BucketAssignment, MixedDTypesBucketApartEachWithItsOwnCaps) {
   // f32 40 B at 0, 2, 4; f64 80 B at 1, 3; caps {50, 100}. Visiting 4, 3, 2, 1, 0: f64's
   // first bucket closes at 3 (80 >= 50), f32's at 2 (80 >= 50); then both groups are on
   // the 100-byte cap and 1 and 0 are left over. Sorted by descending smallest index.
-  std::vector<ParamInfo> params = {
-      f32({10}), {Shape{10}, DType::Float64}, f32({10}), {Shape{10}, DType::Float64}, f32({10})};
+  std::vector<ParamInfo> params = {f32({10}), f64({10}), f32({10}), f64({10}), f32({10})};
   EXPECT_EQ(computeBucketAssignmentBySize(params, {50, 100}),
             (std::vector<std::vector<size_t>>{{3}, {4, 2}, {1}, {0}}));
   // An explicit order (the rebuild's) keeps the closing order; leftovers follow, by
