@@ -400,6 +400,47 @@ TEST(ReducerErrors, FinalizeBeforeEveryBucketListsTheUnmarkedParameters) {
   EXPECT_THROW_WITH(reducer.finalize(), InvalidArgument, "without prepareForBackward");
 }
 
+// A hook that fails bucket 1 once: by throwing (the first time) or through its Future.
+class FailingHook : public CommHook {
+ public:
+  explicit FailingHook(bool throws) : throws_(throws) {}
+  FuturePtr runHook(GradBucket& bucket) override {
+    if (bucket.index == 1 && !failed_.exchange(true)) {
+      BackendError error("bucket 1 failed in the hook");
+      if (throws_) throw error;
+      auto future = Future::create();
+      future->setError(std::make_exception_ptr(error));
+      return future;
+    }
+    return Future::completed({bucket.buffer});
+  }
+
+ private:
+  bool throws_;
+  std::atomic<bool> failed_{false};
+};
+
+TEST(ReducerErrors, FinalizeThrowsTheHooksErrorAndTheNextIterationWorks) {
+  for (bool throws : {true, false}) {
+    World world(1);
+    std::vector<ParamInfo> params(3, f32({4}));
+    ReducerOptions o;
+    o.firstBucketCapBytes = 1;
+    o.bucketCapBytes = 1;
+    o.hook = std::make_shared<FailingHook>(throws);
+    Reducer reducer(world.groups[0], params, o);
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < 3; ++i) grads.push_back(gradFor(params[i], 0, i, 0));
+    reducer.prepareForBackward();
+    for (size_t i = 0; i < 3; ++i) reducer.markReady(i, grads[i]);
+    EXPECT_THROW_WITH(reducer.finalize(), BackendError, "bucket 1 failed in the hook");
+    reducer.prepareForBackward();
+    for (size_t i = 0; i < 3; ++i) reducer.markReady(i, grads[i]);
+    reducer.finalize();
+    for (size_t i = 0; i < 3; ++i) expectMean(grads[i], 1, i, 0, throws ? "throwing hook" : "failed Future");
+  }
+}
+
 TEST(ReducerErrors, NoHookSaysToUseMakeCommHook) {
   World world(1);
   EXPECT_THROW_WITH(Reducer(world.groups[0], {f32({2})}, ReducerOptions{}), InvalidArgument, "rank 0", "hook",
