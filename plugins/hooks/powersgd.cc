@@ -102,7 +102,8 @@ class PowerSgdHook final : public CommHook {
     const DType dt = bucket.buffer.dtype();
     if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16)
       throw InvalidArgument(std::string("powersgd: bucket ") + std::to_string(bucket.index) + " holds " +
-                            dtypeName(dt) + " gradients; PowerSGD compresses f32, f16 and bf16 (use hook "
+                            dtypeName(dt) +
+                            " gradients; PowerSGD compresses f32, f16 and bf16 (use hook "
                             "allreduce for others)");
     auto future = Future::create();
     {
@@ -139,8 +140,8 @@ class PowerSgdHook final : public CommHook {
         if (queue_.empty()) return;
         if (stop_) {  // the hook is going away: its group may be gone too
           for (auto& j : queue_)
-            j.future->setError(std::make_exception_ptr(AbortedError(
-                "powersgd: the hook was destroyed with bucket " + std::to_string(j.bucket.index) + " queued")));
+            j.future->setError(std::make_exception_ptr(AbortedError("powersgd: the hook was destroyed with bucket " +
+                                                                    std::to_string(j.bucket.index) + " queued")));
           queue_.clear();
           return;
         }
@@ -242,8 +243,8 @@ class PowerSgdHook final : public CommHook {
         if (it.compress) orthogonalize(MatrixMap(p.data() + it.pAt, it.rows, it.rank), opts_.epsilon);
       for (const Item& it : items)
         if (it.compress)
-          MatrixMap(q.data() + it.qAt, it.cols, it.rank).noalias() =
-              matrix(it).transpose() * MatrixMap(p.data() + it.pAt, it.rows, it.rank);
+          MatrixMap(q.data() + it.qAt, it.cols, it.rank).noalias() = matrix(it).transpose() *
+                                                                     MatrixMap(p.data() + it.pAt, it.rows, it.rank);
       Tensor qWire = floatsAs(q, wire);
       hooks::allreduceSum(group, qWire)->wait();
       q = toFloats(qWire);
@@ -310,12 +311,27 @@ const PluginDescriptor kDescriptor = {
     "Comm hook: PowerSGD rank-r gradient compression with error feedback and warm start",
     {
         {"rank", OptionType::Int, "1", "rank r of each gradient's approximation P Q^T", {}, 1, 1024},
-        {"start_iter", OptionType::Int, "1000", "iterations of plain average allreduce before compressing", {}, 0,
+        {"start_iter",
+         OptionType::Int,
+         "1000",
+         "iterations of plain average allreduce before compressing",
+         {},
+         0,
          1e15},
-        {"min_compression_rate", OptionType::Double, "2",
-         "compress a gradient only when n*m > (n+m)*r times this; others go through plain allreduce", {}, 1, 1e9},
-        {"orthogonalization_epsilon", OptionType::Double, "0",
-         "added to each norm in Gram-Schmidt (0: Householder QR, no division)", {}, 0, 1},
+        {"min_compression_rate",
+         OptionType::Double,
+         "2",
+         "compress a gradient only when n*m > (n+m)*r times this; others go through plain allreduce",
+         {},
+         1,
+         1e9},
+        {"orthogonalization_epsilon",
+         OptionType::Double,
+         "0",
+         "added to each norm in Gram-Schmidt (0: Householder QR, no division)",
+         {},
+         0,
+         1},
         {"error_feedback", OptionType::Bool, "true", "add last iteration's compression error to the input"},
         {"warm_start", OptionType::Bool, "true", "start each power step from the last Q"},
         {"seed", OptionType::Int, "0", "seed of the random initial Q (the same on every rank)", {}, 0, 2147483647},

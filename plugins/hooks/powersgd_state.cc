@@ -80,8 +80,9 @@ std::vector<uint8_t> encode(const State& state, int64_t rank) {
 State decode(const std::vector<uint8_t>& bytes, int64_t rank) {
   Reader r(bytes);
   if (bytes.size() < 8 || r.get<uint32_t>() != kMagic)
-    throw InvalidArgument("powersgd loadState: these bytes are not a powersgd state (no PSGD header); pass what "
-                          "a powersgd hook's saveState() returned");
+    throw InvalidArgument(
+        "powersgd loadState: these bytes are not a powersgd state (no PSGD header); pass what "
+        "a powersgd hook's saveState() returned");
   const auto format = r.get<uint32_t>();
   if (format != kFormat)
     throw InvalidArgument("powersgd loadState: state format " + std::to_string(format) + ", this plugin reads " +

@@ -143,9 +143,9 @@ std::string resolveWrap(const YAML::Node& node, const std::string& path, const s
                    "plugin '" + wanted + "' is a " + pluginKindName(other->descriptor->kind) +
                        " plugin, not a comm-hook wrapper" + wrappers);
     } else if (other && other->descriptor) {
-      problems.add(node, path,
-                   "comm-hook plugin '" + wanted + "' cannot wrap another hook (its descriptor has no wrapName)" +
-                       wrappers);
+      problems.add(
+          node, path,
+          "comm-hook plugin '" + wanted + "' cannot wrap another hook (its descriptor has no wrapName)" + wrappers);
     } else {
       const std::string hint = closestMatch(wanted, names);
       problems.add(node, path,
@@ -189,9 +189,8 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
                          std::string(pluginKindName(kind)) + " entry: remove `wrap`");
       } else {
         const bool hook = kind == PluginKind::CommHook;
-        const std::string hint =
-            closestMatch(key, hook ? std::vector<std::string>{"plugin", "options", "wrap"} : std::vector<std::string>{
-                                                                                                  "plugin", "options"});
+        const std::string hint = closestMatch(key, hook ? std::vector<std::string>{"plugin", "options", "wrap"}
+                                                        : std::vector<std::string>{"plugin", "options"});
         problems.add(kv.first, path + "." + key,
                      key == "plugin" ? "expected a plugin name"
                                      : "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +

@@ -24,8 +24,7 @@ FuturePtr allreduceAverage(ProcessGroup& group, Tensor tensor) {
   WorkPtr work = group.allreduce(tensor);
   return work->future()->then([tensor, work, world, half](Future&) {
     if (!half)
-      kernels::convertBuffer(tensor.data(), tensor.dtype(), tensor.data(), tensor.dtype(), tensor.numel(),
-                             1.0 / world);
+      kernels::convertBuffer(tensor.data(), tensor.dtype(), tensor.data(), tensor.dtype(), tensor.numel(), 1.0 / world);
     return std::vector<Tensor>{tensor};
   });
 }
@@ -53,8 +52,8 @@ GradBucket rebucket(const GradBucket& bucket, Tensor buffer) {
   const size_t element = elementSize(buffer.dtype());
   for (size_t i = 0; i < bucket.gradients.size(); ++i) {
     auto* at = static_cast<char*>(buffer.data()) + static_cast<size_t>(bucket.offsets[i]) * element;
-    out.gradients.push_back(Tensor::fromBlob(at, bucket.gradients[i].shape(), buffer.dtype(), buffer.device(),
-                                             buffer.owner()));
+    out.gradients.push_back(
+        Tensor::fromBlob(at, bucket.gradients[i].shape(), buffer.dtype(), buffer.device(), buffer.owner()));
   }
   out.buffer = std::move(buffer);
   return out;
@@ -70,8 +69,7 @@ class CompressHook final : public CommHook {
     if (!bucket.group) throw InvalidArgument("comm hook: bucket " + std::to_string(bucket.index) + " has no group");
     Tensor original = bucket.buffer;
     // An f16 bucket under the f16 wrapper needs no copy: the cast would be the identity.
-    if (original.dtype() == wire_)
-      return inner_ ? inner_->runHook(bucket) : allreduceAverage(*bucket.group, original);
+    if (original.dtype() == wire_) return inner_ ? inner_->runHook(bucket) : allreduceAverage(*bucket.group, original);
     Tensor compressed = castTo(original, wire_);
     FuturePtr sent;
     if (inner_) {

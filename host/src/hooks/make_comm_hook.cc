@@ -61,8 +61,8 @@ std::shared_ptr<CommHook> makeCommHook(ProcessGroup& group, const std::string& n
   const auto& hooks = group.config().hooks;
   const auto it = hooks.find(name);
   if (it == hooks.end())
-    return create(group, name, kDefaultHookPlugin,
-                  defaults(group.registry(), kDefaultHookPlugin, "the default hook"), "", nullptr);
+    return create(group, name, kDefaultHookPlugin, defaults(group.registry(), kDefaultHookPlugin, "the default hook"),
+                  "", nullptr);
   const PluginRef& ref = it->second;
   std::shared_ptr<CommHook> hook = create(group, name, ref.plugin, ref.options, ref.where, nullptr);
   if (ref.wrap.empty()) return hook;
