@@ -128,14 +128,14 @@ TEST(Reconfigure, OneRanksFailingBackendRollsBackEveryRank) {
     ProcessGroup& pg = *job.groups[r];
     checkedAllreduce(pg, 0);
     const auto start = std::chrono::steady_clock::now();
-    EXPECT_THROW_WITH(pg.reconfigure(failing), PluginError, "reconfigure", "rank(s) 1",
-                      "failrank was told to fail", "every rank keeps generation 0");
+    EXPECT_THROW_WITH(pg.reconfigure(failing), PluginError, "reconfigure", "rank(s) 1", "failrank was told to fail",
+                      "every rank keeps generation 0");
     // The others stopped their rendezvous when rank 1 reported, not at the 20 s timeout.
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     EXPECT_EQ(pg.generation(), 0u);
     EXPECT_EQ(pg.routes().backendNames(), std::vector<std::string>{"gloo"});
     for (int iter = 1; iter < 5; ++iter) checkedAllreduce(pg, iter);  // still on the old config
-    const auto report = pg.reconfigure(working);                       // a later attempt works
+    const auto report = pg.reconfigure(working);                      // a later attempt works
     EXPECT_EQ(report.generation, 1u);
     EXPECT_EQ(report.built, std::vector<std::string>{"fr"});
     for (int iter = 5; iter < 8; ++iter) checkedAllreduce(pg, iter);

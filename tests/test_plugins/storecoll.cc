@@ -38,7 +38,8 @@ class StoreCollBackend final : public Backend {
                                 Capabilities::allDTypes(),
                                 Capabilities::allReduceOps(),
                                 {DeviceType::CPU},
-                                {Feature::Split, Feature::MultiProcess}};
+                                { Feature::Split,
+                                  Feature::MultiProcess }};
 #endif
     return c;
   }

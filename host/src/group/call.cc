@@ -144,8 +144,8 @@ WorkPtr ProcessGroup::Call::supervise(WorkPtr work) {
   if (!pg.supervisor_) return work;
   pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);
   inBackend = false;
-  return pg.supervisor_->track(pg.monitor_, ctx, st.routes.backendNames()[backendIndex], st.generation, dtype_,
-                               bytes_, issued, std::move(work));
+  return pg.supervisor_->track(pg.monitor_, ctx, st.routes.backendNames()[backendIndex], st.generation, dtype_, bytes_,
+                               issued, std::move(work));
 }
 
 }  // namespace commhost

@@ -51,8 +51,8 @@ SwapStore::SwapStore(StorePtr base, StopCheck stop)
 void SwapStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                            std::chrono::steady_clock::now());
     try {
       base_->wait(keys, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
       return;

@@ -75,9 +75,8 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     raise(ErrorCode::Aborted, where, "the group was aborted", "create a new group to continue");
   const Millis timeout = options.timeout.count() > 0 ? options.timeout : state_->config->timeout();
   const std::string round = "swap/" + std::to_string(attempt) + "/";
-  const std::string generations =
-      " (generation " + std::to_string(from) + " -> " + std::to_string(from + 1) + ", attempt " +
-      std::to_string(attempt) + ")";
+  const std::string generations = " (generation " + std::to_string(from) + " -> " + std::to_string(from + 1) +
+                                  ", attempt " + std::to_string(attempt) + ")";
 
   ReconfigureReport report;
   supervisor::SwapRecord record;
@@ -106,12 +105,11 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     raise(code, where, what + generations + "; every rank keeps generation " + std::to_string(from), hint);
   };
 
-  // Ends a wait of the protocol early: the group was aborted, or a peer is lost.
-  const auto stopIfBroken = [this, where] {
-    if (aborted_->load(std::memory_order_acquire))
-      raise(ErrorCode::Aborted, where, "the group was aborted during the swap", "create a new group to continue");
-    if (monitor_ && monitor_->anyPeerLost.load(std::memory_order_acquire))
-      raise(ErrorCode::PeerLost, where, monitor_->lostText(), "the job lost a rank; restart it");
+  // Ends a wait of the protocol early: the group was aborted, or a peer is lost. Bare
+  // messages: the phase that waited wraps them in its own (group, rank, phase).
+  const auto stopIfBroken = [this] {
+    if (aborted_->load(std::memory_order_acquire)) throw AbortedError("the group was aborted during the swap");
+    if (monitor_ && monitor_->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor_->lostText());
   };
   // The backends' rendezvous also stops once a rank reported failure.
   bool abandoned = false;
@@ -120,7 +118,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     stopIfBroken();
     if (store_->check({round + "failed"})) {
       abandoned = true;
-      raise(ErrorCode::Aborted, where, toString(store_->get(round + "failed")), "");
+      throw AbortedError("stopped building: " + toString(store_->get(round + "failed")));
     }
   });
   std::vector<std::string> keys(worldSize_);
@@ -142,7 +140,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
            "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' logs");
     } catch (const Error& e) {
       fail(e.code(), std::string("stopped waiting in the ") + phase + " phase: " + e.what(),
-           "the group cannot continue; restart the job");
+           e.code() == ErrorCode::PeerLost ? "the job lost a rank; restart it" : "create a new group to continue");
     }
     std::vector<std::string> values;
     for (const auto& v : store_->multiGet(names)) values.push_back(toString(v));
@@ -157,13 +155,21 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
             "the new config names the group '" + newConfig->groupName() + "' but this group is '" +
                 state_->config->groupName() + "'",
             "keep group.name");
+    // The group's registry was scanned when the group was created: a plugin found only on
+    // the new config's plugin_path is not in it.
+    for (const auto& [backendName, ref] : newConfig->backends)
+      if (!setup_.registry->find(ref.plugin))
+        raise(ErrorCode::Config, where,
+              "backend '" + backendName + "' names plugin '" + ref.plugin +
+                  "', which this group's plugin registry does not hold",
+              "put its folder on the plugin_path of the config the job started with (or COMMHOST_PLUGIN_PATH)");
     (void)RouteTable::forConfig(*newConfig, *setup_.registry);
   } catch (const std::exception& e) {
     problem = e.what();
   }
-  store_->set(round + "check/" + std::to_string(rank_),
-              toBytes(problem.empty() ? "ok " + std::to_string(newConfig->hash) + " " + newConfig->source
-                                      : "bad " + problem));
+  store_->set(
+      round + "check/" + std::to_string(rank_),
+      toBytes(problem.empty() ? "ok " + std::to_string(newConfig->hash) + " " + newConfig->source : "bad " + problem));
   const auto checks = gather("check/", "check");
   // Every rank has entered this attempt, so every rank is done with the previous one.
   if (attempt > 1) {
@@ -228,7 +234,8 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   }
   if (!failure.empty() && failure.rfind("fail ", 0) == 0)
     store_->compareSet(round + "failed", {},
-                       toBytes("rank " + std::to_string(globalRanks_[rank_]) + " failed: " + splitWord(failure).second));
+                       toBytes("rank " + std::to_string(globalRanks_[rank_]) +
+                               " failed: " + splitWord(splitWord(failure).second).second));
   report.build = since(tBuild);
 
   // 4. report
@@ -243,7 +250,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     throw;
   }
   std::vector<int> failed, abandonedBy;
-  std::string why;
+  std::string why, abandonWhy;
   ErrorCode code = ErrorCode::Plugin;
   for (int r = 0; r < worldSize_; ++r) {
     const auto [word, rest] = splitWord(reports[r]);
@@ -254,7 +261,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
       why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) + ": " + text;
     } else if (word != "ok") {
       abandonedBy.push_back(globalRanks_[r]);
-      if (failed.empty() && why.empty()) why = rest;
+      if (abandonWhy.empty()) abandonWhy = rest;
     }
   }
   if (!failed.empty() || !abandonedBy.empty()) {
@@ -263,7 +270,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     report.kept.clear();
     report.built.clear();
     fail(code,
-         failed.empty() ? "rank(s) " + rankList(abandonedBy) + " stopped building: " + why
+         failed.empty() ? "rank(s) " + rankList(abandonedBy) + " stopped building: " + abandonWhy
                         : "the new backends failed on rank(s) " + rankList(failed) + ": " + why,
          "the group goes on with its current backends; fix the failing rank's backend and call reconfigure() again");
   }

@@ -92,11 +92,20 @@ std::vector<SwapRecord> FlightRecorder::swaps() const {
 
 nlohmann::json swapToJson(const SwapRecord& s) {
   nlohmann::json j = {
-      {"group", s.group},         {"rank", s.rank},           {"from_generation", s.fromGeneration},
-      {"to_generation", s.toGeneration}, {"outcome", s.outcome}, {"started_us", s.startedUs},
-      {"check_us", s.checkUs},    {"drain_us", s.drainUs},    {"build_us", s.buildUs},
-      {"commit_us", s.commitUs},  {"total_us", s.totalUs},    {"kept", s.kept},
-      {"built", s.built},         {"removed", s.removed},
+      {"group", s.group},
+      {"rank", s.rank},
+      {"from_generation", s.fromGeneration},
+      {"to_generation", s.toGeneration},
+      {"outcome", s.outcome},
+      {"started_us", s.startedUs},
+      {"check_us", s.checkUs},
+      {"drain_us", s.drainUs},
+      {"build_us", s.buildUs},
+      {"commit_us", s.commitUs},
+      {"total_us", s.totalUs},
+      {"kept", s.kept},
+      {"built", s.built},
+      {"removed", s.removed},
   };
   if (!s.error.empty()) j["error"] = s.error;
   return j;

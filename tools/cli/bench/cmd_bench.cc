@@ -203,8 +203,7 @@ void addBenchCommand(CLI::App& app) {
                   "Hot-swap the job's config (ProcessGroup::reconfigure) every N runs of the op, cycling through "
                   "--configs; prints each swap's phase times and p50/p99")
       ->type_name("N");
-  cmd->add_option("--configs", a.configs, "The configs --swap-every cycles through: a.yaml,b.yaml")
-      ->type_name("FILES");
+  cmd->add_option("--configs", a.configs, "The configs --swap-every cycles through: a.yaml,b.yaml")->type_name("FILES");
   cmd->footer(
       "Examples (run it under the launcher):\n"
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check\n"
