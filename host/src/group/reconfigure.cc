@@ -279,6 +279,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   std::shared_ptr<const State> old = std::move(state_);
   state_ = std::move(next);
   setup_.config = newConfig;
+  checkCollectives_ = newConfig->host.getBool("debug.check_collectives");  // read by this thread's calls
   abortTargets_->set(state_->backends);
   for (size_t i = 0; i < old->backends.size(); ++i) {
     const auto& b = old->backends[i];
