@@ -168,6 +168,22 @@ TEST(Reconfigure, WaitsForASlowRank) {
   });
 }
 
+// A backend keeps the store it was built with: its waits after the swap (here a rank late
+// by several of the store's wait slices) must still work once reconfigure() returned.
+TEST(Reconfigure, ABackendUsesItsSwapStoreAfterTheSwap) {
+  constexpr int kWorld = 2;
+  Job job(kGloo, kWorld);
+  auto storecoll = job.load(failrankConfig("{ fail_rank: -1 }"));
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    pg.reconfigure(storecoll);
+    for (int iter = 0; iter < 3; ++iter) {
+      if (r == iter % kWorld) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      checkedAllreduce(pg, iter);
+    }
+  });
+}
+
 TEST(Reconfigure, ARankThatNeverComesIsNamedWithinTheTimeout) {
   constexpr int kWorld = 3;
   Job job(kGloo, kWorld);

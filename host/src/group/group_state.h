@@ -42,7 +42,8 @@ struct ProcessGroup::AbortTargets {
 // The group store as a swap's backends and protocol see it: get() and wait() wait in
 // slices, and between slices `stop` may end the wait (a rank reported failure, a peer was
 // lost, the group was aborted) by throwing. A wait whose keys arrive returns at once: the
-// slices cost nothing on the success path.
+// slices cost nothing on the success path. A backend may keep the store it was built
+// with (and so this check) for its whole life: `stop` shares what it reads, never borrows.
 class SwapStore final : public Store {
  public:
   // Called between slices: returns to go on waiting, or throws why the wait ends.

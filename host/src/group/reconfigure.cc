@@ -106,21 +106,23 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   };
 
   // Ends a wait of the protocol early: the group was aborted, or a peer is lost. Bare
-  // messages: the phase that waited wraps them in its own (group, rank, phase).
-  const auto stopIfBroken = [this] {
-    if (aborted_->load(std::memory_order_acquire)) throw AbortedError("the group was aborted during the swap");
-    if (monitor_ && monitor_->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor_->lostText());
+  // messages: the phase that waited wraps them in its own (group, rank, phase). Captures
+  // only what it shares: a backend may keep its store (and this check) after the swap.
+  const auto stopIfBroken = [aborted = aborted_, monitor = monitor_] {
+    if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted during the swap");
+    if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
   };
   // The backends' rendezvous also stops once a rank reported failure.
-  bool abandoned = false;
+  auto abandoned = std::make_shared<std::atomic<bool>>(false);
   auto protocolStore = std::make_shared<SwapStore>(store_, stopIfBroken);
-  auto buildStore = std::make_shared<SwapStore>(store_, [&, this] {
-    stopIfBroken();
-    if (store_->check({round + "failed"})) {
-      abandoned = true;
-      throw AbortedError("stopped building: " + toString(store_->get(round + "failed")));
-    }
-  });
+  auto buildStore = std::make_shared<SwapStore>(
+      store_, [stopIfBroken, abandoned, store = store_, failedKey = round + "failed"] {
+        stopIfBroken();
+        if (store->check({failedKey})) {
+          abandoned->store(true);
+          throw AbortedError("stopped building: " + toString(store->get(failedKey)));
+        }
+      });
   std::vector<std::string> keys(worldSize_);
   const auto allKeys = [&](const std::string& kind) {
     for (int r = 0; r < worldSize_; ++r) keys[r] = round + kind + std::to_string(r);
@@ -225,11 +227,11 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     try {
       next = buildState(newConfig, state_.get(), round, buildStore, from + 1, &report.kept, &report.built);
     } catch (const Error& e) {
-      failure = abandoned ? "abandon " + std::string(e.what())
-                          : std::string("fail ") + codeWord(e.code()) + " " + e.what();
+      failure = abandoned->load() ? "abandon " + std::string(e.what())
+                                  : std::string("fail ") + codeWord(e.code()) + " " + e.what();
     } catch (const std::exception& e) {
-      failure = abandoned ? "abandon " + std::string(e.what())
-                          : std::string("fail ") + codeWord(ErrorCode::Plugin) + " " + e.what();
+      failure = abandoned->load() ? "abandon " + std::string(e.what())
+                                  : std::string("fail ") + codeWord(ErrorCode::Plugin) + " " + e.what();
     }
   }
   if (!failure.empty() && failure.rfind("fail ", 0) == 0)
