@@ -5,6 +5,12 @@
 // multi-rank groups (ranks as threads over a HashStore). Ops complete inside the call.
 // Built a second time as `allreduceonly` (STORECOLL_ALLREDUCE_ONLY): the same code behind a
 // manifest of one op, one dtype and one reduce op, as a specialised backend declares.
+// Built a third time as `failrank` (STORECOLL_FAIL_RANK), for hot-swap tests: its factory
+// first rendezvouses through the store like a real backend, and on the rank its options
+// name it throws (fail: throw), kills its own process (fail: kill) or first sleeps (slow_rank).
+#include <signal.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <thread>
 
@@ -32,7 +38,8 @@ class StoreCollBackend final : public Backend {
                                 Capabilities::allDTypes(),
                                 Capabilities::allReduceOps(),
                                 {DeviceType::CPU},
-                                {Feature::Split, Feature::MultiProcess}};
+                                { Feature::Split,
+                                  Feature::MultiProcess }};
 #endif
     return c;
   }
@@ -219,23 +226,50 @@ class StoreCollBackend final : public Backend {
   std::map<int, int64_t> received_;  // per source: messages taken so far (caller's thread only)
 };
 
+#ifdef STORECOLL_FAIL_RANK
+std::unique_ptr<Backend> create(const OptionValues& o, const BackendContext& ctx) {
+  if (ctx.rank == o.getInt("slow_rank")) std::this_thread::sleep_for(o.getDuration("delay"));
+  if (ctx.rank == o.getInt("fail_rank")) {
+    if (o.getString("fail") == "kill") ::kill(::getpid(), SIGKILL);
+    raise(ErrorCode::Plugin, ErrorContext::of(ctx, "rendezvous"), "failrank was told to fail on this rank",
+          "set fail_rank: -1");
+  }
+  ctx.store->set("up/" + std::to_string(ctx.rank), toBytes("1"));
+  std::vector<std::string> keys;
+  for (int r = 0; r < ctx.worldSize; ++r) keys.push_back("up/" + std::to_string(r));
+  ctx.store->wait(keys, ctx.timeout);
+  return std::make_unique<StoreCollBackend>(ctx);
+}
+#else
 std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) {
   return std::make_unique<StoreCollBackend>(ctx);
 }
+#endif
 
 const PluginDescriptor kDescriptor = {
     COMMHOST_DESCRIPTOR_PREFIX,
     PluginKind::Backend,
-#ifdef STORECOLL_ALLREDUCE_ONLY
+#if defined(STORECOLL_ALLREDUCE_ONLY)
     "allreduceonly",
     "1.0",
     "Test specialised backend: f32 sum allreduce only, every byte through the store",
+    {},
+#elif defined(STORECOLL_FAIL_RANK)
+    "failrank",
+    "1.0",
+    "Test backend (storecoll) whose factory fails, kills itself or is slow on one rank",
+    {
+        {"fail_rank", OptionType::Int, "-1", "the rank whose factory fails (-1: none)", {}, -1, 1 << 20},
+        {"fail", OptionType::Enum, "throw", "how it fails", {"throw", "kill"}},
+        {"slow_rank", OptionType::Int, "-1", "the rank whose factory first sleeps `delay`", {}, -1, 1 << 20},
+        {"delay", OptionType::Duration, "0s", "how long the slow rank sleeps"},
+    },
 #else
     "storecoll",
     "1.0",
     "Test reference backend: every byte through the store",
-#endif
     {},
+#endif
     StoreCollBackend::caps(),
     nullptr,
     create,

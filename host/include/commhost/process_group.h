@@ -14,9 +14,16 @@
 // flight; abort() fails them at once, so every waiter returns, but a backend thread
 // already blocked inside a transport (Gloo) stays there until that transport's own
 // timeout, and destroying the group waits for it.
+//
+// Hot swap: reconfigure() replaces the group's backends and routes with a new config's,
+// as one collective over the store (see reconfigure.cc). The group's current backends,
+// routes and config are one immutable snapshot (State) that only the calling thread
+// replaces, so every call sees one whole generation; config(), routes() and backend()
+// return references into the snapshot, valid until the next reconfigure().
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +43,23 @@ namespace supervisor {
 class Supervisor;
 struct GroupMonitor;
 }  // namespace supervisor
+
+struct ReconfigureOptions {
+  // Bounds each wait of the protocol (for the peers' check, drain, build and report);
+  // 0: the group's current group.timeout.
+  std::chrono::milliseconds timeout{0};
+};
+
+// What one successful reconfigure() did on this rank.
+struct ReconfigureReport {
+  uint64_t generation = 0;  // the group's config generation now (0: the one it was created with)
+  // Phase times on this rank: the ranks agreeing on the config, draining this rank's works
+  // in flight, building the new backends (their rendezvous), reporting and switching.
+  std::chrono::microseconds check{0}, drain{0}, build{0}, commit{0}, total{0};
+  std::vector<std::string> kept;     // backends whose entry (plugin, options, timeout) did not change
+  std::vector<std::string> built;    // backends created for the new config
+  std::vector<std::string> removed;  // backends shut down (replaced or no longer used)
+};
 
 class COMMHOST_API ProcessGroup {
  public:
@@ -60,9 +84,12 @@ class COMMHOST_API ProcessGroup {
   const std::vector<int>& globalRanks() const { return globalRanks_; }
   // The seq the last issued op got (0 before the first).
   uint64_t seq() const { return seq_.load(std::memory_order_relaxed); }
-  const Config& config() const { return *setup_.config; }
+  const Config& config() const;
+  const RouteTable& routes() const;
   const PluginRegistry& registry() const { return *setup_.registry; }  // the plugins it was created with
-  const RouteTable& routes() const { return routes_; }
+  // The config generation: 0 for the config the group was created with, +1 for every
+  // successful reconfigure().
+  uint64_t generation() const;
   const StorePtr& store() const { return store_; }
   Backend& backend(const std::string& name) const;
 
@@ -100,12 +127,32 @@ class COMMHOST_API ProcessGroup {
   int addCompletionHook(CompletionHook hook);
   void removeCompletionHook(int id);
 
+  // Hot swap, a collective over this group (every rank calls it, from the thread that
+  // issues the group's ops, in the same place of its op sequence). `newConfig` must be
+  // loaded with this group's registry; group.name must not change. All ranks switch, or
+  // none does: on any rank's failure every rank keeps its backends and throws (ConfigError
+  // when the ranks' configs differ or one is invalid, PluginError when a backend failed to
+  // start, TimeoutError / PeerLostError when a rank did not take part), naming the ranks
+  // and their reasons. Seq numbers continue. The supervisor's settings stay those the
+  // process started with.
+  ReconfigureReport reconfigure(std::shared_ptr<const Config> newConfig, const ReconfigureOptions& options = {});
+
   void abort(const std::string& reason);
   void shutdown();
+
+  struct State;         // one config generation: config, routes, backends (group_state.h)
+  struct AbortTargets;  // every backend an abort must reach, shared with the supervisor
 
  private:
   ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks);
   void createBackends();
+  // The backends of `config` for this group; those whose entry matches one of `keep` (by
+  // name) are taken from it. Backends built under "<prefix>backend/<name>" of the group
+  // store, through `store` when given (reconfigure's abandonable store). Throws on the
+  // first backend that fails (the ones built so far are released).
+  std::shared_ptr<const State> buildState(std::shared_ptr<const Config> config, const State* keep,
+                                          const std::string& prefix, const StorePtr& store, uint64_t generation,
+                                          std::vector<std::string>* kept, std::vector<std::string>* built);
   void checkSameConfig();
   void startSupervision();
   std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label);
@@ -118,9 +165,12 @@ class COMMHOST_API ProcessGroup {
   int worldSize_;
   std::vector<int> globalRanks_;
   StorePtr store_;  // PrefixStore "<name>/<generation>" over the job store
-  RouteTable routes_;
-  std::vector<std::shared_ptr<Backend>> backends_;  // indexed like routes_.backendNames(); null if unavailable
-  std::vector<std::string> unavailable_;            // why backends_[i] is null
+  // The current generation. The calling thread alone replaces it (reconfigure) and reads
+  // it (every call takes it once), so it needs no lock; other threads reach the backends
+  // through abortTargets_ only.
+  std::shared_ptr<const State> state_;
+  std::shared_ptr<AbortTargets> abortTargets_;  // abort() and the supervisor's abortGroup
+  uint64_t swapAttempts_ = 0;                   // calling thread only: names each attempt's store keys
   std::shared_ptr<Logger> logger_;
   std::atomic<uint64_t> seq_{0};     // collectives; written by the calling thread only, atomic for readers
   std::atomic<uint64_t> p2pSeq_{0};  // send/recv, counted apart: only two ranks take part

@@ -28,7 +28,7 @@ void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) {
                    deviceTypeName(t.device().type);
   }
   if (!t.defined()) invalid(std::string(name) + " is an undefined tensor (null data)", "pass an allocated tensor");
-  if (!pg.routes_.servesDevice(t.device().type))
+  if (!st.routes.servesDevice(t.device().type))
     invalid(std::string(name) + " is " + t.str() + " but no route serves " + deviceTypeName(t.device().type) +
                 " tensors in this group",
             "add a route for that device to the config, or pass a tensor on a device it routes");
@@ -91,26 +91,26 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   if (pg.aborted_->load(std::memory_order_acquire))
     raise(ErrorCode::Aborted, where(), "the group was aborted", "create a new group to continue");
   const ReduceOp::Kind kind = reduceOp ? reduceOp->kind : ReduceOp::Sum;
-  const int index = pg.routes_.route(op, device.type, bytes, dtype.value_or(DType::Float32), kind);
+  const int index = st.routes.route(op, device.type, bytes, dtype.value_or(DType::Float32), kind);
   if (index < 0)
-    invalid(pg.routes_.whyUnserved(op, device.type, bytes, dtype.value_or(DType::Float32), kind),
+    invalid(st.routes.whyUnserved(op, device.type, bytes, dtype.value_or(DType::Float32), kind),
             "route it in the config: " + routeExample(dtype, reduceOp) +
                 ", listing backends whose manifest has it (`commhost plugins inspect PLUGIN`)");
-  Backend* backend = pg.backends_[index].get();
+  Backend* backend = st.backends[index].get();
   if (!backend)
     raise(ErrorCode::Plugin, where(),
-          "routed to backend '" + pg.routes_.backendNames()[index] + "', which is unavailable on this host (" +
-              pg.unavailable_[index] + ")",
+          "routed to backend '" + st.routes.backendNames()[index] + "', which is unavailable on this host (" +
+              st.unavailable[index] + ")",
           "route this op to another backend, or fix what the plugin needs");
   // The table was resolved against the plugin's manifest; a backend object that declares
   // less at run time than its manifest still fails here rather than inside the backend.
   const Capabilities& caps = backend->capabilities();
   if (dtype && !caps.dtypes.has(*dtype))
     invalid(
-        std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support dtype " + dtypeName(*dtype),
+        std::string("backend '") + st.routes.backendNames()[index] + "' does not support dtype " + dtypeName(*dtype),
         "route it to another backend: " + routeExample(dtype, nullptr) + ", or convert the data");
   if (reduceOp && !caps.reduceOps.has(reduceOp->kind))
-    invalid(std::string("backend '") + pg.routes_.backendNames()[index] + "' does not support reduce op " +
+    invalid(std::string("backend '") + st.routes.backendNames()[index] + "' does not support reduce op " +
                 reduceOpName(reduceOp->kind),
             "route it to another backend: " + routeExample(std::nullopt, reduceOp));
   ctx.op = op;
@@ -119,7 +119,7 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   // Point-to-point ops involve two ranks only, so they count apart from collectives,
   // whose seq must stay equal on every rank.
   ctx.seq = (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
-  ctx.timeout = timeout.count() > 0 ? timeout : pg.setup_.config->timeout();
+  ctx.timeout = timeout.count() > 0 ? timeout : st.config->timeout();
   backendIndex = index;
   bytes_ = bytes;
   dtype_ = dtype.value_or(DType::UInt8);  // the flight recorder shows u8 for a dataless op
@@ -144,8 +144,8 @@ WorkPtr ProcessGroup::Call::supervise(WorkPtr work) {
   if (!pg.supervisor_) return work;
   pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);
   inBackend = false;
-  return pg.supervisor_->track(pg.monitor_, ctx, pg.routes_.backendNames()[backendIndex], dtype_, bytes_, issued,
-                               std::move(work));
+  return pg.supervisor_->track(pg.monitor_, ctx, st.routes.backendNames()[backendIndex], st.generation, dtype_, bytes_,
+                               issued, std::move(work));
 }
 
 }  // namespace commhost

@@ -8,16 +8,20 @@
 
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
+#include "group_state.h"
 
 namespace commhost {
 
 struct ProcessGroup::Call {
-  Call(ProcessGroup& group, OpType op) : pg(group), op(op) {}
+  // Takes the group's current generation once: the whole call routes through it. Only the
+  // calling thread (this one) replaces it, so a reference suffices (no refcount per call).
+  Call(ProcessGroup& group, OpType op) : pg(group), st(*group.state_), op(op) {}
   ~Call();
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
   ProcessGroup& pg;
+  const State& st;
   OpType op;
 
   ErrorContext where(int peer = -1) const;

@@ -195,7 +195,7 @@ WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
   Call call(*this, OpType::Barrier);
   Device device = Device::cpu();
-  if (!routes_.servesDevice(DeviceType::CPU)) device = Device::cuda(0);
+  if (!call.st.routes.servesDevice(DeviceType::CPU)) device = Device::cuda(0);
   Backend& b = call.issue(device, 0, std::nullopt, opts.timeout);
   return call.supervise(b.barrier(call.context(), opts));
 }

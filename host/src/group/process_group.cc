@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/process_group.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "../supervisor/supervisor.h"
 #include "commhost/errors.h"
+#include "group_state.h"
 
 namespace commhost {
 
@@ -13,7 +15,14 @@ ProcessGroup::ProcessGroup(Setup setup, std::string name, std::vector<int> globa
       name_(std::move(name)),
       rank_(setup_.rank),
       worldSize_(setup_.worldSize),
-      globalRanks_(std::move(globalRanks)) {}
+      globalRanks_(std::move(globalRanks)),
+      abortTargets_(std::make_shared<AbortTargets>()) {
+  abortTargets_->aborted = aborted_;
+}
+
+const Config& ProcessGroup::config() const { return *state_->config; }
+const RouteTable& ProcessGroup::routes() const { return state_->routes; }
+uint64_t ProcessGroup::generation() const { return state_->generation; }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   if (!setup.config || !setup.registry || !setup.store)
@@ -59,13 +68,10 @@ void ProcessGroup::startSupervision() {
   if (!settings.enabled) return;
   // The monitor outlives the group in works still held by the application, so it
   // aborts through a weak reference to the backends, never through the group.
-  std::vector<std::weak_ptr<Backend>> backends(backends_.begin(), backends_.end());
-  auto aborted = aborted_;
-  monitor_->abortGroup = [backends, aborted](const std::string& reason) {
-    aborted->store(true, std::memory_order_release);
-    for (const auto& weak : backends)
-      if (auto b = weak.lock()) b->abort(reason);
-  };
+  // AbortTargets follows reconfigure(): the backends of the committed generation and
+  // those a swap is building.
+  auto targets = abortTargets_;
+  monitor_->abortGroup = [targets](const std::string& reason) { targets->abortAll(reason); };
   supervisor_ = supervisor::Supervisor::acquire(settings);
   supervisor_->attach(monitor_);
 }
@@ -94,21 +100,52 @@ void ProcessGroup::checkSameConfig() {
 }
 
 void ProcessGroup::createBackends() {
-  const Config& cfg = *setup_.config;
   logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " rank " + std::to_string(rank_));
-  routes_ = RouteTable::forConfig(cfg, *setup_.registry);
+  state_ = buildState(setup_.config, nullptr, "", nullptr, 0, nullptr, nullptr);
+  abortTargets_->set(state_->backends);
+}
+
+namespace {
+// A backend is kept across a swap when everything it was created from is the same.
+bool sameEntry(const PluginRef& a, const Config& ca, const PluginRef& b, const Config& cb) {
+  return a.plugin == b.plugin && a.options.all() == b.options.all() && ca.timeout() == cb.timeout();
+}
+}  // namespace
+
+std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_ptr<const Config> config,
+                                                                    const State* keep, const std::string& prefix,
+                                                                    const StorePtr& store, uint64_t generation,
+                                                                    std::vector<std::string>* kept,
+                                                                    std::vector<std::string>* built) {
+  auto st = std::make_shared<State>();
+  st->config = std::move(config);
+  st->generation = generation;
+  const Config& cfg = *st->config;
+  st->routes = RouteTable::forConfig(cfg, *setup_.registry);
   for (const auto& [backendName, ref] : cfg.backends) {
     const PluginEntry* e = setup_.registry->find(ref.plugin);
     // A backend whose every op a route list sends elsewhere is never called: not created,
     // so it neither holds resources nor refuses a job it would not serve.
-    if (!routes_.uses(static_cast<int>(backends_.size()))) {
-      backends_.push_back(nullptr);
-      unavailable_.push_back("no route sends it any op");
+    if (!st->routes.uses(static_cast<int>(st->backends.size()))) {
+      st->backends.push_back(nullptr);
+      st->unavailable.push_back("no route sends it any op");
       continue;
     }
+    if (keep) {
+      const auto& oldNames = keep->routes.backendNames();
+      const auto it = std::find(oldNames.begin(), oldNames.end(), backendName);
+      const size_t i = static_cast<size_t>(it - oldNames.begin());
+      if (it != oldNames.end() && keep->backends[i] &&
+          sameEntry(keep->config->backends.at(backendName), *keep->config, ref, cfg)) {
+        st->backends.push_back(keep->backends[i]);
+        st->unavailable.emplace_back();
+        if (kept) kept->push_back(backendName);
+        continue;
+      }
+    }
     if (!e || !e->usable()) {
-      backends_.push_back(nullptr);
-      unavailable_.push_back(e ? e->unavailable : "plugin '" + ref.plugin + "' not found");
+      st->backends.push_back(nullptr);
+      st->unavailable.push_back(e ? e->unavailable : "plugin '" + ref.plugin + "' not found");
       continue;
     }
     BackendContext ctx;
@@ -116,7 +153,9 @@ void ProcessGroup::createBackends() {
     ctx.backendName = backendName;
     ctx.rank = rank_;
     ctx.worldSize = worldSize_;
-    ctx.store = std::make_shared<PrefixStore>("backend/" + backendName, store_);
+    // A swap's backends rendezvous under the attempt's own prefix, so their keys never
+    // meet those of the generation they replace (or of an attempt that failed).
+    ctx.store = std::make_shared<PrefixStore>(prefix + "backend/" + backendName, store ? store : store_);
     ctx.timeout = cfg.timeout();
     ctx.logger = std::make_shared<Logger>("commhost." + ref.plugin,
                                           "group " + name_ + " rank " + std::to_string(rank_));
@@ -135,26 +174,27 @@ void ProcessGroup::createBackends() {
     // The deleter holds the library, so the plugin's code outlives the object.
     raw->name_ = backendName;  // for the NotSupported messages of a partial backend
     std::shared_ptr<void> library = e->library;
-    backends_.emplace_back(raw.release(), [library](Backend* b) { delete b; });
-    unavailable_.emplace_back();
+    st->backends.emplace_back(raw.release(), [library](Backend* b) { delete b; });
+    st->unavailable.emplace_back();
+    if (store) abortTargets_->addBuilding(st->backends.back());
+    if (built) built->push_back(backendName);
   }
+  return st;
 }
 
 Backend& ProcessGroup::backend(const std::string& name) const {
-  const auto& names = routes_.backendNames();
+  const auto& names = state_->routes.backendNames();
   for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == name && backends_[i]) return *backends_[i];
+    if (names[i] == name && state_->backends[i]) return *state_->backends[i];
   throw InvalidArgument("group " + name_ + " has no usable backend named '" + name + "'");
 }
 
-void ProcessGroup::abort(const std::string& reason) {
-  aborted_->store(true, std::memory_order_release);
-  for (auto& b : backends_)
-    if (b) b->abort(reason);
-}
+// Any thread: through AbortTargets, which also reaches the backends a swap is building.
+void ProcessGroup::abort(const std::string& reason) { abortTargets_->abortAll(reason); }
 
 void ProcessGroup::shutdown() {
-  for (auto& b : backends_)
+  if (!state_) return;  // creation failed before the backends existed
+  for (auto& b : state_->backends)
     if (b) b->shutdown();
 }
 

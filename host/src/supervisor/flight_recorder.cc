@@ -79,6 +79,38 @@ std::vector<OpRecord> FlightRecorder::snapshot() const {
   return out;
 }
 
+void FlightRecorder::addSwap(SwapRecord record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (swaps_.size() >= kSwapEntries) swaps_.pop_front();
+  swaps_.push_back(std::move(record));
+}
+
+std::vector<SwapRecord> FlightRecorder::swaps() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {swaps_.begin(), swaps_.end()};
+}
+
+nlohmann::json swapToJson(const SwapRecord& s) {
+  nlohmann::json j = {
+      {"group", s.group},
+      {"rank", s.rank},
+      {"from_generation", s.fromGeneration},
+      {"to_generation", s.toGeneration},
+      {"outcome", s.outcome},
+      {"started_us", s.startedUs},
+      {"check_us", s.checkUs},
+      {"drain_us", s.drainUs},
+      {"build_us", s.buildUs},
+      {"commit_us", s.commitUs},
+      {"total_us", s.totalUs},
+      {"kept", s.kept},
+      {"built", s.built},
+      {"removed", s.removed},
+  };
+  if (!s.error.empty()) j["error"] = s.error;
+  return j;
+}
+
 nlohmann::json recordToJson(const OpRecord& r) {
   nlohmann::json j = {
       {"id", r.id},
@@ -86,6 +118,7 @@ nlohmann::json recordToJson(const OpRecord& r) {
       {"rank", r.rank},
       {"world_size", r.worldSize},
       {"seq", r.seq},
+      {"generation", r.generation},
       {"op", opName(r.op)},
       {"backend", r.backend},
       {"dtype", dtypeName(r.dtype)},

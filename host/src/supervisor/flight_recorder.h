@@ -9,6 +9,7 @@
 #include <chrono>
 
 #include <cstdint>
+#include <deque>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -31,6 +32,7 @@ struct OpRecord {
   int worldSize = 0;
   OpType op = OpType::Allreduce;
   uint64_t seq = 0;
+  uint64_t generation = 0;  // the group's config generation the op was routed by
   DType dtype = DType::Float32;
   int64_t bytes = 0;
   int64_t numel = 0;
@@ -49,6 +51,21 @@ int64_t wallMicros();
 int64_t wallMicros(std::chrono::steady_clock::time_point t);
 void refreshWallClockOffset();
 
+// One hot swap (ProcessGroup::reconfigure) on this rank: its outcome and phase times.
+// Swaps are rare, so these keep strings; the ring holds the last kSwapEntries.
+struct SwapRecord {
+  std::string group;
+  int rank = 0;
+  uint64_t fromGeneration = 0;
+  uint64_t toGeneration = 0;  // == fromGeneration when it did not commit
+  std::string outcome;        // "committed", "rolled_back"
+  int64_t startedUs = 0;      // wall clock
+  int64_t checkUs = 0, drainUs = 0, buildUs = 0, commitUs = 0, totalUs = 0;
+  std::vector<std::string> kept, built, removed;
+  std::string error;  // why it rolled back
+};
+constexpr size_t kSwapEntries = 256;
+
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t entries);
@@ -57,14 +74,18 @@ class FlightRecorder {
   // Updates the record with this id, if the ring still holds it.
   void finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error);
   std::vector<OpRecord> snapshot() const;  // oldest first
+  void addSwap(SwapRecord record);
+  std::vector<SwapRecord> swaps() const;  // oldest first
   size_t capacity() const { return ring_.size(); }
 
  private:
   mutable std::mutex mutex_;
   std::vector<OpRecord> ring_;
   uint64_t nextId_ = 1;
+  std::deque<SwapRecord> swaps_;  // guarded by mutex_, at most kSwapEntries
 };
 
 nlohmann::json recordToJson(const OpRecord& r);
+nlohmann::json swapToJson(const SwapRecord& s);
 
 }  // namespace commhost::supervisor

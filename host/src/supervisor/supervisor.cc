@@ -212,9 +212,33 @@ void Supervisor::logUnexpected(const char* thread, const std::exception_ptr& err
                  factsOf(error).what + "; it goes on. Please report this with the log");
 }
 
+std::string Supervisor::waitGroupIdle(const GroupMonitor* group, TimePoint deadline) {
+  std::vector<std::shared_ptr<SupervisedWork>> mine;
+  {
+    MutexLock lock(&mutex_);
+    for (const auto& w : inflight_)
+      if (w->group().get() == group && !w->finalized()) mine.push_back(w);
+  }
+  // Outside mutex_: waiting completes works, and completion takes it.
+  for (auto& w : mine) {
+    const auto left = std::chrono::duration_cast<Millis>(deadline - clock_->now());
+    try {
+      if (left.count() > 0) w->wait(left);
+    } catch (const std::exception&) {
+      // A failed work is over (its own waiter gets the error); a wait that timed out is
+      // told apart below.
+    }
+    if (!w->isCompleted())
+      return std::string(opName(w->context().op)) + " seq " + std::to_string(w->context().seq) + " on backend '" +
+             w->backend + "'";
+  }
+  return {};
+}
+
 WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
-                          DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) {
+                          uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) {
   OpRecord r;
+  r.generation = generation;
   copyName(r.group, sizeof(r.group), group->name);
   copyName(r.backend, sizeof(r.backend), backend);
   r.rank = group->rank;
@@ -354,6 +378,9 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   nlohmann::json entries = nlohmann::json::array();
   for (const auto& r : recorder_.snapshot()) entries.push_back(recordToJson(r));
   j["entries"] = entries;
+  nlohmann::json swaps = nlohmann::json::array();
+  for (const auto& s : recorder_.swaps()) swaps.push_back(swapToJson(s));
+  j["swaps"] = swaps;
   return j;
 }
 

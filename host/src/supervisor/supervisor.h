@@ -88,7 +88,12 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
 
   // Caller thread: records the op and returns the work the caller gets.
   WorkPtr track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
-                DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) EXCLUDES(mutex_);
+                uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) EXCLUDES(mutex_);
+
+  // Caller thread of `group` (reconfigure's drain): waits until none of the group's works
+  // is in flight, or `deadline`. Returns "" when idle, else which work is still running.
+  std::string waitGroupIdle(const GroupMonitor* group, TimePoint deadline) EXCLUDES(mutex_);
+  void recordSwap(SwapRecord record) { recorder_.addSwap(std::move(record)); }
 
   // Any thread that sees the work end; records it once (flight recorder, progress, hooks).
   void complete(SupervisedWork& work);

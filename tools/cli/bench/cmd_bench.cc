@@ -16,6 +16,7 @@
 #include "inject.h"
 #include "plan.h"
 #include "report.h"
+#include "swap.h"
 
 namespace commhost::cli {
 namespace {
@@ -43,7 +44,8 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
   std::fflush(out);
 }
 
-int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& report, int iters, int warmup) {
+int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& report, int iters, int warmup,
+            Swapper* swapper) {
   const bool leader = pg.rank() == 0;
   // Progress only to a terminal: under `commhost run` stderr is the rank's log.
   const bool progress = leader && plan.sizes.size() > 8 && ::isatty(STDERR_FILENO);
@@ -66,25 +68,33 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& r
       for (size_t c = 0; c < columns.size(); ++c) {
         BenchOp& op = *columns[c];
         const auto run = [&] {
+          if (swapper) swapper->beforeRun(pg);
           if (auto injected = inject.before(pg)) return injected;
           return op.run();
+        };
+        // While swapping, --check checks every run: a result lost, applied twice or wrong
+        // around a swap shows in #wrong (the times then include the fill and check).
+        int64_t wrong = 0;
+        const auto once = [&] {
+          if (swapper && plan.check) op.fill();
+          run()->wait();
+          if (swapper && plan.check) wrong += op.check();
         };
         const std::string what = name + " at " + std::to_string(bytes) + " bytes" +
                                  (plan.placements[c] ? "" : " out-of-place");
         op.prepare(bytes);
         op.fill();
-        for (int i = 0; i < warmup; ++i) run()->wait();
+        for (int i = 0; i < warmup; ++i) once();
         rounds.barrier("before the timed loop of " + what);
         const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) run()->wait();
+        for (int i = 0; i < iters; ++i) once();
         const double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
                                 .count() /
                             iters;
-        int64_t wrong = 0;
         if (plan.check) {  // after the clock stopped: one more run on fresh data
           op.fill();
           run()->wait();
-          wrong = op.check();
+          wrong += op.check();
         }
         const auto agreed = rounds.agree(mine, wrong, "timing and #wrong of " + what);
         Measurement m;
@@ -128,12 +138,16 @@ int bench(const BenchArgs& a) {
   Report report(leader, plan.placements.size() > 1, a.jsonFile);
   if (leader) printHeader(a.jsonFile == "-" ? stderr : stdout, a, plan, launch.worldSize);
   Injector inject(plan.injections);
+  std::unique_ptr<Swapper> swapper;
+  if (a.swapEvery > 0) swapper = std::make_unique<Swapper>(loadSwapConfigs(a.configs, plan.sets), a.swapEvery);
   InitOptions init;
   init.configPath = launch.configPath;
   init.overrides.set = plan.sets;
   auto pg = commhost::init(init);
   try {
-    return measure(plan, *pg, inject, report, a.iters, a.warmup);
+    const int rc = measure(plan, *pg, inject, report, a.iters, a.warmup, swapper.get());
+    if (swapper && leader) swapper->print(a.jsonFile == "-" ? stderr : stdout);
+    return rc;
   } catch (const Error& e) {
     // Report before the group is torn down: a store-serving rank keeps serving its peers
     // for a while on the way out, and the launcher may stop it before that ends.
@@ -185,11 +199,18 @@ void addBenchCommand(CLI::App& app) {
                   "Fault injection (repeatable): hang:RANK@SEQ | exit:RANK@SEQ | slow:RANK@SEQ:MS | mismatch:RANK@SEQ")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--swap-every", a.swapEvery,
+                  "Hot-swap the job's config (ProcessGroup::reconfigure) every N runs of the op, cycling through "
+                  "--configs; prints each swap's phase times and p50/p99")
+      ->type_name("N");
+  cmd->add_option("--configs", a.configs, "The configs --swap-every cycles through: a.yaml,b.yaml")->type_name("FILES");
   cmd->footer(
       "Examples (run it under the launcher):\n"
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check\n"
       "  commhost run -n 2 -c configs/shm.yaml -- commhost bench -b 8 -e 128M -f 2 -n 20 -w 5 -c 1 --side-by-side\n"
       "  commhost run -n 2 -c configs/shm.yaml -- commhost bench --op all --backend shm --json shm.jsonl\n"
+      "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --sizes 4K --iters 200 --check --swap-every 10 \\\n"
+      "      --configs configs/shm.yaml,configs/gloo.yaml\n"
       "Bookkeeping (barriers, timings, #wrong) goes through the store, never the routes.");
   cmd->callback([sizes, factor, step] {
     a.sizesGiven = sizes->count() > 0;

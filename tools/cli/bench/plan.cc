@@ -130,6 +130,13 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   refuseBoth(a.sizesGiven, "--sizes", !a.minBytes.empty() || !a.maxBytes.empty(), a.minBytes.empty() ? "-e" : "-b",
              "give --sizes MIN:MAX or -b MIN -e MAX");
   refuseBoth(a.factorGiven, "--factor (-f)", a.stepGiven, "--step (-i)", "a sweep multiplies or adds, not both");
+  if (a.swapEvery < 0) throw InvalidArgument("--swap-every " + std::to_string(a.swapEvery) + ": want 1 or more");
+  if (a.swapEvery > 0 && a.configs.empty())
+    throw InvalidArgument("--swap-every needs --configs a.yaml,b.yaml: the configs to swap between");
+  if (a.swapEvery == 0 && !a.configs.empty())
+    throw InvalidArgument("--configs is what --swap-every N cycles through; give --swap-every too");
+  refuseBoth(a.swapEvery > 0, "--swap-every", !a.backend.empty(), "--backend",
+             "--backend rewrites the job's routes, which a swap replaces; name the backends in the --configs files");
   // -c is nccl-tests' check here, not a config as for `commhost run -c`: say so.
   if (!a.checkLevel.empty() && a.checkLevel != "0" && a.checkLevel != "1")
     throw InvalidArgument("-c " + a.checkLevel +

@@ -34,6 +34,8 @@ struct BenchArgs {
   std::string backend;
   std::vector<std::string> sets;
   std::vector<std::string> injections;
+  int swapEvery = 0;    // --swap-every N: hot swap every N runs of the op (0: never)
+  std::string configs;  // --configs a.yaml,b.yaml: what --swap-every cycles through
   // Which options the command line gave (conflicts are about what was written).
   bool sizesGiven = false, factorGiven = false, stepGiven = false;
 };

@@ -23,7 +23,38 @@ std::string list(const std::vector<int>& ranks) {
 
 std::string plural(const std::vector<int>& ranks) { return ranks.size() > 1 ? "Ranks " : "Rank "; }
 
-std::string signature(const Entry& e) { return e.op + " " + e.dtype + "[" + std::to_string(e.numel) + "]"; }
+// The generation is part of the call: ranks that routed one seq by different configs
+// (one swapped, another did not) diverge there.
+std::string signature(const Entry& e) {
+  return e.op + " " + e.dtype + "[" + std::to_string(e.numel) + "]" +
+         (e.generation ? " (config generation " + std::to_string(e.generation) + ")" : "");
+}
+
+// "Group G: N hot swaps; rank R's last: generation F -> T committed (check ... ms)", and
+// each rank whose last swap ended otherwise.
+std::string describeSwaps(const std::vector<RankDump>& dumps) {
+  std::map<std::string, std::map<int, const Swap*>> last;  // group -> group rank -> its last swap
+  std::map<std::string, size_t> count;
+  for (const auto& d : dumps)
+    for (const auto& s : d.swaps) {
+      last[s.group][s.rank] = &s;
+      ++count[s.group];
+    }
+  std::ostringstream out;
+  const auto ms = [](int64_t us) { return std::to_string(us / 1000) + "." + std::to_string(us % 1000 / 100); };
+  for (const auto& [group, byRank] : last) {
+    out << "Group " << group << ": " << count[group] << " hot swap record" << (count[group] > 1 ? "s" : "")
+        << " (all ranks); the last on each rank:";
+    for (const auto& [rank, s] : byRank) {
+      out << "\n  rank " << rank << ": generation " << s->fromGeneration << " -> " << s->toGeneration << " "
+          << s->outcome << " (check " << ms(s->checkUs) << " ms, drain " << ms(s->drainUs) << " ms, build "
+          << ms(s->buildUs) << " ms, commit " << ms(s->commitUs) << " ms)";
+      if (!s->error.empty()) out << ": " << s->error.substr(0, 300);
+    }
+    out << "\n";
+  }
+  return out.str();
+}
 
 using Timeline = std::map<int, std::map<uint64_t, const Entry*>>;  // group rank -> seq -> entry
 
@@ -45,7 +76,9 @@ std::string describeDivergence(const std::string& group, const Timeline& byRank,
   std::ostringstream out;
   const std::string what = any ? any->op + " seq " + std::to_string(seq) : "seq " + std::to_string(seq);
   out << "Group " << group << ": the first divergence is at " << what
-      << (any ? " (" + any->dtype + ", " + std::to_string(any->numel) + " elements, " + any->backend + ")" : "")
+      << (any ? " (" + any->dtype + ", " + std::to_string(any->numel) + " elements, " + any->backend +
+                    (any->generation ? ", config generation " + std::to_string(any->generation) : "") + ")"
+              : "")
       << ". ";
   for (const auto& [state, ranks] : byState) {
     out << plural(ranks) << list(ranks)
@@ -109,6 +142,8 @@ std::string analyze(const std::vector<RankDump>& dumps) {
   for (const auto& d : dumps)
     for (const auto& [peer, why] : d.lostPeers)
       out << "Rank " << d.rank << " reported " << peer << " lost: " << why << "\n";
+  const std::string swaps = describeSwaps(dumps);
+  if (!swaps.empty()) out << swaps;
   for (const auto& [group, byRank] : groups) {
     std::vector<int> noData;
     for (int r = 0; r < sizes[group]; ++r)

@@ -14,6 +14,8 @@ std::string chromeTrace(const std::vector<RankDump>& dumps) {
   int64_t origin = INT64_MAX;
   for (const auto& d : dumps)
     for (const auto& e : d.entries) origin = std::min(origin, e.scheduledUs);
+  for (const auto& d : dumps)
+    for (const auto& sw : d.swaps) origin = std::min(origin, sw.startedUs);
   nlohmann::json events = nlohmann::json::array();
   std::map<std::string, int> groupTrack;
   for (const auto& d : dumps) {
@@ -41,8 +43,9 @@ std::string chromeTrace(const std::vector<RankDump>& dumps) {
       }
       // An op still in flight at dump time runs to the dump.
       const int64_t end = e.endedUs ? e.endedUs : std::max(d.timeUs, e.startedUs);
-      nlohmann::json args = {{"seq", e.seq},     {"backend", e.backend}, {"dtype", e.dtype},
-                             {"bytes", e.bytes}, {"numel", e.numel},     {"state", e.state}};
+      nlohmann::json args = {{"seq", e.seq},     {"backend", e.backend}, {"generation", e.generation},
+                             {"dtype", e.dtype}, {"bytes", e.bytes},     {"numel", e.numel},
+                             {"state", e.state}};
       if (!e.error.empty()) args["error"] = e.error;
       events.push_back({{"ph", "X"},
                         {"name", e.op + " #" + std::to_string(e.seq)},
@@ -51,6 +54,31 @@ std::string chromeTrace(const std::vector<RankDump>& dumps) {
                         {"tid", tid},
                         {"ts", e.scheduledUs - origin},
                         {"dur", std::max<int64_t>(end - e.scheduledUs, 1)},
+                        {"args", args}});
+    }
+    // Hot swaps: one slice per swap on a track of their own, with the phase times.
+    for (const auto& sw : d.swaps) {
+      if (!named[{d.rank, 0}]) {
+        named[{d.rank, 0}] = true;
+        events.push_back(
+            {{"ph", "M"}, {"name", "thread_name"}, {"pid", d.rank}, {"tid", 0}, {"args", {{"name", "hot swaps"}}}});
+      }
+      nlohmann::json args = {{"group", sw.group},
+                             {"from_generation", sw.fromGeneration},
+                             {"to_generation", sw.toGeneration},
+                             {"check_us", sw.checkUs},
+                             {"drain_us", sw.drainUs},
+                             {"build_us", sw.buildUs},
+                             {"commit_us", sw.commitUs}};
+      if (!sw.error.empty()) args["error"] = sw.error;
+      events.push_back({{"ph", "X"},
+                        {"name", "swap " + sw.group + " " + std::to_string(sw.fromGeneration) + "->" +
+                                     std::to_string(sw.toGeneration) + " (" + sw.outcome + ")"},
+                        {"cat", "swap"},
+                        {"pid", d.rank},
+                        {"tid", 0},
+                        {"ts", sw.startedUs - origin},
+                        {"dur", std::max<int64_t>(sw.totalUs, 1)},
                         {"args", args}});
     }
   }

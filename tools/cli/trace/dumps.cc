@@ -42,12 +42,29 @@ RankDump parseDump(const nlohmann::json& j, const std::string& path) {
     x.rank = e.value("rank", 0);
     x.worldSize = e.value("world_size", 0);
     x.seq = e.value("seq", uint64_t(0));
+    x.generation = e.value("generation", uint64_t(0));
     x.bytes = e.value("bytes", int64_t(0));
     x.numel = e.value("numel", int64_t(0));
     x.scheduledUs = e.value("scheduled_us", int64_t(0));
     x.startedUs = e.value("started_us", int64_t(0));
     x.endedUs = e.value("ended_us", int64_t(0));
     d.entries.push_back(std::move(x));
+  }
+  for (const auto& e : j.value("swaps", nlohmann::json::array())) {  // absent in dumps before hot swap
+    Swap s;
+    s.group = e.value("group", "");
+    s.outcome = e.value("outcome", "");
+    s.error = e.value("error", "");
+    s.rank = e.value("rank", 0);
+    s.fromGeneration = e.value("from_generation", uint64_t(0));
+    s.toGeneration = e.value("to_generation", uint64_t(0));
+    s.startedUs = e.value("started_us", int64_t(0));
+    s.checkUs = e.value("check_us", int64_t(0));
+    s.drainUs = e.value("drain_us", int64_t(0));
+    s.buildUs = e.value("build_us", int64_t(0));
+    s.commitUs = e.value("commit_us", int64_t(0));
+    s.totalUs = e.value("total_us", int64_t(0));
+    d.swaps.push_back(std::move(s));
   }
   return d;
 }

@@ -15,9 +15,18 @@ struct Entry {
   int rank = 0;  // in its group
   int worldSize = 0;
   uint64_t seq = 0;
+  uint64_t generation = 0;  // the group's config generation that routed it (hot swap)
   int64_t bytes = 0, numel = 0;
   int64_t scheduledUs = 0, startedUs = 0, endedUs = 0;
   bool pointToPoint() const { return op == "send" || op == "recv" || op == "recv_any_source"; }
+};
+
+// One hot swap (ProcessGroup::reconfigure) as one rank saw it.
+struct Swap {
+  std::string group, outcome, error;
+  int rank = 0;  // in its group
+  uint64_t fromGeneration = 0, toGeneration = 0;
+  int64_t startedUs = 0, checkUs = 0, drainUs = 0, buildUs = 0, commitUs = 0, totalUs = 0;
 };
 
 struct RankDump {
@@ -27,6 +36,7 @@ struct RankDump {
   std::string host, reason;
   int64_t timeUs = 0;
   std::vector<Entry> entries;            // oldest first
+  std::vector<Swap> swaps;               // oldest first
   std::map<std::string, int> groupRank;  // group name -> this process's rank in it
   std::map<std::string, int> groupSize;
   std::map<std::string, std::string> lostPeers;  // "group: peer N: why"

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "group_state.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "commhost/errors.h"
+
+namespace commhost {
+
+void ProcessGroup::AbortTargets::set(const std::vector<std::shared_ptr<Backend>>& backends) {
+  MutexLock lock(&mutex);
+  current.assign(backends.begin(), backends.end());
+  building.clear();
+}
+
+void ProcessGroup::AbortTargets::addBuilding(const std::shared_ptr<Backend>& backend) {
+  MutexLock lock(&mutex);
+  building.push_back(backend);
+}
+
+void ProcessGroup::AbortTargets::clearBuilding() {
+  MutexLock lock(&mutex);
+  building.clear();
+}
+
+void ProcessGroup::AbortTargets::abortAll(const std::string& reason) {
+  aborted->store(true, std::memory_order_release);
+  std::vector<std::shared_ptr<Backend>> targets;
+  {
+    // Locked only to copy: a backend's abort() may take its own locks or wake threads.
+    MutexLock lock(&mutex);
+    for (const auto* list : {&current, &building})
+      for (const auto& weak : *list)
+        if (auto b = weak.lock()) targets.push_back(std::move(b));
+  }
+  for (auto& b : targets) b->abort(reason);
+}
+
+namespace {
+// Short enough that a failure or lost peer ends the others' waits quickly, long enough
+// that the extra store calls while waiting cost nothing measurable.
+constexpr std::chrono::milliseconds kSlice{50};
+}  // namespace
+
+SwapStore::SwapStore(StorePtr base, StopCheck stop)
+    : Store(base ? base->timeout() : std::chrono::milliseconds(0)), base_(std::move(base)), stop_(std::move(stop)) {
+  if (!base_) throw InvalidArgument("SwapStore needs an underlying store");
+}
+
+void SwapStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                            std::chrono::steady_clock::now());
+    try {
+      base_->wait(keys, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
+      return;
+    } catch (const TimeoutError&) {
+      if (left <= kSlice) throw;
+    }
+    stop_();
+  }
+}
+
+Bytes SwapStore::get(const std::string& key) {
+  wait({key}, timeout_);
+  return base_->get(key);
+}
+
+std::vector<Bytes> SwapStore::multiGet(const std::vector<std::string>& keys) {
+  wait(keys, timeout_);
+  return base_->multiGet(keys);
+}
+
+}  // namespace commhost

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal: a group's config generation (State), the backends an abort must reach
+// (AbortTargets), and the store a hot swap builds its backends through (SwapStore).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commhost/mutex.h"
+#include "commhost/process_group.h"
+
+namespace commhost {
+
+// Immutable once published: reconfigure() builds a whole new one and replaces the
+// group's pointer, so a call (which takes the pointer once) never sees half a swap.
+struct ProcessGroup::State {
+  std::shared_ptr<const Config> config;
+  RouteTable routes;
+  std::vector<std::shared_ptr<Backend>> backends;  // indexed like routes.backendNames(); null if unavailable
+  std::vector<std::string> unavailable;            // why backends[i] is null
+  uint64_t generation = 0;
+};
+
+// Shared by the group and the supervisor's abortGroup (which may run on the watchdog's
+// thread while the group's calling thread swaps): weak references, so an abort never
+// keeps a backend alive, and the list covers the backends a swap is still building.
+struct ProcessGroup::AbortTargets {
+  Mutex mutex;
+  std::vector<std::weak_ptr<Backend>> current GUARDED_BY(mutex);   // the committed generation's
+  std::vector<std::weak_ptr<Backend>> building GUARDED_BY(mutex);  // a swap's, until commit or rollback
+  std::shared_ptr<std::atomic<bool>> aborted;
+
+  void set(const std::vector<std::shared_ptr<Backend>>& backends) EXCLUDES(mutex);
+  void addBuilding(const std::shared_ptr<Backend>& backend) EXCLUDES(mutex);
+  void clearBuilding() EXCLUDES(mutex);
+  void abortAll(const std::string& reason) EXCLUDES(mutex);
+};
+
+// The group store as a swap's backends and protocol see it: get() and wait() wait in
+// slices, and between slices `stop` may end the wait (a rank reported failure, a peer was
+// lost, the group was aborted) by throwing. A wait whose keys arrive returns at once: the
+// slices cost nothing on the success path. A backend may keep the store it was built
+// with (and so this check) for its whole life: `stop` shares what it reads, never borrows.
+class SwapStore final : public Store {
+ public:
+  // Called between slices: returns to go on waiting, or throws why the wait ends.
+  using StopCheck = std::function<void()>;
+  SwapStore(StorePtr base, StopCheck stop);
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override { base_->set(key, value); }
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override { return base_->add(key, delta); }
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    return base_->compareSet(key, expected, desired);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override { return base_->check(keys); }
+  bool deleteKey(const std::string& key) override { return base_->deleteKey(key); }
+  int64_t numKeys() override { return base_->numKeys(); }
+  std::vector<Bytes> multiGet(const std::vector<std::string>& keys) override;
+  void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override {
+    base_->multiSet(keys, values);
+  }
+  void append(const std::string& key, const Bytes& value) override { base_->append(key, value); }
+
+ private:
+  StorePtr base_;
+  StopCheck stop_;
+};
+
+}  // namespace commhost

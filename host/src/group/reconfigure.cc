@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: Apache-2.0
+// ProcessGroup::reconfigure: hot swap of a group's backends and routes, with rollback.
+//
+// A collective over the group's store, independent of every backend (old or new), run on
+// the group's calling thread. Attempt A (counted alike on every rank) uses keys under
+// "swap/<A>/" of the group store:
+//   1. check:  each rank validates the config and publishes "ok <hash> <source>" (or "bad
+//              <why>") as check/<rank>; all read all, and refuse alike unless every
+//              rank's hash is the same, naming the ranks that differ.
+//   2. drain:  each rank waits for its works in flight on this group (the supervisor's list).
+//   3. build:  each rank creates the backends whose entry changed, rendezvousing under
+//              "swap/<A>/backend/<name>"; unchanged ones are kept (the same objects).
+//   4. report: each rank publishes report/<rank>: "ok", "fail <code> <why>" or "abandon
+//              <why>". A rank that fails also sets "failed" at once, so peers still inside
+//              a plugin's rendezvous stop waiting for it (SwapStore) instead of timing out.
+//   5. commit: on all "ok", every rank replaces its State pointer (the calls that follow
+//              route through the new generation) and shuts the replaced backends down;
+//              otherwise every rank drops what it built and throws, keeping the old State.
+// Every wait is bounded by the timeout and ends early when the group is aborted or the
+// heartbeat finds a peer lost (a rank killed mid-swap): never a hang.
+//
+// Threading: State and swapAttempts_ belong to the calling thread; AbortTargets (its own
+// mutex) lets the supervisor's watchdog abort the backends being built too.
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "../supervisor/supervisor.h"
+#include "commhost/errors.h"
+#include "group_state.h"
+
+namespace commhost {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+std::chrono::microseconds since(Steady::time_point t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - t);
+}
+
+std::string rankList(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+// "<word> <rest>" of a protocol value.
+std::pair<std::string, std::string> splitWord(const std::string& v) {
+  const auto space = v.find(' ');
+  if (space == std::string::npos) return {v, ""};
+  return {v.substr(0, space), v.substr(space + 1)};
+}
+
+const char* codeWord(ErrorCode code) { return errorCodeName(code); }
+
+ErrorCode codeOf(const std::string& word) {
+  for (ErrorCode c : {ErrorCode::Config, ErrorCode::Plugin, ErrorCode::Store, ErrorCode::Timeout, ErrorCode::Aborted,
+                      ErrorCode::PeerLost, ErrorCode::InvalidArgument, ErrorCode::Backend, ErrorCode::NotSupported})
+    if (word == errorCodeName(c)) return c;
+  return ErrorCode::Plugin;
+}
+
+}  // namespace
+
+ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newConfig,
+                                            const ReconfigureOptions& options) {
+  const auto t0 = Steady::now();
+  const int64_t startedUs = supervisor::wallMicros();
+  const uint64_t attempt = ++swapAttempts_;
+  const uint64_t from = state_->generation;
+  const ErrorContext where{name_, rank_, "reconfigure"};
+  if (!newConfig)
+    raise(ErrorCode::InvalidArgument, where, "got no config", "pass a config loaded with this group's registry");
+  if (aborted_->load(std::memory_order_acquire))
+    raise(ErrorCode::Aborted, where, "the group was aborted", "create a new group to continue");
+  const Millis timeout = options.timeout.count() > 0 ? options.timeout : state_->config->timeout();
+  const std::string round = "swap/" + std::to_string(attempt) + "/";
+  const std::string generations = " (generation " + std::to_string(from) + " -> " + std::to_string(from + 1) +
+                                  ", attempt " + std::to_string(attempt) + ")";
+
+  ReconfigureReport report;
+  supervisor::SwapRecord record;
+  record.group = name_;
+  record.rank = rank_;
+  record.fromGeneration = record.toGeneration = from;
+  record.startedUs = startedUs;
+  const auto finish = [&](const std::string& outcome, const std::string& error) {
+    report.total = since(t0);
+    record.outcome = outcome;
+    record.error = error;
+    record.checkUs = report.check.count();
+    record.drainUs = report.drain.count();
+    record.buildUs = report.build.count();
+    record.commitUs = report.commit.count();
+    record.totalUs = report.total.count();
+    record.kept = report.kept;
+    record.built = report.built;
+    record.removed = report.removed;
+    if (supervisor_) supervisor_->recordSwap(record);
+  };
+  // Throws after recording the attempt as rolled back; nothing of the group changed.
+  const auto fail = [&](ErrorCode code, const std::string& what, const std::string& hint) {
+    finish("rolled_back", where.format() + what + generations);
+    if (logger_) logger_->warn("reconfigure: " + what + generations);
+    raise(code, where, what + generations + "; every rank keeps generation " + std::to_string(from), hint);
+  };
+
+  // Ends a wait of the protocol early: the group was aborted, or a peer is lost. Bare
+  // messages: the phase that waited wraps them in its own (group, rank, phase). Captures
+  // only what it shares: a backend may keep its store (and this check) after the swap.
+  const auto stopIfBroken = [aborted = aborted_, monitor = monitor_] {
+    if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted during the swap");
+    if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
+  };
+  // The backends' rendezvous also stops once a rank reported failure.
+  auto abandoned = std::make_shared<std::atomic<bool>>(false);
+  auto protocolStore = std::make_shared<SwapStore>(store_, stopIfBroken);
+  auto buildStore = std::make_shared<SwapStore>(
+      store_, [stopIfBroken, abandoned, store = store_, failedKey = round + "failed"] {
+        stopIfBroken();
+        if (store->check({failedKey})) {
+          abandoned->store(true);
+          throw AbortedError("stopped building: " + toString(store->get(failedKey)));
+        }
+      });
+  std::vector<std::string> keys(worldSize_);
+  const auto allKeys = [&](const std::string& kind) {
+    for (int r = 0; r < worldSize_; ++r) keys[r] = round + kind + std::to_string(r);
+    return keys;
+  };
+  // Waits for every rank's `kind` key; a rank missing at the deadline is named.
+  const auto gather = [&](const std::string& kind, const char* phase) {
+    const auto names = allKeys(kind);
+    try {
+      protocolStore->wait(names, timeout);
+    } catch (const TimeoutError&) {
+      std::vector<int> missing;
+      for (int r = 0; r < worldSize_; ++r)
+        if (!store_->check({names[r]})) missing.push_back(globalRanks_[r]);
+      fail(ErrorCode::Timeout,
+           "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " + formatDuration(timeout),
+           "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' logs");
+    } catch (const Error& e) {
+      fail(e.code(), std::string("stopped waiting in the ") + phase + " phase: " + e.what(),
+           e.code() == ErrorCode::PeerLost ? "the job lost a rank; restart it" : "create a new group to continue");
+    }
+    std::vector<std::string> values;
+    for (const auto& v : store_->multiGet(names)) values.push_back(toString(v));
+    return values;
+  };
+
+  // 1. check
+  std::string problem;
+  try {
+    if (newConfig->groupName() != state_->config->groupName())
+      raise(ErrorCode::Config, where,
+            "the new config names the group '" + newConfig->groupName() + "' but this group is '" +
+                state_->config->groupName() + "'",
+            "keep group.name");
+    // The group's registry was scanned when the group was created: a plugin found only on
+    // the new config's plugin_path is not in it.
+    for (const auto& [backendName, ref] : newConfig->backends)
+      if (!setup_.registry->find(ref.plugin))
+        raise(ErrorCode::Config, where,
+              "backend '" + backendName + "' names plugin '" + ref.plugin +
+                  "', which this group's plugin registry does not hold",
+              "put its folder on the plugin_path of the config the job started with (or COMMHOST_PLUGIN_PATH)");
+    (void)RouteTable::forConfig(*newConfig, *setup_.registry);
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  store_->set(
+      round + "check/" + std::to_string(rank_),
+      toBytes(problem.empty() ? "ok " + std::to_string(newConfig->hash) + " " + newConfig->source : "bad " + problem));
+  const auto checks = gather("check/", "check");
+  // Every rank has entered this attempt, so every rank is done with the previous one.
+  if (attempt > 1) {
+    const std::string previous = "swap/" + std::to_string(attempt - 1) + "/";
+    for (const char* kind : {"check/", "report/"}) store_->deleteKey(previous + kind + std::to_string(rank_));
+    if (rank_ == 0) store_->deleteKey(previous + "failed");
+  }
+  {
+    std::vector<int> bad;
+    std::string why;
+    for (int r = 0; r < worldSize_; ++r) {
+      const auto [word, rest] = splitWord(checks[r]);
+      if (word != "ok") {
+        bad.push_back(globalRanks_[r]);
+        why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) + ": " + rest;
+      }
+    }
+    if (!bad.empty())
+      fail(ErrorCode::Config, "the new config is invalid on rank(s) " + rankList(bad) + ": " + why,
+           "fix the config (`commhost config check FILE`) and call reconfigure() again");
+    const auto [ok0, first] = splitWord(checks[0]);
+    const auto [hash0, source0] = splitWord(first);
+    std::string differ;
+    for (int r = 1; r < worldSize_; ++r) {
+      const auto [hash, source] = splitWord(splitWord(checks[r]).second);
+      if (hash != hash0)
+        differ += (differ.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) + " loaded " +
+                  source + " with hash " + hash;
+    }
+    if (!differ.empty())
+      fail(ErrorCode::Config,
+           "the ranks passed different configs: rank " + std::to_string(globalRanks_[0]) + " loaded " + source0 +
+               " with hash " + hash0 + " but " + differ,
+           "every rank must pass the same config and overrides; compare `commhost config check` output on each");
+  }
+  report.check = since(t0);
+
+  // 2. drain
+  const auto tDrain = Steady::now();
+  std::string failure;  // "fail <code> <why>" or "abandon <why>"
+  if (supervisor_) {
+    const std::string pending = supervisor_->waitGroupIdle(monitor_.get(), supervisor_->clock().now() + timeout);
+    if (!pending.empty())
+      failure = std::string("fail ") + codeWord(ErrorCode::Timeout) + " " + pending + " was still in flight after " +
+                formatDuration(timeout);
+  }
+  report.drain = since(tDrain);
+
+  // 3. build
+  const auto tBuild = Steady::now();
+  std::shared_ptr<const State> next;
+  if (failure.empty()) {
+    try {
+      next = buildState(newConfig, state_.get(), round, buildStore, from + 1, &report.kept, &report.built);
+    } catch (const Error& e) {
+      failure = abandoned->load() ? "abandon " + std::string(e.what())
+                                  : std::string("fail ") + codeWord(e.code()) + " " + e.what();
+    } catch (const std::exception& e) {
+      failure = abandoned->load() ? "abandon " + std::string(e.what())
+                                  : std::string("fail ") + codeWord(ErrorCode::Plugin) + " " + e.what();
+    }
+  }
+  if (!failure.empty() && failure.rfind("fail ", 0) == 0)
+    store_->compareSet(round + "failed", {},
+                       toBytes("rank " + std::to_string(globalRanks_[rank_]) +
+                               " failed: " + splitWord(splitWord(failure).second).second));
+  report.build = since(tBuild);
+
+  // 4. report
+  const auto tCommit = Steady::now();
+  store_->set(round + "report/" + std::to_string(rank_), toBytes(failure.empty() ? "ok" : failure));
+  std::vector<std::string> reports;
+  try {
+    reports = gather("report/", "report");
+  } catch (...) {
+    next.reset();  // the backends built for this attempt go; kept ones stay with state_
+    abortTargets_->clearBuilding();
+    throw;
+  }
+  std::vector<int> failed, abandonedBy;
+  std::string why, abandonWhy;
+  ErrorCode code = ErrorCode::Plugin;
+  for (int r = 0; r < worldSize_; ++r) {
+    const auto [word, rest] = splitWord(reports[r]);
+    if (word == "fail") {
+      const auto [codeName, text] = splitWord(rest);
+      if (failed.empty()) code = codeOf(codeName);
+      failed.push_back(globalRanks_[r]);
+      why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) + ": " + text;
+    } else if (word != "ok") {
+      abandonedBy.push_back(globalRanks_[r]);
+      if (abandonWhy.empty()) abandonWhy = rest;
+    }
+  }
+  if (!failed.empty() || !abandonedBy.empty()) {
+    next.reset();
+    abortTargets_->clearBuilding();
+    report.kept.clear();
+    report.built.clear();
+    fail(code,
+         failed.empty() ? "rank(s) " + rankList(abandonedBy) + " stopped building: " + abandonWhy
+                        : "the new backends failed on rank(s) " + rankList(failed) + ": " + why,
+         "the group goes on with its current backends; fix the failing rank's backend and call reconfigure() again");
+  }
+
+  // 5. commit: one pointer store switches every later call to the new generation.
+  std::shared_ptr<const State> old = std::move(state_);
+  state_ = std::move(next);
+  setup_.config = newConfig;
+  checkCollectives_ = newConfig->host.getBool("debug.check_collectives");  // read by this thread's calls
+  abortTargets_->set(state_->backends);
+  for (size_t i = 0; i < old->backends.size(); ++i) {
+    const auto& b = old->backends[i];
+    if (!b || std::find(state_->backends.begin(), state_->backends.end(), b) != state_->backends.end()) continue;
+    report.removed.push_back(old->routes.backendNames()[i]);
+    try {
+      b->shutdown();  // drained above: returns once its threads are done
+    } catch (const std::exception& e) {
+      if (logger_) logger_->warn("backend '" + old->routes.backendNames()[i] + "' failed to shut down: " + e.what());
+    }
+  }
+  old.reset();  // the replaced backends are destroyed here (the supervisor holds weak refs only)
+  report.commit = since(tCommit);
+  report.generation = state_->generation;
+  record.toGeneration = report.generation;
+  finish("committed", "");
+  if (logger_)
+    logger_->info("reconfigured to generation " + std::to_string(report.generation) + " from " + newConfig->source +
+                  " in " + std::to_string(report.total.count() / 1000) + " ms");
+  return report;
+}
+
+}  // namespace commhost

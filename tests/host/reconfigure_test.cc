@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: Apache-2.0
+// ProcessGroup::reconfigure (hot swap): ranks as threads over a HashStore, real gloo, shm
+// and test plugins (failrank: a storecoll backend whose factory fails or is slow on one rank).
+#include <dirent.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+namespace commhost::test {
+namespace {
+
+constexpr const char* kGloo =
+    "group: { timeout: 20s }\n"
+    "backends: { gloo: { options: { threads: 1, contexts: 1 } } }\n"
+    "routes: [{ device: cpu, backend: gloo }]\n";
+// Every op shm serves goes to shm, the rest to the same gloo entry (kept across swaps).
+constexpr const char* kShm =
+    "group: { timeout: 20s }\n"
+    "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: { chunk: 4096 } } }\n"
+    "routes: [{ device: cpu, backend: [shm, gloo] }]\n";
+// gloo with another option: rebuilt, not kept.
+constexpr const char* kShmGloo2 =
+    "group: { timeout: 20s }\n"
+    "backends: { gloo: { options: { threads: 2, contexts: 1 } }, shm: { options: { chunk: 4096 } } }\n"
+    "routes: [{ device: cpu, backend: [shm, gloo] }]\n";
+
+std::string failrankConfig(const std::string& options) {
+  return "group: { timeout: 20s }\n"
+         "backends: { gloo: { options: { threads: 1, contexts: 1 } }, fr: { plugin: failrank, options: " +
+         options +
+         " } }\n"
+         "routes: [{ device: cpu, backend: gloo }, { device: cpu, op: allreduce, backend: fr }]\n";
+}
+
+struct Job {
+  std::shared_ptr<PluginRegistry> registry = testRegistry();
+  std::shared_ptr<HashStore> store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+  std::shared_ptr<const Config> load(const std::string& yaml) { return configFrom(yaml, *registry); }
+  Job(const std::string& yaml, int world) : groups(world) {
+    auto config = load(yaml);
+    runRanks(world, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, world}); });
+  }
+};
+
+// Rank r contributes r + 1 + iter in every element; the sum is known to every rank.
+void checkedAllreduce(ProcessGroup& pg, int iter) {
+  Tensor t = Tensor::empty({64}, DType::Float32);
+  for (int i = 0; i < 64; ++i) t.data_as<float>()[i] = static_cast<float>(pg.rank() + 1 + iter);
+  pg.allreduce(t)->wait();
+  const float want = pg.size() * (pg.size() + 1) / 2.0f + static_cast<float>(iter * pg.size());
+  for (int i = 0; i < 64; ++i)
+    ASSERT_EQ(t.data_as<float>()[i], want) << "rank " << pg.rank() << " iter " << iter << " element " << i;
+}
+
+size_t countEntries(const char* dir, const std::string& prefix = "") {
+  size_t n = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.' && std::string(e->d_name).rfind(prefix, 0) == 0) ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+long residentKiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return 0;
+}
+
+TEST(Reconfigure, SwapsGlooAndShmUnderAnAllreduceLoop) {
+  constexpr int kWorld = 3;
+  Job job(kGloo, kWorld);
+  auto gloo = job.load(kGloo), shm = job.load(kShm);
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    uint64_t generation = 0;
+    for (int iter = 0; iter < 40; ++iter) {
+      if (iter % 5 == 4) {
+        const uint64_t seqBefore = pg.seq();
+        const bool toShm = (iter / 5) % 2 == 0;
+        const auto report = pg.reconfigure(toShm ? shm : gloo);
+        EXPECT_EQ(report.generation, ++generation);
+        EXPECT_EQ(pg.generation(), generation);
+        EXPECT_EQ(pg.seq(), seqBefore) << "a swap issues no collective";
+        EXPECT_EQ(report.kept, std::vector<std::string>{"gloo"});
+        EXPECT_EQ(toShm ? report.built : report.removed, std::vector<std::string>{"shm"});
+        EXPECT_EQ(pg.routes().backendNames().size(), toShm ? 2u : 1u);
+      }
+      const uint64_t seq = pg.seq();
+      checkedAllreduce(pg, iter);
+      EXPECT_EQ(pg.seq(), seq + 1) << "seq numbers continue across swaps";
+    }
+  });
+}
+
+TEST(Reconfigure, KeepsTheSameObjectForAnUnchangedEntry) {
+  Job job(kShm, 2);
+  auto other = job.load(kShmGloo2);
+  runRanks(2, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    Backend* shmBefore = &pg.backend("shm");
+    Backend* glooBefore = &pg.backend("gloo");
+    const auto report = pg.reconfigure(other);
+    EXPECT_EQ(report.kept, std::vector<std::string>{"shm"});
+    EXPECT_EQ(report.built, std::vector<std::string>{"gloo"});
+    EXPECT_EQ(report.removed, std::vector<std::string>{"gloo"});
+    EXPECT_EQ(&pg.backend("shm"), shmBefore) << "an unchanged entry keeps its backend object";
+    (void)glooBefore;
+    checkedAllreduce(pg, 1);
+  });
+}
+
+TEST(Reconfigure, OneRanksFailingBackendRollsBackEveryRank) {
+  constexpr int kWorld = 3;
+  Job job(kGloo, kWorld);
+  auto failing = job.load(failrankConfig("{ fail_rank: 1 }"));
+  auto working = job.load(failrankConfig("{ fail_rank: -1 }"));
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    checkedAllreduce(pg, 0);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_THROW_WITH(pg.reconfigure(failing), PluginError, "reconfigure", "rank(s) 1", "failrank was told to fail",
+                      "every rank keeps generation 0");
+    // The others stopped their rendezvous when rank 1 reported, not at the 20 s timeout.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    EXPECT_EQ(pg.generation(), 0u);
+    EXPECT_EQ(pg.routes().backendNames(), std::vector<std::string>{"gloo"});
+    for (int iter = 1; iter < 5; ++iter) checkedAllreduce(pg, iter);  // still on the old config
+    const auto report = pg.reconfigure(working);                      // a later attempt works
+    EXPECT_EQ(report.generation, 1u);
+    EXPECT_EQ(report.built, std::vector<std::string>{"fr"});
+    for (int iter = 5; iter < 8; ++iter) checkedAllreduce(pg, iter);
+  });
+}
+
+TEST(Reconfigure, RefusesConfigsThatDifferOnOneRank) {
+  constexpr int kWorld = 3;
+  Job job(kGloo, kWorld);
+  auto shm = job.load(kShm), other = job.load(kShmGloo2);
+  const std::string otherHash = std::to_string(other->hash), shmHash = std::to_string(shm->hash);
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    EXPECT_THROW_WITH(pg.reconfigure(r == 2 ? other : shm), ConfigError, "rank 2 loaded", otherHash.c_str(),
+                      shmHash.c_str(), "every rank keeps generation 0");
+    EXPECT_EQ(pg.generation(), 0u);
+    checkedAllreduce(pg, 0);
+  });
+}
+
+TEST(Reconfigure, WaitsForASlowRank) {
+  constexpr int kWorld = 3;
+  Job job(kGloo, kWorld);
+  auto slow = job.load(failrankConfig("{ slow_rank: 2, delay: 300ms }"));
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    if (r == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // late to the check too
+    EXPECT_EQ(pg.reconfigure(slow).generation, 1u);
+    for (int iter = 0; iter < 3; ++iter) checkedAllreduce(pg, iter);
+  });
+}
+
+// A backend keeps the store it was built with: its waits after the swap (here a rank late
+// by several of the store's wait slices) must still work once reconfigure() returned.
+TEST(Reconfigure, ABackendUsesItsSwapStoreAfterTheSwap) {
+  constexpr int kWorld = 2;
+  Job job(kGloo, kWorld);
+  auto storecoll = job.load(failrankConfig("{ fail_rank: -1 }"));
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    pg.reconfigure(storecoll);
+    for (int iter = 0; iter < 3; ++iter) {
+      if (r == iter % kWorld) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      checkedAllreduce(pg, iter);
+    }
+  });
+}
+
+TEST(Reconfigure, ARankThatNeverComesIsNamedWithinTheTimeout) {
+  constexpr int kWorld = 3;
+  Job job(kGloo, kWorld);
+  auto shm = job.load(kShm);
+  runRanks(kWorld, [&](int r) {
+    if (r == 1) return;  // never calls reconfigure
+    ReconfigureOptions options;
+    options.timeout = std::chrono::milliseconds(500);
+    EXPECT_THROW_WITH(job.groups[r]->reconfigure(shm, options), TimeoutError, "rank(s) 1 did not reach the check");
+    EXPECT_EQ(job.groups[r]->generation(), 0u);
+  });
+}
+
+TEST(Reconfigure, SwapsASubgroupAlone) {
+  constexpr int kWorld = 4;
+  Job job(kGloo, kWorld);
+  auto shm = job.load(kShm);
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& world = *job.groups[r];
+    auto sub = world.newGroup({1, 2});
+    if (sub) {
+      EXPECT_EQ(sub->reconfigure(shm).generation, 1u);
+      for (int iter = 0; iter < 3; ++iter) checkedAllreduce(*sub, iter);
+      EXPECT_EQ(sub->routes().backendNames().size(), 2u);
+    }
+    EXPECT_EQ(world.generation(), 0u);
+    for (int iter = 0; iter < 3; ++iter) checkedAllreduce(world, iter);
+  });
+}
+
+TEST(Reconfigure, FlightRecorderShowsGenerationsAndSwaps) {
+  Job job(kGloo, 2);
+  auto shm = job.load(kShm);
+  runRanks(2, [&](int r) {
+    checkedAllreduce(*job.groups[r], 0);
+    job.groups[r]->reconfigure(shm);
+    checkedAllreduce(*job.groups[r], 1);
+  });
+  std::ifstream in(dumpFlightRecorder("test"));
+  const auto dump = nlohmann::json::parse(in);
+  std::vector<std::pair<uint64_t, std::string>> seen;
+  for (const auto& e : dump["entries"]) seen.emplace_back(e["generation"], e["backend"]);
+  EXPECT_NE(std::find(seen.begin(), seen.end(), std::make_pair(uint64_t{0}, std::string("gloo"))), seen.end());
+  EXPECT_NE(std::find(seen.begin(), seen.end(), std::make_pair(uint64_t{1}, std::string("shm"))), seen.end());
+  ASSERT_EQ(dump["swaps"].size(), 2u);  // one per rank (threads share the process's recorder)
+  for (const auto& s : dump["swaps"]) {
+    EXPECT_EQ(s["outcome"], "committed");
+    EXPECT_EQ(s["to_generation"], 1);
+    EXPECT_EQ(s["built"], nlohmann::json::array({"shm"}));
+    EXPECT_GE(s["total_us"].get<int64_t>(), s["build_us"].get<int64_t>());
+  }
+}
+
+// Swaps that build and destroy gloo and shm each time leave no fd, thread, segment or
+// memory behind.
+TEST(Reconfigure, AThousandSwapsLeakNothing) {
+  constexpr int kWorld = 2, kSwaps = 1000, kWarmup = 20;
+  Job job(kGloo, kWorld);
+  auto a = job.load(kGloo), b = job.load(kShmGloo2);
+  size_t fds = 0, threads = 0, segments = 0;
+  long rss = 0;
+  const auto swapAll = [&](int from, int to) {
+    runRanks(kWorld, [&](int r) {
+      for (int i = from; i < to; ++i) {
+        job.groups[r]->reconfigure(i % 2 == 0 ? b : a);
+        if (i % 50 == 0) checkedAllreduce(*job.groups[r], i);
+      }
+    });
+  };
+  swapAll(0, kWarmup);
+  fds = countEntries("/proc/self/fd");
+  threads = countEntries("/proc/self/task");
+  segments = countEntries("/dev/shm", "commhost-shm-");
+  rss = residentKiB();
+  swapAll(kWarmup, kSwaps);
+  EXPECT_LE(countEntries("/proc/self/fd"), fds + 2);
+  EXPECT_LE(countEntries("/proc/self/task"), threads + 2);
+  EXPECT_LE(countEntries("/dev/shm", "commhost-shm-"), segments);
+  // The store keeps the backends' rendezvous keys of every attempt (a few hundred bytes
+  // each); anything per-swap beyond that would show here.
+  EXPECT_LT(residentKiB() - rss, 32 * 1024) << "resident memory grew by " << (residentKiB() - rss) << " KiB";
+}
+
+}  // namespace
+}  // namespace commhost::test

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Hot swap under `commhost run -n 4` on loopback: `bench --swap-every --check` between a
+# gloo config and an shm config (no wrong result, every swap's phase times, p50/p99),
+# `trace analyze` and the Chrome export showing generations and swaps; then a rank killed
+# in the middle of a swap (the failrank test plugin kills itself while building): the
+# others exit with an error naming the reconfigure and the lost rank, in bounded time.
+#   swap_test.sh <commhost binary> <test plugin dir (good/)>
+set -euo pipefail
+commhost=$1
+plugins=$(cd "$2" && pwd)
+tmp=$(mktemp -d)
+export TMPDIR="$tmp"  # flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir
+trap 'cp "$tmp/out" /tmp/swap_last_out 2>/dev/null; rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; cat "$tmp/out" 2>/dev/null; exit 1; }
+for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
+dumps="$tmp/dumps"
+
+cat >"$tmp/gloo.yaml" <<YAML
+group: { name: main, timeout: 20s }
+backends: { gloo: { options: { threads: 1, contexts: 2 } } }
+routes: [{ device: cpu, backend: gloo }]
+supervisor: { flight_recorder: { dump_dir: $dumps } }
+logging: { level: warn }
+YAML
+cat >"$tmp/shm.yaml" <<YAML
+group: { name: main, timeout: 20s }
+backends: { gloo: { options: { threads: 1, contexts: 2 } }, shm: {} }
+routes: [{ device: cpu, backend: [shm, gloo] }]
+supervisor: { flight_recorder: { dump_dir: $dumps } }
+logging: { level: warn }
+YAML
+
+timeout 120 "$commhost" run -n 4 -c "$tmp/gloo.yaml" -- "$commhost" bench --sizes 1K,64K --iters 20 --warmup 2 \
+  --check --swap-every 5 --configs "$tmp/shm.yaml,$tmp/gloo.yaml" >"$tmp/out" 2>&1 || fail "bench --swap-every --check"
+wrong=$(grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/out" | awk '$NF != 0' | wc -l)
+[ "$(grep -cE '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/out")" -eq 2 ] || fail "expected 2 table rows"
+[ "$wrong" -eq 0 ] || fail "wrong elements across swaps"
+# (2 warmup + 20 timed + 1 check) x 2 sizes = 46 runs of the op: a swap before runs 6, 11, ... 46.
+swaps=$(grep -c '^\[0\] # swap [0-9]* to .*check .* ms, drain .* ms, build .* ms, commit .* ms, total' "$tmp/out")
+[ "$swaps" -eq 9 ] || fail "expected 9 swap lines, got $swaps"
+grep -q 'swap 1 to .*shm.yaml: generation 1,.*kept gloo; built shm' "$tmp/out" || fail "the first swap is not to shm"
+grep -q 'swap 2 to .*gloo.yaml: generation 2,.*kept gloo; built -' "$tmp/out" || fail "the second swap is not back to gloo"
+grep -Eq '^\[0\] # 9 swaps: total p50 [0-9.]+ ms, p99 [0-9.]+ ms' "$tmp/out" || fail "no p50/p99 line"
+echo "ok: bench --swap-every 5 --check: 9 swaps, no wrong element"
+
+# The dumps show each op's generation and every swap.
+"$commhost" run -n 4 -c "$tmp/gloo.yaml" -- "$commhost" bench --sizes 1K --iters 4 --warmup 0 --swap-every 2 \
+  --configs "$tmp/shm.yaml,$tmp/gloo.yaml" --inject hang:1@4 --set group.timeout=2s >"$tmp/out" 2>&1 && fail "the hang was not reported"
+"$commhost" trace analyze "$dumps" >"$tmp/out" 2>&1 || fail "trace analyze"
+grep -q 'Group main: .* hot swap record.*the last on each rank' "$tmp/out" || fail "analyze lists no swaps"
+grep -q 'rank 0: generation 0 -> 1 committed (check .* ms, drain .* ms, build .* ms, commit .* ms)' "$tmp/out" ||
+  fail "analyze lacks rank 0's swap and its phase times"
+grep -q 'allreduce seq 4 (f32, 256 elements, shm, config generation 1)' "$tmp/out" || fail "analyze lacks the generation"
+"$commhost" trace export "$dumps" --chrome "$tmp/trace.json" >"$tmp/out" 2>&1 || fail "trace export"
+grep -q '"generation":1' "$tmp/trace.json" || fail "the Chrome trace has no generation"
+grep -q '"name":"swap main 0->1 (committed)"' "$tmp/trace.json" || fail "the Chrome trace has no swap slice"
+echo "ok: trace analyze and the Chrome export show generations and swaps"
+
+# Rank 2 dies while building the new backends; the others are inside the rendezvous.
+cat >"$tmp/kill.yaml" <<YAML
+group: { name: main, timeout: 20s }
+plugin_path: [ $plugins ]
+backends:
+  gloo: { options: { threads: 1, contexts: 2 } }
+  fr: { plugin: failrank, options: { fail_rank: 2, fail: kill } }
+routes: [{ device: cpu, backend: gloo }, { device: cpu, op: allreduce, backend: fr }]
+supervisor: { heartbeat: { interval: 200ms, timeout: 2s }, flight_recorder: { dump_dir: $dumps } }
+logging: { level: warn }
+YAML
+# The group's plugin registry comes from the config the job starts with: it must find failrank.
+sed -i "s|^supervisor:.*|supervisor: { heartbeat: { interval: 200ms, timeout: 2s }, flight_recorder: { dump_dir: $dumps } }|" "$tmp/gloo.yaml"
+echo "plugin_path: [ $plugins ]" >>"$tmp/gloo.yaml"
+start=$(date +%s)
+status=0
+timeout 60 "$commhost" run -n 4 --settle 10 -c "$tmp/gloo.yaml" -- "$commhost" bench --sizes 1K --iters 10 --warmup 0 \
+  --swap-every 3 --configs "$tmp/kill.yaml" >"$tmp/out" 2>&1 || status=$?
+elapsed=$(( $(date +%s) - start ))
+[ "$status" -ne 0 ] || fail "the job exited 0 though rank 2 died"
+[ "$status" -ne 124 ] || fail "the job hung (60 s)"
+[ "$elapsed" -lt 20 ] || fail "the survivors took ${elapsed} s (group.timeout is 20 s; the heartbeat's is 2 s)"
+for r in 0 1 3; do
+  grep -q "^\[$r\] commhost: .*\[group main rank $r\] reconfigure: .*peer 2 lost" "$tmp/out" ||
+    fail "rank $r's error does not name the reconfigure and the lost rank 2"
+done
+echo "ok: rank 2 killed mid-swap; ranks 0, 1, 3 named it and exited in ${elapsed} s"
