@@ -14,6 +14,7 @@
 #include "commhost/options.h"
 #include "commhost/plugin.h"
 #include "commhost/process_group.h"
+#include "commhost/reducer.h"
 #include "commhost/registry.h"
 #include "commhost/store.h"
 #include "commhost/tensor.h"
