@@ -81,6 +81,8 @@ int inspect(const std::string& what, const Search& search) {
   std::cout << "kind: " << pluginKindName(d.kind) << "\nversion: " << d.version << "\ndescription: " << d.description
             << "\nstatus: " << status(*entry) << "\n";
   if (d.kind == PluginKind::Backend) std::cout << describe(d.capabilities) << "\n";
+  if (d.kind == PluginKind::CommHook && d.wrapName)
+    std::cout << "wraps: other hooks, as `wrap: " << d.wrapName << "` on a hooks: entry\n";
   printOptions(d);
   return entry->usable() ? 0 : 1;
 }

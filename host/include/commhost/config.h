@@ -29,6 +29,7 @@ struct PluginRef {
   std::string plugin;    // plugin name
   OptionValues options;  // validated against the plugin's schema, defaults filled in
   std::string where;     // "file:line:col" of the entry, for messages
+  std::string wrap;      // hooks: only: the wrapper plugin around this hook (`wrap:`), "" for none
 };
 
 // One entry of `routes:`. Keys left unset match anything the route's backends serve.

@@ -85,6 +85,9 @@ struct CommHookContext {
   int rank = 0;                    // this process's rank in the group the hook serves
   int worldSize = 1;               // ranks in that group
   std::shared_ptr<Logger> logger;  // tagged with the plugin and rank
+  // Wrappers only (a plugin whose descriptor sets wrapName, named by a config's `wrap:`):
+  // the hook to wrap, already created; null when the plugin is used as a hook of its own.
+  std::shared_ptr<CommHook> inner;
 };
 
 // What a plugin exports, through COMMHOST_PLUGIN(). Declared by the plugin with static
@@ -109,6 +112,9 @@ struct PluginDescriptor {
   std::unique_ptr<Backend> (*createBackend)(const OptionValues&, const BackendContext&) = nullptr;
   std::shared_ptr<Store> (*createStore)(const OptionValues&, const StoreContext&) = nullptr;
   std::unique_ptr<CommHook> (*createCommHook)(const OptionValues&, const CommHookContext&) = nullptr;
+  // Comm hooks only: the name a config's `wrap:` calls this plugin by ("fp16"), when it can
+  // wrap another hook (CommHookContext::inner); null when it cannot.
+  const char* wrapName = nullptr;
 };
 
 // The start of a descriptor's initializer list, before its kind:

@@ -61,6 +61,7 @@ class COMMHOST_API ProcessGroup {
   // The seq the last issued op got (0 before the first).
   uint64_t seq() const { return seq_.load(std::memory_order_relaxed); }
   const Config& config() const { return *setup_.config; }
+  const PluginRegistry& registry() const { return *setup_.registry; }  // the plugins it was created with
   const RouteTable& routes() const { return routes_; }
   const StorePtr& store() const { return store_; }
   Backend& backend(const std::string& name) const;

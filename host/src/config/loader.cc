@@ -117,6 +117,52 @@ std::vector<std::string> namesOfKind(const PluginRegistry& registry, PluginKind 
   return names;
 }
 
+// `wrap: NAME` of a hooks: entry: the comm-hook plugin whose descriptor calls itself NAME
+// (wrapName, e.g. fp16), or is named NAME. Returns that plugin's name, "" after a problem.
+std::string resolveWrap(const YAML::Node& node, const std::string& path, const std::string& hookPlugin,
+                        const PluginRegistry& registry, Problems& problems) {
+  std::vector<std::string> names;
+  std::string list;
+  const PluginEntry* wrapper = nullptr;
+  const std::string wanted = node.IsScalar() ? node.Scalar() : "";
+  for (const auto& e : registry.entries()) {
+    if (!e.descriptor || e.descriptor->kind != PluginKind::CommHook || !e.descriptor->wrapName) continue;
+    names.push_back(e.descriptor->wrapName);
+    list += (list.empty() ? "" : ", ") + std::string(e.descriptor->wrapName) + " (" + e.name + ")";
+    if (wanted == e.descriptor->wrapName || wanted == e.name) wrapper = &e;
+  }
+  const std::string wrappers = "; wrappers: " + (list.empty() ? std::string("none") : list);
+  if (wanted.empty()) {
+    problems.add(node, path, "expected a wrapper's name, e.g. wrap: fp16" + wrappers);
+    return "";
+  }
+  if (!wrapper) {
+    const PluginEntry* other = registry.find(wanted);
+    if (other && other->descriptor && other->descriptor->kind != PluginKind::CommHook) {
+      problems.add(node, path,
+                   "plugin '" + wanted + "' is a " + pluginKindName(other->descriptor->kind) +
+                       " plugin, not a comm-hook wrapper" + wrappers);
+    } else if (other && other->descriptor) {
+      problems.add(
+          node, path,
+          "comm-hook plugin '" + wanted + "' cannot wrap another hook (its descriptor has no wrapName)" + wrappers);
+    } else {
+      const std::string hint = closestMatch(wanted, names);
+      problems.add(node, path,
+                   "unknown wrapper '" + wanted + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                       wrappers + ". Check plugin_path / COMMHOST_PLUGIN_PATH, or run `commhost plugins list`");
+    }
+    return "";
+  }
+  if (wrapper->name == hookPlugin) {
+    problems.add(node, path,
+                 "a wrapper around itself: '" + wanted + "' is plugin '" + hookPlugin +
+                     "', the hook it would wrap; use the plugin alone, or wrap another hook");
+    return "";
+  }
+  return wrapper->name;
+}
+
 // `node` is { plugin: NAME, options: {...} }; `plugin` defaults to `defaultPlugin`.
 PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const std::string& defaultPlugin,
                          PluginKind kind, const PluginRegistry& registry, Problems& problems,
@@ -125,6 +171,7 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
   ref.where = problems.where(node, path);
   ref.plugin = defaultPlugin;
   YAML::Node options(YAML::NodeType::Undefined);
+  YAML::Node wrap(YAML::NodeType::Undefined);
   if (node.IsScalar()) {
     ref.plugin = node.Scalar();  // shorthand: `store: hash`
   } else if (node.IsMap()) {
@@ -134,12 +181,20 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
         ref.plugin = kv.second.Scalar();
       } else if (key == "options") {
         options.reset(kv.second);
+      } else if (key == "wrap" && kind == PluginKind::CommHook) {
+        wrap.reset(kv.second);
+      } else if (key == "wrap") {
+        problems.add(kv.first, path + ".wrap",
+                     "only a comm hook (an entry of hooks:) can be wrapped; this is a " +
+                         std::string(pluginKindName(kind)) + " entry: remove `wrap`");
       } else {
-        const std::string hint = closestMatch(key, {"plugin", "options"});
+        const bool hook = kind == PluginKind::CommHook;
+        const std::string hint = closestMatch(key, hook ? std::vector<std::string>{"plugin", "options", "wrap"}
+                                                        : std::vector<std::string>{"plugin", "options"});
         problems.add(kv.first, path + "." + key,
                      key == "plugin" ? "expected a plugin name"
                                      : "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                                           "; allowed here: plugin, options");
+                                           "; allowed here: plugin, options" + (hook ? ", wrap" : ""));
       }
     }
   } else if (node.IsDefined() && !node.IsNull()) {
@@ -174,6 +229,7 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
     warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable here (" + entry->unavailable +
                        "); routes to it fail when used");
   ref.options = config::validateOptions(options, path + ".options", entry->descriptor->options, problems);
+  if (wrap.IsDefined()) ref.wrap = resolveWrap(wrap, path + ".wrap", ref.plugin, registry, problems);
   return ref;
 }
 
@@ -290,6 +346,7 @@ YAML::Node pluginRefYaml(const PluginRef& ref) {
       shown.set(key, std::string("<redacted>"));
   YAML::Node options = config::toYaml(shown);
   if (options.size()) n["options"] = options;
+  if (!ref.wrap.empty()) n["wrap"] = ref.wrap;
   return n;
 }
 
