@@ -3,7 +3,7 @@
 # `commhost train` as real ranks under `commhost run` (loopback only, every run bounded
 # by `timeout`): --check at 2 ranks on gloo and on shm and at 4 ranks on shm (the
 # parameters agree with one process on the global batch, the held-out loss falls), the
-# --json rows, a lossy hook (fp16_compress: deviation printed, not an error), --check
+# --json rows, lossy hooks (fp16_compress, powersgd: deviation printed, not an error), --check
 # failing when the deviation is above --tolerance, and bad flags refused with a clear
 # error before any store.
 #   train_test.sh <commhost binary> <gloo config> <shm config>
@@ -34,7 +34,7 @@ for spec in "gloo:$gloo:2" "shm:$shm:2" "shm:$shm:4"; do
   step "train --check at $n ranks on $name"
   run timeout 90 "$commhost" run -n "$n" -c "$config" -- "$commhost" train --check "${short[@]}"
   expect_rc0 "train --check at $n ranks on $name"
-  expect_regex "the check line" '^\[0\] check: after 20 steps the largest parameter deviation .* \(within --tolerance, allreduce'
+  expect_regex "the check line" '^\[0\] check: after 20 steps the largest parameter deviation .* \(hook allreduce \(the default: the config has no hooks.gradient\): within --tolerance\)'
   expect_text "the loss check" "check: the held-out loss fell"
   expect_regex "the summary" '^\[0\] time per step [0-9.]+ ms; [0-9]+ bytes per step handed to the hook in [0-9.]+ buckets; [0-9]+% of communication hidden'
   [[ $(grep -c '^\[0\] epoch ' <<<"$out") -eq 3 ]] || fail "expected 3 epoch lines (0, 1, 2) from rank 0"
@@ -50,7 +50,7 @@ python3 - "$tmp/steps.jsonl" <<'PY' || fail "the --json rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(20)), rows
-keys = ["step", "epoch", "loss", "step_ms", "comm_ms", "wait_ms", "hidden", "bytes", "buckets"]
+keys = ["step", "epoch", "loss", "step_ms", "backward_ms", "comm_ms", "wait_ms", "hidden", "bytes", "buckets"]
 for r in rows:
     assert list(r) == keys, r
     assert r["bytes"] > 0 and r["buckets"] >= 1 and 0 <= r["hidden"] <= 1 and r["step_ms"] > 0, r
@@ -58,22 +58,25 @@ assert [r["epoch"] for r in rows] == [1] * 10 + [2] * 10
 PY
 pass "20 rows with every key"
 
-step "a lossy hook: --hook fp16_compress --check prints the deviation, not an error"
-if "$commhost" plugins list 2>/dev/null | grep -q fp16_compress; then
-  run timeout 90 "$commhost" run -n 2 -c "$shm" -- "$commhost" train --check "${short[@]}" --hook fp16_compress
-  expect_rc0 "train --hook fp16_compress --check"
-  expect_regex "the check line" '^\[0\] check: after 20 steps .*\(lossy hook: not an error, fp16_compress\)'
-  expect_text "the header" "hook fp16_compress"
-  loss_falls "$out" "fp16_compress"
-  pass "fp16_compress: the loss falls, the deviation is printed"
-else
-  echo "   skipped: no fp16_compress plugin in this build"
-fi
+step "lossy hooks: --check prints the deviation, not an error, and the loss still falls"
+run timeout 90 "$commhost" run -n 2 -c "$shm" -- "$commhost" train --check "${short[@]}" --hook fp16_compress
+expect_rc0 "train --hook fp16_compress --check"
+expect_regex "the check line" '^\[0\] check: after 20 steps .*\(hook fp16_compress: lossy, so not an error\)'
+expect_text "the header" "hook fp16_compress"
+loss_falls "$out" "fp16_compress"
+# PowerSGD compressing from step 2 (its default start_iter is 1000): --hook, then --set
+# adds to the entry it made.
+run timeout 90 "$commhost" run -n 2 -c "$gloo" -- "$commhost" train --check "${short[@]}" --hook powersgd \
+  --set hooks.gradient.options.start_iter=2
+expect_rc0 "train --hook powersgd --check"
+expect_regex "the check line" '^\[0\] check: after 20 steps .*\(hook powersgd: lossy, so not an error\)'
+loss_falls "$out" "powersgd"
+pass "fp16_compress and powersgd: the loss falls, the deviation is printed"
 
 step "--check fails above --tolerance, naming the deviation and where"
 run timeout 90 "$commhost" run -n 3 -c "$gloo" -- "$commhost" train --check "${short[@]}" --batch 100 --tolerance 1e-30
 expect_rc_nonzero "train --check --tolerance 1e-30"
-expect_regex "the error" 'commhost train: rank [0-9]: check: after 20 steps the largest parameter deviation from one process on the global batch is [0-9.e-]+, at layer [0-9] (weight|bias) \[.*\] element [0-9]+'
+expect_regex "the error" 'commhost train: group main, rank [0-9] of 3: check: after 20 steps the largest parameter deviation from one process on the global batch is [0-9.e-]+, at layer [0-9] (weight|bias) \[.*\] element [0-9]+'
 expect_text "what to do" "above --tolerance 1e-30"
 pass "a deviation above --tolerance is an error naming the parameter"
 

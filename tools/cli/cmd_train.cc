@@ -94,8 +94,10 @@ struct HookChoice {
 
 HookChoice hookOf(const Config& config) {
   const auto it = config.hooks.find("gradient");
-  if (it == config.hooks.end()) return {"allreduce (the default: no hooks.gradient in the config)", true};
-  return {it->second.plugin, it->second.plugin == "allreduce"};
+  if (it == config.hooks.end()) return {"allreduce (the default: the config has no hooks.gradient)", true};
+  const PluginRef& ref = it->second;
+  return {ref.plugin + (ref.wrap.empty() ? "" : " (wrap " + ref.wrap + ")"),
+          ref.plugin == "allreduce" && ref.wrap.empty()};
 }
 
 std::vector<ParamInfo> paramInfos(const Mlp& m) {
@@ -122,6 +124,7 @@ train::StepRecord stepRecord(const ReducerStats& s) {
     last = std::max(last, s.launch[b] + s.comm[b]);
   }
   r.commMs = s.launch.empty() ? 0.0 : ms(last - first);
+  r.backwardMs = ms(s.backward);
   r.waitMs = ms(s.finalizeWait);
   r.hidden = r.commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - r.waitMs / r.commMs)) : 0.0;
   r.bytes = s.bytes;
@@ -207,14 +210,14 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, ProcessGroup& pg, std:
   int rc = 0;
   if (hook.exact && !(d.max <= a.tolerance)) {
     std::fprintf(stderr,
-                 "commhost train: rank %d: %s; above --tolerance %g with the exact average hook (%s): the gradients "
-                 "were not averaged correctly over the %d ranks. Run with --hook allreduce on another backend "
-                 "(--set routes=...) to tell the hook from the backend\n",
-                 pg.rank(), line, a.tolerance, hook.name.c_str(), world);
+                 "commhost train: group %s, rank %d of %d: %s; above --tolerance %g although the hook, allreduce, "
+                 "averages exactly: the averaged gradients were wrong. Try another backend for allreduce (--set "
+                 "routes=...) to tell the backend from the hook\n",
+                 pg.name().c_str(), pg.rank(), world, line, a.tolerance);
     rc = 1;
   } else if (leader) {
-    std::fprintf(report.text(), "%s (%s, %s)\n", line, hook.exact ? "within --tolerance" : "lossy hook: not an error",
-                 hook.name.c_str());
+    std::fprintf(report.text(), "%s (hook %s: %s)\n", line, hook.name.c_str(),
+                 hook.exact ? "within --tolerance" : "lossy, so not an error");
   }
   if (leader && !(finalLoss < initialLoss)) {
     std::fprintf(stderr,
@@ -256,7 +259,7 @@ int trainCommand(const TrainArgs& a) {
         "# MLP %d layers of width %d (input 32, output 8), global batch %lld (%lld%s per rank), %d epochs of %d "
         "steps, lr %g, seed %llu, buckets %g MiB (first %g MiB)%s\n",
         a.layers, a.hidden, static_cast<long long>(a.batch), static_cast<long long>(samples),
-        a.batch % launch.worldSize ? "-" + std::to_string(samples + 1) : "", a.epochs, a.stepsPerEpoch, a.lr,
+        a.batch % launch.worldSize ? ("-" + std::to_string(samples + 1)).c_str() : "", a.epochs, a.stepsPerEpoch, a.lr,
         static_cast<unsigned long long>(a.seed), a.bucketCapMb, a.firstBucketCapMb, a.check ? ", checked" : "");
     std::fflush(out);
   }

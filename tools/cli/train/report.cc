@@ -37,6 +37,7 @@ void TrainReport::step(const StepRecord& r) {
     j["epoch"] = r.epoch;
     j["loss"] = r.loss;
     j["step_ms"] = r.stepMs;
+    j["backward_ms"] = r.backwardMs;
     j["comm_ms"] = r.commMs;
     j["wait_ms"] = r.waitMs;
     j["hidden"] = r.hidden;
@@ -73,9 +74,10 @@ void TrainReport::summary() {
   // The first step is left out when there are others: its buckets are the initial
   // assignment, rebuilt after it, and its time includes first-touch allocations.
   const size_t first = steps_.size() > 1 ? 1 : 0;
-  double stepMs = 0, commMs = 0, waitMs = 0, bytes = 0, buckets = 0;
+  double stepMs = 0, backwardMs = 0, commMs = 0, waitMs = 0, bytes = 0, buckets = 0;
   for (size_t i = first; i < steps_.size(); ++i) {
     stepMs += steps_[i].stepMs;
+    backwardMs += steps_[i].backwardMs;
     commMs += steps_[i].commMs;
     waitMs += steps_[i].waitMs;
     bytes += static_cast<double>(steps_[i].bytes);
@@ -86,9 +88,10 @@ void TrainReport::summary() {
   std::fprintf(
       out_,
       "time per step %.3f ms; %.0f bytes per step handed to the hook in %.1f buckets; %.0f%% of communication "
-      "hidden behind backward (communication %.3f ms per step, finalize waited %.3f ms); means over steps %zu..%zu "
-      "of rank 0\n",
-      stepMs / n, bytes / n, buckets / n, 100.0 * hidden, commMs / n, waitMs / n, first, steps_.size() - 1);
+      "hidden behind backward (backward %.3f ms, communication %.3f ms, finalize waited %.3f ms per step); means "
+      "over steps %zu..%zu of rank 0\n",
+      stepMs / n, bytes / n, buckets / n, 100.0 * hidden, backwardMs / n, commMs / n, waitMs / n, first,
+      steps_.size() - 1);
   std::fflush(out_);
 }
 

@@ -16,12 +16,13 @@ namespace commhost::cli::train {
 struct StepRecord {
   int64_t step = 0;
   int epoch = 0;
-  double loss = 0;    // rank 0's shard, before the step's update
-  double stepMs = 0;  // forward, backward, finalize and the SGD update
-  double commMs = 0;  // first bucket launched to last bucket done
-  double waitMs = 0;  // finalize() waiting: communication not hidden behind backward
-  double hidden = 0;  // 1 - waitMs / commMs, within [0, 1]
-  int64_t bytes = 0;  // gradient bytes handed to the hook
+  double loss = 0;        // rank 0's shard, before the step's update
+  double stepMs = 0;      // forward, backward, finalize and the SGD update
+  double commMs = 0;      // first bucket launched to last bucket done
+  double backwardMs = 0;  // prepareForBackward() to the last markReady()
+  double waitMs = 0;      // finalize() waiting: communication not hidden behind backward
+  double hidden = 0;      // 1 - waitMs / commMs, within [0, 1]
+  int64_t bytes = 0;      // gradient bytes handed to the hook
   size_t buckets = 0;
 };
 
