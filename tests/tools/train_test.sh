@@ -87,6 +87,13 @@ expect_text "--epochs 0" "--epochs 0: must be at least 1 (e.g. --epochs 5)"
 run timeout 20 "$commhost" train --lr -1
 expect_rc_nonzero "train --lr -1"
 expect_text "--lr -1" "--lr -1: must be a number above 0"
+run timeout 20 "$commhost" train --seed -1
+expect_rc_nonzero "train --seed -1"
+expect_text "--seed -1" "--seed -1: must be at least 0"
+run timeout 20 "$commhost" train --json "$tmp/no/such/dir/steps.jsonl"
+expect_rc_nonzero "train --json into a missing directory"
+expect_text "--json" "steps.jsonl: cannot write it (No such file or directory)"
+[[ $out != *"store serving"* ]] || fail "--json FILE was opened after the store started"
 run timeout 20 "$commhost" train --epochs many
 expect_rc_nonzero "train --epochs many"
 expect_text "--epochs many" "--epochs"

@@ -35,7 +35,7 @@ struct TrainArgs {
   int hidden = 256;
   int layers = 4;
   double lr = 0.1;
-  uint64_t seed = 1;
+  int64_t seed = 1;
   // Scaled down from c10d's 25 and 1 MiB to this small model (about 0.5 MiB of
   // gradients by default), so that it has several buckets and overlap to show.
   double bucketCapMb = 0.25;
@@ -61,6 +61,7 @@ void checkArgs(const TrainArgs& a, int worldSize) {
   atLeast("--hidden", a.hidden, 1, "256");
   atLeast("--layers", a.layers, 1, "4");
   atLeast("--eval-batch", a.evalBatch, 1, "1024");
+  atLeast("--seed", a.seed, 0, "1");
   if (a.batch < worldSize)
     throw InvalidArgument("--batch " + std::to_string(a.batch) + ": the global batch is split over the job's " +
                           std::to_string(worldSize) + " ranks, so it needs at least one sample per rank; use --batch " +
@@ -132,16 +133,17 @@ train::StepRecord stepRecord(const ReducerStats& s) {
   return r;
 }
 
-int trainLoop(const TrainArgs& a, const HookChoice& hook, ProcessGroup& pg, std::shared_ptr<ProcessGroup> group) {
+int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& report, ProcessGroup& pg,
+              std::shared_ptr<ProcessGroup> group) {
   const bool leader = pg.rank() == 0;
   const int world = pg.size();
   MlpShape shape;
   shape.hidden = a.hidden;
   shape.layers = a.layers;
-  const Teacher teacher(shape, a.seed);
-  Mlp model(shape, a.seed);
+  const Teacher teacher(shape, static_cast<uint64_t>(a.seed));
+  Mlp model(shape, static_cast<uint64_t>(a.seed));
   std::unique_ptr<Mlp> reference;
-  if (a.check) reference = std::make_unique<Mlp>(shape, a.seed);
+  if (a.check) reference = std::make_unique<Mlp>(shape, static_cast<uint64_t>(a.seed));
 
   ReducerOptions options;
   options.bucketCapBytes = mib(a.bucketCapMb);
@@ -149,7 +151,6 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, ProcessGroup& pg, std:
   options.hook = makeCommHook(pg, "gradient");
   Reducer reducer(std::move(group), paramInfos(model), options);
 
-  train::TrainReport report(leader, a.jsonFile, a.epochs, a.stepsPerEpoch);
   // Every rank has the same parameters after each step, so rank 0 alone evaluates.
   const train::Batch eval = leader ? teacher.evalBatch(a.evalBatch) : train::Batch{};
   const double initialLoss = leader ? model.loss(eval) : 0.0;
@@ -263,9 +264,10 @@ int trainCommand(const TrainArgs& a) {
         static_cast<unsigned long long>(a.seed), a.bucketCapMb, a.firstBucketCapMb, a.check ? ", checked" : "");
     std::fflush(out);
   }
+  train::TrainReport report(leader, a.jsonFile, a.epochs, a.stepsPerEpoch);  // opens --json FILE, before the store
   auto pg = commhost::init(init);
   try {
-    return trainLoop(a, hook, *pg, pg);
+    return trainLoop(a, hook, report, *pg, pg);
   } catch (const Error& e) {
     // Report before the group is torn down (see bench: a store-serving rank may be
     // stopped by the launcher while it lingers for its peers).
