@@ -53,6 +53,7 @@ class AverageHook : public CommHook {
 ParamInfo f32(std::initializer_list<int64_t> dims, std::string name = "") {
   return {Shape(dims), DType::Float32, Device::cpu(), std::move(name)};
 }
+ParamInfo f64(std::initializer_list<int64_t> dims) { return {Shape(dims), DType::Float64, Device::cpu(), ""}; }
 
 // Rank r's gradient element j of parameter i in iteration `it`; the mean over ranks is
 // meanValue().
@@ -102,8 +103,7 @@ TEST(BucketAssignment, MixedDTypesBucketApartEachWithItsOwnCaps) {
   // f32 40 B at 0, 2, 4; f64 80 B at 1, 3; caps {50, 100}. Visiting 4, 3, 2, 1, 0: f64's
   // first bucket closes at 3 (80 >= 50), f32's at 2 (80 >= 50); then both groups are on
   // the 100-byte cap and 1 and 0 are left over. Sorted by descending smallest index.
-  std::vector<ParamInfo> params = {
-      f32({10}), {Shape{10}, DType::Float64}, f32({10}), {Shape{10}, DType::Float64}, f32({10})};
+  std::vector<ParamInfo> params = {f32({10}), f64({10}), f32({10}), f64({10}), f32({10})};
   EXPECT_EQ(computeBucketAssignmentBySize(params, {50, 100}),
             (std::vector<std::vector<size_t>>{{3}, {4, 2}, {1}, {0}}));
   // An explicit order (the rebuild's) keeps the closing order; leftovers follow, by
@@ -398,6 +398,47 @@ TEST(ReducerErrors, FinalizeBeforeEveryBucketListsTheUnmarkedParameters) {
   for (size_t i = 0; i < 3; ++i) reducer.markReady(i, g);
   reducer.finalize();
   EXPECT_THROW_WITH(reducer.finalize(), InvalidArgument, "without prepareForBackward");
+}
+
+// A hook that fails bucket 1 once: by throwing (the first time) or through its Future.
+class FailingHook : public CommHook {
+ public:
+  explicit FailingHook(bool throws) : throws_(throws) {}
+  FuturePtr runHook(GradBucket& bucket) override {
+    if (bucket.index == 1 && !failed_.exchange(true)) {
+      BackendError error("bucket 1 failed in the hook");
+      if (throws_) throw error;
+      auto future = Future::create();
+      future->setError(std::make_exception_ptr(error));
+      return future;
+    }
+    return Future::completed({bucket.buffer});
+  }
+
+ private:
+  bool throws_;
+  std::atomic<bool> failed_{false};
+};
+
+TEST(ReducerErrors, FinalizeThrowsTheHooksErrorAndTheNextIterationWorks) {
+  for (bool throws : {true, false}) {
+    World world(1);
+    std::vector<ParamInfo> params(3, f32({4}));
+    ReducerOptions o;
+    o.firstBucketCapBytes = 1;
+    o.bucketCapBytes = 1;
+    o.hook = std::make_shared<FailingHook>(throws);
+    Reducer reducer(world.groups[0], params, o);
+    std::vector<Tensor> grads;
+    for (size_t i = 0; i < 3; ++i) grads.push_back(gradFor(params[i], 0, i, 0));
+    reducer.prepareForBackward();
+    for (size_t i = 0; i < 3; ++i) reducer.markReady(i, grads[i]);
+    EXPECT_THROW_WITH(reducer.finalize(), BackendError, "bucket 1 failed in the hook");
+    reducer.prepareForBackward();
+    for (size_t i = 0; i < 3; ++i) reducer.markReady(i, grads[i]);
+    reducer.finalize();
+    for (size_t i = 0; i < 3; ++i) expectMean(grads[i], 1, i, 0, throws ? "throwing hook" : "failed Future");
+  }
 }
 
 TEST(ReducerErrors, NoHookSaysToUseMakeCommHook) {

@@ -427,7 +427,8 @@ void Reducer::Impl::finalize() {
         if (saved_[i].defined() && saved_[i].data()) copyBytes(b.views[s], saved_[i]);
         continue;
       }
-      if (!options.gradientAsBucketView && targets[i].data()) copyBytes(targets[i], b.views[s]);
+      // Nothing to copy when the gradient is the bucket view (gradientAsBucketView).
+      if (targets[i].data()) copyBytes(targets[i], b.views[s]);
     }
   }
 
