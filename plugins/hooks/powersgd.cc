@@ -148,15 +148,19 @@ class PowerSgdHook final : public CommHook {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
+      // The future is completed outside stateMutex_: its callbacks run on this thread and
+      // may call back into the hook (saveState, the next runHook).
+      std::exception_ptr error;
       try {
         std::lock_guard<std::mutex> lock(stateMutex_);
         step(job.bucket);
-        Tensor out = job.bucket.buffer;
-        job.bucket = GradBucket{};  // keep none of the bucket's tensors past completion
-        job.future->setValue({out});
       } catch (...) {
-        job.future->setError(std::current_exception());
+        error = std::current_exception();
       }
+      Tensor out = job.bucket.buffer;
+      job.bucket = GradBucket{};  // keep none of the bucket's tensors past completion
+      if (error) job.future->setError(error);
+      else job.future->setValue({out});
     }
   }
 

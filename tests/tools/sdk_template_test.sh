@@ -88,6 +88,37 @@ expect_line "plugins inspect" "ops: allreduce, broadcast"
 expect_line "plugins inspect" "  threads (int, default: 1, range: 1 to 64)"
 pass "kind backend, name template, its ops and options"
 
+# --- (a') the template's comm hook: a plugin of its own, used from hooks: ------------
+hook=$tb/libcommhost_template_sign.so
+[[ -f "$hook" ]] || fail "the template build did not produce $hook"
+step "(a') commhost plugins inspect $hook"
+run "$commhost" plugins inspect "$hook"
+expect_rc0 "plugins inspect $hook"
+expect_line "plugins inspect" "kind: comm_hook"
+expect_line "plugins inspect" "name: template_sign"
+expect_line "plugins inspect" "  scaled (bool, default: true)"
+hooks_cfg=$tmp/hooks.yaml
+cat >"$hooks_cfg" <<EOF
+plugin_path: [ $tb ]
+store: { plugin: hash }
+backends: { gloo: {} }
+routes: [ { device: cpu, backend: gloo } ]
+hooks:
+  gradient: { plugin: template_sign, wrap: fp16, options: { scaled: false } }
+  plain: { plugin: template_sign }
+EOF
+step "(a') config check: hooks.gradient is template_sign wrapped in fp16"
+run "$commhost" config check "$hooks_cfg"
+expect_rc0 "config check $hooks_cfg"
+expect_text "config check (hooks)" "plugin: template_sign"
+expect_text "config check (hooks)" "wrap: fp16_compress"
+expect_text "config check (hooks)" "scaled: false"
+sed -i 's/scaled: false/scaled: maybe/' "$hooks_cfg"
+run "$commhost" config check "$hooks_cfg"
+expect_rc_nonzero "config check $hooks_cfg (scaled: maybe)"
+expect_text "config check (bad hook option)" "hooks.gradient.options.scaled"
+pass "the hook loads, composes with wrap: fp16 and has its option checked"
+
 # --- (b) the built-in self plugin is found in the install tree ---------------------
 step "(b) commhost plugins list finds self under $prefix"
 run "$commhost" plugins list
