@@ -115,24 +115,6 @@ std::vector<ParamInfo> paramInfos(const Mlp& m) {
 
 double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-train::StepRecord stepRecord(const ReducerStats& s) {
-  train::StepRecord r;
-  // The communication's wall span: buckets may be in flight together, so summing their
-  // times would count the overlap twice.
-  std::chrono::nanoseconds first = std::chrono::nanoseconds::max(), last{0};
-  for (size_t b = 0; b < s.launch.size() && b < s.comm.size(); ++b) {
-    first = std::min(first, s.launch[b]);
-    last = std::max(last, s.launch[b] + s.comm[b]);
-  }
-  r.commMs = s.launch.empty() ? 0.0 : ms(last - first);
-  r.backwardMs = ms(s.backward);
-  r.waitMs = ms(s.finalizeWait);
-  r.hidden = r.commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - r.waitMs / r.commMs)) : 0.0;
-  r.bytes = s.bytes;
-  r.buckets = s.buckets.size();
-  return r;
-}
-
 int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& report, ProcessGroup& pg,
               std::shared_ptr<ProcessGroup> group) {
   const bool leader = pg.rank() == 0;
@@ -176,7 +158,7 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
       reducer.finalize();
       model.sgd(static_cast<float>(a.lr));
       const auto stepTime = std::chrono::steady_clock::now() - start;
-      train::StepRecord r = stepRecord(reducer.stats());
+      train::StepRecord r = train::stepRecord(reducer.stats());
       r.step = step;
       r.epoch = epoch;
       r.loss = loss;

@@ -3,13 +3,44 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "commhost/errors.h"
 
 namespace commhost::cli::train {
+
+namespace {
+double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+}  // namespace
+
+StepRecord stepRecord(const ReducerStats& s) {
+  StepRecord r;
+  // The time during which some bucket was in flight (the union of the buckets'
+  // [launch, done] intervals): summing their times would count buckets in flight
+  // together twice, and the span from the first launch to the last completion would count
+  // the backward between two launches as communication.
+  std::vector<std::pair<std::chrono::nanoseconds, std::chrono::nanoseconds>> spans;
+  for (size_t b = 0; b < s.launch.size() && b < s.comm.size(); ++b)
+    spans.emplace_back(s.launch[b], s.launch[b] + s.comm[b]);
+  std::sort(spans.begin(), spans.end());
+  std::chrono::nanoseconds busy{0}, covered{std::chrono::nanoseconds::min()};
+  for (const auto& [from, to] : spans) {
+    const auto start = std::max(from, covered);
+    if (to > start) busy += to - start;
+    covered = std::max(covered, to);
+  }
+  r.commMs = ms(busy);
+  r.backwardMs = ms(s.backward);
+  r.waitMs = ms(s.finalizeWait);
+  r.hidden = r.commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - r.waitMs / r.commMs)) : 0.0;
+  r.bytes = s.bytes;
+  r.buckets = s.buckets.size();
+  return r;
+}
 
 TrainReport::TrainReport(bool leader, const std::string& jsonPath, int epochs, int stepsPerEpoch)
     : leader_(leader), bar_(leader && ::isatty(STDOUT_FILENO)), epochs_(epochs), stepsPerEpoch_(stepsPerEpoch) {

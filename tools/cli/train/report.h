@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "commhost/reducer.h"
+
 namespace commhost::cli::train {
 
 // One step, as rank 0 saw it.
@@ -25,6 +27,11 @@ struct StepRecord {
   int64_t bytes = 0;      // gradient bytes handed to the hook
   size_t buckets = 0;
 };
+
+// A step's communication figures from the Reducer's stats (the step's own fields, the
+// loss and the step time, are left for the caller). commMs is the time during which
+// some bucket was in flight: the union of the buckets' [launch, launch + comm].
+StepRecord stepRecord(const ReducerStats& stats);
 
 class TrainReport {
  public:
