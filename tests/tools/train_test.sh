@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # `commhost train` as real ranks under `commhost run` (loopback only, every run bounded
-# by `timeout`): --check at 2 ranks on gloo and on shm and at 4 ranks on shm (the
+# by `timeout`): --check at 2 and 4 ranks on gloo and on shm (the
 # parameters agree with one process on the global batch, the held-out loss falls), the
 # --json rows, lossy hooks (fp16_compress, powersgd: deviation printed, not an error), --check
 # failing when the deviation is above --tolerance, and bad flags refused with a clear
@@ -29,7 +29,7 @@ assert all(b < a for a, b in zip(losses, losses[1:])), losses
 PY
 }
 
-for spec in "gloo:$gloo:2" "shm:$shm:2" "shm:$shm:4"; do
+for spec in "gloo:$gloo:2" "shm:$shm:2" "gloo:$gloo:4" "shm:$shm:4"; do
   IFS=: read -r name config n <<<"$spec"
   step "train --check at $n ranks on $name"
   run timeout 90 "$commhost" run -n "$n" -c "$config" -- "$commhost" train --check "${short[@]}"
