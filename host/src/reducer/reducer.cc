@@ -17,6 +17,11 @@
 //   time, in bucket order on every rank.
 // - A hook's Future may complete on any thread; the continuation chained on it only
 //   records the bucket's completion time, and finalize reads that after waiting on it.
+//
+// Behaviour the header leaves open: a parameter this rank never marked but another rank
+// used (findUnusedParameters) has no tensor to write back to, so its reduced gradient is
+// only in bucketView(i). With staticGraph the buckets of parameters unused in the first
+// iteration are launched by prepareForBackward, so their views are in flight from then on.
 #include <algorithm>
 #include <cstring>
 #include <string>
