@@ -17,5 +17,6 @@ void addStoreCommand(CLI::App& app);
 void addRunCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
 void addTraceCommand(CLI::App& app);
+void addTrainCommand(CLI::App& app);
 
 }  // namespace commhost::cli

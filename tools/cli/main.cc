@@ -110,6 +110,8 @@ int run(int argc, char** argv) {
   app.footer(
       "Examples:\n"
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check\n"
+      "  commhost run -n 4 -c configs/shm.yaml -- commhost train --check\n"
+      "                                            data-parallel training through the Reducer and a comm hook\n"
       "  commhost plugins list                     what was found, and why something is unavailable\n"
       "  commhost plugins inspect self             descriptor, capabilities and options of one plugin\n"
       "  commhost config check configs/default.yaml --set group.timeout=10s\n"
@@ -127,6 +129,7 @@ int run(int argc, char** argv) {
   commhost::cli::addRunCommand(app);
   commhost::cli::addBenchCommand(app);
   commhost::cli::addTraceCommand(app);
+  commhost::cli::addTrainCommand(app);
   addHelpCommand(app);
   const std::string unknown = findUnknownCommand(app, argc, argv);
   if (!unknown.empty()) {

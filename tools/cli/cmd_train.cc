@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+// commhost train: data-parallel training of a small MLP (train/mlp.h) as a rank under the
+// launcher, the gradients averaged through the Reducer and the configured comm hook
+// (hooks.gradient). Each rank trains on its shard of every step's global batch; backward
+// hands each layer's gradients to the Reducer as soon as they are computed, so the
+// buckets of the last layers are on the wire while the first layers are still being
+// differentiated. --check also trains the same model in this process on the whole
+// global batch and compares.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "commands.h"
+#include "commhost/comm_hook.h"
+#include "commhost/config.h"
+#include "commhost/errors.h"
+#include "commhost/process_group.h"
+#include "commhost/reducer.h"
+#include "commhost/registry.h"
+#include "train/mlp.h"
+#include "train/report.h"
+
+namespace commhost::cli {
+namespace {
+
+using train::Mlp;
+using train::MlpShape;
+using train::Teacher;
+
+struct TrainArgs {
+  int epochs = 5;
+  int stepsPerEpoch = 20;
+  int64_t batch = 256;
+  int hidden = 256;
+  int layers = 4;
+  double lr = 0.1;
+  int64_t seed = 1;
+  // Scaled down from c10d's 25 and 1 MiB to this small model (about 0.5 MiB of
+  // gradients by default), so that it has several buckets and overlap to show.
+  double bucketCapMb = 0.25;
+  double firstBucketCapMb = 0.0625;
+  bool check = false;
+  double tolerance = 1e-4;
+  int64_t evalBatch = 1024;
+  std::string hook;
+  std::vector<std::string> sets;
+  std::string jsonFile;
+};
+
+// Every argument is checked before the job is joined, so a typo fails at once on every
+// rank instead of after the store started.
+void checkArgs(const TrainArgs& a, int worldSize) {
+  const auto atLeast = [](const char* flag, int64_t v, int64_t min, const char* example) {
+    if (v < min)
+      throw InvalidArgument(std::string(flag) + " " + std::to_string(v) + ": must be at least " + std::to_string(min) +
+                            " (e.g. " + flag + " " + example + ")");
+  };
+  atLeast("--epochs", a.epochs, 1, "5");
+  atLeast("--steps-per-epoch", a.stepsPerEpoch, 1, "20");
+  atLeast("--hidden", a.hidden, 1, "256");
+  atLeast("--layers", a.layers, 1, "4");
+  atLeast("--eval-batch", a.evalBatch, 1, "1024");
+  atLeast("--seed", a.seed, 0, "1");
+  if (a.batch < worldSize)
+    throw InvalidArgument("--batch " + std::to_string(a.batch) + ": the global batch is split over the job's " +
+                          std::to_string(worldSize) + " ranks, so it needs at least one sample per rank; use --batch " +
+                          std::to_string(std::max<int64_t>(worldSize, 256)));
+  const auto positive = [](const char* flag, double v, const char* example) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", v);
+      throw InvalidArgument(std::string(flag) + " " + text + ": must be a number above 0 (e.g. " + flag + " " +
+                            example + ")");
+    }
+  };
+  positive("--lr", a.lr, "0.1");
+  positive("--bucket-cap-mb", a.bucketCapMb, "25");
+  positive("--first-bucket-cap-mb", a.firstBucketCapMb, "1");
+  positive("--tolerance", a.tolerance, "1e-4");
+  if (a.hook.find_first_of(" {}[],:=") != std::string::npos)
+    throw InvalidArgument("--hook '" + a.hook +
+                          "': want a comm-hook plugin's name (e.g. --hook fp16_compress); set its options with "
+                          "--set hooks.gradient.options.KEY=VALUE");
+}
+
+int64_t mib(double mb) { return static_cast<int64_t>(mb * 1024.0 * 1024.0); }
+
+// The hook the config (with --hook and --set) names for the gradients, for the header;
+// and whether it is the exact average, which --check holds to float tolerance.
+struct HookChoice {
+  std::string name;
+  bool exact = true;
+};
+
+HookChoice hookOf(const Config& config) {
+  const auto it = config.hooks.find("gradient");
+  if (it == config.hooks.end()) return {"allreduce (the default: the config has no hooks.gradient)", true};
+  const PluginRef& ref = it->second;
+  return {ref.plugin + (ref.wrap.empty() ? "" : " (wrap " + ref.wrap + ")"),
+          ref.plugin == "allreduce" && ref.wrap.empty()};
+}
+
+std::vector<ParamInfo> paramInfos(const Mlp& m) {
+  std::vector<ParamInfo> params;
+  for (size_t i = 0; i < m.numParams(); ++i) {
+    const auto shape = m.paramShape(i);
+    ParamInfo p;
+    p.shape = Shape(shape.begin(), shape.end());
+    p.name = m.paramName(i);
+    params.push_back(p);
+  }
+  return params;
+}
+
+double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& report, ProcessGroup& pg,
+              std::shared_ptr<ProcessGroup> group) {
+  const bool leader = pg.rank() == 0;
+  const int world = pg.size();
+  MlpShape shape;
+  shape.hidden = a.hidden;
+  shape.layers = a.layers;
+  const Teacher teacher(shape, static_cast<uint64_t>(a.seed));
+  Mlp model(shape, static_cast<uint64_t>(a.seed));
+  std::unique_ptr<Mlp> reference;
+  if (a.check) reference = std::make_unique<Mlp>(shape, static_cast<uint64_t>(a.seed));
+
+  ReducerOptions options;
+  options.bucketCapBytes = mib(a.bucketCapMb);
+  options.firstBucketCapBytes = mib(a.firstBucketCapMb);
+  options.hook = makeCommHook(pg, "gradient");
+  Reducer reducer(std::move(group), paramInfos(model), options);
+
+  // Every rank has the same parameters after each step, so rank 0 alone evaluates.
+  const train::Batch eval = leader ? teacher.evalBatch(a.evalBatch) : train::Batch{};
+  const double initialLoss = leader ? model.loss(eval) : 0.0;
+  report.epoch(0, initialLoss);
+  const auto [begin, end] = train::shardRange(a.batch, world, pg.rank());
+  // Each rank's gradient is scaled by world/batch rather than 1/shard: the average the
+  // hook takes over ranks is then the gradient of the global batch's mean loss even when
+  // the shards differ in size by one.
+  const float scale = static_cast<float>(world) / static_cast<float>(a.batch);
+  double finalLoss = initialLoss;
+  int64_t step = 0;
+  for (int epoch = 1; epoch <= a.epochs; ++epoch) {
+    for (int s = 0; s < a.stepsPerEpoch; ++s, ++step) {
+      // Data loading is outside the timed step.
+      const train::Batch shard = teacher.batch(static_cast<uint64_t>(step), begin, end);
+      const auto start = std::chrono::steady_clock::now();
+      const double loss = model.forward(shard);
+      reducer.prepareForBackward();
+      model.backward(shard, scale, [&](size_t i) {
+        const auto dims = model.paramShape(i);
+        reducer.markReady(i, Tensor::fromBlob(model.grad(i), Shape(dims.begin(), dims.end()), DType::Float32));
+      });
+      reducer.finalize();
+      model.sgd(static_cast<float>(a.lr));
+      const auto stepTime = std::chrono::steady_clock::now() - start;
+      train::StepRecord r = train::stepRecord(reducer.stats());
+      r.step = step;
+      r.epoch = epoch;
+      r.loss = loss;
+      r.stepMs = ms(std::chrono::duration_cast<std::chrono::nanoseconds>(stepTime));
+      report.step(r);
+      if (reference) {
+        const train::Batch global = teacher.batch(static_cast<uint64_t>(step), 0, a.batch);
+        reference->forward(global);
+        reference->backward(global, 1.0f / static_cast<float>(a.batch));
+        reference->sgd(static_cast<float>(a.lr));
+      }
+    }
+    if (leader) finalLoss = model.loss(eval);
+    report.epoch(epoch, finalLoss);
+  }
+  report.summary();
+  if (!reference) return 0;
+
+  // Every rank compares its own parameters, so a rank that drifted from the others
+  // fails too, not only rank 0.
+  const train::Deviation d = train::maxDeviation(model, *reference);
+  const auto dims = model.paramShape(d.param);
+  std::string where = model.paramName(d.param) + " " + Shape(dims.begin(), dims.end()).str() + " element " +
+                      std::to_string(d.element);
+  if (dims.size() == 2)
+    where += " (row " + std::to_string(d.element / dims[1]) + ", column " + std::to_string(d.element % dims[1]) + ")";
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "check: after %lld steps the largest parameter deviation from one process on the global batch is "
+                "%.3g, at %s: %.9g here, %.9g in the reference",
+                static_cast<long long>(step), d.max, where.c_str(), d.a, d.b);
+  int rc = 0;
+  if (hook.exact && !(d.max <= a.tolerance)) {
+    std::fprintf(stderr,
+                 "commhost train: group %s, rank %d of %d: %s; above --tolerance %g although the hook, allreduce, "
+                 "averages exactly: the averaged gradients were wrong. Try another backend for allreduce (--set "
+                 "routes=...) to tell the backend from the hook\n",
+                 pg.name().c_str(), pg.rank(), world, line, a.tolerance);
+    rc = 1;
+  } else if (leader) {
+    std::fprintf(report.text(), "%s (hook %s: %s)\n", line, hook.name.c_str(),
+                 hook.exact ? "within --tolerance" : "lossy, so not an error");
+  }
+  if (leader && !(finalLoss < initialLoss)) {
+    std::fprintf(stderr,
+                 "commhost train: check: the held-out loss did not fall (%.6f before training, %.6f after %lld steps) "
+                 "with hook %s; try a smaller --lr or the allreduce hook\n",
+                 initialLoss, finalLoss, static_cast<long long>(step), hook.name.c_str());
+    rc = 1;
+  } else if (leader) {
+    std::fprintf(report.text(),
+                 "check: the held-out loss fell from %.6f to %.6f (one process on the global batch: %.6f)\n",
+                 initialLoss, finalLoss, reference->loss(eval));
+  }
+  std::fflush(report.text());
+  return rc;
+}
+
+int trainCommand(const TrainArgs& a) {
+  const LaunchInfo launch = detectLaunch();
+  checkArgs(a, launch.worldSize);
+  // --hook first, so that --set can add the hook's options: --hook powersgd --set
+  // hooks.gradient.options.rank=2.
+  InitOptions init;
+  init.configPath = launch.configPath;
+  if (!a.hook.empty()) init.overrides.set.push_back("hooks.gradient={plugin: " + a.hook + "}");
+  for (const auto& s : a.sets) init.overrides.set.push_back(s);
+  // The config as init() will read it, checked now (an unknown hook plugin, a bad option)
+  // before any store starts.
+  PluginRegistry registry;
+  const Config config = loadConfigOrDefault(init.configPath, registry, init.overrides);
+  const HookChoice hook = hookOf(config);
+  const bool leader = launch.rank == 0;
+  if (leader) {
+    std::FILE* out = a.jsonFile == "-" ? stderr : stdout;
+    const int64_t samples = a.batch / launch.worldSize;
+    std::fprintf(out, "# commhost train: %d ranks, config %s, hook %s\n", launch.worldSize, config.source.c_str(),
+                 hook.name.c_str());
+    std::fprintf(
+        out,
+        "# MLP %d layers of width %d (input 32, output 8), global batch %lld (%lld%s per rank), %d epochs of %d "
+        "steps, lr %g, seed %llu, buckets %g MiB (first %g MiB)%s\n",
+        a.layers, a.hidden, static_cast<long long>(a.batch), static_cast<long long>(samples),
+        a.batch % launch.worldSize ? ("-" + std::to_string(samples + 1)).c_str() : "", a.epochs, a.stepsPerEpoch, a.lr,
+        static_cast<unsigned long long>(a.seed), a.bucketCapMb, a.firstBucketCapMb, a.check ? ", checked" : "");
+    std::fflush(out);
+  }
+  train::TrainReport report(leader, a.jsonFile, a.epochs, a.stepsPerEpoch);  // opens --json FILE, before the store
+  auto pg = commhost::init(init);
+  try {
+    return trainLoop(a, hook, report, *pg, pg);
+  } catch (const Error& e) {
+    // Report before the group is torn down (see bench: a store-serving rank may be
+    // stopped by the launcher while it lingers for its peers).
+    std::fprintf(stderr, "commhost: %s\n", e.what());
+    std::fflush(stderr);
+    return 1;
+  }
+}
+
+}  // namespace
+
+void addTrainCommand(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "train", "Data-parallel training of a small MLP through the Reducer and the configured comm hook");
+  static TrainArgs a;
+  cmd->add_option("--epochs", a.epochs, "Epochs (a loss line after each)")->capture_default_str();
+  cmd->add_option("--steps-per-epoch", a.stepsPerEpoch, "Steps per epoch, each on a new global batch")
+      ->capture_default_str();
+  cmd->add_option("--batch", a.batch, "Global batch: samples per step, split over the ranks")->capture_default_str();
+  cmd->add_option("--hidden", a.hidden, "Width of the hidden layers")->capture_default_str();
+  cmd->add_option("--layers", a.layers, "Linear layers (tanh between them)")->capture_default_str();
+  cmd->add_option("--lr", a.lr, "SGD learning rate")->capture_default_str();
+  cmd->add_option("--seed", a.seed, "Seed of the model, the teacher and the data (the same on every rank)")
+      ->capture_default_str();
+  cmd->add_option("--bucket-cap-mb", a.bucketCapMb, "Reducer bucket cap in MiB (c10d's bucket_cap_mb)")
+      ->capture_default_str();
+  cmd->add_option("--first-bucket-cap-mb", a.firstBucketCapMb, "Cap of the first bucket in MiB")->capture_default_str();
+  cmd->add_flag("--check", a.check,
+                "Also train in one process on the global batch and compare: parameters within --tolerance with "
+                "the allreduce hook, and the loss falling with any hook");
+  cmd->add_option("--tolerance", a.tolerance, "Largest parameter deviation --check accepts with the allreduce hook")
+      ->capture_default_str();
+  cmd->add_option("--eval-batch", a.evalBatch, "Samples of the held-out batch the epoch loss is measured on")
+      ->capture_default_str();
+  cmd->add_option("--hook", a.hook,
+                  "Comm-hook plugin for the gradients: hooks.gradient becomes {plugin: NAME} (then --set lines "
+                  "apply)")
+      ->type_name("NAME");
+  cmd->add_option("--set", a.sets, "Override a config key: --set hooks.gradient.options.rank=2 (repeatable)")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--json", a.jsonFile, "Also write one JSON object per step to FILE (rank 0; - for standard output)")
+      ->type_name("FILE");
+  cmd->footer(
+      "Examples (run it under the launcher):\n"
+      "  commhost run -n 4 -c configs/gloo.yaml -- commhost train\n"
+      "  commhost run -n 2 -c configs/shm.yaml -- commhost train --check --epochs 2\n"
+      "  commhost run -n 4 -c configs/shm.yaml -- commhost train --hook fp16_compress --check\n"
+      "  commhost run -n 4 -c configs/gloo.yaml -- commhost train --hook powersgd --set "
+      "hooks.gradient.options.rank=2 --json steps.jsonl");
+  cmd->callback([] {
+    const int rc = trainCommand(a);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
+
+}  // namespace commhost::cli

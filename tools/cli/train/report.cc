@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "report.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "commhost/errors.h"
+
+namespace commhost::cli::train {
+
+namespace {
+double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
+}  // namespace
+
+StepRecord stepRecord(const ReducerStats& s) {
+  StepRecord r;
+  // The time during which some bucket was in flight (the union of the buckets'
+  // [launch, done] intervals): summing their times would count buckets in flight
+  // together twice, and the span from the first launch to the last completion would count
+  // the backward between two launches as communication.
+  std::vector<std::pair<std::chrono::nanoseconds, std::chrono::nanoseconds>> spans;
+  for (size_t b = 0; b < s.launch.size() && b < s.comm.size(); ++b)
+    spans.emplace_back(s.launch[b], s.launch[b] + s.comm[b]);
+  std::sort(spans.begin(), spans.end());
+  std::chrono::nanoseconds busy{0}, covered{std::chrono::nanoseconds::min()};
+  for (const auto& [from, to] : spans) {
+    const auto start = std::max(from, covered);
+    if (to > start) busy += to - start;
+    covered = std::max(covered, to);
+  }
+  r.commMs = ms(busy);
+  r.backwardMs = ms(s.backward);
+  r.waitMs = ms(s.finalizeWait);
+  r.hidden = r.commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - r.waitMs / r.commMs)) : 0.0;
+  r.bytes = s.bytes;
+  r.buckets = s.buckets.size();
+  return r;
+}
+
+TrainReport::TrainReport(bool leader, const std::string& jsonPath, int epochs, int stepsPerEpoch)
+    : leader_(leader), bar_(leader && ::isatty(STDOUT_FILENO)), epochs_(epochs), stepsPerEpoch_(stepsPerEpoch) {
+  if (!leader_ || jsonPath.empty()) return;
+  if (jsonPath == "-") out_ = stderr;
+  bar_ = bar_ && out_ == stdout;
+  json_ = jsonPath == "-" ? stdout : std::fopen(jsonPath.c_str(), "w");
+  if (!json_)
+    throw InvalidArgument("--json " + jsonPath + ": cannot write it (" + std::strerror(errno) +
+                          "); give a writable file, or - for standard output");
+}
+
+TrainReport::~TrainReport() {
+  if (json_ && json_ != stdout) std::fclose(json_);
+}
+
+void TrainReport::step(const StepRecord& r) {
+  if (!leader_) return;
+  steps_.push_back(r);
+  epochLossSum_ += r.loss;
+  ++epochSteps_;
+  if (json_) {
+    nlohmann::ordered_json j;
+    j["step"] = r.step;
+    j["epoch"] = r.epoch;
+    j["loss"] = r.loss;
+    j["step_ms"] = r.stepMs;
+    j["backward_ms"] = r.backwardMs;
+    j["comm_ms"] = r.commMs;
+    j["wait_ms"] = r.waitMs;
+    j["hidden"] = r.hidden;
+    j["bytes"] = r.bytes;
+    j["buckets"] = r.buckets;
+    std::fprintf(json_, "%s\n", j.dump().c_str());
+  }
+  if (bar_) {
+    constexpr int kWidth = 30;
+    const int done = static_cast<int>(r.step % stepsPerEpoch_) + 1;
+    const int filled = done * kWidth / stepsPerEpoch_;
+    std::fprintf(out_, "\repoch %d/%d [%s%s] %d/%d loss %.4f", r.epoch, epochs_, std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, '.').c_str(), done, stepsPerEpoch_, r.loss);
+    std::fflush(out_);
+  }
+}
+
+void TrainReport::epoch(int epoch, double evalLoss) {
+  if (!leader_) return;
+  if (bar_) std::fprintf(out_, "\r%70s\r", "");
+  if (epoch == 0) {
+    std::fprintf(out_, "epoch %d/%d  loss %.6f (held-out batch, before training)\n", epoch, epochs_, evalLoss);
+  } else {
+    std::fprintf(out_, "epoch %d/%d  loss %.6f (held-out batch)  train loss %.6f (rank 0's shard, epoch mean)\n", epoch,
+                 epochs_, evalLoss, epochSteps_ ? epochLossSum_ / epochSteps_ : 0.0);
+  }
+  epochLossSum_ = 0;
+  epochSteps_ = 0;
+  std::fflush(out_);
+}
+
+void TrainReport::summary() {
+  if (!leader_ || steps_.empty()) return;
+  // The first step is left out when there are others: its buckets are the initial
+  // assignment, rebuilt after it, and its time includes first-touch allocations.
+  const size_t first = steps_.size() > 1 ? 1 : 0;
+  double stepMs = 0, backwardMs = 0, commMs = 0, waitMs = 0, bytes = 0, buckets = 0;
+  for (size_t i = first; i < steps_.size(); ++i) {
+    stepMs += steps_[i].stepMs;
+    backwardMs += steps_[i].backwardMs;
+    commMs += steps_[i].commMs;
+    waitMs += steps_[i].waitMs;
+    bytes += static_cast<double>(steps_[i].bytes);
+    buckets += static_cast<double>(steps_[i].buckets);
+  }
+  const double n = static_cast<double>(steps_.size() - first);
+  const double hidden = commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - waitMs / commMs)) : 0.0;
+  std::fprintf(
+      out_,
+      "time per step %.3f ms; %.0f bytes per step handed to the hook in %.1f buckets; %.0f%% of communication "
+      "hidden behind backward (backward %.3f ms, communication %.3f ms, finalize waited %.3f ms per step); means "
+      "over steps %zu..%zu of rank 0\n",
+      stepMs / n, bytes / n, buckets / n, 100.0 * hidden, backwardMs / n, commMs / n, waitMs / n, first,
+      steps_.size() - 1);
+  std::fflush(out_);
+}
+
+}  // namespace commhost::cli::train

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: Apache-2.0
+// What `commhost train` prints, from rank 0 only: the loss per epoch (and a progress bar
+// while an epoch runs, only when standard output is a terminal: under `commhost run` it
+// is a pipe and would fill the log with carriage returns), the summary at the end, and
+// with --json FILE one JSON object per step for jq and plotting.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "commhost/reducer.h"
+
+namespace commhost::cli::train {
+
+// One step, as rank 0 saw it.
+struct StepRecord {
+  int64_t step = 0;
+  int epoch = 0;
+  double loss = 0;        // rank 0's shard, before the step's update
+  double stepMs = 0;      // forward, backward, finalize and the SGD update
+  double commMs = 0;      // first bucket launched to last bucket done
+  double backwardMs = 0;  // prepareForBackward() to the last markReady()
+  double waitMs = 0;      // finalize() waiting: communication not hidden behind backward
+  double hidden = 0;      // 1 - waitMs / commMs, within [0, 1]
+  int64_t bytes = 0;      // gradient bytes handed to the hook
+  size_t buckets = 0;
+};
+
+// A step's communication figures from the Reducer's stats (the step's own fields, the
+// loss and the step time, are left for the caller). commMs is the time during which
+// some bucket was in flight: the union of the buckets' [launch, launch + comm].
+StepRecord stepRecord(const ReducerStats& stats);
+
+class TrainReport {
+ public:
+  // Opens (truncates) jsonPath when given; throws InvalidArgument naming it if it cannot.
+  TrainReport(bool leader, const std::string& jsonPath, int epochs, int stepsPerEpoch);
+  ~TrainReport();
+  TrainReport(const TrainReport&) = delete;
+  TrainReport& operator=(const TrainReport&) = delete;
+
+  void step(const StepRecord& r);
+  // `evalLoss` on the held-out batch after the epoch (epoch 0: before training).
+  void epoch(int epoch, double evalLoss);
+  // Means over the steps after the first (which builds and then rebuilds the buckets).
+  void summary();
+  // Where the text goes: standard output, or standard error with --json -.
+  std::FILE* text() const { return out_; }
+
+ private:
+  bool leader_, bar_;
+  int epochs_, stepsPerEpoch_;
+  std::FILE* json_ = nullptr;
+  std::FILE* out_ = stdout;
+  std::vector<StepRecord> steps_;
+  double epochLossSum_ = 0;
+  int epochSteps_ = 0;
+};
+
+}  // namespace commhost::cli::train
