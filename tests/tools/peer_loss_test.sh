@@ -16,7 +16,9 @@ env RANK=0 "${common[@]}" "$bench" >"$tmp/rank0.log" 2>&1 &
 victim=$!
 env RANK=1 "${common[@]}" "$bench" >"$tmp/rank1.log" 2>&1 &
 survivor=$!
-for _ in $(seq 100); do grep -q "1024" "$tmp/rank0.log" && break; sleep 0.1; done  # the loop is running
+# The loop is running (up to 30 s: a loaded CI machine starts the ranks slowly).
+for _ in $(seq 300); do grep -q "1024" "$tmp/rank0.log" && break; sleep 0.1; done
+grep -q "1024" "$tmp/rank0.log" || { cat "$tmp/rank0.log" "$tmp/rank1.log"; echo "FAIL: the allreduce loop did not start within 30 s"; exit 1; }
 kill -KILL $victim
 status=0
 for _ in $(seq 300); do kill -0 $survivor 2>/dev/null || break; sleep 0.1; done
