@@ -174,7 +174,8 @@ void Client::giveBack(int fd) {
 // reconnect in lockstep.
 int Client::connectWithRetry() {
   const auto start = Clock::now();
-  const auto deadline = start + options_.timeout;
+  const bool reached = reached_.load(std::memory_order_acquire);
+  const auto deadline = start + (reached ? std::min(options_.timeout, kReconnectWindow) : options_.timeout);
   auto nextReport = start + options_.progressEvery;
   bool reported = false;
   auto waited = [&] {
@@ -192,13 +193,18 @@ int Client::connectWithRetry() {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
     fd = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error);
     if (fd >= 0) break;
+    if (reached && Clock::now() + delay > deadline)
+      raise(ErrorCode::Store, context(),
+            "the store at " + where_ + " served this client before and now refuses connections (" + error +
+                "): its server has exited",
+            "The store server (rank 0, or `commhost store serve`) died; check its log and restart the job");
     if (Clock::now() + delay > deadline)
       raise(ErrorCode::Store, context(),
             kGaveUpLine + where_ + " after " + std::to_string(attempts) + " attempts over " +
                 formatDuration(options_.timeout) + " (" + error + ")",
             "Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the store host/port "
             "(MASTER_ADDR/MASTER_PORT)");
-    if (options_.logger && options_.progressEvery.count() > 0 && Clock::now() >= nextReport) {
+    if (!reached && options_.logger && options_.progressEvery.count() > 0 && Clock::now() >= nextReport) {
       // The logger names the rank; `commhost run` looks for these lines (reach_lines.h).
       options_.logger->warn(kStillWaitingLine + where_ + " after " + waited() + " (" + error + "); giving up after " +
                             formatDuration(options_.timeout) +
@@ -213,6 +219,7 @@ int Client::connectWithRetry() {
   }
   if (reported) options_.logger->warn(kReachedLine + where_ + " after " + waited());
   handshake(fd);
+  reached_.store(true, std::memory_order_release);
   return fd;
 }
 

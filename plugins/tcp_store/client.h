@@ -12,8 +12,14 @@
 // and what to check; never a hang. A wait past its timeout gives TimeoutError. Until the
 // server is reached, a warning every progressEvery says so ("still waiting for the store
 // at host:port"); `commhost run` reads these lines to name the ranks that never reached it.
+// Once reached, a server that refuses a new connection (a second thread's call needs
+// one) has exited: the client tries for kReconnectWindow at most, not the whole
+// timeout, so a rank whose store died fails in seconds (the heartbeat names the lost
+// peer) instead of retrying for minutes while its collectives hang.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +46,7 @@ struct ClientOptions {
 
 class Client final : public Store {
  public:
+  static constexpr std::chrono::milliseconds kReconnectWindow{std::chrono::seconds(2)};
   // Connects (retrying with backoff until the timeout) and authenticates. `keepAlive`
   // is released after the connection closes (the in-process server, if any).
   Client(ClientOptions options, std::shared_ptr<void> keepAlive = nullptr);
@@ -75,9 +82,10 @@ class Client final : public Store {
 
   std::shared_ptr<void> keepAlive_;  // declared first: released last
   ClientOptions options_;
-  std::string where_;      // "host:port"
-  std::mutex idleMutex_;   // guards idle_
-  std::vector<int> idle_;  // connected sockets no call is using
+  std::string where_;                 // "host:port"
+  std::mutex idleMutex_;              // guards idle_
+  std::vector<int> idle_;             // connected sockets no call is using
+  std::atomic<bool> reached_{false};  // a connection was established once
 };
 
 }  // namespace commhost::tcpstore

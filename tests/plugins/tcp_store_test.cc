@@ -163,6 +163,20 @@ TEST(TcpStore, ServerGoneMidWaitIsAnErrorNotAHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
+// A call that needs a new connection after the server died (another thread held the
+// pooled one) fails in seconds, saying the server exited; it used to retry for the whole
+// startup timeout, so a survivor's heartbeat never declared the store's rank lost.
+TEST(TcpStore, ServerGoneNewConnectionFailsFast) {
+  TcpFixture fixture;
+  auto client = fixture.connect(std::chrono::seconds(60));
+  client->set("k", toBytes("v"));
+  fixture.stopServer();
+  EXPECT_THROW(client->get("k"), StoreError);  // the pooled connection was reset
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW_WITH(client->get("k"), StoreError, "127.0.0.1:", "served this client before", "has exited");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
 TEST(TcpStore, NothingListeningGivesUpWithTheAddress) {
   int port = 0;
   {
