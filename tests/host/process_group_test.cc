@@ -33,6 +33,19 @@ TEST_F(SelfGroup, ReductionsAtWorldSizeOne) {
   EXPECT_EQ(pg->seq(), 4u);
 }
 
+// bytesIssued counts each issued op's payload once, and nothing for a refused call.
+TEST_F(SelfGroup, BytesIssuedCountsEachOpsPayloadOnce) {
+  EXPECT_EQ(pg->bytesIssued(), 0u);
+  Tensor t = filled(4, 1);
+  pg->allreduce(t)->wait();
+  EXPECT_EQ(pg->bytesIssued(), 16u);
+  Tensor d = Tensor::empty({3}, DType::Float64);
+  pg->broadcast(d)->wait();
+  EXPECT_EQ(pg->bytesIssued(), 16u + 24u);
+  EXPECT_THROW(pg->broadcast(d, {5}), InvalidArgument);  // root outside the group
+  EXPECT_EQ(pg->bytesIssued(), 16u + 24u);
+}
+
 TEST_F(SelfGroup, CopyingOpsAtWorldSizeOne) {
   Tensor in = filled(6, 10), out = Tensor::empty({6}, DType::Float32);
   std::vector<Tensor> outs = {out};

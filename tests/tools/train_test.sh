@@ -36,7 +36,7 @@ for spec in "gloo:$gloo:2" "shm:$shm:2" "gloo:$gloo:4" "shm:$shm:4"; do
   expect_rc0 "train --check at $n ranks on $name"
   expect_regex "the check line" '^\[0\] check: after 20 steps the largest parameter deviation .* \(hook allreduce \(the default: the config has no hooks.gradient\): within --tolerance\)'
   expect_text "the loss check" "check: the held-out loss fell"
-  expect_regex "the summary" '^\[0\] time per step [0-9.]+ ms; [0-9]+ bytes per step handed to the hook in [0-9.]+ buckets; [0-9]+% of communication hidden'
+  expect_regex "the summary" '^\[0\] time per step [0-9.]+ ms; [0-9]+ bytes per step handed to the hook in [0-9.]+ buckets, [0-9]+ sent by its collectives; [0-9]+% of communication hidden'
   [[ $(grep -c '^\[0\] epoch ' <<<"$out") -eq 3 ]] || fail "expected 3 epoch lines (0, 1, 2) from rank 0"
   [[ $(grep -c '^\[1\] epoch ' <<<"$out") -eq 0 ]] || fail "rank 1 printed epoch lines"
   loss_falls "$out" "$name at $n ranks"
@@ -50,10 +50,11 @@ python3 - "$tmp/steps.jsonl" <<'PY' || fail "the --json rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(20)), rows
-keys = ["step", "epoch", "loss", "step_ms", "backward_ms", "comm_ms", "wait_ms", "hidden", "bytes", "buckets"]
+keys = ["step", "epoch", "loss", "step_ms", "backward_ms", "comm_ms", "wait_ms", "hidden", "bytes", "wire_bytes", "buckets"]
 for r in rows:
     assert list(r) == keys, r
     assert r["bytes"] > 0 and r["buckets"] >= 1 and 0 <= r["hidden"] <= 1 and r["step_ms"] > 0, r
+    assert r["wire_bytes"] >= r["bytes"], r  # the allreduce hook sends every gradient byte
 assert [r["epoch"] for r in rows] == [1] * 10 + [2] * 10
 PY
 pass "20 rows with every key"
@@ -67,8 +68,14 @@ loss_falls "$out" "fp16_compress"
 # PowerSGD compressing from step 2 (its default start_iter is 1000): --hook, then --set
 # adds to the entry it made.
 run timeout 90 "$commhost" run -n 2 -c "$gloo" -- "$commhost" train --check "${short[@]}" --hook powersgd \
-  --set hooks.gradient.options.start_iter=2
+  --set hooks.gradient.options.start_iter=2 --json "$tmp/powersgd.jsonl"
 expect_rc0 "train --hook powersgd --check"
+python3 - "$tmp/powersgd.jsonl" <<'PY' || fail "powersgd's wire bytes"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+# Compressing from step 2: its collectives carry P and Q, far less than the gradients.
+assert all(r["wire_bytes"] < r["bytes"] / 2 for r in rows[3:]), [(r["bytes"], r["wire_bytes"]) for r in rows]
+PY
 expect_regex "the check line" '^\[0\] check: after 20 steps .*\(hook powersgd: lossy, so not an error\)'
 loss_falls "$out" "powersgd"
 pass "fp16_compress and powersgd: the loss falls, the deviation is printed"

@@ -149,6 +149,7 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
       // Data loading is outside the timed step.
       const train::Batch shard = teacher.batch(static_cast<uint64_t>(step), begin, end);
       const auto start = std::chrono::steady_clock::now();
+      const uint64_t issuedBefore = pg.bytesIssued();
       const double loss = model.forward(shard);
       reducer.prepareForBackward();
       model.backward(shard, scale, [&](size_t i) {
@@ -159,6 +160,7 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
       model.sgd(static_cast<float>(a.lr));
       const auto stepTime = std::chrono::steady_clock::now() - start;
       train::StepRecord r = train::stepRecord(reducer.stats());
+      r.wireBytes = static_cast<int64_t>(pg.bytesIssued() - issuedBefore);
       r.step = step;
       r.epoch = epoch;
       r.loss = loss;

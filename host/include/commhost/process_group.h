@@ -84,6 +84,10 @@ class COMMHOST_API ProcessGroup {
   const std::vector<int>& globalRanks() const { return globalRanks_; }
   // The seq the last issued op got (0 before the first).
   uint64_t seq() const { return seq_.load(std::memory_order_relaxed); }
+  // The payload bytes of every op issued on this group so far (the bytes each call is
+  // routed by: an allreduce's tensor, an allgather's input), for measuring what a comm
+  // hook actually sends; compare two readings around a step.
+  uint64_t bytesIssued() const { return bytesIssued_.load(std::memory_order_relaxed); }
   const Config& config() const;
   const RouteTable& routes() const;
   const PluginRegistry& registry() const { return *setup_.registry; }  // the plugins it was created with
@@ -172,9 +176,10 @@ class COMMHOST_API ProcessGroup {
   std::shared_ptr<AbortTargets> abortTargets_;  // abort() and the supervisor's abortGroup
   uint64_t swapAttempts_ = 0;                   // calling thread only: names each attempt's store keys
   std::shared_ptr<Logger> logger_;
-  std::atomic<uint64_t> seq_{0};     // collectives; written by the calling thread only, atomic for readers
-  std::atomic<uint64_t> p2pSeq_{0};  // send/recv, counted apart: only two ranks take part
-  uint64_t subgroupCount_ = 0;       // calling thread only
+  std::atomic<uint64_t> seq_{0};          // collectives; written by the calling thread only, atomic for readers
+  std::atomic<uint64_t> p2pSeq_{0};       // send/recv, counted apart: only two ranks take part
+  std::atomic<uint64_t> bytesIssued_{0};  // issuing threads add (relaxed); any thread reads
+  uint64_t subgroupCount_ = 0;            // calling thread only
   // Shared with the supervisor, which may abort the group from its watchdog thread.
   std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<supervisor::Supervisor> supervisor_;  // null when supervisor.enabled is false

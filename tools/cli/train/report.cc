@@ -73,6 +73,7 @@ void TrainReport::step(const StepRecord& r) {
     j["wait_ms"] = r.waitMs;
     j["hidden"] = r.hidden;
     j["bytes"] = r.bytes;
+    j["wire_bytes"] = r.wireBytes;
     j["buckets"] = r.buckets;
     std::fprintf(json_, "%s\n", j.dump().c_str());
   }
@@ -105,23 +106,25 @@ void TrainReport::summary() {
   // The first step is left out when there are others: its buckets are the initial
   // assignment, rebuilt after it, and its time includes first-touch allocations.
   const size_t first = steps_.size() > 1 ? 1 : 0;
-  double stepMs = 0, backwardMs = 0, commMs = 0, waitMs = 0, bytes = 0, buckets = 0;
+  double stepMs = 0, backwardMs = 0, commMs = 0, waitMs = 0, bytes = 0, wireBytes = 0, buckets = 0;
   for (size_t i = first; i < steps_.size(); ++i) {
     stepMs += steps_[i].stepMs;
     backwardMs += steps_[i].backwardMs;
     commMs += steps_[i].commMs;
     waitMs += steps_[i].waitMs;
     bytes += static_cast<double>(steps_[i].bytes);
+    wireBytes += static_cast<double>(steps_[i].wireBytes);
     buckets += static_cast<double>(steps_[i].buckets);
   }
   const double n = static_cast<double>(steps_.size() - first);
   const double hidden = commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - waitMs / commMs)) : 0.0;
   std::fprintf(
       out_,
-      "time per step %.3f ms; %.0f bytes per step handed to the hook in %.1f buckets; %.0f%% of communication "
+      "time per step %.3f ms; %.0f bytes per step handed to the hook in %.1f buckets, %.0f sent by its "
+      "collectives; %.0f%% of communication "
       "hidden behind backward (backward %.3f ms, communication %.3f ms, finalize waited %.3f ms per step); means "
       "over steps %zu..%zu of rank 0\n",
-      stepMs / n, bytes / n, buckets / n, 100.0 * hidden, backwardMs / n, commMs / n, waitMs / n, first,
+      stepMs / n, bytes / n, buckets / n, wireBytes / n, 100.0 * hidden, backwardMs / n, commMs / n, waitMs / n, first,
       steps_.size() - 1);
   std::fflush(out_);
 }

@@ -25,6 +25,7 @@ struct StepRecord {
   double waitMs = 0;      // finalize() waiting: communication not hidden behind backward
   double hidden = 0;      // 1 - waitMs / commMs, within [0, 1]
   int64_t bytes = 0;      // gradient bytes handed to the hook
+  int64_t wireBytes = 0;  // bytes the step's collectives carried (ProcessGroup::bytesIssued)
   size_t buckets = 0;
 };
 
