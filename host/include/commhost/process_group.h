@@ -160,8 +160,8 @@ class COMMHOST_API ProcessGroup {
     if (syncLatest_.load(std::memory_order_relaxed) > syncDone_) syncPointSlow();
   }
   struct SyncStatus {
-    uint64_t count = 0;  // syncPoint() calls so far
-    uint64_t epoch = 0;  // the last epoch this rank finished (applied, rejected or rolled back)
+    uint64_t count = 0;     // syncPoint() calls so far
+    uint64_t epoch = 0;     // the last epoch this rank finished (applied, rejected or rolled back)
     std::string lastError;  // why that epoch was not applied; "" when it was
   };
   SyncStatus syncStatus() const { return {syncCount_, syncDone_, syncError_}; }

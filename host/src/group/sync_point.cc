@@ -164,8 +164,7 @@ void ProcessGroup::applyEpoch(uint64_t epoch) {
   } catch (const Error& e) {
     if (e.code() == ErrorCode::Aborted || e.code() == ErrorCode::PeerLost) throw;
     syncError_ = what + " (" + source + ") rolled back: " + e.what();
-    if (logger_)
-      logger_->error("syncPoint: " + syncError_ + "; staying on generation " + std::to_string(generation()));
+    if (logger_) logger_->error("syncPoint: " + syncError_ + "; staying on generation " + std::to_string(generation()));
   }
 }
 

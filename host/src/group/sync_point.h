@@ -23,9 +23,9 @@ struct ProcessGroup::SyncAgreement {
   // The calling thread's: the agreement in progress (round counts finished agreements,
   // alike on every rank, and names its keys).
   uint64_t round = 0;
-  bool posted = false;     // this rank's "seen" is in the store
-  uint64_t epoch = 0;      // the epoch decided (0: no decision read yet)
-  uint64_t switchAt = 0;   // the sync count S of the decision
+  bool posted = false;    // this rank's "seen" is in the store
+  uint64_t epoch = 0;     // the epoch decided (0: no decision read yet)
+  uint64_t switchAt = 0;  // the sync count S of the decision
 };
 
 }  // namespace commhost
