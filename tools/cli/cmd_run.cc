@@ -111,7 +111,11 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
   std::unique_ptr<ConfigWatch> watch;
-  if (!args.watch.empty()) {
+  if (!args.watch.empty() && args.nodeRank > 0) {
+    // One publisher per job: node 0's launcher. This node's ranks poll all the same.
+    std::cerr << "commhost run: --watch: node 0's launcher publishes the edits of " << plan.configPath
+              << "; this node's ranks apply them" << std::endl;
+  } else if (!args.watch.empty()) {
     watch = std::make_unique<ConfigWatch>(plan.configPath, plan.overrides, plan.masterAddr, plan.masterPort,
                                           plan.localRanks * plan.nodes);
     plan.watchPath = plan.configPath;
@@ -133,7 +137,8 @@ void addRunCommand(CLI::App& app) {
                   "Config file given to every rank (as -c) and watched: each valid edit, and each SIGHUP to "
                   "commhost run, is published to the job and applied by every rank at the same syncPoint() "
                   "(commhost bench and train call it every iteration); an invalid edit is printed with its "
-                  "errors and the job goes on with its config. Sets group.sync_poll=200ms unless --set gives it");
+                  "errors and the job goes on with its config. Sets group.sync_poll=200ms unless --set gives it")
+      ->type_name("FILE");
   cmd->add_option("--set", args.sets, "Override a config key in every rank: --set group.timeout=10s (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

@@ -41,8 +41,8 @@ class ConfigWatch {
   std::string group_;     // group.name of the config the job started with
   std::string lastText_;  // the text published last (at first: the one the job started with)
   PluginRegistry registry_;
-  StorePtr store_;  // connected at the first publication (the ranks serve it)
-  std::shared_ptr<void> storeLibrary_;
+  std::shared_ptr<void> storeLibrary_;  // the store plugin's code, outliving store_
+  StorePtr store_;                      // connected at the first publication (the ranks serve it)
   uint64_t epoch_ = 0;
 };
 
