@@ -62,10 +62,13 @@ void ProcessGroup::startSyncPoller() {
   sync_->poller = std::thread([this, store = setup_.store, key = latestKey(name_), logger = logger_] {
     bool reported = false;  // a store that stops answering (the job ending) is logged once
     SyncAgreement& s = *sync_;
-    MutexLock lock(&s.mutex);
-    while (!s.stop) {
-      s.wake.waitFor(&s.mutex, s.poll);
-      if (s.stop) break;
+    for (;;) {
+      {
+        MutexLock lock(&s.mutex);
+        if (!s.stop) s.wake.waitFor(&s.mutex, s.poll);
+        if (s.stop) break;
+      }
+      // Unlocked: stopSyncPoller() need not wait for a store call to set `stop`.
       try {
         const uint64_t epoch = readEpoch(*store, key);
         if (epoch > syncLatest_.load(std::memory_order_relaxed)) syncLatest_.store(epoch, std::memory_order_release);
