@@ -3,20 +3,22 @@
 // backend -> Work, at world size 1 (the self backend does no communication; at 1 MiB
 // with Sum it does no work on the data either, so this is the host's own cost), with the
 // supervisor (watchdog, flight recorder, heartbeat) on and off: the difference is its cost.
+// Also ProcessGroup::syncPoint() when nothing was published, with the config poller off
+// and polling the store every millisecond.
 #include <benchmark/benchmark.h>
 
 #include "commhost/commhost.h"
 
 namespace {
 
-std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true) {
+std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const std::string& more = "") {
   using namespace commhost;
   auto registry = std::make_shared<PluginRegistry>();
   ConfigOverrides overrides;
   overrides.fromEnvironment = false;
   auto config = std::make_shared<Config>(loadConfigText(
       std::string("backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\nlogging: { level: warn }\n") +
-          "supervisor: { enabled: " + (supervised ? "true" : "false") + " }\n",
+          "supervisor: { enabled: " + (supervised ? "true" : "false") + " }\n" + more,
       "bench", *registry, overrides));
   return ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
 }
@@ -43,6 +45,14 @@ void BM_RouteLookup(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_RouteLookup);
+
+void BM_SyncPointNothingPublished(benchmark::State& state) {
+  auto pg = selfGroup(true, state.range(0) ? "group: { sync_poll: 1ms }\n" : "");
+  for (auto _ : state) pg->syncPoint();
+  benchmark::DoNotOptimize(pg->syncStatus().count);
+  state.SetLabel(state.range(0) ? "poller reading the store every 1 ms" : "group.sync_poll 0s (no poller)");
+}
+BENCHMARK(BM_SyncPointNothingPublished)->Arg(0)->Arg(1);
 
 }  // namespace
 

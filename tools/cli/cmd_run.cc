@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// commhost run -n N [-c CONFIG] [--set k=v]... [--nnodes M --node-rank I --master HOST:PORT] -- PROGRAM ARGS
+// commhost run -n N [-c CONFIG | --watch CONFIG] [--set k=v]... [--nnodes M --node-rank I --master HOST:PORT] --
+//   PROGRAM ARGS
 #include <unistd.h>
 
 #include <climits>
 #include <iostream>
+#include <memory>
 
 #include "commands.h"
 #include "commhost/config.h"
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "commhost/registry.h"
+#include "config_watch.h"
 #include "launcher.h"
 
 namespace commhost::cli {
@@ -27,6 +30,7 @@ struct RunArgs {
   int nodeRank = 0;
   std::string master;
   std::string config;
+  std::string watch;
   std::vector<std::string> sets;
   double grace = 5;
   double settle = 1;
@@ -74,13 +78,24 @@ int run(const RunArgs& args, std::vector<std::string> command) {
     throw CLI::ValidationError("--master", "a multi-node job needs --master HOST:PORT (node 0's address)");
   }
   if (plan.masterPort == 0) plan.masterPort = pickFreePort();
+  std::string configFile = args.config;
+  if (!args.watch.empty()) {
+    if (!args.config.empty() && args.config != args.watch)
+      throw CLI::ValidationError("--watch",
+                                 "the job runs the file it watches: give it alone, without -c " + args.config);
+    configFile = args.watch;
+    // The ranks' world groups read the store for published configs (ProcessGroup::syncPoint).
+    bool pollSet = false;
+    for (const auto& s : args.sets) pollSet = pollSet || s.rfind("group.sync_poll=", 0) == 0;
+    if (!pollSet) plan.overrides.insert(plan.overrides.begin(), "group.sync_poll=200ms");
+  }
   PluginRegistry registry;
   ConfigOverrides overrides;
-  overrides.set = args.sets;
-  if (!args.config.empty()) {
+  overrides.set = plan.overrides;
+  if (!configFile.empty()) {
     char resolved[PATH_MAX];
-    if (!::realpath(args.config.c_str(), resolved))
-      throw CLI::ValidationError("-c", "cannot read config file '" + args.config + "'");
+    if (!::realpath(configFile.c_str(), resolved))
+      throw CLI::ValidationError(args.watch.empty() ? "-c" : "--watch", "cannot read config file '" + configFile + "'");
     plan.configPath = resolved;
     // Check the config once here rather than failing N times in the ranks.
     std::cerr << storeLine(loadConfigFile(plan.configPath, registry, overrides), plan) << std::endl;
@@ -95,6 +110,19 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   }
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
+  std::unique_ptr<ConfigWatch> watch;
+  if (!args.watch.empty() && args.nodeRank > 0) {
+    // One publisher per job: node 0's launcher. This node's ranks poll all the same.
+    std::cerr << "commhost run: --watch: node 0's launcher publishes the edits of " << plan.configPath
+              << "; this node's ranks apply them" << std::endl;
+  } else if (!args.watch.empty()) {
+    watch = std::make_unique<ConfigWatch>(plan.configPath, plan.overrides, plan.masterAddr, plan.masterPort,
+                                          plan.localRanks * plan.nodes);
+    plan.watchPath = plan.configPath;
+    plan.onConfigChange = [&watch](const std::string& why) { watch->changed(why, why == "SIGHUP"); };
+    std::cerr << "commhost run: watching " << plan.configPath
+              << ": an edit (or SIGHUP) is published to the ranks, which switch at the same syncPoint()" << std::endl;
+  }
   return launch(plan);
 }
 
@@ -105,6 +133,12 @@ void addRunCommand(CLI::App& app) {
   static RunArgs args;
   cmd->add_option("-n,--nproc", args.ranks, "Ranks to start on this node")->required()->check(CLI::Range(1, 4096));
   cmd->add_option("-c,--config", args.config, "Config file given to every rank (COMMHOST_CONFIG)");
+  cmd->add_option("--watch", args.watch,
+                  "Config file given to every rank (as -c) and watched: each valid edit, and each SIGHUP to "
+                  "commhost run, is published to the job and applied by every rank at the same syncPoint() "
+                  "(commhost bench and train call it every iteration); an invalid edit is printed with its "
+                  "errors and the job goes on with its config. Sets group.sync_poll=200ms unless --set gives it")
+      ->type_name("FILE");
   cmd->add_option("--set", args.sets, "Override a config key in every rank: --set group.timeout=10s (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
@@ -122,6 +156,7 @@ void addRunCommand(CLI::App& app) {
       "Examples:\n"
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check\n"
       "  commhost run -n 2 --set group.timeout=10s -- ./my_app --steps 10\n"
+      "  commhost run -n 4 --watch my.yaml -- commhost train --epochs 50   then edit my.yaml, or kill -HUP\n"
       "  commhost run -n 8 --nnodes 2 --node-rank 0 --master node0:29500 -- ./my_app\n"
       "It prints the store's address first: commhost trace dump --master HOST:PORT asks the running job for dumps.");
   cmd->callback([] {

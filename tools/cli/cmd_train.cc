@@ -146,6 +146,7 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
   int64_t step = 0;
   for (int epoch = 1; epoch <= a.epochs; ++epoch) {
     for (int s = 0; s < a.stepsPerEpoch; ++s, ++step) {
+      pg.syncPoint();  // a config published by `commhost run --watch` switches here, alike on every rank
       // Data loading is outside the timed step.
       const train::Batch shard = teacher.batch(static_cast<uint64_t>(step), begin, end);
       const auto start = std::chrono::steady_clock::now();

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/inotify.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <stdexcept>
 #include <system_error>
@@ -146,6 +148,42 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
   return pid;
 }
 
+// inotify on the folder of plan.watchPath: editors often write a new file and rename it
+// over the old one, which a watch on the file itself would lose after the first save.
+struct Watch {
+  int fd = -1;
+  std::string name;  // the file's name in its folder
+  explicit Watch(const std::string& path) {
+    if (path.empty()) return;
+    const std::filesystem::path p(path);
+    name = p.filename().string();
+    fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0 || ::inotify_add_watch(fd, p.parent_path().c_str(), IN_CLOSE_WRITE | IN_MOVED_TO) < 0) {
+      const int error = errno;
+      if (fd >= 0) ::close(fd);
+      throw std::runtime_error("cannot watch " + path + ": " + std::generic_category().message(error));
+    }
+  }
+  ~Watch() {
+    if (fd >= 0) ::close(fd);
+  }
+  Watch(const Watch&) = delete;
+  Watch& operator=(const Watch&) = delete;
+  // Whether the events read since the last call touched the file.
+  bool touched() const {
+    bool hit = false;
+    alignas(inotify_event) char buf[8192];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0)
+      for (ssize_t at = 0; at < n;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+        if (e->len > 0 && name == e->name) hit = true;
+        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+      }
+    return hit;
+  }
+};
+
 }  // namespace
 
 int pickFreePort() {
@@ -170,6 +208,9 @@ int launch(const LaunchPlan& plan) {
   sigaddset(&handled, SIGCHLD);
   sigaddset(&handled, SIGINT);
   sigaddset(&handled, SIGTERM);
+  const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
+  if (watching) sigaddset(&handled, SIGHUP);
+  const Watch watch(watching ? plan.watchPath : "");
   ::sigprocmask(SIG_BLOCK, &handled, &parentMask);
   const int sigFd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigFd < 0) {
@@ -222,6 +263,7 @@ int launch(const LaunchPlan& plan) {
   while (running > 0) {
     std::vector<pollfd> fds;
     fds.push_back({sigFd, POLLIN, 0});
+    if (watch.fd >= 0 && !stopping) fds.push_back({watch.fd, POLLIN, 0});
     for (auto& r : ranks)
       if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
     int timeoutMs = -1;
@@ -233,8 +275,13 @@ int launch(const LaunchPlan& plan) {
 
     for (auto& r : ranks)
       if (relay(r) && stopping && !termed) termAt = std::max(termAt, std::min(settleLimit, Clock::now() + reportWait));
+    if (watch.fd >= 0 && watch.touched() && !stopping) plan.onConfigChange("edited");
     signalfd_siginfo info;
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGHUP) {
+        if (!stopping) plan.onConfigChange("SIGHUP");
+        continue;
+      }
       if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
         if (!stopping) stopSignal = static_cast<int>(info.ssi_signo);
         stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)),

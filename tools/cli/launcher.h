@@ -4,10 +4,12 @@
 // stops the job when a rank fails or the launcher is told to stop.
 //
 // Threading: one thread (the caller's) does everything: a poll loop over the ranks'
-// output pipes, a signalfd for SIGCHLD/SIGINT/SIGTERM, and timers for the grace period.
+// output pipes, a signalfd for SIGCHLD/SIGINT/SIGTERM (and SIGHUP with --watch), an
+// inotify fd with --watch, and timers for the grace period.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,6 +27,11 @@ struct LaunchPlan {
   std::vector<std::string> command;                           // program and arguments
   std::chrono::milliseconds grace{std::chrono::seconds(5)};   // SIGTERM -> SIGKILL
   std::chrono::milliseconds settle{std::chrono::seconds(1)};  // first failure -> SIGTERM
+  // --watch: a file whose edits (inotify on its folder, matched by name, so an editor
+  // that replaces the file by rename is seen too) and SIGHUP call onConfigChange with
+  // "edited" / "SIGHUP", on the launcher's thread. Empty: SIGHUP keeps its default.
+  std::string watchPath;
+  std::function<void(const std::string& why)> onConfigChange;
 };
 
 // Runs the job and returns the launcher's exit status: 0, the first failing rank's

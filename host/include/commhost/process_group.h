@@ -69,6 +69,9 @@ class COMMHOST_API ProcessGroup {
     StorePtr store;  // the job's store; the group works under "<group name>/<generation>/"
     int rank = 0;
     int worldSize = 1;
+    // The overrides `config` was loaded with: syncPoint() loads a published config with
+    // them (and `registry`), as this rank loaded the first one.
+    ConfigOverrides overrides;
   };
   // Creates the configured backends and checks, through the store, that every rank
   // loaded the same config (ConfigError naming both ranks' hashes otherwise).
@@ -141,6 +144,32 @@ class COMMHOST_API ProcessGroup {
   // process started with.
   ReconfigureReport reconfigure(std::shared_ptr<const Config> newConfig, const ReconfigureOptions& options = {});
 
+  // A step boundary: workloads call it on every rank of the group, from the thread that
+  // issues the group's ops, once per step (with at least one collective, waited on, in
+  // every step). When nothing was published it costs one relaxed atomic load. With
+  // group.sync_poll > 0 (`commhost run --watch` sets it) a thread of the world group
+  // reads "<group>/pending/epoch" of the job store every sync_poll; a new epoch E (its
+  // YAML under "<group>/pending/<E>/yaml", its name under ".../source") starts an
+  // agreement through the store (see sync_point.cc): each rank posts that it saw it,
+  // rank 0, once all have, decides the sync count S = its own count + 2, and every rank
+  // loads the YAML (this group's registry and Setup::overrides) and calls reconfigure()
+  // when its count reaches S, so all switch between the same two steps. The margin of 2
+  // assumes no rank runs more than one step ahead of rank 0, which holds when each step
+  // waits on a collective of the group. An invalid YAML or a rolled-back swap is logged
+  // and the group stays on its generation (syncStatus().lastError says why); a rank that
+  // learns S only after passing it throws InvalidArgument. Throws what reconfigure()
+  // throws for an aborted group or a lost peer.
+  void syncPoint() {
+    ++syncCount_;
+    if (syncLatest_.load(std::memory_order_relaxed) > syncDone_) syncPointSlow();
+  }
+  struct SyncStatus {
+    uint64_t count = 0;     // syncPoint() calls so far
+    uint64_t epoch = 0;     // the last epoch this rank finished (applied, rejected or rolled back)
+    std::string lastError;  // why that epoch was not applied; "" when it was
+  };
+  SyncStatus syncStatus() const { return {syncCount_, syncDone_, syncError_}; }
+
   void abort(const std::string& reason);
   void shutdown();
 
@@ -159,6 +188,10 @@ class COMMHOST_API ProcessGroup {
                                           std::vector<std::string>* kept, std::vector<std::string>* built);
   void checkSameConfig();
   void startSupervision();
+  void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
+  void stopSyncPoller();
+  void syncPointSlow();  // a published epoch is pending (sync_point.cc)
+  void applyEpoch(uint64_t epoch);
   std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label);
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;
@@ -185,6 +218,14 @@ class COMMHOST_API ProcessGroup {
   std::shared_ptr<supervisor::Supervisor> supervisor_;  // null when supervisor.enabled is false
   std::shared_ptr<supervisor::GroupMonitor> monitor_;
   bool checkCollectives_ = false;
+  // syncPoint(): the latest epoch the poller thread read (it alone writes it); the rest is
+  // the calling thread's. The poller and the agreement in progress live in sync_.
+  std::atomic<uint64_t> syncLatest_{0};
+  uint64_t syncDone_ = 0;
+  uint64_t syncCount_ = 0;
+  std::string syncError_;
+  struct SyncAgreement;  // sync_point.h
+  std::unique_ptr<SyncAgreement> sync_;
 };
 
 // Where this process sits in the job, read from the launcher's environment: torchrun

@@ -46,6 +46,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   setup.store = kept;
   setup.rank = launch.rank;
   setup.worldSize = launch.worldSize;
+  setup.overrides = options.overrides;
   return ProcessGroup::create(std::move(setup));
 }
 

@@ -7,6 +7,7 @@
 #include "../supervisor/supervisor.h"
 #include "commhost/errors.h"
 #include "group_state.h"
+#include "sync_point.h"
 
 namespace commhost {
 
@@ -42,6 +43,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   pg->checkSameConfig();
   pg->createBackends();
   pg->startSupervision();
+  pg->startSyncPoller();
   return pg;
 }
 
@@ -193,6 +195,7 @@ Backend& ProcessGroup::backend(const std::string& name) const {
 void ProcessGroup::abort(const std::string& reason) { abortTargets_->abortAll(reason); }
 
 void ProcessGroup::shutdown() {
+  stopSyncPoller();
   if (!state_) return;  // creation failed before the backends existed
   for (auto& b : state_->backends)
     if (b) b->shutdown();

@@ -68,6 +68,7 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& r
       for (size_t c = 0; c < columns.size(); ++c) {
         BenchOp& op = *columns[c];
         const auto run = [&] {
+          pg.syncPoint();  // a config published by `commhost run --watch` switches here, alike on every rank
           if (swapper) swapper->beforeRun(pg);
           if (auto injected = inject.before(pg)) return injected;
           return op.run();
