@@ -6,7 +6,8 @@
 // "swap/<A>/" of the group store:
 //   1. check:  each rank validates the config (with reloadPlugins: first loads again, into a
 //              copy of its registry, the config's plugins whose files changed) and
-//              publishes "ok <hash> <builds> <source>" (or "bad <why>") as check/<rank>;
+//              publishes "ok <hash> <builds> <source>" (or "bad <why>", "badplugin <why>"
+//              when a reload failed) as check/<rank>;
 //              all read all, and refuse alike unless every rank's config hash and plugin
 //              builds (file hashes, "-" without reloadPlugins) are the same, naming the
 //              ranks that differ.
@@ -178,6 +179,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   std::shared_ptr<const PluginRegistry> registry = setup_.registry;
   std::vector<std::string> reloaded;
   std::string builds = "-";
+  const char* badWord = "bad";  // "badplugin" when a reload failed
   try {
     if (newConfig->groupName() != state_->config->groupName())
       raise(ErrorCode::Config, where,
@@ -195,7 +197,8 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
         try {
           if (copy->reload(p)) reloaded.push_back(p);
         } catch (const std::exception& e) {
-          throw PluginError(std::string("reloading plugins: ") + e.what());
+          badWord = "badplugin";
+          throw;
         }
       }
       if (copy) registry = copy;
@@ -215,7 +218,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   }
   store_->set(round + "check/" + std::to_string(rank_),
               toBytes(problem.empty() ? "ok " + std::to_string(newConfig->hash) + " " + builds + " " + newConfig->source
-                                      : "bad " + problem));
+                                      : std::string(badWord) + " " + problem));
   const auto checks = gather("check/", "check");
   // Every rank has entered this attempt, so every rank is done with the previous one.
   if (attempt > 1) {
@@ -224,18 +227,29 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     if (rank_ == 0) store_->deleteKey(previous + "failed");
   }
   {
+    // Ranks that refused for the same reason are listed once (one file shared by all).
     std::vector<int> bad;
-    std::string why;
+    std::vector<std::pair<std::string, std::vector<int>>> reasons;
+    bool pluginOnly = true;
     for (int r = 0; r < worldSize_; ++r) {
       const auto [word, rest] = splitWord(checks[r]);
-      if (word != "ok") {
-        bad.push_back(globalRanks_[r]);
-        why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) + ": " + rest;
-      }
+      if (word == "ok") continue;
+      bad.push_back(globalRanks_[r]);
+      pluginOnly = pluginOnly && word == "badplugin";
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == rest; });
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), {rest, {}});
+      it->second.push_back(globalRanks_[r]);
     }
+    std::string why;
+    for (const auto& [text, ranks] : reasons)
+      why += (why.empty() ? "" : "; ") + std::string("rank(s) ") + rankList(ranks) + ": " + text;
+    if (!bad.empty() && pluginOnly)
+      fail(ErrorCode::Plugin, "a changed plugin file could not be reloaded on rank(s) " + rankList(bad) + ": " + why,
+           "fix or rebuild the plugin file named (`commhost plugins inspect FILE` shows why it is refused) and call "
+           "reconfigure() again");
     if (!bad.empty())
       fail(ErrorCode::Config, "the new config is invalid on rank(s) " + rankList(bad) + ": " + why,
-           "fix the config (`commhost config check FILE`) or the plugin file named and call reconfigure() again");
+           "fix the config (`commhost config check FILE`) and call reconfigure() again");
     const auto [ok0, first] = splitWord(checks[0]);
     const auto [hash0, rest0] = splitWord(first);
     const auto [builds0, source0] = splitWord(rest0);

@@ -342,8 +342,7 @@ bool PluginRegistry::reload(const std::string& name) {
   // newer form and noticed again next time, never missed.
   const PluginEntry::FileIdentity now = identityOf(old->path);
   if (now == old->file) return false;
-  const std::string keeps = "; plugin '" + name + "' keeps the build loaded before (reload " +
-                            std::to_string(old->reloads) + ")";
+  const std::string keeps = "; plugin '" + name + "' keeps the build loaded before";
   if (now.size < 0)
     throw PluginError("plugin '" + name + "' cannot be reloaded: " + old->path + " no longer exists" + keeps);
   std::string hash, why;
