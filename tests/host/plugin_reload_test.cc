@@ -166,8 +166,9 @@ TEST(PluginReload, ReconfigureRebuildsTheReloadedPluginsBackendOnly) {
   // A rebuilt file that fails the ABI checks: every rank refuses, naming why, and keeps B.
   folder.install(pluginDir("bad") + "/libcommhost_wrongabi.so");
   runRanks(kWorld, [&](int r) {
-    EXPECT_THROW_WITH(groups[r]->reconfigure(configFrom(kConfig, *registry), reload), ConfigError, "reloading plugins",
-                      "was built for plugin ABI", "keeps the build loaded before", "every rank keeps generation 2");
+    EXPECT_THROW_WITH(groups[r]->reconfigure(configFrom(kConfig, *registry), reload), PluginError,
+                      "could not be reloaded on rank(s) 0, 1, 2: plugin", "was built for plugin ABI",
+                      "keeps the build loaded before", "every rank keeps generation 2");
   });
   for (int r = 0; r < kWorld; ++r) EXPECT_EQ(groups[r]->generation(), 2u);
   runRanks(kWorld, [&](int r) { EXPECT_EQ(allreduceOnce(*groups[r]), kSum + 1000); });

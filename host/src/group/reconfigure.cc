@@ -242,7 +242,8 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     }
     std::string why;
     for (const auto& [text, ranks] : reasons)
-      why += (why.empty() ? "" : "; ") + std::string("rank(s) ") + rankList(ranks) + ": " + text;
+      why += reasons.size() == 1 ? text
+                                 : (why.empty() ? "" : "; ") + std::string("rank(s) ") + rankList(ranks) + ": " + text;
     if (!bad.empty() && pluginOnly)
       fail(ErrorCode::Plugin, "a changed plugin file could not be reloaded on rank(s) " + rankList(bad) + ": " + why,
            "fix or rebuild the plugin file named (`commhost plugins inspect FILE` shows why it is refused) and call "
