@@ -25,8 +25,9 @@
 // heartbeat finds a peer lost (a rank killed mid-swap): never a hang.
 //
 // Threading: State, setup_ (its registry pointer included) and swapAttempts_ belong to the
-// calling thread; a reload writes only the registry copy this call made, never the shared one; AbortTargets (its own
-// mutex) lets the supervisor's watchdog abort the backends being built too.
+// calling thread; a reload writes only the registry copy this call made, never the one the
+// group holds (which other groups and threads may read); AbortTargets (its own mutex) lets
+// the supervisor's watchdog abort the backends being built too.
 #include <algorithm>
 #include <chrono>
 #include <map>
