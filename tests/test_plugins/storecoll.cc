@@ -8,6 +8,9 @@
 // Built a third time as `failrank` (STORECOLL_FAIL_RANK), for hot-swap tests: its factory
 // first rendezvouses through the store like a real backend, and on the rank its options
 // name it throws (fail: throw), kills its own process (fail: kill) or first sleeps (slow_rank).
+// Built twice more as `reloadable` (STORECOLL_RELOAD_ADD / _VERSION), for plugin reload tests:
+// its float allreduce adds the build's constant to every element, so a result tells which
+// build ran it.
 #include <signal.h>
 #include <unistd.h>
 
@@ -46,6 +49,10 @@ class StoreCollBackend final : public Backend {
 
   WorkPtr allreduce(const OpContext& op, Tensor& t, const AllreduceOptions& o) override {
     reduceAll(op, "", t, t, o.reduceOp);
+#ifdef STORECOLL_RELOAD_ADD
+    if (t.dtype() == DType::Float32)
+      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] += STORECOLL_RELOAD_ADD;
+#endif
     return done(op, {t});
   }
   WorkPtr allreduceCoalesced(const OpContext& op, std::vector<Tensor>& ts,
@@ -253,6 +260,11 @@ const PluginDescriptor kDescriptor = {
     "allreduceonly",
     "1.0",
     "Test specialised backend: f32 sum allreduce only, every byte through the store",
+    {},
+#elif defined(STORECOLL_RELOAD_ADD)
+    "reloadable",
+    STORECOLL_RELOAD_VERSION,
+    "Test backend (storecoll) whose allreduce adds a constant that tells its build",
     {},
 #elif defined(STORECOLL_FAIL_RANK)
     "failrank",

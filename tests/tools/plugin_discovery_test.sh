@@ -49,6 +49,7 @@ expect_text "plugins list -c" "searched: $tmp/job/plugins "
 run env COMMHOST_CONFIG=../job/job.yaml "$commhost" plugins inspect optioned
 expect_rc0 "COMMHOST_CONFIG=... plugins inspect optioned"
 expect_line "plugins inspect optioned" "name: optioned"
+expect_regex "plugins inspect optioned" '^file: [0-9]+ bytes, modified [0-9-]+ [0-9:]+ UTC, inode [0-9]+, build hash [0-9a-f]{16}$'
 run "$commhost" plugins inspect optioned
 expect_rc_nonzero "plugins inspect optioned without the config"
 expect_text "plugins inspect optioned (no config)" "searched: "

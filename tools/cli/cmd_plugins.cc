@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // commhost plugins list | inspect NAME|PATH [-c CONFIG] [--plugin-path DIR]...
+#include <ctime>
 #include <iomanip>
 #include <iostream>
 
@@ -69,6 +70,15 @@ int inspect(const std::string& what, const Search& search) {
     if (!entry) registry.require(what, PluginKind::Backend);  // throws "not found" with hints
   }
   std::cout << "name: " << entry->name << "\npath: " << entry->path << "\n";
+  // What a hot swap with reloadPlugins compares across ranks, and what tells a rebuilt file.
+  if (entry->file.size >= 0) {
+    const std::time_t mtime = static_cast<std::time_t>(entry->file.mtimeNs / 1000000000);
+    char when[32] = "?";
+    std::tm utc{};
+    if (::gmtime_r(&mtime, &utc)) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", &utc);
+    std::cout << "file: " << entry->file.size << " bytes, modified " << when << ", inode " << entry->file.inode
+              << ", build hash " << registry.fileHash(entry->name) << "\n";
+  }
   // The toolchain it was built with; with the layouts too when the loader refused it.
   if (entry->build.size)
     std::cout << "built with: " << (entry->descriptor ? describeToolchain(entry->build) : describe(entry->build))

@@ -48,6 +48,12 @@ struct ReconfigureOptions {
   // Bounds each wait of the protocol (for the peers' check, drain, build and report);
   // 0: the group's current group.timeout.
   std::chrono::milliseconds timeout{0};
+  // Load again every plugin the new config's backends and hooks use whose file changed on
+  // disk since it was loaded (PluginRegistry::reload, into a copy of the group's registry):
+  // a backend of a reloaded plugin counts as changed and is rebuilt. The ranks compare the
+  // hashes of the builds they would run and refuse, naming the rank, when they differ. A
+  // file that fails to load refuses the swap on every rank with why; all keep the old build.
+  bool reloadPlugins = false;
 };
 
 // What one successful reconfigure() did on this rank.
@@ -56,9 +62,10 @@ struct ReconfigureReport {
   // Phase times on this rank: the ranks agreeing on the config, draining this rank's works
   // in flight, building the new backends (their rendezvous), reporting and switching.
   std::chrono::microseconds check{0}, drain{0}, build{0}, commit{0}, total{0};
-  std::vector<std::string> kept;     // backends whose entry (plugin, options, timeout) did not change
-  std::vector<std::string> built;    // backends created for the new config
-  std::vector<std::string> removed;  // backends shut down (replaced or no longer used)
+  std::vector<std::string> kept;      // backends whose entry (plugin, options, timeout) did not change
+  std::vector<std::string> built;     // backends created for the new config
+  std::vector<std::string> removed;   // backends shut down (replaced or no longer used)
+  std::vector<std::string> reloaded;  // plugins loaded again from a changed file (reloadPlugins)
 };
 
 class COMMHOST_API ProcessGroup {
@@ -93,7 +100,9 @@ class COMMHOST_API ProcessGroup {
   uint64_t bytesIssued() const { return bytesIssued_.load(std::memory_order_relaxed); }
   const Config& config() const;
   const RouteTable& routes() const;
-  const PluginRegistry& registry() const { return *setup_.registry; }  // the plugins it was created with
+  // The plugins it was created with, or the snapshot the last reconfigure() with
+  // reloadPlugins committed; valid until the next reconfigure().
+  const PluginRegistry& registry() const { return *setup_.registry; }
   // The config generation: 0 for the config the group was created with, +1 for every
   // successful reconfigure().
   uint64_t generation() const;
@@ -179,11 +188,12 @@ class COMMHOST_API ProcessGroup {
  private:
   ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks);
   void createBackends();
-  // The backends of `config` for this group; those whose entry matches one of `keep` (by
-  // name) are taken from it. Backends built under "<prefix>backend/<name>" of the group
+  // The backends of `config` for this group, from `registry`'s plugins; those whose entry
+  // matches one of `keep` (by name) and whose plugin is not in `reloaded` are taken from it. Backends built under "<prefix>backend/<name>" of the group
   // store, through `store` when given (reconfigure's abandonable store). Throws on the
   // first backend that fails (the ones built so far are released).
-  std::shared_ptr<const State> buildState(std::shared_ptr<const Config> config, const State* keep,
+  std::shared_ptr<const State> buildState(std::shared_ptr<const Config> config, const PluginRegistry& registry,
+                                          const State* keep, const std::vector<std::string>& reloaded,
                                           const std::string& prefix, const StorePtr& store, uint64_t generation,
                                           std::vector<std::string>* kept, std::vector<std::string>* built);
   void checkSameConfig();

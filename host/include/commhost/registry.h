@@ -10,10 +10,18 @@
 // A loaded plugin's code stays mapped until the process exits (RTLD_NODELETE), so
 // errors and objects it created stay valid after the registry and its groups are gone.
 //
+// Reload: reload(name) loads a rebuilt file under the same name (see PluginRegistry::reload).
+// Each build stays mapped for the process's life (RTLD_NODELETE, as above), so whatever a
+// replaced build created (backends, hooks, works, errors, option strings) stays valid;
+// its entry's `library` still counts who holds it.
+//
 // Threading: load everything first (one thread), then the registry is read-only and
-// may be shared.
+// may be shared. reload() changes an entry in place, so it needs the registry to itself:
+// a group reloads into a copy of its registry (ProcessGroup::reconfigure), never into the
+// one its peers or the application share.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <string>
@@ -31,6 +39,19 @@ struct PluginEntry {
   std::string unavailable;                       // "" when usable, else the reason (load failure or probe)
   std::shared_ptr<void> library;                 // keeps the shared object loaded
   BuildFingerprint build{};                      // how it was built; size 0 when its header could not be read
+  // The file at `path` when it was loaded (to notice a rebuilt one), and its bytes' hash
+  // when reload() loaded it ("" for a first load: fileHash() reads the file then).
+  struct FileIdentity {
+    uint64_t device = 0, inode = 0;
+    int64_t size = -1, mtimeNs = 0;
+    bool operator==(const FileIdentity& o) const {
+      return device == o.device && inode == o.inode && size == o.size && mtimeNs == o.mtimeNs;
+    }
+    bool operator!=(const FileIdentity& o) const { return !(*this == o); }
+  } file;
+  std::string contentHash;
+  uint32_t reloads = 0;    // how many times reload() replaced this name's build
+  int64_t loadedAtUs = 0;  // wall clock (microseconds since the epoch) of the load
   bool usable() const { return descriptor != nullptr && unavailable.empty(); }
 };
 
@@ -47,6 +68,21 @@ class COMMHOST_API PluginRegistry {
   // duplicate name, missing dependency) instead of recording it.
   const PluginEntry& loadFile(const std::string& path);
 
+  // Loads the file behind plugin `name` again when it changed on disk (inode, size or
+  // mtime differ from the loaded one), with every check of a first load, and replaces the
+  // entry: later lookups get the new build. Returns false, changing nothing, when the
+  // file did not change. Throws PluginError saying why (and keeps the loaded build) when
+  // the new file fails to load, fails the ABI checks, is unavailable, or now declares
+  // another name or kind; also for a built-in plugin or a name not loaded.
+  bool reload(const std::string& name);
+  // Whether the file behind loaded plugin `name` differs from the one it was loaded from
+  // (a missing file counts as changed).
+  bool changedOnDisk(const std::string& name) const;
+  // A hash (16 hex digits) of the bytes of `name`'s build: contentHash when reload()
+  // loaded it, else read from its (unchanged) file; "built-in" for host-provided ones.
+  std::string fileHash(const std::string& name) const;
+  static PluginEntry::FileIdentity identityOf(const std::string& path);
+
   // The entry for `name` of `kind`; throws PluginError listing what is available (with a
   // "did you mean") when there is none, or why it is unusable.
   const PluginEntry& require(const std::string& name, PluginKind kind) const;
@@ -59,6 +95,7 @@ class COMMHOST_API PluginRegistry {
 
  private:
   PluginEntry open(const std::string& path) const;
+  PluginEntry* findMutable(const std::string& name);
   std::deque<PluginEntry> entries_;   // deque: entries never move
   std::vector<std::string> scanned_;  // canonical directories already scanned
 };

@@ -103,7 +103,7 @@ void ProcessGroup::checkSameConfig() {
 
 void ProcessGroup::createBackends() {
   logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " rank " + std::to_string(rank_));
-  state_ = buildState(setup_.config, nullptr, "", nullptr, 0, nullptr, nullptr);
+  state_ = buildState(setup_.config, *setup_.registry, nullptr, {}, "", nullptr, 0, nullptr, nullptr);
   abortTargets_->set(state_->backends);
 }
 
@@ -115,17 +115,18 @@ bool sameEntry(const PluginRef& a, const Config& ca, const PluginRef& b, const C
 }  // namespace
 
 std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_ptr<const Config> config,
-                                                                    const State* keep, const std::string& prefix,
-                                                                    const StorePtr& store, uint64_t generation,
-                                                                    std::vector<std::string>* kept,
+                                                                    const PluginRegistry& registry, const State* keep,
+                                                                    const std::vector<std::string>& reloaded,
+                                                                    const std::string& prefix, const StorePtr& store,
+                                                                    uint64_t generation, std::vector<std::string>* kept,
                                                                     std::vector<std::string>* built) {
   auto st = std::make_shared<State>();
   st->config = std::move(config);
   st->generation = generation;
   const Config& cfg = *st->config;
-  st->routes = RouteTable::forConfig(cfg, *setup_.registry);
+  st->routes = RouteTable::forConfig(cfg, registry);
   for (const auto& [backendName, ref] : cfg.backends) {
-    const PluginEntry* e = setup_.registry->find(ref.plugin);
+    const PluginEntry* e = registry.find(ref.plugin);
     // A backend whose every op a route list sends elsewhere is never called: not created,
     // so it neither holds resources nor refuses a job it would not serve.
     if (!st->routes.uses(static_cast<int>(st->backends.size()))) {
@@ -137,7 +138,9 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_
       const auto& oldNames = keep->routes.backendNames();
       const auto it = std::find(oldNames.begin(), oldNames.end(), backendName);
       const size_t i = static_cast<size_t>(it - oldNames.begin());
-      if (it != oldNames.end() && keep->backends[i] &&
+      // A reloaded plugin's backend runs the old build's code: rebuilt, never kept.
+      const bool wasReloaded = std::find(reloaded.begin(), reloaded.end(), ref.plugin) != reloaded.end();
+      if (it != oldNames.end() && keep->backends[i] && !wasReloaded &&
           sameEntry(keep->config->backends.at(backendName), *keep->config, ref, cfg)) {
         st->backends.push_back(keep->backends[i]);
         st->unavailable.emplace_back();

@@ -4,9 +4,13 @@
 // A collective over the group's store, independent of every backend (old or new), run on
 // the group's calling thread. Attempt A (counted alike on every rank) uses keys under
 // "swap/<A>/" of the group store:
-//   1. check:  each rank validates the config and publishes "ok <hash> <source>" (or "bad
-//              <why>") as check/<rank>; all read all, and refuse alike unless every
-//              rank's hash is the same, naming the ranks that differ.
+//   1. check:  each rank validates the config (with reloadPlugins: first loads again, into a
+//              copy of its registry, the config's plugins whose files changed) and
+//              publishes "ok <hash> <builds> <source>" (or "bad <why>", "badplugin <why>"
+//              when a reload failed) as check/<rank>;
+//              all read all, and refuse alike unless every rank's config hash and plugin
+//              builds (file hashes, "-" without reloadPlugins) are the same, naming the
+//              ranks that differ.
 //   2. drain:  each rank waits for its works in flight on this group (the supervisor's list).
 //   3. build:  each rank creates the backends whose entry changed, rendezvousing under
 //              "swap/<A>/backend/<name>"; unchanged ones are kept (the same objects).
@@ -14,16 +18,20 @@
 //              <why>". A rank that fails also sets "failed" at once, so peers still inside
 //              a plugin's rendezvous stop waiting for it (SwapStore) instead of timing out.
 //   5. commit: on all "ok", every rank replaces its State pointer (the calls that follow
-//              route through the new generation) and shuts the replaced backends down;
+//              route through the new generation) and its registry pointer (the reloaded
+//              copy, if any) and shuts the replaced backends down;
 //              otherwise every rank drops what it built and throws, keeping the old State.
 // Every wait is bounded by the timeout and ends early when the group is aborted or the
 // heartbeat finds a peer lost (a rank killed mid-swap): never a hang.
 //
-// Threading: State and swapAttempts_ belong to the calling thread; AbortTargets (its own
-// mutex) lets the supervisor's watchdog abort the backends being built too.
+// Threading: State, setup_ (its registry pointer included) and swapAttempts_ belong to the
+// calling thread; a reload writes only the registry copy this call made, never the one the
+// group holds (which other groups and threads may read); AbortTargets (its own mutex) lets
+// the supervisor's watchdog abort the backends being built too.
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
 #include "../supervisor/supervisor.h"
 #include "commhost/errors.h"
@@ -58,6 +66,24 @@ ErrorCode codeOf(const std::string& word) {
                       ErrorCode::PeerLost, ErrorCode::InvalidArgument, ErrorCode::Backend, ErrorCode::NotSupported})
     if (word == errorCodeName(c)) return c;
   return ErrorCode::Plugin;
+}
+
+// The plugins a config makes backends and comm hooks from (hooks' wrappers included).
+std::vector<std::string> pluginsOf(const Config& config) {
+  std::set<std::string> names;
+  for (const auto& [name, ref] : config.backends) names.insert(ref.plugin);
+  for (const auto& [name, ref] : config.hooks) {
+    names.insert(ref.plugin);
+    if (!ref.wrap.empty()) names.insert(ref.wrap);
+  }
+  return {names.begin(), names.end()};
+}
+
+// "name=<file hash>,..." of those plugins' builds: what the ranks compare (no spaces).
+std::string buildsOf(const PluginRegistry& registry, const std::vector<std::string>& plugins) {
+  std::string out;
+  for (const auto& p : plugins) out += (out.empty() ? "" : ",") + p + "=" + registry.fileHash(p);
+  return out.empty() ? "-" : out;
 }
 
 }  // namespace
@@ -151,27 +177,49 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
 
   // 1. check
   std::string problem;
+  std::shared_ptr<const PluginRegistry> registry = setup_.registry;
+  std::vector<std::string> reloaded;
+  std::string builds = "-";
+  const char* badWord = "bad";  // "badplugin" when a reload failed
   try {
     if (newConfig->groupName() != state_->config->groupName())
       raise(ErrorCode::Config, where,
             "the new config names the group '" + newConfig->groupName() + "' but this group is '" +
                 state_->config->groupName() + "'",
             "keep group.name");
+    if (options.reloadPlugins) {
+      // Into a copy: the registry this group holds may be shared (with the application,
+      // with other groups, with other ranks' threads) and is read without a lock.
+      const auto plugins = pluginsOf(*newConfig);
+      std::shared_ptr<PluginRegistry> copy;
+      for (const auto& p : plugins) {
+        if (!registry->changedOnDisk(p)) continue;
+        if (!copy) copy = std::make_shared<PluginRegistry>(*registry);
+        try {
+          if (copy->reload(p)) reloaded.push_back(p);
+        } catch (const std::exception& e) {
+          badWord = "badplugin";
+          throw;
+        }
+      }
+      if (copy) registry = copy;
+      builds = buildsOf(*registry, plugins);
+    }
     // The group's registry was scanned when the group was created: a plugin found only on
     // the new config's plugin_path is not in it.
     for (const auto& [backendName, ref] : newConfig->backends)
-      if (!setup_.registry->find(ref.plugin))
+      if (!registry->find(ref.plugin))
         raise(ErrorCode::Config, where,
               "backend '" + backendName + "' names plugin '" + ref.plugin +
                   "', which this group's plugin registry does not hold",
               "put its folder on the plugin_path of the config the job started with (or COMMHOST_PLUGIN_PATH)");
-    (void)RouteTable::forConfig(*newConfig, *setup_.registry);
+    (void)RouteTable::forConfig(*newConfig, *registry);
   } catch (const std::exception& e) {
     problem = e.what();
   }
-  store_->set(
-      round + "check/" + std::to_string(rank_),
-      toBytes(problem.empty() ? "ok " + std::to_string(newConfig->hash) + " " + newConfig->source : "bad " + problem));
+  store_->set(round + "check/" + std::to_string(rank_),
+              toBytes(problem.empty() ? "ok " + std::to_string(newConfig->hash) + " " + builds + " " + newConfig->source
+                                      : std::string(badWord) + " " + problem));
   const auto checks = gather("check/", "check");
   // Every rank has entered this attempt, so every rank is done with the previous one.
   if (attempt > 1) {
@@ -180,23 +228,40 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     if (rank_ == 0) store_->deleteKey(previous + "failed");
   }
   {
+    // Ranks that refused for the same reason are listed once (one file shared by all).
     std::vector<int> bad;
-    std::string why;
+    std::vector<std::pair<std::string, std::vector<int>>> reasons;
+    bool pluginOnly = true;
     for (int r = 0; r < worldSize_; ++r) {
       const auto [word, rest] = splitWord(checks[r]);
-      if (word != "ok") {
-        bad.push_back(globalRanks_[r]);
-        why += (why.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) + ": " + rest;
-      }
+      if (word == "ok") continue;
+      bad.push_back(globalRanks_[r]);
+      pluginOnly = pluginOnly && word == "badplugin";
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == rest; });
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), {rest, {}});
+      it->second.push_back(globalRanks_[r]);
     }
+    std::string why;
+    for (const auto& [text, ranks] : reasons)
+      why += reasons.size() == 1 ? text
+                                 : (why.empty() ? "" : "; ") + std::string("rank(s) ") + rankList(ranks) + ": " + text;
+    if (!bad.empty() && pluginOnly)
+      fail(ErrorCode::Plugin, "a changed plugin file could not be reloaded on rank(s) " + rankList(bad) + ": " + why,
+           "fix or rebuild the plugin file named (`commhost plugins inspect FILE` shows why it is refused) and call "
+           "reconfigure() again");
     if (!bad.empty())
       fail(ErrorCode::Config, "the new config is invalid on rank(s) " + rankList(bad) + ": " + why,
            "fix the config (`commhost config check FILE`) and call reconfigure() again");
     const auto [ok0, first] = splitWord(checks[0]);
-    const auto [hash0, source0] = splitWord(first);
-    std::string differ;
+    const auto [hash0, rest0] = splitWord(first);
+    const auto [builds0, source0] = splitWord(rest0);
+    std::string differ, differBuilds;
     for (int r = 1; r < worldSize_; ++r) {
-      const auto [hash, source] = splitWord(splitWord(checks[r]).second);
+      const auto [hash, rest] = splitWord(splitWord(checks[r]).second);
+      const auto [rankBuilds, source] = splitWord(rest);
+      if (hash == hash0 && rankBuilds != builds0)
+        differBuilds += (differBuilds.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) +
+                        " has " + rankBuilds;
       if (hash != hash0)
         differ += (differ.empty() ? "" : "; ") + std::string("rank ") + std::to_string(globalRanks_[r]) + " loaded " +
                   source + " with hash " + hash;
@@ -206,6 +271,12 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
            "the ranks passed different configs: rank " + std::to_string(globalRanks_[0]) + " loaded " + source0 +
                " with hash " + hash0 + " but " + differ,
            "every rank must pass the same config and overrides; compare `commhost config check` output on each");
+    if (!differBuilds.empty())
+      fail(ErrorCode::Plugin,
+           "the ranks would run different plugin builds (name=file hash): rank " + std::to_string(globalRanks_[0]) +
+               " has " + builds0 + " but " + differBuilds,
+           "install the same plugin files on every rank (`commhost plugins inspect NAME` shows the file) and call "
+           "reconfigure() again");
   }
   report.check = since(t0);
 
@@ -225,7 +296,8 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   std::shared_ptr<const State> next;
   if (failure.empty()) {
     try {
-      next = buildState(newConfig, state_.get(), round, buildStore, from + 1, &report.kept, &report.built);
+      next = buildState(newConfig, *registry, state_.get(), reloaded, round, buildStore, from + 1, &report.kept,
+                        &report.built);
     } catch (const Error& e) {
       failure = abandoned->load() ? "abandon " + std::string(e.what())
                                   : std::string("fail ") + codeWord(e.code()) + " " + e.what();
@@ -281,6 +353,8 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   std::shared_ptr<const State> old = std::move(state_);
   state_ = std::move(next);
   setup_.config = newConfig;
+  setup_.registry = registry;  // the old snapshot stays alive while its groups or owners hold it
+  report.reloaded = reloaded;
   checkCollectives_ = newConfig->host.getBool("debug.check_collectives");  // read by this thread's calls
   abortTargets_->set(state_->backends);
   for (size_t i = 0; i < old->backends.size(); ++i) {
@@ -298,6 +372,10 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   report.generation = state_->generation;
   record.toGeneration = report.generation;
   finish("committed", "");
+  if (logger_)
+    for (const auto& p : reloaded)
+      logger_->info("reloaded plugin " + p + " from " + registry->find(p)->path + " (build " + registry->fileHash(p) +
+                    ", reload " + std::to_string(registry->find(p)->reloads) + ")");
   if (logger_)
     logger_->info("reconfigured to generation " + std::to_string(report.generation) + " from " + newConfig->source +
                   " in " + std::to_string(report.total.count() / 1000) + " ms");

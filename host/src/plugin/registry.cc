@@ -7,11 +7,16 @@
 
 #include <cxxabi.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "../config/environment.h"
@@ -69,6 +74,94 @@ std::string demangled(const std::string& text) {
   return out;
 }
 
+int64_t wallMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// A 64-bit FNV-1a style hash of a file's bytes, optionally copying them to `copyTo` on the way.
+// Returns "" and sets `why` when a read or write fails.
+std::string hashAndCopy(const std::string& path, int copyTo, std::string* why) {
+  const int in = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (in < 0) {
+    *why = "cannot be read: " + std::string(std::strerror(errno));
+    return "";
+  }
+  uint64_t h = 1469598103934665603ull;
+  char buf[1 << 16];
+  for (;;) {
+    // The buffer is filled before hashing, so words never straddle a short read and the
+    // hash depends on the bytes alone.
+    ssize_t n = 0;
+    while (n < static_cast<ssize_t>(sizeof buf)) {
+      const ssize_t got = ::read(in, buf + n, sizeof buf - static_cast<size_t>(n));
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        *why = "cannot be read: " + std::string(std::strerror(errno));
+        ::close(in);
+        return "";
+      }
+      if (got == 0) break;
+      n += got;
+    }
+    if (n == 0) break;
+    // FNV-1a over 8-byte words (then the tail bytes): one multiply per word keeps a
+    // reconfigure that hashes a few MB of plugins in the low milliseconds.
+    ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, buf + i, 8);
+      h = (h ^ word) * 1099511628211ull;
+    }
+    for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(buf[i])) * 1099511628211ull;
+    for (ssize_t done = 0; copyTo >= 0 && done < n;) {
+      const ssize_t w = ::write(copyTo, buf + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0) {
+        *why = "cannot be copied for loading: " + std::string(std::strerror(errno));
+        ::close(in);
+        return "";
+      }
+      done += w;
+    }
+  }
+  ::close(in);
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// A private copy of `path` under a name no loaded object has, or "" with `why`.
+//
+// Why a copy: dlopen() hands back the object already loaded for a path (glibc matches
+// the name, then the device and inode, before mapping anything), so opening the rebuilt
+// file by its own name would return the old build. A copy with a unique name and inode
+// is a new object to the loader and gets its own mapping. The caller unlinks the copy as
+// soon as it is loaded: a mapping needs no name, so nothing is left on disk.
+// Where: beside the original (a dot name, which scans skip), so $ORIGIN in its RPATH finds
+// the same libraries; in the temp directory when that folder is not writable.
+std::string privateCopy(const std::string& path, std::string* hash, std::string* why) {
+  namespace fs = boost::filesystem;
+  const fs::path original(path);
+  const std::string stem = "." + original.filename().string() + ".reload-XXXXXX";
+  boost::system::error_code ec;
+  for (const fs::path& dir : {original.parent_path(), fs::temp_directory_path(ec)}) {
+    if (dir.empty()) continue;
+    std::string name = (dir / stem).string();
+    const int fd = ::mkstemp(name.data());
+    if (fd < 0) continue;
+    *hash = hashAndCopy(path, fd, why);
+    ::close(fd);
+    if (hash->empty()) {
+      ::unlink(name.c_str());
+      return "";
+    }
+    return name;
+  }
+  *why = "cannot be copied for loading: neither its folder nor the temp directory is writable";
+  return "";
+}
+
 }  // namespace
 
 const char* pluginKindName(PluginKind kind) {
@@ -105,6 +198,8 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
     entry.unavailable = "does not exist (no such file); check the path";
     return entry;
   }
+  entry.file = identityOf(path);
+  entry.loadedAtUs = wallMicros();
   // RTLD_NODELETE keeps the code mapped until the process exits, even after the last
   // handle closes: exceptions, vtables and strings a plugin created may outlive every
   // object of it (an error caught after its group is gone, for one).
@@ -217,6 +312,76 @@ const PluginEntry& PluginRegistry::loadFile(const std::string& path) {
                       " already provides; remove one of them or rename it");
   entries_.push_back(std::move(entry));
   return entries_.back();
+}
+
+PluginEntry::FileIdentity PluginRegistry::identityOf(const std::string& path) {
+  PluginEntry::FileIdentity id;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return id;  // size -1: missing
+  id.device = st.st_dev;
+  id.inode = st.st_ino;
+  id.size = st.st_size;
+  id.mtimeNs = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return id;
+}
+
+PluginEntry* PluginRegistry::findMutable(const std::string& name) {
+  for (auto& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+bool PluginRegistry::changedOnDisk(const std::string& name) const {
+  const PluginEntry* e = find(name);
+  if (!e || e->path == "<built-in>") return false;
+  return identityOf(e->path) != e->file;
+}
+
+std::string PluginRegistry::fileHash(const std::string& name) const {
+  const PluginEntry* e = find(name);
+  if (!e) return "none";
+  if (e->path == "<built-in>") return "built-in";
+  if (!e->contentHash.empty()) return e->contentHash;
+  std::string why;
+  const std::string h = hashAndCopy(e->path, -1, &why);
+  return h.empty() ? "unreadable" : h;
+}
+
+bool PluginRegistry::reload(const std::string& name) {
+  PluginEntry* old = findMutable(name);
+  if (!old)
+    throw PluginError("plugin '" + name + "' cannot be reloaded: it was never loaded; searched: " + describeSearched());
+  if (old->path == "<built-in>")
+    throw PluginError("plugin '" + name + "' is built into commhost and cannot be reloaded");
+  // The identity is taken before the copy: a file replaced in between is loaded in its
+  // newer form and noticed again next time, never missed.
+  const PluginEntry::FileIdentity now = identityOf(old->path);
+  if (now == old->file) return false;
+  const std::string keeps = "; plugin '" + name + "' keeps the build loaded before";
+  if (now.size < 0)
+    throw PluginError("plugin '" + name + "' cannot be reloaded: " + old->path + " no longer exists" + keeps);
+  std::string hash, why;
+  const std::string copy = privateCopy(old->path, &hash, &why);
+  if (copy.empty()) throw PluginError("plugin " + old->path + " " + why + keeps);
+  PluginEntry entry = open(copy);
+  ::unlink(copy.c_str());  // loaded (or refused): the copy's name is no longer needed
+  entry.path = old->path;
+  entry.file = now;
+  entry.contentHash = hash;
+  entry.reloads = old->reloads + 1;
+  if (!entry.descriptor || !entry.unavailable.empty())
+    throw PluginError("plugin " + old->path + " changed on disk but the new file " +
+                      (entry.unavailable.empty() ? std::string("did not load") : entry.unavailable) + keeps);
+  const PluginKind wantKind = old->descriptor ? old->descriptor->kind : entry.descriptor->kind;
+  if (entry.name != name || entry.descriptor->kind != wantKind)
+    throw PluginError("plugin " + old->path + " changed on disk and now declares " +
+                      pluginKindName(entry.descriptor->kind) + " plugin '" + entry.name + "', not " +
+                      pluginKindName(wantKind) + " plugin '" + name + "'; a reload must keep the name and kind" +
+                      keeps);
+  // In place: entries never move, and the old build's library stays held by whatever
+  // was created from it (each object's deleter has its own reference).
+  *old = std::move(entry);
+  return true;
 }
 
 std::string PluginRegistry::describeSearched() const {
