@@ -7,6 +7,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "commhost/mutex.h"
 #include "test_util.h"
@@ -404,6 +405,72 @@ TEST(ReducerErrors, FinalizeBeforeEveryBucketListsTheUnmarkedParameters) {
 }
 
 // A hook that fails bucket 1 once: by throwing (the first time) or through its Future.
+// A hook that issues its allreduce from a thread of its own after `delay` (as powersgd's
+// worker does), completing the Future when it is done.
+class ThreadedAverageHook : public CommHook {
+ public:
+  explicit ThreadedAverageHook(std::chrono::milliseconds delay) : delay_(delay) {}
+  ~ThreadedAverageHook() override {
+    for (auto& t : threads_) t.join();
+  }
+  FuturePtr runHook(GradBucket& bucket) override {
+    FuturePtr future = Future::create();
+    Tensor buffer = bucket.buffer;
+    ProcessGroup* group = bucket.group;
+    FuturePtr previous = std::exchange(last_, future);
+    threads_.emplace_back([this, future, previous, buffer, group]() mutable {
+      // Buckets in order, one at a time: the previous bucket's allreduce goes first.
+      if (previous) {
+        try {
+          previous->wait();
+        } catch (...) {
+        }
+      }
+      std::this_thread::sleep_for(delay_);
+      try {
+        group->allreduce(buffer, {ReduceOp::Avg})->wait();
+        future->setValue({buffer});
+      } catch (...) {
+        future->setError(std::current_exception());
+      }
+    });
+    return future;
+  }
+
+ private:
+  std::chrono::milliseconds delay_;
+  // runHook is called by one launching thread at a time.
+  std::vector<std::thread> threads_;
+  FuturePtr last_;  // the Future of the bucket launched last
+};
+
+// The unused-parameter bitmap allreduce waits for every bucket's Future: with a hook that
+// communicates from its own thread, ranks whose hooks run late would otherwise issue the
+// bitmap before their last bucket and the others after it (different op orders).
+TEST(Reducer, UnusedBitmapWaitsForHooksThatCommunicateFromTheirOwnThread) {
+  constexpr int kWorld = 2;
+  auto groups = makeGroups(kGlooConfig, kWorld);
+  const std::vector<ParamInfo> params = {f32({16}), f32({16}), f32({16})};
+  runRanks(kWorld, [&](int rank) {
+    ReducerOptions o;
+    o.firstBucketCapBytes = 64;
+    o.bucketCapBytes = 64;  // one parameter per bucket
+    o.findUnusedParameters = true;
+    o.rebuildBuckets = false;
+    // Rank 1's hook is late: without the wait it issues the bitmap first, rank 0 last.
+    o.hook = std::make_shared<ThreadedAverageHook>(std::chrono::milliseconds(rank == 1 ? 100 : 0));
+    Reducer reducer(groups[rank], params, o);
+    for (int it = 0; it < 3; ++it) {
+      reducer.prepareForBackward();
+      std::vector<Tensor> grads;
+      for (size_t i = 0; i < params.size(); ++i) grads.push_back(gradFor(params[i], rank, i, it));
+      for (size_t i = params.size(); i-- > 0;) reducer.markReady(i, grads[i]);
+      reducer.finalize();
+      for (size_t i = 0; i < params.size(); ++i) expectMean(grads[i], kWorld, i, it, "iteration " + std::to_string(it));
+    }
+  });
+}
+
 class FailingHook : public CommHook {
  public:
   explicit FailingHook(bool throws) : throws_(throws) {}

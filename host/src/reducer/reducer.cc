@@ -365,8 +365,20 @@ void Reducer::Impl::finalize() {
   }
 
   std::exception_ptr error;
+  const auto waitStart = Clock::now();
+  for (auto& b : buckets_) {
+    if (!b.future) continue;  // not launched: only when a hook failed first
+    try {
+      b.future->wait();
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  const auto waited = Clock::now() - waitStart;
   if (unusedHandling() && !(options.staticGraph && staticAgreed_)) {
-    // Which parameters some rank used: after every bucket, the same op order on every rank.
+    // Which parameters some rank used. Issued only after every bucket's Future completed:
+    // a hook may issue its collectives from its own thread (powersgd's worker), and the
+    // group takes one issuing thread at a time, in the same op order on every rank.
     Tensor used = Tensor::empty({static_cast<int64_t>(params.size())}, DType::Int32);
     {
       MutexLock lock(&mu_);
@@ -381,20 +393,10 @@ void Reducer::Impl::finalize() {
         staticAgreed_ = true;
       }
     } catch (...) {
-      error = std::current_exception();
-    }
-  }
-
-  const auto waitStart = Clock::now();
-  for (auto& b : buckets_) {
-    if (!b.future) continue;  // not launched: only when the hook or the bitmap failed first
-    try {
-      b.future->wait();
-    } catch (...) {
       if (!error) error = std::current_exception();
     }
   }
-  const auto waited = Clock::now() - waitStart;
+
   {
     MutexLock lock(&mu_);
     active_ = false;
