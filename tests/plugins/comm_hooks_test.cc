@@ -231,7 +231,9 @@ TEST(CommHooks, PowerSgdSmallTensorsBypassCompression) {
           }
         // The big one is approximated once compressing (rank 1 of a rank-7 pattern), unless
         // min_compression_rate sends it through the plain allreduce too.
-        if (iter == 2) EXPECT_EQ(allExact, std::string(name) == "all") << name;
+        if (iter == 2) {
+          EXPECT_EQ(allExact, std::string(name) == "all") << name;
+        }
       }
     }
   });
