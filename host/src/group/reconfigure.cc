@@ -237,8 +237,9 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
       if (word == "ok") continue;
       bad.push_back(globalRanks_[r]);
       pluginOnly = pluginOnly && word == "badplugin";
-      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == rest; });
-      if (it == reasons.end()) it = reasons.insert(reasons.end(), {rest, {}});
+      const std::string reason = rest;  // a structured binding cannot be captured (C++17)
+      auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == reason; });
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), {reason, {}});
       it->second.push_back(globalRanks_[r]);
     }
     std::string why;
