@@ -14,15 +14,6 @@
 namespace commhost::test {
 namespace {
 
-constexpr const char* kGloo =
-    "group: { timeout: 20s }\n"
-    "backends: { gloo: { options: { threads: 1, contexts: 1 } } }\n"
-    "routes: [{ device: cpu, backend: gloo }]\n";
-// Every op shm serves goes to shm, the rest to the same gloo entry (kept across swaps).
-constexpr const char* kShm =
-    "group: { timeout: 20s }\n"
-    "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: { chunk: 4096 } } }\n"
-    "routes: [{ device: cpu, backend: [shm, gloo] }]\n";
 // gloo with another option: rebuilt, not kept.
 constexpr const char* kShmGloo2 =
     "group: { timeout: 20s }\n"
@@ -47,16 +38,6 @@ struct Job {
     runRanks(world, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, world}); });
   }
 };
-
-// Rank r contributes r + 1 + iter in every element; the sum is known to every rank.
-void checkedAllreduce(ProcessGroup& pg, int iter) {
-  Tensor t = Tensor::empty({64}, DType::Float32);
-  for (int i = 0; i < 64; ++i) t.data_as<float>()[i] = static_cast<float>(pg.rank() + 1 + iter);
-  pg.allreduce(t)->wait();
-  const float want = pg.size() * (pg.size() + 1) / 2.0f + static_cast<float>(iter * pg.size());
-  for (int i = 0; i < 64; ++i)
-    ASSERT_EQ(t.data_as<float>()[i], want) << "rank " << pg.rank() << " iter " << iter << " element " << i;
-}
 
 size_t countEntries(const char* dir, const std::string& prefix = "") {
   size_t n = 0;

@@ -11,15 +11,6 @@
 namespace commhost::test {
 namespace {
 
-constexpr const char* kGloo =
-    "group: { timeout: 20s }\n"
-    "backends: { gloo: { options: { threads: 1, contexts: 1 } } }\n"
-    "routes: [{ device: cpu, backend: gloo }]\n";
-constexpr const char* kShm =
-    "group: { timeout: 20s }\n"
-    "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: { chunk: 4096 } } }\n"
-    "routes: [{ device: cpu, backend: [shm, gloo] }]\n";
-
 // Counts the calls made from threads that set `counting` (the ranks' calling threads
 // while they are measured), not the poller's or the supervisor's.
 thread_local bool counting = false;
@@ -73,16 +64,6 @@ struct Job {
     store->set("main/pending/epoch", toBytes(std::to_string(epoch)));
   }
 };
-
-// Rank r contributes r + 1 + iter in every element; the sum is known to every rank.
-void checkedAllreduce(ProcessGroup& pg, int iter) {
-  Tensor t = Tensor::empty({64}, DType::Float32);
-  for (int i = 0; i < 64; ++i) t.data_as<float>()[i] = static_cast<float>(pg.rank() + 1 + iter);
-  pg.allreduce(t)->wait();
-  const float want = pg.size() * (pg.size() + 1) / 2.0f + static_cast<float>(iter * pg.size());
-  for (int i = 0; i < 64; ++i)
-    ASSERT_EQ(t.data_as<float>()[i], want) << "rank " << pg.rank() << " iter " << iter << " element " << i;
-}
 
 // A training loop: syncPoint and one checked allreduce per step, until `epoch` is done on
 // this rank and then `after` more steps (alike on every rank: all finish an epoch at the

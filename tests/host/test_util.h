@@ -83,6 +83,27 @@ inline std::vector<std::shared_ptr<ProcessGroup>> makeGroups(const std::string& 
   return groups;
 }
 
+// Hot-swap tests (reconfigure, syncPoint): gloo alone, and every op shm serves on shm with
+// the rest on the same gloo entry (so a swap between the two keeps gloo).
+constexpr const char* kGloo =
+    "group: { timeout: 20s }\n"
+    "backends: { gloo: { options: { threads: 1, contexts: 1 } } }\n"
+    "routes: [{ device: cpu, backend: gloo }]\n";
+constexpr const char* kShm =
+    "group: { timeout: 20s }\n"
+    "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: { chunk: 4096 } } }\n"
+    "routes: [{ device: cpu, backend: [shm, gloo] }]\n";
+
+// Rank r contributes r + 1 + iter in every element; the sum is known to every rank.
+inline void checkedAllreduce(ProcessGroup& pg, int iter) {
+  Tensor t = Tensor::empty({64}, DType::Float32);
+  for (int i = 0; i < 64; ++i) t.data_as<float>()[i] = static_cast<float>(pg.rank() + 1 + iter);
+  pg.allreduce(t)->wait();
+  const float want = pg.size() * (pg.size() + 1) / 2.0f + static_cast<float>(iter * pg.size());
+  for (int i = 0; i < 64; ++i)
+    ASSERT_EQ(t.data_as<float>()[i], want) << "rank " << pg.rank() << " iter " << iter << " element " << i;
+}
+
 constexpr const char* kSelfConfig = "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
 constexpr const char* kStoreCollConfig =
     "group: { timeout: 20s }\nbackends: { ref: { plugin: storecoll } }\nroutes: [{ device: cpu, backend: ref }]\n";
