@@ -50,14 +50,41 @@ python3 - "$tmp/steps.jsonl" <<'PY' || fail "the --json rows"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(20)), rows
-keys = ["step", "epoch", "loss", "step_ms", "backward_ms", "comm_ms", "wait_ms", "hidden", "bytes", "wire_bytes", "buckets"]
+keys = ["step", "epoch", "loss", "step_ms", "backward_ms", "comm_ms", "wait_ms", "hidden", "bytes", "wire_bytes", "buckets",
+        "generation", "config"]
 for r in rows:
     assert list(r) == keys, r
     assert r["bytes"] > 0 and r["buckets"] >= 1 and 0 <= r["hidden"] <= 1 and r["step_ms"] > 0, r
     assert r["wire_bytes"] >= r["bytes"], r  # the allreduce hook sends every gradient byte
 assert [r["epoch"] for r in rows] == [1] * 10 + [2] * 10
+assert all(r["generation"] == 0 for r in rows), rows  # no swap
 PY
 pass "20 rows with every key"
+
+step "train --swap-every: gloo -> shm -> gloo at 4 ranks, still exact"
+run timeout 90 "$commhost" run -n 4 -c "$gloo" -- "$commhost" train --check "${short[@]}" --swap-every 7 \
+  --configs "$gloo,$shm" --json "$tmp/swap.jsonl"
+expect_rc0 "train --swap-every 7"
+expect_regex "the check line" '^\[0\] check: after 20 steps the largest parameter deviation .*within --tolerance'
+loss_falls "$out" "train --swap-every"
+for g in 0 1 2; do
+  expect_regex "generation $g's step time" "^\[0\] generation $g \(.*\.yaml\): steps [0-9]+\.\.[0-9]+, time per step [0-9.]+ ms"
+done
+expect_regex "the swap lines" '^\[0\] # swap 2 to .*gloo.yaml: generation 2, check [0-9.]+ ms, drain [0-9.]+ ms, build [0-9.]+ ms, commit [0-9.]+ ms'
+python3 - "$tmp/swap.jsonl" "$shm" <<'PY' || fail "the generations in the --json rows"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+# Swaps before steps 7 and 14: to shm (the next config after the job's gloo), then back.
+assert [r["generation"] for r in rows] == [0] * 7 + [1] * 7 + [2] * 6, [r["generation"] for r in rows]
+assert all(r["config"] == sys.argv[2] for r in rows if r["generation"] == 1), rows
+PY
+run timeout 20 "$commhost" train --swap-every 5
+expect_rc_nonzero "train --swap-every without --configs"
+expect_text "--swap-every" "--swap-every needs --configs a.yaml,b.yaml"
+run timeout 20 "$commhost" train --swap-every 5 --configs "$tmp/missing.yaml"
+expect_rc_nonzero "train --configs with a missing file"
+expect_text "the missing file" "missing.yaml"
+pass "parameters agree with one process across two swaps; each generation's step time printed"
 
 step "lossy hooks: --check prints the deviation, not an error, and the loss still falls"
 run timeout 90 "$commhost" run -n 2 -c "$shm" -- "$commhost" train --check "${short[@]}" --hook fp16_compress

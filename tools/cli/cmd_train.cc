@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/swap.h"
 #include "commands.h"
 #include "commhost/comm_hook.h"
 #include "commhost/config.h"
@@ -46,6 +47,8 @@ struct TrainArgs {
   std::string hook;
   std::vector<std::string> sets;
   std::string jsonFile;
+  int swapEvery = 0;    // --swap-every N: hot swap every N steps (0: never)
+  std::string configs;  // --configs a.yaml,b.yaml: what --swap-every cycles through
 };
 
 // Every argument is checked before the job is joined, so a typo fails at once on every
@@ -78,6 +81,11 @@ void checkArgs(const TrainArgs& a, int worldSize) {
   positive("--bucket-cap-mb", a.bucketCapMb, "25");
   positive("--first-bucket-cap-mb", a.firstBucketCapMb, "1");
   positive("--tolerance", a.tolerance, "1e-4");
+  if (a.swapEvery < 0) throw InvalidArgument("--swap-every " + std::to_string(a.swapEvery) + ": want 1 or more");
+  if (a.swapEvery > 0 && a.configs.empty())
+    throw InvalidArgument("--swap-every needs --configs a.yaml,b.yaml: the configs to swap between");
+  if (a.swapEvery == 0 && !a.configs.empty())
+    throw InvalidArgument("--configs is what --swap-every N cycles through; give --swap-every too");
   if (a.hook.find_first_of(" {}[],:=") != std::string::npos)
     throw InvalidArgument("--hook '" + a.hook +
                           "': want a comm-hook plugin's name (e.g. --hook fp16_compress); set its options with "
@@ -116,7 +124,7 @@ std::vector<ParamInfo> paramInfos(const Mlp& m) {
 double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
 int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& report, ProcessGroup& pg,
-              std::shared_ptr<ProcessGroup> group) {
+              std::shared_ptr<ProcessGroup> group, Swapper* swapper) {
   const bool leader = pg.rank() == 0;
   const int world = pg.size();
   MlpShape shape;
@@ -147,6 +155,9 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
   for (int epoch = 1; epoch <= a.epochs; ++epoch) {
     for (int s = 0; s < a.stepsPerEpoch; ++s, ++step) {
       pg.syncPoint();  // a config published by `commhost run --watch` switches here, alike on every rank
+      // --swap-every: between steps, when the Reducer has no bucket in flight. The hook
+      // stays the one the job started with; the swap changes the backends and routes under it.
+      if (swapper) swapper->beforeRun(pg);
       // Data loading is outside the timed step.
       const train::Batch shard = teacher.batch(static_cast<uint64_t>(step), begin, end);
       const auto start = std::chrono::steady_clock::now();
@@ -162,6 +173,8 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
       const auto stepTime = std::chrono::steady_clock::now() - start;
       train::StepRecord r = train::stepRecord(reducer.stats());
       r.wireBytes = static_cast<int64_t>(pg.bytesIssued() - issuedBefore);
+      r.generation = pg.generation();
+      r.config = pg.config().source;
       r.step = step;
       r.epoch = epoch;
       r.loss = loss;
@@ -178,6 +191,7 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
     report.epoch(epoch, finalLoss);
   }
   report.summary();
+  if (swapper && leader) swapper->print(report.text());
   if (!reference) return 0;
 
   // Every rank compares its own parameters, so a rank that drifted from the others
@@ -250,9 +264,13 @@ int trainCommand(const TrainArgs& a) {
     std::fflush(out);
   }
   train::TrainReport report(leader, a.jsonFile, a.epochs, a.stepsPerEpoch);  // opens --json FILE, before the store
+  // The swap configs are loaded with the job's overrides (the hook among them), so a bad
+  // file fails here, before the store starts, and every config keeps the job's hook.
+  std::unique_ptr<Swapper> swapper;
+  if (a.swapEvery > 0) swapper = std::make_unique<Swapper>(loadSwapConfigs(a.configs, init.overrides.set), a.swapEvery);
   auto pg = commhost::init(init);
   try {
-    return trainLoop(a, hook, report, *pg, pg);
+    return trainLoop(a, hook, report, *pg, pg, swapper.get());
   } catch (const Error& e) {
     // Report before the group is torn down (see bench: a store-serving rank may be
     // stopped by the launcher while it lingers for its peers).
@@ -296,13 +314,20 @@ void addTrainCommand(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--json", a.jsonFile, "Also write one JSON object per step to FILE (rank 0; - for standard output)")
       ->type_name("FILE");
+  cmd->add_option("--swap-every", a.swapEvery,
+                  "Hot swap (ProcessGroup::reconfigure) every N steps, between steps, cycling through --configs; "
+                  "prints the step time per config generation and each swap's phase times")
+      ->type_name("N");
+  cmd->add_option("--configs", a.configs, "The configs --swap-every cycles through: a.yaml,b.yaml")->type_name("FILES");
   cmd->footer(
       "Examples (run it under the launcher):\n"
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost train\n"
       "  commhost run -n 2 -c configs/shm.yaml -- commhost train --check --epochs 2\n"
       "  commhost run -n 4 -c configs/shm.yaml -- commhost train --hook fp16_compress --check\n"
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost train --hook powersgd --set "
-      "hooks.gradient.options.rank=2 --json steps.jsonl");
+      "hooks.gradient.options.rank=2 --json steps.jsonl\n"
+      "  commhost run -n 4 -c configs/gloo.yaml -- commhost train --swap-every 50 --configs "
+      "configs/gloo.yaml,configs/shm.yaml");
   cmd->callback([] {
     const int rc = trainCommand(a);
     if (rc) throw CLI::RuntimeError(rc);

@@ -75,6 +75,8 @@ void TrainReport::step(const StepRecord& r) {
     j["bytes"] = r.bytes;
     j["wire_bytes"] = r.wireBytes;
     j["buckets"] = r.buckets;
+    j["generation"] = r.generation;
+    j["config"] = r.config;
     std::fprintf(json_, "%s\n", j.dump().c_str());
   }
   if (bar_) {
@@ -126,7 +128,31 @@ void TrainReport::summary() {
       "over steps %zu..%zu of rank 0\n",
       stepMs / n, bytes / n, buckets / n, wireBytes / n, 100.0 * hidden, backwardMs / n, commMs / n, waitMs / n, first,
       steps_.size() - 1);
+  generationSummary();
   std::fflush(out_);
+}
+
+void TrainReport::generationSummary() {
+  // One line per stretch of steps on one config generation, when a hot swap made more
+  // than one: the step time before and after each swap. A stretch's first step is left
+  // out when it has others, as above (the new backends' first use: connections, first-touch).
+  if (steps_.front().generation == steps_.back().generation) return;
+  for (size_t from = 0; from < steps_.size();) {
+    size_t to = from;
+    while (to + 1 < steps_.size() && steps_[to + 1].generation == steps_[from].generation) ++to;
+    const size_t first = to > from ? from + 1 : from;
+    double stepMs = 0, commMs = 0;
+    for (size_t i = first; i <= to; ++i) {
+      stepMs += steps_[i].stepMs;
+      commMs += steps_[i].commMs;
+    }
+    const double n = static_cast<double>(to - first + 1);
+    std::fprintf(out_, "generation %llu (%s): steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
+                 static_cast<unsigned long long>(steps_[from].generation), steps_[from].config.c_str(),
+                 static_cast<long long>(steps_[from].step), static_cast<long long>(steps_[to].step), stepMs / n,
+                 commMs / n);
+    from = to + 1;
+  }
 }
 
 }  // namespace commhost::cli::train

@@ -27,6 +27,8 @@ struct StepRecord {
   int64_t bytes = 0;      // gradient bytes handed to the hook
   int64_t wireBytes = 0;  // bytes the step's collectives carried (ProcessGroup::bytesIssued)
   size_t buckets = 0;
+  uint64_t generation = 0;  // the group's config generation during the step (a hot swap adds 1)
+  std::string config;       // that generation's config (its source: a file name or "<default>")
 };
 
 // A step's communication figures from the Reducer's stats (the step's own fields, the
@@ -46,11 +48,14 @@ class TrainReport {
   // `evalLoss` on the held-out batch after the epoch (epoch 0: before training).
   void epoch(int epoch, double evalLoss);
   // Means over the steps after the first (which builds and then rebuilds the buckets).
+  // With more than one config generation (a hot swap), also the step time per generation.
   void summary();
   // Where the text goes: standard output, or standard error with --json -.
   std::FILE* text() const { return out_; }
 
  private:
+  void generationSummary();
+
   bool leader_, bar_;
   int epochs_, stepsPerEpoch_;
   std::FILE* json_ = nullptr;
