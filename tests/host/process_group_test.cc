@@ -191,11 +191,45 @@ TEST(PartialBackend, UnservedDTypeFailsNamingTheRouteKeys) {
                     "`routes: - { op: allreduce, dtype: f64, reduce_op: sum, backend: [NAME, ...] }`");
 }
 
+TEST(LaunchEnv, SlurmMasterIsTheFirstHostOfTheNodeList) {
+  ::setenv("SLURM_PROCID", "0", 1);
+  ::setenv("SLURM_NTASKS", "2", 1);
+  ::unsetenv("MASTER_ADDR");
+  for (const auto& [list, first] : std::vector<std::pair<std::string, std::string>>{
+           {"node[01-04,07],gpu5", "node01"},
+           {"a12,b3", "a12"},
+           {"solo", "solo"},
+           {"rack1-n[9,10]", "rack1-n9"},
+           {"n[3", ""},  // malformed: no master, so the store's error asks for MASTER_ADDR
+           {"", ""}}) {
+    ::setenv("SLURM_STEP_NODELIST", list.c_str(), 1);
+    EXPECT_EQ(detectLaunch().masterAddr, first) << list;
+  }
+  for (const char* v : {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_NODELIST"}) ::unsetenv(v);
+}
+
 TEST(LaunchEnv, TorchrunMpiAndSlurm) {
   auto clear = [] {
-    for (const char* v : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-                          "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                          "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"})
+    for (const char* v : {"RANK",
+                          "WORLD_SIZE",
+                          "LOCAL_RANK",
+                          "LOCAL_WORLD_SIZE",
+                          "MASTER_ADDR",
+                          "MASTER_PORT",
+                          "OMPI_COMM_WORLD_RANK",
+                          "OMPI_COMM_WORLD_SIZE",
+                          "OMPI_COMM_WORLD_LOCAL_RANK",
+                          "OMPI_COMM_WORLD_LOCAL_SIZE",
+                          "SLURM_PROCID",
+                          "SLURM_NTASKS",
+                          "SLURM_LOCALID",
+                          "SLURM_JOB_ID",
+                          "SLURM_STEP_NODELIST",
+                          "SLURM_JOB_NODELIST",
+                          "PMI_RANK",
+                          "PMI_SIZE",
+                          "MPI_LOCALRANKID",
+                          "MPI_LOCALNRANKS"})
       ::unsetenv(v);
   };
   clear();
@@ -207,6 +241,33 @@ TEST(LaunchEnv, TorchrunMpiAndSlurm) {
   EXPECT_EQ(slurm.launcher, "slurm");
   EXPECT_EQ(slurm.rank, 3);
   EXPECT_EQ(slurm.localRank, 1);
+  EXPECT_EQ(slurm.masterAddr, "");  // no node list: the store's own error names MASTER_ADDR
+  EXPECT_EQ(slurm.masterPort, 0);
+  // The store on the step's first host, on a port from the job id; MASTER_* still win.
+  ::setenv("SLURM_JOB_NODELIST", "login[1-2]", 1);
+  ::setenv("SLURM_STEP_NODELIST", "gpu[007-012,020],cpu3", 1);
+  ::setenv("SLURM_JOB_ID", "123456", 1);
+  slurm = detectLaunch();
+  EXPECT_EQ(slurm.masterAddr, "gpu007");
+  EXPECT_EQ(slurm.masterPort, 29500 + 3456);
+  ::setenv("MASTER_ADDR", "10.1.1.1", 1);
+  ::setenv("MASTER_PORT", "4000", 1);
+  slurm = detectLaunch();
+  EXPECT_EQ(slurm.masterAddr, "10.1.1.1");
+  EXPECT_EQ(slurm.masterPort, 4000);
+  ::unsetenv("MASTER_ADDR");
+  ::unsetenv("MASTER_PORT");
+  // MPICH / Intel MPI (Hydra) before Slurm: mpiexec inside an allocation.
+  ::setenv("PMI_RANK", "2", 1);
+  ::setenv("PMI_SIZE", "6", 1);
+  ::setenv("MPI_LOCALRANKID", "0", 1);
+  ::setenv("MPI_LOCALNRANKS", "3", 1);
+  auto pmi = detectLaunch();
+  EXPECT_EQ(pmi.launcher, "pmi");
+  EXPECT_EQ(pmi.rank, 2);
+  EXPECT_EQ(pmi.worldSize, 6);
+  EXPECT_EQ(pmi.localWorldSize, 3);
+  EXPECT_EQ(pmi.masterPort, 0);  // Slurm's derived port only for Slurm's ranks
   ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
   ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
   EXPECT_EQ(detectLaunch().launcher, "openmpi");

@@ -238,10 +238,13 @@ class COMMHOST_API ProcessGroup {
   std::unique_ptr<SyncAgreement> sync_;
 };
 
-// Where this process sits in the job, read from the launcher's environment: torchrun
-// style (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT),
-// Open MPI (OMPI_COMM_WORLD_*) or Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, ...).
-// Without any of them: rank 0 of 1.
+// Where this process sits in the job, read from the launcher's environment, the first
+// of these that sets a rank: torchrun style (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE; what `commhost run` sets), Open MPI (OMPI_COMM_WORLD_*), MPICH / Intel
+// MPI Hydra (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS) or Slurm
+// (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, ...). Without any of them: rank 0 of 1.
+// The store's address is MASTER_ADDR:MASTER_PORT; under Slurm, when they are unset, the
+// first host of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST) and 29500 + SLURM_JOB_ID % 10000.
 struct LaunchInfo {
   int rank = 0;
   int worldSize = 1;
@@ -250,7 +253,7 @@ struct LaunchInfo {
   std::string masterAddr;
   int masterPort = 0;
   std::string configPath;  // COMMHOST_CONFIG, may be empty
-  std::string launcher;    // "torchrun", "openmpi", "slurm" or "none"
+  std::string launcher;    // "torchrun", "openmpi", "pmi", "slurm" or "none"
 };
 COMMHOST_API LaunchInfo detectLaunch();
 

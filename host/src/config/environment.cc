@@ -98,6 +98,17 @@ std::optional<int> intVar(const char* name) {
 }
 
 }  // namespace
+
+std::string firstSlurmHost(const std::string& list) {
+  // "node[01-04,07],gpu5": the prefix before the first '[' or ',', then the first range's
+  // first number as written (zero padding kept).
+  const size_t stop = list.find_first_of("[,");
+  if (stop == std::string::npos || list[stop] == ',') return list.substr(0, stop);
+  const size_t end = list.find_first_of("-,]", stop + 1);
+  if (end == std::string::npos) return "";
+  return list.substr(0, stop) + list.substr(stop + 1, end - stop - 1);
+}
+
 }  // namespace config
 
 LaunchInfo detectLaunch() {
@@ -117,6 +128,13 @@ LaunchInfo detectLaunch() {
     info.worldSize = intVar("OMPI_COMM_WORLD_SIZE").value_or(1);
     info.localRank = intVar("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0);
     info.localWorldSize = intVar("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(info.worldSize);
+  } else if (auto pmiRank = intVar("PMI_RANK")) {
+    // MPICH's and Intel MPI's Hydra (mpiexec) set PMI_*; Open MPI sets OMPI_* above.
+    info.launcher = "pmi";
+    info.rank = *pmiRank;
+    info.worldSize = intVar("PMI_SIZE").value_or(1);
+    info.localRank = intVar("MPI_LOCALRANKID").value_or(0);
+    info.localWorldSize = intVar("MPI_LOCALNRANKS").value_or(info.worldSize);
   } else if (auto slurmRank = intVar("SLURM_PROCID")) {
     info.launcher = "slurm";
     info.rank = *slurmRank;
@@ -136,6 +154,16 @@ LaunchInfo detectLaunch() {
                       "; rank must be below the world size. Fix the launcher's variables");
   info.masterAddr = readEnv("MASTER_ADDR").value_or("");
   info.masterPort = intVar("MASTER_PORT").value_or(0);
+  if (info.launcher == "slurm") {
+    // As torch's Slurm environments do: the step's first host serves the store, on a
+    // port derived from the job id, so `srun commhost ...` needs no exports; MASTER_ADDR
+    // and MASTER_PORT still win.
+    if (info.masterAddr.empty())
+      info.masterAddr = config::firstSlurmHost(
+          readEnv("SLURM_STEP_NODELIST").value_or(readEnv("SLURM_JOB_NODELIST").value_or("")));
+    if (info.masterPort == 0)
+      if (auto job = intVar("SLURM_JOB_ID")) info.masterPort = 29500 + *job % 10000;
+  }
   info.configPath = readEnv("COMMHOST_CONFIG").value_or("");
   return info;
 }

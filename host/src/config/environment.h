@@ -26,6 +26,8 @@ std::vector<std::string> overridesFromEnv();
 // (/tmp when TMPDIR is unset or empty). Not the working directory: a job (or a test run)
 // started in a checkout must not leave dumps in it.
 std::string defaultDumpDir();
+// The first host of a Slurm node list ("node[01-04,07],gpu5" -> "node01"); "" if malformed.
+std::string firstSlurmHost(const std::string& list);
 // Directories in COMMHOST_PLUGIN_PATH, in order.
 std::vector<std::string> pluginPathFromEnv();
 
