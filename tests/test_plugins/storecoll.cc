@@ -261,6 +261,11 @@ const PluginDescriptor kDescriptor = {
     "1.0",
     "Test specialised backend: f32 sum allreduce only, every byte through the store",
     {},
+#elif defined(STORECOLL_OFF_BY_ONE)
+    "offbyone",
+    "1.0",
+    "Test backend (storecoll) whose allreduce adds 1: a shadow that disagrees",
+    {},
 #elif defined(STORECOLL_RELOAD_ADD)
     "reloadable",
     STORECOLL_RELOAD_VERSION,

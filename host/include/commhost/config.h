@@ -43,6 +43,14 @@ struct RouteSpec {
   std::string backend;                // the first backend listed (`backend: x` or `backend: [x, ...]`)
   std::vector<std::string> fallback;  // the rest of the list, tried in order
   std::string where;
+  // Shadow mode (`shadow: NAME`, `sample: RATE`, `rtol:`, `atol:`): that share of the
+  // route's allreduce, broadcast and allgather_into_tensor calls (the same calls on every
+  // rank, picked by seq) also runs on backend NAME over copies of its data, off the
+  // caller's path, and the results are compared: integers exactly, floats within
+  // |a - b| <= atol + rtol * |b|. See ProcessGroup::shadowReport().
+  std::string shadow;  // empty: no shadow
+  double sample = 0.01;
+  double rtol = 1e-5, atol = 1e-6;
 
   // Every backend listed, in order of preference.
   std::vector<std::string> backends() const {

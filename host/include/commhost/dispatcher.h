@@ -49,9 +49,10 @@ class COMMHOST_API RouteTable {
     int backend;                 // index into backendNames(); -1 where the cell is unserved
     int route;                   // index into the config's routes, for messages; -1 if unserved
     int note;                    // index of why it fell back (or is unserved) for describe(); -1 if neither
+    int shadow = -1;             // the route's shadow backend where it serves this cell and op; else -1
     bool operator==(const Segment& o) const {
       return minBytes == o.minBytes && maxBytes == o.maxBytes && backend == o.backend && route == o.route &&
-             note == o.note;
+             note == o.note && shadow == o.shadow;
     }
   };
 
@@ -68,9 +69,30 @@ class COMMHOST_API RouteTable {
   // No defaults for dtype and reduce op: a caller that forgot them would route every
   // call as f32 sum, silently.
   int route(OpType op, DeviceType device, int64_t bytes, DType dtype, ReduceOp::Kind reduceOp) const {
+    const Segment* s = find(op, device, bytes, dtype, reduceOp);
+    return s ? s->backend : -1;
+  }
+  // The segment serving this call (its backend may be -1: unserved), or null.
+  const Segment* find(OpType op, DeviceType device, int64_t bytes, DType dtype, ReduceOp::Kind reduceOp) const {
     for (const Segment& s : segments(op, device, dtype, reduceOp))
-      if (bytes >= s.minBytes && bytes <= s.maxBytes) return s.backend;
-    return -1;
+      if (bytes >= s.minBytes && bytes <= s.maxBytes) return &s;
+    return nullptr;
+  }
+  // The ops a shadow backend runs (one input, one output to compare); a route's other
+  // ops run on its backend alone.
+  static bool shadowable(OpType op) {
+    return op == OpType::Allreduce || op == OpType::Broadcast || op == OpType::AllgatherIntoTensor;
+  }
+  // Whether a shadow's sampling `rate` picks the call with this seq: a hash of seq below
+  // the rate, so every rank picks the same calls (a shadow backend sees only the sampled
+  // ones) and the picks spread over the calls instead of every Nth, which could alias
+  // with a workload's period.
+  static bool sampled(uint64_t seq, double rate) {
+    uint64_t z = seq + 0x9e3779b97f4a7c15ull;  // splitmix64's finalizer
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53 < rate;
   }
   const std::vector<Segment>& segments(OpType op, DeviceType device, DType dtype, ReduceOp::Kind reduceOp) const {
     const size_t cell = ((static_cast<size_t>(op) * kNumDeviceTypes + static_cast<size_t>(device)) * kNumDTypes +
@@ -84,6 +106,8 @@ class COMMHOST_API RouteTable {
   // Whether some cell resolves to backends()[index]: a backend no cell uses is never
   // called, so the group does not create it and its features are not required.
   bool uses(int index) const { return index >= 0 && index < static_cast<int>(used_.size()) && used_[index]; }
+  // Whether some cell resolves to backends()[index] as its backend (not only as a shadow).
+  bool serves(int index) const { return index >= 0 && index < static_cast<int>(serves_.size()) && serves_[index]; }
   // Why route() gave -1 for this call, for its error message (not on the hot path).
   std::string whyUnserved(OpType op, DeviceType device, int64_t bytes, DType dtype, ReduceOp::Kind reduceOp) const;
   // The resolved table for `config check`: one line per run of cells that resolve alike
@@ -101,7 +125,7 @@ class COMMHOST_API RouteTable {
   std::vector<std::vector<Segment>> lists_{{}};              // distinct segment lists; lists_[0] is empty
   std::vector<std::string> names_;
   std::vector<std::string> notes_;
-  std::vector<bool> used_;
+  std::vector<bool> used_, serves_;
   EnumSet<DeviceType> devices_;
 };
 

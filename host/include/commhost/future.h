@@ -39,6 +39,10 @@ class COMMHOST_API Future : public std::enable_shared_from_this<Future> {
   // Returns a future completed with fn's result, or fn's exception, or this future's error
   // (fn is then not called).
   FuturePtr then(std::function<std::vector<Tensor>(Future&)> fn);
+  // Calls fn once the future completes, with a value or an error (inline if it has); fn
+  // must not block or throw. For observers that need to see errors too (then() skips fn
+  // on error).
+  void whenDone(std::function<void(Future&)> fn);
 
  private:
   void complete(std::unique_lock<std::mutex>& lock);

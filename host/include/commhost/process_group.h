@@ -54,6 +54,23 @@ struct ReconfigureOptions {
   // hashes of the builds they would run and refuse, naming the rank, when they differ. A
   // file that fails to load refuses the swap on every rank with why; all keep the old build.
   bool reloadPlugins = false;
+  // Refuse (on every rank, naming the backend and why) unless every backend the new
+  // config sends ops to that the current one does not ran as a shadow in this group (a
+  // route's `shadow:`) with at least one sample and no disagreement or failure.
+  bool onlyIfShadowAgrees = false;
+};
+
+// Shadow mode (a route's `shadow:`): the comparisons of one (op, backend, shadow, size
+// class) in this group. Size classes are powers of two: `bytes` is the class's upper end.
+struct ShadowRecord {
+  std::string op, backend, shadow;
+  int64_t bytes = 0;
+  uint64_t samples = 0;                // sampled calls issued to the shadow
+  uint64_t agreed = 0;                 // results equal (integers) or within the route's rtol/atol
+  uint64_t disagreed = 0;              // results differ: `firstDisagreement` says where
+  uint64_t failed = 0;                 // the shadow (or the primary) failed: `firstFailure` says why
+  double backendUs = 0, shadowUs = 0;  // mean latency of the compared calls, issue to completion
+  std::string firstDisagreement, firstFailure;
 };
 
 // What one successful reconfigure() did on this rank.
@@ -67,6 +84,8 @@ struct ReconfigureReport {
   std::vector<std::string> removed;   // backends shut down (replaced or no longer used)
   std::vector<std::string> reloaded;  // plugins loaded again from a changed file (reloadPlugins)
 };
+
+struct ShadowStats;  // group/shadow.h
 
 class COMMHOST_API ProcessGroup {
  public:
@@ -108,6 +127,10 @@ class COMMHOST_API ProcessGroup {
   uint64_t generation() const;
   const StorePtr& store() const { return store_; }
   Backend& backend(const std::string& name) const;
+
+  // Shadow mode: what every sampled call compared so far, one record per (op, backend,
+  // shadow, size class); any thread may call it. Records of earlier generations stay.
+  std::vector<ShadowRecord> shadowReport() const;
 
   WorkPtr allreduce(Tensor& tensor, const AllreduceOptions& opts = {});
   WorkPtr allreduceCoalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts = {});
@@ -201,6 +224,7 @@ class COMMHOST_API ProcessGroup {
   void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
   void stopSyncPoller();
   void syncPointSlow();  // a published epoch is pending (sync_point.cc)
+  void requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const;  // reconfigure.cc
   void applyEpoch(uint64_t epoch);
   std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label);
   struct Call;  // one op being validated and issued; see group/call.h
@@ -236,6 +260,9 @@ class COMMHOST_API ProcessGroup {
   std::string syncError_;
   struct SyncAgreement;  // sync_point.h
   std::unique_ptr<SyncAgreement> sync_;
+  // Shadow comparisons (shadow.h): completion callbacks of the primary and shadow works
+  // add to it from backend threads, so they hold it, not the group.
+  std::shared_ptr<ShadowStats> shadows_;
 };
 
 // Where this process sits in the job, read from the launcher's environment, the first

@@ -261,8 +261,21 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
     problems.add(node, "routes", "expected a list of { device, op, dtype, reduce_op, min_bytes, max_bytes, backend }");
     return;
   }
-  static const std::vector<std::string> kKeys = {"device",    "op",        "dtype",  "reduce_op",
-                                                 "min_bytes", "max_bytes", "backend"};
+  static const std::vector<std::string> kKeys = {"device",  "op",     "dtype",  "reduce_op", "min_bytes", "max_bytes",
+                                                 "backend", "shadow", "sample", "rtol",      "atol"};
+  const auto fraction = [](const std::string& key, const std::string& text, bool zeroOk) {
+    size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(text, &used);
+    } catch (const std::exception&) {
+    }
+    if (used != text.size() || !(zeroOk ? v >= 0 : v > 0) || (key == "sample" && v > 1))
+      throw InvalidArgument(
+          "'" + text + "' is not a valid " + key + ": want " +
+          (key == "sample" ? "a rate in (0, 1], e.g. sample: 0.01" : "a number >= 0, e.g. " + key + ": 1e-5"));
+    return v;
+  };
   std::vector<std::string> backendNames;
   for (const auto& [name, ref] : cfg.backends) backendNames.push_back(name);
   for (size_t i = 0; i < node.size(); ++i) {
@@ -300,11 +313,16 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
         else if (key == "min_bytes") route.minBytes = parseSize(value.Scalar());
         else if (key == "max_bytes") route.maxBytes = parseSize(value.Scalar());
         else if (key == "backend") route.backend = value.Scalar();
+        else if (key == "shadow") route.shadow = value.Scalar();
+        else if (key == "sample") route.sample = fraction(key, value.Scalar(), false);
+        else if (key == "rtol" || key == "atol")
+          (key == "rtol" ? route.rtol : route.atol) = fraction(key, value.Scalar(), true);
         else {
           const std::string hint = closestMatch(key, kKeys);
           problems.add(kv.first, path + "." + key,
                        "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                           "; allowed here: device, op, dtype, reduce_op, min_bytes, max_bytes, backend");
+                           "; allowed here: device, op, dtype, reduce_op, min_bytes, max_bytes, backend, shadow, "
+                           "sample, rtol, atol");
           ok = false;
         }
       } catch (const Error& e) {
@@ -324,6 +342,21 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
       problems.add(child(item, "backend"), path + ".backend",
                    "route to unknown backend '" + name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                        "; backends configured: " + (list.empty() ? "none" : list));
+      ok = false;
+    }
+    const bool tuned = item["sample"].IsDefined() || item["rtol"].IsDefined() || item["atol"].IsDefined();
+    if (route.shadow.empty() && tuned) {
+      problems.add(item, path, "sample, rtol and atol apply to a shadow backend; add `shadow: NAME` or remove them");
+      ok = false;
+    } else if (!route.shadow.empty() && !cfg.backends.count(route.shadow)) {
+      const std::string hint = closestMatch(route.shadow, backendNames);
+      problems.add(child(item, "shadow"), path + ".shadow",
+                   "shadow backend '" + route.shadow + "' is not configured" +
+                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; add it under backends:");
+      ok = false;
+    } else if (!route.shadow.empty() && route.shadow == route.backend && route.fallback.empty()) {
+      problems.add(child(item, "shadow"), path + ".shadow",
+                   "the route's own backend '" + route.shadow + "' cannot shadow it; name another backend");
       ok = false;
     }
     if (route.minBytes > route.maxBytes) {
@@ -370,6 +403,12 @@ std::string effectiveYaml(const Config& cfg) {
       for (const auto& name : r.backends()) list.push_back(name);
       list.SetStyle(YAML::EmitterStyle::Flow);
       n["backend"] = list;
+    }
+    if (!r.shadow.empty()) {
+      n["shadow"] = r.shadow;
+      n["sample"] = r.sample;
+      n["rtol"] = r.rtol;
+      n["atol"] = r.atol;
     }
     routes.push_back(n);
   }

@@ -56,6 +56,18 @@ const std::vector<Tensor>& Future::wait(std::chrono::milliseconds timeout) {
   return value_;
 }
 
+void Future::whenDone(std::function<void(Future&)> fn) {
+  auto self = shared_from_this();
+  auto run = [self, fn = std::move(fn)]() { fn(*self); };
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_) {
+    callbacks_.push_back(std::move(run));
+    return;
+  }
+  lock.unlock();
+  run();
+}
+
 FuturePtr Future::then(std::function<std::vector<Tensor>(Future&)> fn) {
   auto next = create();
   auto self = shared_from_this();

@@ -111,6 +111,7 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
 
   // Each route's backends by index, and what its explicit keys ask of them.
   std::vector<std::vector<int>> listed(routes.size());
+  std::vector<bool> shadowServes(routes.size(), false);
   for (size_t r = 0; r < routes.size(); ++r) {
     const RouteSpec& route = routes[r];
     bool known = true;
@@ -270,11 +271,18 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
                 passed.push_back("route at " + routes[u.route].where + ": " + u.skipped);
             if (best && !best->skipped.empty()) passed.push_back(best->skipped);
             Segment s{lo, hi, best ? best->backend : -1, best ? best->route : -1, -1};
+            if (best && !routes[best->route].shadow.empty() && shadowable(op)) {
+              const int sh = backendIndex(routes[best->route].shadow);
+              if (sh >= 0 && sh != best->backend && lackOf(backends[sh].second, op, dev, dtype, rop) == Lack::None) {
+                s.shadow = sh;
+                shadowServes[best->route] = true;
+              }
+            }
             s.note = best ? note(join(passed, "; "))
                           : note("no route serves " + cell + " for " + range(lo, hi) +
                                  (passed.empty() ? std::string() : " (" + join(passed, "; ") + ")"));
             if (!segments.empty() && segments.back().backend == s.backend && segments.back().route == s.route &&
-                segments.back().note == s.note) {
+                segments.back().note == s.note && segments.back().shadow == s.shadow) {
               segments.back().maxBytes = hi;
             } else {
               segments.push_back(s);
@@ -294,6 +302,12 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
       }
     }
   }
+  for (size_t r = 0; r < routes.size(); ++r)
+    if (!routes[r].shadow.empty() && !shadowServes[r])
+      problems.push_back(routes[r].where + ": shadow '" + routes[r].shadow +
+                         "' serves none of this route's allreduce, broadcast or allgather_into_tensor calls (the ops "
+                         "a shadow runs), so it would never run; name a backend whose manifest has them, or remove "
+                         "shadow");
   if (!problems.empty()) {
     std::sort(problems.begin(), problems.end());
     problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
@@ -302,9 +316,12 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     throw ConfigError(message);
   }
   table.used_.assign(backends.size(), false);
+  table.serves_.assign(backends.size(), false);
   for (const auto& list : table.lists_)
-    for (const Segment& s : list)
-      if (s.backend >= 0) table.used_[s.backend] = true;
+    for (const Segment& s : list) {
+      if (s.backend >= 0) table.used_[s.backend] = table.serves_[s.backend] = true;
+      if (s.shadow >= 0) table.used_[s.shadow] = true;
+    }
   return table;
 }
 
@@ -399,7 +416,9 @@ std::string RouteTable::describeRows(const std::function<std::string(const Segme
 }
 
 std::string RouteTable::describe() const {
-  std::string out = describeRows([&](const Segment& s) { return s.backend < 0 ? "" : " -> " + names_[s.backend]; });
+  std::string out = describeRows([&](const Segment& s) {
+    return s.backend < 0 ? "" : " -> " + names_[s.backend] + (s.shadow < 0 ? "" : " (shadow " + names_[s.shadow] + ")");
+  });
   const std::string fellBack = describeRows([&](const Segment& s) {
     return s.backend < 0 || s.note < 0 ? "" : " -> " + names_[s.backend] + ": " + notes_[s.note];
   });

@@ -91,7 +91,8 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   if (pg.aborted_->load(std::memory_order_acquire))
     raise(ErrorCode::Aborted, where(), "the group was aborted", "create a new group to continue");
   const ReduceOp::Kind kind = reduceOp ? reduceOp->kind : ReduceOp::Sum;
-  const int index = st.routes.route(op, device.type, bytes, dtype.value_or(DType::Float32), kind);
+  const RouteTable::Segment* segment = st.routes.find(op, device.type, bytes, dtype.value_or(DType::Float32), kind);
+  const int index = segment ? segment->backend : -1;
   if (index < 0)
     invalid(st.routes.whyUnserved(op, device.type, bytes, dtype.value_or(DType::Float32), kind),
             "route it in the config: " + routeExample(dtype, reduceOp) +
@@ -122,6 +123,13 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   pg.bytesIssued_.fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed);
   ctx.timeout = timeout.count() > 0 ? timeout : st.config->timeout();
   backendIndex = index;
+  if (segment->shadow >= 0) {
+    const RouteSpec& route = st.config->routes[static_cast<size_t>(segment->route)];
+    if (st.backends[segment->shadow] && device.type == DeviceType::CPU && RouteTable::sampled(ctx.seq, route.sample)) {
+      shadowIndex = segment->shadow;
+      shadowRoute = &route;
+    }
+  }
   bytes_ = bytes;
   dtype_ = dtype.value_or(DType::UInt8);  // the flight recorder shows u8 for a dataless op
   if (pg.checkCollectives_ && !isPointToPoint(op))
@@ -139,6 +147,17 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
 
 ProcessGroup::Call::~Call() {
   if (inBackend) pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);  // the backend threw
+}
+
+std::unique_ptr<ShadowOp> ProcessGroup::Call::startShadow(const Tensor& input, const Tensor* outputLike) const {
+  ShadowOp::Target target{st.backends[shadowIndex].get(),
+                          st.routes.backendNames()[backendIndex],
+                          st.routes.backendNames()[shadowIndex],
+                          shadowRoute->rtol,
+                          shadowRoute->atol,
+                          pg.shadows_,
+                          pg.supervisor_};
+  return std::make_unique<ShadowOp>(std::move(target), ctx, bytes_, input, outputLike);
 }
 
 WorkPtr ProcessGroup::Call::supervise(WorkPtr work) {

@@ -9,6 +9,7 @@
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "group_state.h"
+#include "shadow.h"
 
 namespace commhost {
 
@@ -50,11 +51,21 @@ struct ProcessGroup::Call {
   // Hands the backend's work to the supervisor (when on), which returns the work the
   // caller gets.
   WorkPtr supervise(WorkPtr work);
+  // Shadow mode: when issue() sampled this call for its route's shadow, copies `input`
+  // now (before the primary may change it) and returns the op that runs it; else null.
+  // `outputLike`: the shape of the shadow's own output (null: the op is in place).
+  std::unique_ptr<ShadowOp> shadow(const Tensor& input, const Tensor* outputLike = nullptr) const {
+    if (shadowIndex < 0) return nullptr;  // the common case: one predictable branch
+    return startShadow(input, outputLike);
+  }
 
  private:
   OpContext ctx;
   std::string fingerprint;  // filled only with debug.check_collectives
   int backendIndex = -1;
+  int shadowIndex = -1;  // the shadow backend this call also runs on, when sampled
+  const RouteSpec* shadowRoute = nullptr;
+  std::unique_ptr<ShadowOp> startShadow(const Tensor& input, const Tensor* outputLike) const;
   int64_t bytes_ = 0;
   DType dtype_ = DType::Float32;
   std::chrono::steady_clock::time_point issued;

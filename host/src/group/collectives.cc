@@ -18,7 +18,12 @@ WorkPtr ProcessGroup::allreduce(Tensor& tensor, const AllreduceOptions& opts) {
   call.checkTensor(tensor, "tensor");
   call.checkReduceOp(opts.reduceOp, tensor.dtype());
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout, &opts.reduceOp);
-  return call.supervise(b.allreduce(call.context(), tensor, opts));
+  const auto shadow = call.shadow(tensor);
+  WorkPtr work = call.supervise(b.allreduce(call.context(), tensor, opts));
+  if (!shadow) return work;
+  return shadow->run(std::move(work), tensor, [&](Backend& s, const OpContext& ctx, Tensor& out, Tensor&) {
+    return s.allreduce(ctx, out, opts);
+  });
 }
 
 WorkPtr ProcessGroup::allreduceCoalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) {
@@ -36,7 +41,12 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   call.checkTensor(tensor, "tensor");
   call.checkRoot(opts.root);
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
-  return call.supervise(b.broadcast(call.context(), tensor, opts));
+  const auto shadow = call.shadow(tensor);
+  WorkPtr work = call.supervise(b.broadcast(call.context(), tensor, opts));
+  if (!shadow) return work;
+  return shadow->run(std::move(work), tensor, [&](Backend& s, const OpContext& ctx, Tensor& out, Tensor&) {
+    return s.broadcast(ctx, out, opts);
+  });
 }
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
@@ -67,7 +77,12 @@ WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, c
                      " elements, expected group size x input = " + std::to_string(input.numel() * worldSize_),
                  "allocate the output with size() * input.numel() elements");
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
-  return call.supervise(b.allgatherIntoTensor(call.context(), output, input, opts));
+  const auto shadow = call.shadow(input, &output);
+  WorkPtr work = call.supervise(b.allgatherIntoTensor(call.context(), output, input, opts));
+  if (!shadow) return work;
+  return shadow->run(std::move(work), output, [&](Backend& s, const OpContext& ctx, Tensor& out, Tensor& in) {
+    return s.allgatherIntoTensor(ctx, out, in, opts);
+  });
 }
 
 WorkPtr ProcessGroup::allgatherCoalesced(std::vector<std::vector<Tensor>>& outputs, const std::vector<Tensor>& inputs,

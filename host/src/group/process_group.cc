@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/process_group.h"
+#include "shadow.h"
 
 #include <algorithm>
 #include <sstream>
@@ -17,13 +18,15 @@ ProcessGroup::ProcessGroup(Setup setup, std::string name, std::vector<int> globa
       rank_(setup_.rank),
       worldSize_(setup_.worldSize),
       globalRanks_(std::move(globalRanks)),
-      abortTargets_(std::make_shared<AbortTargets>()) {
+      abortTargets_(std::make_shared<AbortTargets>()),
+      shadows_(std::make_shared<ShadowStats>()) {
   abortTargets_->aborted = aborted_;
 }
 
 const Config& ProcessGroup::config() const { return *state_->config; }
 const RouteTable& ProcessGroup::routes() const { return state_->routes; }
 uint64_t ProcessGroup::generation() const { return state_->generation; }
+std::vector<ShadowRecord> ProcessGroup::shadowReport() const { return shadows_->report(); }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   if (!setup.config || !setup.registry || !setup.store)

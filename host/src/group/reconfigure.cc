@@ -36,6 +36,7 @@
 #include "../supervisor/supervisor.h"
 #include "commhost/errors.h"
 #include "group_state.h"
+#include "shadow.h"
 
 namespace commhost {
 namespace {
@@ -87,6 +88,42 @@ std::string buildsOf(const PluginRegistry& registry, const std::vector<std::stri
 }
 
 }  // namespace
+
+// onlyIfShadowAgrees: every backend `next` sends ops to that the current table does not
+// must have run as a shadow here, sampled at least once, with no disagreement or failure.
+void ProcessGroup::requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const {
+  const auto records = shadows_->report();
+  const RouteTable& now = state_->routes;
+  for (size_t i = 0; i < next.backendNames().size(); ++i) {
+    const std::string& name = next.backendNames()[i];
+    if (!next.serves(static_cast<int>(i))) continue;
+    const auto& names = now.backendNames();
+    const auto it = std::find(names.begin(), names.end(), name);
+    if (it != names.end() && now.serves(static_cast<int>(it - names.begin()))) continue;
+    uint64_t samples = 0;
+    for (const auto& r : records) {
+      if (r.shadow != name) continue;
+      samples += r.agreed;
+      if (r.disagreed)
+        raise(ErrorCode::Config, where,
+              "backend '" + name + "' disagreed with '" + r.backend + "' as its shadow on " + r.op + " of up to " +
+                  std::to_string(r.bytes) + " bytes in " + std::to_string(r.disagreed) + " of " +
+                  std::to_string(r.samples) + " samples (first: " + r.firstDisagreement + ")",
+              "find why before swapping to it");
+      if (r.failed)
+        raise(ErrorCode::Config, where,
+              "backend '" + name + "' failed as the shadow of '" + r.backend + "' on " + r.op + " in " +
+                  std::to_string(r.failed) + " of " + std::to_string(r.samples) + " samples (first: " + r.firstFailure +
+                  ")",
+              "fix it before swapping to it");
+    }
+    if (samples == 0)
+      raise(
+          ErrorCode::Config, where,
+          "backend '" + name + "' would serve ops after the swap but never ran as a shadow in this group",
+          "add `shadow: " + name + "` (and `sample: RATE`) to the routes it would take over and run some steps first");
+  }
+}
 
 ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newConfig,
                                             const ReconfigureOptions& options) {
@@ -213,7 +250,12 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
               "backend '" + backendName + "' names plugin '" + ref.plugin +
                   "', which this group's plugin registry does not hold",
               "put its folder on the plugin_path of the config the job started with (or COMMHOST_PLUGIN_PATH)");
-    (void)RouteTable::forConfig(*newConfig, *registry);
+    const RouteTable next = RouteTable::forConfig(*newConfig, *registry);
+    if (options.onlyIfShadowAgrees) {
+      badWord = "badshadow";
+      requireShadowAgreement(next, where);
+      badWord = "bad";
+    }
   } catch (const std::exception& e) {
     problem = e.what();
   }
@@ -231,12 +273,13 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     // Ranks that refused for the same reason are listed once (one file shared by all).
     std::vector<int> bad;
     std::vector<std::pair<std::string, std::vector<int>>> reasons;
-    bool pluginOnly = true;
+    bool pluginOnly = true, shadowOnly = true;
     for (int r = 0; r < worldSize_; ++r) {
       const auto [word, rest] = splitWord(checks[r]);
       if (word == "ok") continue;
       bad.push_back(globalRanks_[r]);
       pluginOnly = pluginOnly && word == "badplugin";
+      shadowOnly = shadowOnly && word == "badshadow";
       const std::string reason = rest;  // a structured binding cannot be captured (C++17)
       auto it = std::find_if(reasons.begin(), reasons.end(), [&](const auto& x) { return x.first == reason; });
       if (it == reasons.end()) it = reasons.insert(reasons.end(), {reason, {}});
@@ -246,6 +289,10 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     for (const auto& [text, ranks] : reasons)
       why += reasons.size() == 1 ? text
                                  : (why.empty() ? "" : "; ") + std::string("rank(s) ") + rankList(ranks) + ": " + text;
+    if (!bad.empty() && shadowOnly)
+      fail(ErrorCode::Config, "onlyIfShadowAgrees refused the swap on rank(s) " + rankList(bad) + ": " + why,
+           "shadow the new backend first (a route's `shadow: NAME`, `sample: RATE`) and check ProcessGroup::"
+           "shadowReport() or `commhost trace analyze`; or swap without onlyIfShadowAgrees");
     if (!bad.empty() && pluginOnly)
       fail(ErrorCode::Plugin, "a changed plugin file could not be reloaded on rank(s) " + rankList(bad) + ": " + why,
            "fix or rebuild the plugin file named (`commhost plugins inspect FILE` shows why it is refused) and call "

@@ -90,6 +90,26 @@ std::vector<SwapRecord> FlightRecorder::swaps() const {
   return {swaps_.begin(), swaps_.end()};
 }
 
+void FlightRecorder::addShadow(ShadowEvent event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (shadows_.size() >= kShadowEntries) shadows_.pop_front();
+  shadows_.push_back(std::move(event));
+}
+
+std::vector<ShadowEvent> FlightRecorder::shadows() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {shadows_.begin(), shadows_.end()};
+}
+
+nlohmann::json shadowToJson(const ShadowEvent& e) {
+  nlohmann::json j = {
+      {"group", e.group},          {"rank", e.rank},         {"seq", e.seq},       {"op", e.op},
+      {"bytes", e.bytes},          {"backend", e.backend},   {"shadow", e.shadow}, {"outcome", e.outcome},
+      {"backend_us", e.backendUs}, {"shadow_us", e.shadowUs}};
+  if (!e.detail.empty()) j["detail"] = e.detail;
+  return j;
+}
+
 nlohmann::json swapToJson(const SwapRecord& s) {
   nlohmann::json j = {
       {"group", s.group},

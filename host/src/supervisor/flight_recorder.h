@@ -66,6 +66,21 @@ struct SwapRecord {
 };
 constexpr size_t kSwapEntries = 256;
 
+// One sampled call compared with its route's shadow backend (shadow mode). The ring holds
+// the last kShadowEntries; `commhost trace analyze` sums them per op and size.
+struct ShadowEvent {
+  std::string group;
+  int rank = 0;
+  uint64_t seq = 0;
+  std::string op;
+  int64_t bytes = 0;
+  std::string backend, shadow;
+  std::string outcome;  // "agree", "disagree", "failed"
+  double backendUs = 0, shadowUs = 0;
+  std::string detail;  // where they differ, or why one failed
+};
+constexpr size_t kShadowEntries = 1024;
+
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t entries);
@@ -76,16 +91,20 @@ class FlightRecorder {
   std::vector<OpRecord> snapshot() const;  // oldest first
   void addSwap(SwapRecord record);
   std::vector<SwapRecord> swaps() const;  // oldest first
+  void addShadow(ShadowEvent event);
+  std::vector<ShadowEvent> shadows() const;  // oldest first
   size_t capacity() const { return ring_.size(); }
 
  private:
   mutable std::mutex mutex_;
   std::vector<OpRecord> ring_;
   uint64_t nextId_ = 1;
-  std::deque<SwapRecord> swaps_;  // guarded by mutex_, at most kSwapEntries
+  std::deque<SwapRecord> swaps_;     // guarded by mutex_, at most kSwapEntries
+  std::deque<ShadowEvent> shadows_;  // guarded by mutex_, at most kShadowEntries
 };
 
 nlohmann::json recordToJson(const OpRecord& r);
 nlohmann::json swapToJson(const SwapRecord& s);
+nlohmann::json shadowToJson(const ShadowEvent& e);
 
 }  // namespace commhost::supervisor

@@ -381,6 +381,9 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   nlohmann::json swaps = nlohmann::json::array();
   for (const auto& s : recorder_.swaps()) swaps.push_back(swapToJson(s));
   j["swaps"] = swaps;
+  nlohmann::json shadows = nlohmann::json::array();
+  for (const auto& e : recorder_.shadows()) shadows.push_back(shadowToJson(e));
+  j["shadows"] = shadows;
   return j;
 }
 

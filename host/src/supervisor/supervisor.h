@@ -94,6 +94,7 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // is in flight, or `deadline`. Returns "" when idle, else which work is still running.
   std::string waitGroupIdle(const GroupMonitor* group, TimePoint deadline) EXCLUDES(mutex_);
   void recordSwap(SwapRecord record) { recorder_.addSwap(std::move(record)); }
+  void recordShadow(ShadowEvent event) { recorder_.addShadow(std::move(event)); }
 
   // Any thread that sees the work end; records it once (flight recorder, progress, hooks).
   void complete(SupervisedWork& work);
