@@ -57,6 +57,39 @@ grep -q '"generation":1' "$tmp/trace.json" || fail "the Chrome trace has no gene
 grep -q '"name":"swap main 0->1 (committed)"' "$tmp/trace.json" || fail "the Chrome trace has no swap slice"
 echo "ok: trace analyze and the Chrome export show generations and swaps"
 
+# Shadow mode: shm serves, gloo re-runs every allreduce (sample: 1) and the results are
+# compared; bench prints the tally, a dump carries every comparison, analyze sums them.
+cat >"$tmp/shadow.yaml" <<YAML
+group: { name: main, timeout: 20s }
+plugin_path: [ $plugins ]
+backends: { gloo: { options: { threads: 1, contexts: 2 } }, shm: {}, off: { plugin: offbyone } }
+routes: [{ device: cpu, backend: [shm, gloo] }, { device: cpu, op: allreduce, backend: shm, shadow: gloo, sample: 1 }]
+supervisor: { flight_recorder: { dump_dir: $dumps } }
+logging: { level: warn }
+YAML
+rm -rf "$dumps"
+timeout 120 "$commhost" run -n 4 -c "$tmp/shadow.yaml" -- "$commhost" bench --sizes 1K,64K --iters 10 --warmup 0 \
+  --check >"$tmp/out" 2>&1 || fail "bench with a gloo shadow"
+grep -Eq '^\[0\] # shadow: allreduce on shm, shadow gloo, up to 1024 bytes: ([0-9]+)/\1 agree; the shadow took [0-9.]+x the time' \
+  "$tmp/out" || fail "bench printed no agreeing 1 KiB shadow tally"
+grep -Eq '^\[0\] # shadow: allreduce on shm, shadow gloo, up to 65536 bytes: ([0-9]+)/\1 agree' "$tmp/out" ||
+  fail "bench printed no agreeing 64 KiB shadow tally"
+! grep -q disagree "$tmp/out" || fail "a disagreement between shm and gloo"
+# A wrong shadow (off by one) is caught, and the caller still gets shm's right result.
+sed 's/shadow: gloo/shadow: off/' "$tmp/shadow.yaml" >"$tmp/wrong.yaml"
+timeout 120 "$commhost" run -n 4 -c "$tmp/wrong.yaml" -- "$commhost" bench --sizes 1K \
+  --iters 4 --warmup 0 --check >"$tmp/out" 2>&1 || fail "bench with a wrong shadow (the primary's results are right)"
+grep -Eq '^\[0\] # shadow: allreduce on shm, shadow off, up to 1024 bytes: 0/[0-9]+ agree, [0-9]+ disagree' "$tmp/out" ||
+  fail "the wrong shadow's disagreements are not counted"
+grep -q '^\[0\] #   first disagreement: .*element 0' "$tmp/out" || fail "no first disagreement with the element"
+# A hang dumps every rank's flight recorder; analyze sums the comparisons over the ranks.
+timeout 120 "$commhost" run -n 4 -c "$tmp/shadow.yaml" -- "$commhost" bench --sizes 1K --iters 6 --warmup 0 \
+  --inject hang:1@5 --set group.timeout=2s >"$tmp/out" 2>&1 && fail "the hang was not reported"
+"$commhost" trace analyze "$dumps" >"$tmp/out" 2>&1 || fail "trace analyze (shadow)"
+grep -Eq '^Group main: allreduce on shm, shadow gloo, up to 1 KiB: ([0-9]+)/\1 agree; the shadow took' "$tmp/out" ||
+  fail "analyze does not sum the shadow comparisons"
+echo "ok: shadow mode: gloo agrees with shm, an off-by-one shadow is caught, analyze sums the dumps"
+
 # Rank 2 dies while building the new backends; the others are inside the rendezvous.
 cat >"$tmp/kill.yaml" <<YAML
 group: { name: main, timeout: 20s }

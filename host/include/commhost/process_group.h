@@ -64,7 +64,7 @@ struct ReconfigureOptions {
 // class) in this group. Size classes are powers of two: `bytes` is the class's upper end.
 struct ShadowRecord {
   std::string op, backend, shadow;
-  int64_t bytes = 0;
+  int64_t bytes = 0;                   // size class: calls of up to this many bytes (a power of two)
   uint64_t samples = 0;                // sampled calls issued to the shadow
   uint64_t agreed = 0;                 // results equal (integers) or within the route's rtol/atol
   uint64_t disagreed = 0;              // results differ: `firstDisagreement` says where

@@ -44,7 +44,6 @@ struct Sample {
   ShadowOp::Target target;
   OpContext ctx;
   int64_t bytes = 0;
-  Steady::time_point issued;
   Tensor primaryCopy, shadowOutput, shadowInput;
   double backendUs = 0, shadowUs = 0;
   std::string failure;  // written by either callback before it arrives
@@ -187,7 +186,7 @@ std::string shadowCompare(const Tensor& a, const Tensor& b, double rtol, double 
 }
 
 ShadowOp::ShadowOp(Target target, const OpContext& ctx, int64_t bytes, const Tensor& input, const Tensor* outputLike)
-    : target_(std::move(target)), ctx_(ctx), bytes_(bytes), inPlace_(outputLike == nullptr) {
+    : target_(std::move(target)), ctx_(ctx), bytes_(bytes), inPlace_(outputLike == nullptr), created_(Steady::now()) {
   input_ = Tensor::empty(input.shape(), input.dtype());
   std::memcpy(input_.data(), input.data(), input.nbytes());
   output_ = inPlace_ ? input_ : Tensor::empty(outputLike->shape(), outputLike->dtype());
@@ -198,24 +197,14 @@ WorkPtr ShadowOp::run(WorkPtr primary, const Tensor& primaryOutput, const IssueF
   sample->target = target_;
   sample->ctx = ctx_;
   sample->bytes = bytes_;
-  sample->issued = Steady::now();
   sample->shadowOutput = output_;
   sample->shadowInput = input_;  // the shadow backend may read it until its work completes
-  // The shadow: issued now, on the same thread as the primary, in seq order on every rank.
-  try {
-    WorkPtr shadowWork = issueFn(*target_.backend, ctx_, output_, input_);
-    shadowWork->future()->whenDone([sample](Future& f) {
-      sample->shadowUs = microsSince(sample->issued, Steady::now());
-      if (f.error()) sample->fail("the shadow failed: " + errorText(f));
-      sample->arrive();
-    });
-  } catch (const std::exception& e) {
-    sample->fail(std::string("the shadow failed to start: ") + e.what());
-    sample->arrive();
-  }
+  // The primary's completion is hooked before the shadow is issued: a shadow that runs on
+  // this thread (a blocking backend) must not count in the primary's time.
   const Tensor out = primaryOutput;
-  FuturePtr gate = primary->future()->then([sample, out](Future& f) {
-    sample->backendUs = microsSince(sample->issued, Steady::now());
+  const Steady::time_point primaryIssued = created_;
+  FuturePtr gate = primary->future()->then([sample, out, primaryIssued](Future& f) {
+    sample->backendUs = microsSince(primaryIssued, Steady::now());
     sample->primaryCopy = Tensor::empty(out.shape(), out.dtype());
     std::memcpy(sample->primaryCopy.data(), out.data(), out.nbytes());
     sample->arrive();
@@ -228,6 +217,19 @@ WorkPtr ShadowOp::run(WorkPtr primary, const Tensor& primaryOutput, const IssueF
       sample->arrive();
     }
   });
+  // The shadow: issued now, on the same thread as the primary, in seq order on every rank.
+  const Steady::time_point shadowIssued = Steady::now();
+  try {
+    WorkPtr shadowWork = issueFn(*target_.backend, ctx_, output_, input_);
+    shadowWork->future()->whenDone([sample, shadowIssued](Future& f) {
+      sample->shadowUs = microsSince(shadowIssued, Steady::now());
+      if (f.error()) sample->fail("the shadow failed: " + errorText(f));
+      sample->arrive();
+    });
+  } catch (const std::exception& e) {
+    sample->fail(std::string("the shadow failed to start: ") + e.what());
+    sample->arrive();
+  }
   return std::make_shared<ShadowWork>(ctx_, std::move(primary), std::move(gate));
 }
 

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -61,7 +62,8 @@ class ShadowOp {
   // Issues `issueFn` on the shadow backend over copies of `input` (an in-place op when
   // `outputLike` is null, else into a fresh tensor shaped like it); the returned work
   // stands for `primary` and finishes the comparison. `primaryOutput` is the caller's
-  // result tensor. Called after the primary was issued; `inputCopy` was taken before.
+  // result tensor. Constructed just before the primary is issued (the input copy and the
+  // primary's start time are taken then); run() right after.
   using IssueFn = std::function<WorkPtr(Backend& shadow, const OpContext& ctx, Tensor& output, Tensor& input)>;
   struct Target {
     Backend* backend;
@@ -79,6 +81,7 @@ class ShadowOp {
   int64_t bytes_;
   Tensor input_, output_;  // the shadow's own buffers
   bool inPlace_;
+  std::chrono::steady_clock::time_point created_;  // just before the primary is issued: its start
 };
 
 }  // namespace commhost

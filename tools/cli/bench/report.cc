@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commhost/errors.h"
+#include "commhost/process_group.h"
 
 namespace commhost::cli {
 
@@ -76,6 +77,21 @@ void Report::endOp(const std::string& op, double avgBusbw) {
   if (!leader_ || json_ == stdout) return;
   std::printf("# %s avg bus bandwidth: %.3f GB/s\n", op.c_str(), avgBusbw);
   std::fflush(stdout);
+}
+
+void printShadows(std::FILE* out, const std::vector<ShadowRecord>& records) {
+  for (const auto& r : records) {
+    std::fprintf(out, "# shadow: %s on %s, shadow %s, up to %lld bytes: %llu/%llu agree", r.op.c_str(), r.backend.c_str(),
+                 r.shadow.c_str(), static_cast<long long>(r.bytes), static_cast<unsigned long long>(r.agreed),
+                 static_cast<unsigned long long>(r.samples));
+    if (r.disagreed) std::fprintf(out, ", %llu disagree", static_cast<unsigned long long>(r.disagreed));
+    if (r.failed) std::fprintf(out, ", %llu failed", static_cast<unsigned long long>(r.failed));
+    if (r.backendUs > 0) std::fprintf(out, "; the shadow took %.2fx the time", r.shadowUs / r.backendUs);
+    std::fprintf(out, "\n");
+    if (!r.firstDisagreement.empty()) std::fprintf(out, "#   first disagreement: %s\n", r.firstDisagreement.c_str());
+    if (!r.firstFailure.empty()) std::fprintf(out, "#   first failure: %s\n", r.firstFailure.c_str());
+  }
+  std::fflush(out);
 }
 
 }  // namespace commhost::cli

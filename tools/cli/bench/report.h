@@ -9,6 +9,10 @@
 #include <string>
 #include <vector>
 
+namespace commhost {
+struct ShadowRecord;
+}
+
 namespace commhost::cli {
 
 struct Measurement {
@@ -42,5 +46,10 @@ class Report {
   std::FILE* json_ = nullptr;
   std::string jsonPath_;
 };
+
+// "# shadow: allreduce on shm, shadow gloo, up to 1024 bytes: 22/22 agree; the shadow took 1.52x the
+// time" per op and size class this rank compared (a route with `shadow:`), then the first
+// disagreement or failure.
+void printShadows(std::FILE* out, const std::vector<ShadowRecord>& records);
 
 }  // namespace commhost::cli

@@ -3,6 +3,7 @@
 // collective where they diverge: a rank that never issued it, ranks that disagree on
 // op/dtype/size, or a collective every rank issued but not all completed.
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -53,6 +54,62 @@ std::string describeSwaps(const std::vector<RankDump>& dumps) {
     }
     out << "\n";
   }
+  return out.str();
+}
+
+// Size classes as the group's shadowReport() has them: the next power of two.
+int64_t pow2Ceil(int64_t bytes) {
+  int64_t c = 1;
+  while (c < bytes && c < (int64_t{1} << 62)) c <<= 1;
+  return c;
+}
+
+// "up to 4 KiB", for grouping shadow runs by size.
+std::string sizeClass(int64_t bytes) {
+  const int64_t c = pow2Ceil(bytes);
+  return "up to " + (c >= (1 << 20) ? std::to_string(c >> 20) + " MiB"
+                     : c >= 1024    ? std::to_string(c >> 10) + " KiB"
+                                    : std::to_string(c) + " B");
+}
+
+// "Group G: allreduce on shm, shadow gloo, up to 8 KiB: 12/12 agree; the shadow took 1.80x the backend's time",
+// one line per (group, op, backend, shadow, size class) over all ranks, then the first
+// disagreement's detail. The point: decide from a dump whether a candidate backend is right.
+std::string describeShadows(const std::vector<RankDump>& dumps) {
+  struct Tally {
+    int agree = 0, disagree = 0, failed = 0;
+    int64_t backendUs = 0, shadowUs = 0;
+    const ShadowRun* firstBad = nullptr;
+  };
+  std::map<std::string, std::map<int64_t, std::pair<std::string, Tally>>> tallies;
+  for (const auto& d : dumps)
+    for (const auto& s : d.shadows) {
+      const std::string key = "Group " + s.group + ": " + s.op + " on " + s.backend + ", shadow " + s.shadow;
+      auto& [label, t] = tallies[key][pow2Ceil(s.bytes)];
+      label = sizeClass(s.bytes);
+      (s.outcome == "agree" ? t.agree : s.outcome == "disagree" ? t.disagree : t.failed)++;
+      t.backendUs += s.backendUs;
+      t.shadowUs += s.shadowUs;
+      if (s.outcome != "agree" && (!t.firstBad || s.seq < t.firstBad->seq)) t.firstBad = &s;
+    }
+  std::ostringstream out;
+  for (const auto& [key, bySize] : tallies)
+    for (const auto& [lo, entry] : bySize) {
+      const auto& [label, t] = entry;
+      const int n = t.agree + t.disagree + t.failed;
+      out << key << ", " << label << ": " << t.agree << "/" << n << " agree";
+      if (t.disagree) out << ", " << t.disagree << " disagree";
+      if (t.failed) out << ", " << t.failed << " failed";
+      if (t.backendUs > 0) {
+        char ratio[32];
+        std::snprintf(ratio, sizeof ratio, "%.2f", double(t.shadowUs) / double(t.backendUs));
+        out << "; the shadow took " << ratio << "x the backend's time";
+      }
+      out << "\n";
+      if (t.firstBad)
+        out << "  first at seq " << t.firstBad->seq << " on rank " << t.firstBad->rank << ": "
+            << t.firstBad->detail.substr(0, 300) << "\n";
+    }
   return out.str();
 }
 
@@ -144,6 +201,8 @@ std::string analyze(const std::vector<RankDump>& dumps) {
       out << "Rank " << d.rank << " reported " << peer << " lost: " << why << "\n";
   const std::string swaps = describeSwaps(dumps);
   if (!swaps.empty()) out << swaps;
+  const std::string shadows = describeShadows(dumps);
+  if (!shadows.empty()) out << shadows;
   for (const auto& [group, byRank] : groups) {
     std::vector<int> noData;
     for (int r = 0; r < sizes[group]; ++r)

@@ -66,6 +66,21 @@ RankDump parseDump(const nlohmann::json& j, const std::string& path) {
     s.totalUs = e.value("total_us", int64_t(0));
     d.swaps.push_back(std::move(s));
   }
+  for (const auto& e : j.value("shadows", nlohmann::json::array())) {  // absent in dumps before shadow mode
+    ShadowRun s;
+    s.group = e.value("group", "");
+    s.op = e.value("op", "");
+    s.backend = e.value("backend", "");
+    s.shadow = e.value("shadow", "");
+    s.outcome = e.value("outcome", "");
+    s.detail = e.value("detail", "");
+    s.rank = e.value("rank", 0);
+    s.seq = e.value("seq", uint64_t(0));
+    s.bytes = e.value("bytes", int64_t(0));
+    s.backendUs = e.value("backend_us", int64_t(0));
+    s.shadowUs = e.value("shadow_us", int64_t(0));
+    d.shadows.push_back(std::move(s));
+  }
   return d;
 }
 

@@ -29,6 +29,14 @@ struct Swap {
   int64_t startedUs = 0, checkUs = 0, drainUs = 0, buildUs = 0, commitUs = 0, totalUs = 0;
 };
 
+// One shadowed call (a route's shadow backend re-ran it and the results were compared).
+struct ShadowRun {
+  std::string group, op, backend, shadow, outcome, detail;  // outcome: agree, disagree, failed
+  int rank = 0;                                             // in its group
+  uint64_t seq = 0;
+  int64_t bytes = 0, backendUs = 0, shadowUs = 0;
+};
+
 struct RankDump {
   std::string path;
   int rank = -1;  // global rank of the process
@@ -37,6 +45,7 @@ struct RankDump {
   int64_t timeUs = 0;
   std::vector<Entry> entries;            // oldest first
   std::vector<Swap> swaps;               // oldest first
+  std::vector<ShadowRun> shadows;        // oldest first
   std::map<std::string, int> groupRank;  // group name -> this process's rank in it
   std::map<std::string, int> groupSize;
   std::map<std::string, std::string> lostPeers;  // "group: peer N: why"
