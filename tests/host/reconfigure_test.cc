@@ -178,6 +178,65 @@ TEST(Reconfigure, ARankThatNeverComesIsNamedWithinTheTimeout) {
   });
 }
 
+// A HashStore whose writes of one rank's swap report arrive late (a rank descheduled or
+// on a slow link between reporting and the others' deadline).
+class LateReportStore : public Store {
+ public:
+  explicit LateReportStore(std::string suffix) : Store(std::chrono::seconds(20)), suffix_(std::move(suffix)) {}
+  std::atomic<bool> late{true};
+  void set(const std::string& key, const Bytes& value) override {
+    if (late && key.find("swap/") != std::string::npos && key.size() >= suffix_.size() &&
+        key.compare(key.size() - suffix_.size(), suffix_.size(), suffix_) == 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    base_.set(key, value);
+  }
+  Bytes get(const std::string& key) override { return base_.get(key); }
+  int64_t add(const std::string& key, int64_t delta) override { return base_.add(key, delta); }
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    return base_.compareSet(key, expected, desired);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    base_.wait(keys, timeout);
+  }
+  bool check(const std::vector<std::string>& keys) override { return base_.check(keys); }
+  bool deleteKey(const std::string& key) override { return base_.deleteKey(key); }
+  int64_t numKeys() override { return base_.numKeys(); }
+  void append(const std::string& key, const Bytes& value) override { base_.append(key, value); }
+
+ private:
+  HashStore base_{std::chrono::seconds(20)};
+  std::string suffix_;
+};
+
+TEST(Reconfigure, AReportLateForOneRankRollsBackEveryRankNotJustThatOne) {
+  constexpr int kWorld = 2;
+  auto registry = testRegistry();
+  auto store = std::make_shared<LateReportStore>("/report/1");
+  std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
+  runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({configFrom(kGloo, *registry), registry, store, r, kWorld}); });
+  auto shm = configFrom(kShm, *registry);
+  runRanks(kWorld, [&](int r) {
+    ReconfigureOptions options;
+    options.timeout = std::chrono::milliseconds(400);
+    // Rank 0 gives up waiting for rank 1's report; rank 1 then finds every report ok but
+    // must follow the decision already taken.
+    if (r == 0)
+      EXPECT_THROW_WITH(groups[r]->reconfigure(shm, options), TimeoutError, "rank(s) 1 did not reach the report phase",
+                        "every rank keeps generation 0");
+    else
+      EXPECT_THROW_WITH(groups[r]->reconfigure(shm, options), TimeoutError,
+                        "every rank reported success here, but another rank had already decided to roll back",
+                        "rank 0: rank(s) 1 did not reach the report phase");
+    EXPECT_EQ(groups[r]->generation(), 0u);
+    checkedAllreduce(*groups[r], 0);  // both still on gloo, together
+  });
+  store->late = false;
+  runRanks(kWorld, [&](int r) {
+    EXPECT_EQ(groups[r]->reconfigure(shm).generation, 1u);
+    checkedAllreduce(*groups[r], 1);
+  });
+}
+
 TEST(Reconfigure, SwapsASubgroupAlone) {
   constexpr int kWorld = 4;
   Job job(kGloo, kWorld);

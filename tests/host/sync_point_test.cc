@@ -43,7 +43,9 @@ struct Job {
   std::shared_ptr<CountingStore> store = std::make_shared<CountingStore>(
       std::make_shared<HashStore>(std::chrono::seconds(20)));
   std::vector<std::shared_ptr<ProcessGroup>> groups;
-  Job(const std::string& yaml, int world, std::vector<std::string> sets) : groups(world) {
+  // `rank1Sets`: overrides rank 1 alone loads epochs with (a rank whose load fails).
+  Job(const std::string& yaml, int world, std::vector<std::string> sets, std::vector<std::string> rank1Sets = {})
+      : groups(world) {
     // As configFrom, and the groups remember the overrides to load epochs with them.
     ConfigOverrides overrides;
     overrides.set = std::move(sets);
@@ -53,6 +55,8 @@ struct Job {
     runRanks(world, [&](int r) {
       ProcessGroup::Setup setup{config, registry, store, r, world};
       setup.overrides = overrides;
+      if (r == 1)
+        setup.overrides.set.insert(setup.overrides.set.end(), rank1Sets.begin(), rank1Sets.end());
       groups[r] = ProcessGroup::create(setup);
     });
   }
@@ -139,6 +143,27 @@ TEST(SyncPoint, InvalidEpochIsRejectedAndTheLoopGoesOnOnTheOldGeneration) {
     EXPECT_EQ(pg.syncStatus().lastError, "");
   });
   for (int r = 1; r < kWorld; ++r) EXPECT_EQ(doneAt[r], doneAt[0]);
+}
+
+TEST(SyncPoint, ARankThatCannotLoadTheEpochRefusesItAndTheOthersDoNotWaitForTheTimeout) {
+  constexpr int kWorld = 3;
+  // Rank 1 loads epochs with an override that breaks shm's options: only it fails to load.
+  Job job(kGloo, kWorld, {"group.sync_poll=10ms", "group.timeout=60s"}, {"backends.shm.options.chunk=-5"});
+  std::vector<uint64_t> doneAt(kWorld);
+  const auto start = std::chrono::steady_clock::now();
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *job.groups[r];
+    doneAt[r] = loopUntilEpochDone(job, pg, 1, kShm);
+    EXPECT_EQ(pg.generation(), 0u);
+    const std::string error = pg.syncStatus().lastError;
+    EXPECT_NE(error.find(r == 1 ? "epoch 1 (epoch1.yaml) is invalid" : "epoch 1 (epoch1.yaml) rolled back"),
+              std::string::npos)
+        << error;
+    if (r != 1) EXPECT_NE(error.find("the new config is invalid on rank(s) 1"), std::string::npos) << error;
+  });
+  for (int r = 1; r < kWorld; ++r) EXPECT_EQ(doneAt[r], doneAt[0]);
+  // The others learned of rank 1's refusal in the check phase, not at group.timeout (60 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
 TEST(SyncPoint, ARankThatLearnsTheSwitchPointAfterPassingItGetsAnError) {

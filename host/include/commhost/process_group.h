@@ -226,6 +226,11 @@ class COMMHOST_API ProcessGroup {
   void syncPointSlow();  // a published epoch is pending (sync_point.cc)
   void requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const;  // reconfigure.cc
   void applyEpoch(uint64_t epoch);
+  // reconfigure(), or, with a non-empty `loadError` (this rank could not load the config
+  // the others swap to), taking part only to refuse it: the others fail at once naming
+  // this rank instead of waiting for it until the timeout.
+  ReconfigureReport reconfigureOrRefuse(std::shared_ptr<const Config> newConfig, const ReconfigureOptions& options,
+                                        const std::string& loadError);
   std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label);
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "commhost/errors.h"
+#include "commhost/option_schema.h"
 
 namespace commhost {
 
@@ -57,7 +58,13 @@ void SwapStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
       base_->wait(keys, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
       return;
     } catch (const TimeoutError&) {
-      if (left <= kSlice) throw;
+      if (left <= kSlice) {
+        // The base store's message names the last slice's length: say the whole wait.
+        std::string missing;
+        for (const auto& k : keys)
+          if (!base_->check({k})) missing += (missing.empty() ? "" : ", ") + k;
+        throw TimeoutError("store wait timed out after " + formatDuration(timeout) + "; keys not set: " + missing);
+      }
     }
     stop_();
   }

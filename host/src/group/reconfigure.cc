@@ -127,13 +127,19 @@ void ProcessGroup::requireShadowAgreement(const RouteTable& next, const ErrorCon
 
 ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newConfig,
                                             const ReconfigureOptions& options) {
+  if (!newConfig)
+    raise(ErrorCode::InvalidArgument, {name_, rank_, "reconfigure"}, "got no config",
+          "pass a config loaded with this group's registry");
+  return reconfigureOrRefuse(std::move(newConfig), options, "");
+}
+
+ReconfigureReport ProcessGroup::reconfigureOrRefuse(std::shared_ptr<const Config> newConfig,
+                                                    const ReconfigureOptions& options, const std::string& loadError) {
   const auto t0 = Steady::now();
   const int64_t startedUs = supervisor::wallMicros();
   const uint64_t attempt = ++swapAttempts_;
   const uint64_t from = state_->generation;
   const ErrorContext where{name_, rank_, "reconfigure"};
-  if (!newConfig)
-    raise(ErrorCode::InvalidArgument, where, "got no config", "pass a config loaded with this group's registry");
   if (aborted_->load(std::memory_order_acquire))
     raise(ErrorCode::Aborted, where, "the group was aborted", "create a new group to continue");
   const Millis timeout = options.timeout.count() > 0 ? options.timeout : state_->config->timeout();
@@ -191,8 +197,15 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
     for (int r = 0; r < worldSize_; ++r) keys[r] = round + kind + std::to_string(r);
     return keys;
   };
-  // Waits for every rank's `kind` key; a rank missing at the deadline is named.
-  const auto gather = [&](const std::string& kind, const char* phase) {
+  // Waits for every rank's `kind` key; a rank missing at the deadline is named. Returns
+  // false with `code` and `why` (throws nothing) so the report phase can still agree on
+  // an outcome with the others.
+  struct Missed {
+    ErrorCode code = ErrorCode::Timeout;
+    std::string what, hint;
+  };
+  const auto tryGather = [&](const std::string& kind, const char* phase, std::vector<std::string>& values,
+                             Missed& missed) {
     const auto names = allKeys(kind);
     try {
       protocolStore->wait(names, timeout);
@@ -200,15 +213,25 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
       std::vector<int> missing;
       for (int r = 0; r < worldSize_; ++r)
         if (!store_->check({names[r]})) missing.push_back(globalRanks_[r]);
-      fail(ErrorCode::Timeout,
-           "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " + formatDuration(timeout),
-           "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' logs");
+      missed = {ErrorCode::Timeout,
+                "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " +
+                    formatDuration(timeout),
+                "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' "
+                "logs"};
+      return false;
     } catch (const Error& e) {
-      fail(e.code(), std::string("stopped waiting in the ") + phase + " phase: " + e.what(),
-           e.code() == ErrorCode::PeerLost ? "the job lost a rank; restart it" : "create a new group to continue");
+      missed = {e.code(), std::string("stopped waiting in the ") + phase + " phase: " + e.what(),
+                e.code() == ErrorCode::PeerLost ? "the job lost a rank; restart it" : "create a new group to continue"};
+      return false;
     }
-    std::vector<std::string> values;
+    values.clear();
     for (const auto& v : store_->multiGet(names)) values.push_back(toString(v));
+    return true;
+  };
+  const auto gather = [&](const std::string& kind, const char* phase) {
+    std::vector<std::string> values;
+    Missed missed;
+    if (!tryGather(kind, phase, values, missed)) fail(missed.code, missed.what, missed.hint);
     return values;
   };
 
@@ -219,6 +242,7 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   std::string builds = "-";
   const char* badWord = "bad";  // "badplugin" when a reload failed
   try {
+    if (!loadError.empty()) throw ConfigError(loadError);
     if (newConfig->groupName() != state_->config->groupName())
       raise(ErrorCode::Config, where,
             "the new config names the group '" + newConfig->groupName() + "' but this group is '" +
@@ -267,7 +291,8 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
   if (attempt > 1) {
     const std::string previous = "swap/" + std::to_string(attempt - 1) + "/";
     for (const char* kind : {"check/", "report/"}) store_->deleteKey(previous + kind + std::to_string(rank_));
-    if (rank_ == 0) store_->deleteKey(previous + "failed");
+    if (rank_ == 0)
+      for (const char* key : {"failed", "outcome"}) store_->deleteKey(previous + key);
   }
   {
     // Ranks that refused for the same reason are listed once (one file shared by all).
@@ -360,21 +385,18 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
                                " failed: " + splitWord(splitWord(failure).second).second));
   report.build = since(tBuild);
 
-  // 4. report
+  // 4. report, then one decision for all: the first rank to write `outcome` decides it.
+  // Without it a rank whose wait for the reports timed out would roll back while a
+  // slower one, seeing every report ok a moment later, committed.
   const auto tCommit = Steady::now();
   store_->set(round + "report/" + std::to_string(rank_), toBytes(failure.empty() ? "ok" : failure));
   std::vector<std::string> reports;
-  try {
-    reports = gather("report/", "report");
-  } catch (...) {
-    next.reset();  // the backends built for this attempt go; kept ones stay with state_
-    abortTargets_->clearBuilding();
-    throw;
-  }
+  Missed missed;
+  const bool gathered = tryGather("report/", "report", reports, missed);
   std::vector<int> failed, abandonedBy;
   std::string why, abandonWhy;
   ErrorCode code = ErrorCode::Plugin;
-  for (int r = 0; r < worldSize_; ++r) {
+  for (size_t r = 0; r < reports.size(); ++r) {
     const auto [word, rest] = splitWord(reports[r]);
     if (word == "fail") {
       const auto [codeName, text] = splitWord(rest);
@@ -386,15 +408,39 @@ ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newCon
       if (abandonWhy.empty()) abandonWhy = rest;
     }
   }
-  if (!failed.empty() || !abandonedBy.empty()) {
-    next.reset();
+  const bool allOk = gathered && failed.empty() && abandonedBy.empty();
+  std::string outcome;
+  try {
+    outcome = toString(store_->compareSet(
+        round + "outcome", {},
+        toBytes(allOk ? std::string("commit")
+                      : "rollback rank " + std::to_string(globalRanks_[rank_]) + ": " +
+                            (gathered ? std::string("a rank failed") : missed.what))));
+  } catch (const std::exception& e) {
+    outcome = std::string("rollback the store failed: ") + e.what();  // this rank cannot learn the decision
+  }
+  if (outcome != "commit") {
+    if (!gathered)  // ranks still building stop at once instead of at the timeout
+      try {
+        store_->compareSet(round + "failed", {}, toBytes("rank " + std::to_string(globalRanks_[rank_]) + ": " + missed.what));
+      } catch (const std::exception&) {
+      }
+    next.reset();  // the backends built for this attempt go; kept ones stay with state_
     abortTargets_->clearBuilding();
     report.kept.clear();
     report.built.clear();
-    fail(code,
-         failed.empty() ? "rank(s) " + rankList(abandonedBy) + " stopped building: " + abandonWhy
-                        : "the new backends failed on rank(s) " + rankList(failed) + ": " + why,
-         "the group goes on with its current backends; fix the failing rank's backend and call reconfigure() again");
+    if (!gathered) fail(missed.code, missed.what, missed.hint);
+    if (!failed.empty() || !abandonedBy.empty())
+      fail(code,
+           failed.empty() ? "rank(s) " + rankList(abandonedBy) + " stopped building: " + abandonWhy
+                          : "the new backends failed on rank(s) " + rankList(failed) + ": " + why,
+           "the group goes on with its current backends; fix the failing rank's backend and call reconfigure() "
+           "again");
+    fail(ErrorCode::Timeout,
+         "every rank reported success here, but another rank had already decided to roll back (" +
+             splitWord(outcome).second + ")",
+         "the group goes on with its current backends; call reconfigure() again, with a longer "
+         "ReconfigureOptions::timeout if a rank is slow to build");
   }
 
   // 5. commit: one pointer store switches every later call to the new generation.

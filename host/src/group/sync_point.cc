@@ -156,6 +156,13 @@ void ProcessGroup::applyEpoch(uint64_t epoch) {
     if (logger_)
       logger_->error("syncPoint: " + syncError_ + "; staying on generation " + std::to_string(generation()) +
                      " (fix the file; the next edit is a new epoch)");
+    // The others swap at this count: take part, refusing, so they fail now naming this
+    // rank rather than after group.timeout.
+    try {
+      reconfigureOrRefuse(nullptr, {}, e.what());
+    } catch (const Error& refused) {
+      if (refused.code() == ErrorCode::Aborted || refused.code() == ErrorCode::PeerLost) throw;
+    }
     return;
   }
   try {
