@@ -152,6 +152,31 @@ TEST(Reducer, AveragesGradientsOverRanksForSeveralIterations) {
   }
 }
 
+TEST(Reducer, ReconfigureDuringAnIterationIsRefusedOnEveryRankAndWorksAfterFinalize) {
+  constexpr int n = 2;
+  World world(n);
+  const auto params = mlpParams();
+  auto registry = testRegistry();
+  auto again = configFrom(kGlooConfig, *registry);
+  runRanks(n, [&](int rank) {
+    ProcessGroup& pg = *world.groups[rank];
+    for (int round = 0; round < 2; ++round) {
+      Reducer reducer(world.groups[rank], params, world.options(rank));
+      reducer.prepareForBackward();
+      // The hook may be issuing on markReady threads now: the swap would pull the
+      // backends from under them.
+      EXPECT_THROW_WITH(pg.reconfigure(again), ConfigError, "during a Reducer iteration",
+                        "call reconfigure() (or syncPoint()) between iterations");
+      std::vector<Tensor> grads;
+      for (size_t i = 0; i < params.size(); ++i) grads.push_back(gradFor(params[i], rank, i, 0));
+      for (size_t i = params.size(); i-- > 0;) reducer.markReady(i, grads[i]);
+      if (round == 0) reducer.finalize();  // round 1: destroyed mid-iteration, which ends the span too
+    }
+    EXPECT_EQ(pg.generation(), 0u);
+    EXPECT_EQ(pg.reconfigure(again).generation, 1u);
+  });
+}
+
 TEST(Reducer, MarkReadyFromSeveralThreadsInShuffledOrder) {
   constexpr int n = 2;
   World world(n);

@@ -174,7 +174,16 @@ class COMMHOST_API ProcessGroup {
   // start, TimeoutError / PeerLostError when a rank did not take part), naming the ranks
   // and their reasons. Seq numbers continue. The supervisor's settings stay those the
   // process started with.
+  // Inside a span of beginForeignIssue() (a Reducer iteration) this rank takes part only
+  // to refuse, with a ConfigError naming the span, on every rank.
   ReconfigureReport reconfigure(std::shared_ptr<const Config> newConfig, const ReconfigureOptions& options = {});
+
+  // Marks a span in which threads other than the calling one may issue ops on this group
+  // on its behalf (a Reducer iteration, from prepareForBackward to finalize: the comm hook
+  // runs on markReady threads). The swap replaces the snapshot those threads read, so
+  // reconfigure() refuses inside a span. Spans nest (a counter); any thread may end one.
+  void beginForeignIssue() { foreignIssue_.fetch_add(1, std::memory_order_acq_rel); }
+  void endForeignIssue() { foreignIssue_.fetch_sub(1, std::memory_order_acq_rel); }
 
   // A step boundary: workloads call it on every rank of the group, from the thread that
   // issues the group's ops, once per step (with at least one collective, waited on, in
@@ -246,6 +255,7 @@ class COMMHOST_API ProcessGroup {
   // through abortTargets_ only.
   std::shared_ptr<const State> state_;
   std::shared_ptr<AbortTargets> abortTargets_;  // abort() and the supervisor's abortGroup
+  std::atomic<int> foreignIssue_{0};           // beginForeignIssue() spans open (any thread)
   uint64_t swapAttempts_ = 0;                   // calling thread only: names each attempt's store keys
   std::shared_ptr<Logger> logger_;
   std::atomic<uint64_t> seq_{0};          // collectives; written by the calling thread only, atomic for readers

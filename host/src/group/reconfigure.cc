@@ -243,6 +243,11 @@ ReconfigureReport ProcessGroup::reconfigureOrRefuse(std::shared_ptr<const Config
   const char* badWord = "bad";  // "badplugin" when a reload failed
   try {
     if (!loadError.empty()) throw ConfigError(loadError);
+    if (foreignIssue_.load(std::memory_order_acquire) > 0)
+      raise(ErrorCode::Config, where,
+            "reconfigure() was called during a Reducer iteration (between prepareForBackward and finalize), while "
+            "other threads may issue on the group",
+            "call reconfigure() (or syncPoint()) between iterations, after finalize()");
     if (newConfig->groupName() != state_->config->groupName())
       raise(ErrorCode::Config, where,
             "the new config names the group '" + newConfig->groupName() + "' but this group is '" +

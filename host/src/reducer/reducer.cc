@@ -267,6 +267,7 @@ void Reducer::Impl::prepare() {
   nextLaunch_ = 0;
   start_ = Clock::now();
   active_ = true;
+  group->beginForeignIssue();  // ended where active_ goes false, or by ~Reducer
   if (options.staticGraph && staticAgreed_) {
     // Their buckets need not wait for them: zero now, and launch what is complete.
     for (size_t i : knownUnused_) {
@@ -343,6 +344,7 @@ void Reducer::Impl::finalize() {
       if (marked_[i] == kUnmarked) unmarked.push_back(i);
     if (!unmarked.empty() && !unusedHandling()) {
       active_ = false;  // the iteration is abandoned
+      group->endForeignIssue();
       launched = nextLaunch_;
     } else {
       // Unused here: they count as zero, and their buckets go now.
@@ -400,6 +402,7 @@ void Reducer::Impl::finalize() {
   {
     MutexLock lock(&mu_);
     active_ = false;
+    group->endForeignIssue();
   }
   if (error) std::rethrow_exception(error);
 
@@ -486,7 +489,10 @@ Reducer::Reducer(std::shared_ptr<ProcessGroup> group, std::vector<ParamInfo> par
 }
 
 Reducer::~Reducer() {
-  if (impl_) impl_->waitLaunched();
+  if (!impl_) return;
+  impl_->waitLaunched();
+  MutexLock lock(&impl_->mu_);
+  if (impl_->active_) impl_->group->endForeignIssue();  // destroyed mid-iteration
 }
 
 void Reducer::prepareForBackward() { impl_->prepare(); }
