@@ -48,7 +48,7 @@ def worker(pg, args):
 
     # shm never ran as a shadow here: refused on every rank, nothing changes.
     e = expect_raises(commhost.ConfigError, lambda: pg.reconfigure(CONFIGS / "shm.yaml", only_if_shadow_agrees=True),
-                      "onlyIfShadowAgrees")
+                      "never ran as a shadow")
     assert pg.generation == 0
     step(pg, 3)
 
