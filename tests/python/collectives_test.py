@@ -34,7 +34,7 @@ def check_allreduce(pg, r, n):
     x = np.full(3, r + 1, dtype=np.float64)
     pg.allreduce(x, op=commhost.ReduceOp.premul_sum(0.5)).wait()
     assert np.allclose(x, 0.5 * tri)
-    a, b = np.full(3, r, np.float32), np.full(5, 2 * r, np.int64)
+    a, b = np.full(3, r, np.float32), np.full(5, 2 * r, np.float32)
     pg.allreduce_coalesced([a, b]).wait()
     assert (a == n * (n - 1) / 2).all() and (b == n * (n - 1)).all()
 
@@ -77,10 +77,11 @@ def check_gathers(pg, r, n):
     pg.allgather_into_tensor(out, np.arange(4, dtype=np.int64) + 10 * r).wait()
     assert np.array_equal(out.reshape(n, 4), np.arange(4) + 10 * np.arange(n)[:, None])
 
-    outs = [[np.empty(2, np.int32), np.empty(3, np.float64)] for _ in range(n)]
-    pg.allgather_coalesced(outs, [np.full(2, r, np.int32), np.full(3, -r, np.float64)]).wait()
-    for i in range(n):
-        assert (outs[i][0] == i).all() and (outs[i][1] == -i).all()
+    # outputs[i][j]: rank j's inputs[i] (the inputs share a dtype, not a size).
+    outs = [[np.empty(2, np.float64) for _ in range(n)], [np.empty(3, np.float64) for _ in range(n)]]
+    pg.allgather_coalesced(outs, [np.full(2, r, np.float64), np.full(3, -r, np.float64)]).wait()
+    for j in range(n):
+        assert (outs[0][j] == j).all() and (outs[1][j] == -j).all(), outs
 
     out = np.empty(4, np.float32)
     pg.reduce_scatter(out, [np.full(4, 10 * r + i, np.float32) for i in range(n)]).wait()

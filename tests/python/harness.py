@@ -18,7 +18,7 @@ CONFIGS = REPO / "configs"
 
 
 def clean_env(tmp):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMHOST_") or k == "COMMHOST_BIN"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMMHOST_")}
     # Flight-recorder dumps (default dump_dir: $TMPDIR/commhost-traces-UID) stay in this run's dir.
     env["TMPDIR"] = str(tmp)
     return env

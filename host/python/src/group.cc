@@ -2,6 +2,8 @@
 // commhost.ProcessGroup: every collective and point-to-point op of the C++ API, on NumPy
 // arrays and __dlpack__ objects. Each returns a Work; ops write their results into the
 // arrays passed (allreduce, broadcast, ... in place; gathers into the outputs).
+#include <pybind11/stl.h>
+
 #include "group.h"
 
 namespace commhost::python {
@@ -96,7 +98,8 @@ void defineCollectives(PyGroupClass& cls) {
             std::vector<std::vector<Tensor>> os;
             std::vector<Tensor> keep;
             if (!py::isinstance<py::sequence>(outs))
-              throw InvalidArgument("commhost allgather_coalesced: 'outputs' must be a list (one per rank) of lists");
+              throw InvalidArgument(
+                  "commhost allgather_coalesced: 'outputs' must be a list (one per input) of lists (one per rank)");
             for (auto row : py::reinterpret_borrow<py::sequence>(outs)) {
               os.push_back(toTensors(row, "allgather_coalesced", "outputs[r]", true));
               keep = concat(keep, os.back());
@@ -106,7 +109,7 @@ void defineCollectives(PyGroupClass& cls) {
             o.timeout = toMillis(timeout, "allgather_coalesced");
             return issue(g, concat(keep, ins), [&](ProcessGroup& pg) { return pg.allgatherCoalesced(os, ins, o); });
           },
-          arg("outputs"), arg("inputs"), timeoutArg())
+          arg("outputs"), arg("inputs"), timeoutArg(), "outputs[i][r] receives rank r's inputs[i].")
       .def(
           "gather",
           [](const PyGroup& g, py::handle outs, py::handle x, int root, py::handle timeout) {
