@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """Ops on __dlpack__ objects at 2 ranks over gloo: torch tensors (in place, zero copy,
-bool and bfloat16 included) and a bare object exposing only __dlpack__; non-contiguous
+bfloat16 included) and a bare object exposing only __dlpack__; non-contiguous
 tensors refused. Run by ctest; launches itself per rank."""
 import numpy as np
 import torch
@@ -42,10 +42,10 @@ def worker(pg, args):
         x = torch.full((6,), r + 1, dtype=dt)
         pg.allreduce(x).wait()
         assert torch.equal(x, torch.full((6,), tri, dtype=dt)), (dt, x)
-    assert commhost._describe_tensor(torch.zeros(3, dtype=torch.bool)).startswith("bool[3]")
-    b = torch.tensor([r == 0, True, False])
-    pg.broadcast(b, root=1).wait()
-    assert b.tolist() == [n == 1, True, False]
+    # torch 1.13 exports no bool through DLPack: its refusal reaches the caller, cleanly.
+    e = expect_raises(commhost.InvalidArgument, lambda: pg.broadcast(torch.zeros(3, dtype=torch.bool)),
+                      "argument 'tensor' (Tensor) could not be exported", "RuntimeError: Bool type")
+    assert "At:" not in str(e), str(e)
 
     outs = [torch.empty(2, dtype=torch.int64) for _ in range(n)]
     pg.allgather(outs, torch.tensor([r, 2 * r])).wait()

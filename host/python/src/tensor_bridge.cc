@@ -115,8 +115,9 @@ Tensor fromDLPackObject(py::handle obj, const char* op, const char* arg) {
   try {
     capsule = obj.attr("__dlpack__")();
   } catch (py::error_already_set& e) {
+    // The exception's type and text, without the traceback e.what() appends.
     throw InvalidArgument(prefix(op, arg) + "(" + typeName(obj) + ") could not be exported: __dlpack__() raised " +
-                          e.what());
+                          std::string(py::str(e.type().attr("__name__"))) + ": " + std::string(py::str(e.value())));
   }
   PyObject* cap = capsule.ptr();
   if (!PyCapsule_IsValid(cap, "dltensor"))
