@@ -6,8 +6,8 @@
 // commhost.InvalidArgument a ValueError, commhost.NotSupportedError a
 // NotImplementedError). Every instance carries the C++ error's context as attributes:
 // code, group, rank, op, seq, peer, key (None where unset).
-#include "bridge.h"
 #include "commhost/errors.h"
+#include "bridge.h"
 
 namespace commhost::python {
 namespace {

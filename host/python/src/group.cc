@@ -26,7 +26,9 @@ std::vector<Tensor> concat(std::vector<Tensor> a, const std::vector<Tensor>& b) 
   return a;
 }
 
-std::vector<int64_t> splits(py::handle h) { return isNone(h) ? std::vector<int64_t>{} : h.cast<std::vector<int64_t>>(); }
+std::vector<int64_t> splits(py::handle h) {
+  return isNone(h) ? std::vector<int64_t>{} : h.cast<std::vector<int64_t>>();
+}
 
 }  // namespace
 
@@ -179,9 +181,8 @@ void defineCollectives(PyGroupClass& cls) {
             o.timeout = toMillis(timeout, "alltoall_single");
             return issue(g, {ot, in}, [&](ProcessGroup& pg) { return pg.alltoallSingle(ot, in, o); });
           },
-          arg("output"), arg("input"), arg("output_split_sizes") = py::none(),
-          arg("input_split_sizes") = py::none(), timeoutArg(),
-          "Split sizes count rows of dimension 0; None: equal splits.")
+          arg("output"), arg("input"), arg("output_split_sizes") = py::none(), arg("input_split_sizes") = py::none(),
+          timeoutArg(), "Split sizes count rows of dimension 0; None: equal splits.")
       .def(
           "barrier",
           [](const PyGroup& g, py::handle timeout) {

@@ -41,8 +41,7 @@ struct PyWork {
 using PyWorkPtr = std::shared_ptr<PyWork>;
 
 // Issues `call` (which runs the C++ op) without the GIL and wraps its Work.
-template <class F>
-PyWorkPtr issue(const PyGroup& g, std::vector<Tensor> keep, F&& call) {
+template <class F> PyWorkPtr issue(const PyGroup& g, std::vector<Tensor> keep, F&& call) {
   WorkPtr work;
   {
     py::gil_scoped_release unlocked;

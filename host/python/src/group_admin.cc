@@ -107,7 +107,8 @@ py::object flightRecorder(const PyGroup& g, const std::string& reason) {
 
 }  // namespace
 
-PyGroup::PyGroup(std::shared_ptr<ProcessGroup> group, ConfigOverrides o) : pg(std::move(group)), overrides(std::move(o)) {}
+PyGroup::PyGroup(std::shared_ptr<ProcessGroup> group, ConfigOverrides o)
+    : pg(std::move(group)), overrides(std::move(o)) {}
 
 PyGroup::~PyGroup() {
   if (PyGILState_Check()) {
@@ -146,16 +147,19 @@ void defineAdmin(PyGroupClass& cls) {
       .def_property_readonly("size", [](const PyGroup& g) { return g.group().size(); })
       .def_property_readonly("name", [](const PyGroup& g) { return g.group().name(); })
       .def_property_readonly("global_ranks", [](const PyGroup& g) { return g.group().globalRanks(); })
-      .def_property_readonly("generation", [](const PyGroup& g) { return g.group().generation(); },
-                             "0 for the config the group started with, +1 for every reconfigure.")
+      .def_property_readonly(
+          "generation", [](const PyGroup& g) { return g.group().generation(); },
+          "0 for the config the group started with, +1 for every reconfigure.")
       .def_property_readonly("seq", [](const PyGroup& g) { return g.group().seq(); })
       .def_property_readonly("bytes_issued", [](const PyGroup& g) { return g.group().bytesIssued(); })
       .def_property_readonly("config_source", [](const PyGroup& g) { return g.group().config().source; })
-      .def_property_readonly("config_yaml", [](const PyGroup& g) { return g.group().config().effectiveYaml; },
-                             "The effective config (defaults filled in) of the current generation.")
+      .def_property_readonly(
+          "config_yaml", [](const PyGroup& g) { return g.group().config().effectiveYaml; },
+          "The effective config (defaults filled in) of the current generation.")
       .def_property_readonly("config_hash", [](const PyGroup& g) { return hex(g.group().config().hash); })
-      .def_property_readonly("routes", [](const PyGroup& g) { return g.group().routes().describe(); },
-                             "The resolved route table, as `commhost config check` prints it.")
+      .def_property_readonly(
+          "routes", [](const PyGroup& g) { return g.group().routes().describe(); },
+          "The resolved route table, as `commhost config check` prints it.")
       .def(
           "new_group",
           [](const PyGroup& g, const std::vector<int>& ranks) {

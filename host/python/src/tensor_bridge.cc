@@ -69,9 +69,7 @@ DType numpyDType(const py::array& a, const char* op, const char* arg) {
 std::shared_ptr<void> keepAlive(py::handle obj) {
   PyObject* raw = obj.ptr();
   Py_INCREF(raw);
-  return std::shared_ptr<void>(raw, [](void* p) {
-    releaseWithGil([p] { Py_DECREF(static_cast<PyObject*>(p)); });
-  });
+  return std::shared_ptr<void>(raw, [](void* p) { releaseWithGil([p] { Py_DECREF(static_cast<PyObject*>(p)); }); });
 }
 
 Tensor fromNumpy(const py::array& a, const char* op, const char* arg, bool writable) {

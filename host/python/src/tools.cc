@@ -29,7 +29,7 @@ ConfigOverrides toOverrides(py::handle overrides) {
     for (auto item : py::reinterpret_borrow<py::dict>(overrides)) {
       const std::string key = py::str(item.first);
       std::string value = py::isinstance<py::bool_>(item.second) ? (item.second.cast<bool>() ? "true" : "false")
-                                                                  : std::string(py::str(item.second));
+                                                                 : std::string(py::str(item.second));
       o.set.push_back(key + "=" + value);
     }
     return o;
@@ -66,7 +66,8 @@ py::list pluginList(const std::vector<std::string>& extra, py::handle config) {
     d["path"] = e.path;
     d["usable"] = e.usable();
     d["status"] = e.usable() ? std::string("ok") : "unavailable: " + e.unavailable;
-    if (e.descriptor && e.descriptor->kind == PluginKind::Backend) d["capabilities"] = describe(e.descriptor->capabilities);
+    if (e.descriptor && e.descriptor->kind == PluginKind::Backend)
+      d["capabilities"] = describe(e.descriptor->capabilities);
     out.append(d);
   }
   return out;
@@ -81,7 +82,7 @@ py::dict configCheck(py::handle config, py::handle overrides) {
   } else {
     const std::string text = pathText(config);
     cfg = text.find('\n') != std::string::npos ? loadConfigText(text, "<python>", registry, o)
-                                                : loadConfigFile(text, registry, o);
+                                               : loadConfigFile(text, registry, o);
   }
   char hash[32];
   std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cfg.hash));

@@ -7,7 +7,8 @@
 namespace commhost::python {
 
 PyWorkPtr PyWork::make(WorkPtr work, std::shared_ptr<ProcessGroup> group, std::vector<Tensor> keep) {
-  if (!work) throw BackendError("commhost: the backend returned no Work for the call; report it to the plugin's author");
+  if (!work)
+    throw BackendError("commhost: the backend returned no Work for the call; report it to the plugin's author");
   // Held by the future's callback until the work ends, then dropped (on whichever thread
   // completed it; the bridge defers the Python side of that to a GIL holder).
   auto held = std::make_shared<std::vector<Tensor>>(std::move(keep));
@@ -26,9 +27,10 @@ ReduceOp toReduceOp(py::handle op) {
       throw InvalidArgument("commhost: reduce op 'premul_sum' needs its factor: pass commhost.ReduceOp.premul_sum(f)");
     return ReduceOp(parseReduceOp(name));
   }
-  throw InvalidArgument("commhost: a reduce op is a name ('sum', 'avg', 'product', 'min', 'max', 'band', 'bor', "
-                        "'bxor') or a commhost.ReduceOp, not a " +
-                        std::string(py::str(py::type::handle_of(op).attr("__name__"))));
+  throw InvalidArgument(
+      "commhost: a reduce op is a name ('sum', 'avg', 'product', 'min', 'max', 'band', 'bor', "
+      "'bxor') or a commhost.ReduceOp, not a " +
+      std::string(py::str(py::type::handle_of(op).attr("__name__"))));
 }
 
 void registerWork(py::module_& m) {
@@ -76,8 +78,9 @@ void registerWork(py::module_& m) {
             w.work->abort(reason);
           },
           py::arg("reason") = "aborted from Python")
-      .def_property_readonly("source_rank", [](PyWork& w) { return w.work->sourceRank(); },
-                             "recv_any_source: the rank the message came from; -1 otherwise.")
+      .def_property_readonly(
+          "source_rank", [](PyWork& w) { return w.work->sourceRank(); },
+          "recv_any_source: the rank the message came from; -1 otherwise.")
       .def_property_readonly("op", [](PyWork& w) { return std::string(opName(w.work->op())); })
       .def_property_readonly("seq", [](PyWork& w) { return w.work->seq(); })
       .def("__repr__", [](PyWork& w) {
