@@ -3,6 +3,7 @@
 subgroups, argument errors, flight recorder. Run by ctest; launches itself per rank."""
 import gc
 import sys
+import threading
 import time
 
 import numpy as np
@@ -154,6 +155,51 @@ def check_work(pg, r, n):
         pg.barrier().wait()
 
 
+def check_gil_released(pg, r, n):
+    """While rank 0 waits for a late rank 1, its other Python threads run."""
+    if r == 0:
+        ticks, stop = [0], threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                ticks[0] += 1
+                time.sleep(0.001)
+        t = threading.Thread(target=spin)
+        t.start()
+        w = pg.allreduce(np.ones(4))
+        before = ticks[0]
+        w.wait()
+        during = ticks[0] - before
+        stop.set()
+        t.join()
+        assert during > 20, f"only {during} ticks of another thread during a 1 s wait: the GIL was held"
+    else:
+        time.sleep(1.0 if r == 1 else 0)
+        pg.allreduce(np.ones(4)).wait()
+
+
+def check_hooks(pg, r, n):
+    events = []
+    hook = pg.add_completion_hook(events.append)
+    bad = pg.add_completion_hook(lambda ev: 1 / 0)  # printed as unraisable; the job goes on
+    pg.allreduce(np.ones(256, np.float32)).wait()
+    pg.barrier().wait()
+    deadline = time.time() + 10
+    while {"allreduce", "barrier"} - {e["op"] for e in events} and time.time() < deadline:
+        time.sleep(0.01)  # hooks run on the supervisor's hook thread, after the wait returns
+    ar = [e for e in events if e["op"] == "allreduce"]
+    assert ar, events
+    ev = ar[-1]
+    assert ev["group"] == "main" and ev["rank"] == r and ev["backend"] == "gloo", ev
+    assert ev["bytes"] == 1024 and ev["error"] is None and ev["duration"] >= 0 and ev["end"] >= ev["start"], ev
+    pg.remove_completion_hook(hook)
+    pg.remove_completion_hook(bad)
+    seen = len(events)
+    pg.barrier().wait()
+    time.sleep(0.2)
+    assert len(events) == seen, "a removed hook was still called"
+
+
 def check_subgroups(pg, r, n):
     sub = pg.new_group([0, n - 1])
     if r in (0, n - 1):
@@ -218,8 +264,8 @@ def check_introspection(pg, r, n):
 def worker(pg, args):
     r, n = pg.rank, pg.size
     assert n == int(args[0]), (n, args)
-    for check in (check_allreduce, check_rooted, check_gathers, check_p2p, check_work, check_subgroups,
-                  check_errors, check_introspection):
+    for check in (check_allreduce, check_rooted, check_gathers, check_p2p, check_work, check_gil_released,
+                  check_hooks, check_subgroups, check_errors, check_introspection):
         check(pg, r, n)
         print(f"[rank {r}] {check.__name__} ok", flush=True)
 

@@ -105,6 +105,38 @@ py::object flightRecorder(const PyGroup& g, const std::string& reason) {
   return std::move(d);
 }
 
+// A completion hook calling a Python callable on the supervisor's hook thread (never a
+// backend's), with the GIL; the callable's reference is dropped like an array's.
+CompletionHook pythonHook(py::handle fn) {
+  PyObject* raw = fn.ptr();
+  Py_INCREF(raw);
+  std::shared_ptr<PyObject> callable(raw, [](PyObject* p) { releaseWithGil([p] { Py_DECREF(p); }); });
+  return [callable](const CompletionEvent& ev) {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+    py::gil_scoped_acquire gil;
+    const auto secs = [](std::chrono::system_clock::time_point t) {
+      return std::chrono::duration<double>(t.time_since_epoch()).count();
+    };
+    try {
+      py::dict d;
+      d["group"] = ev.group;
+      d["rank"] = ev.rank;
+      d["op"] = opName(ev.op);
+      d["seq"] = ev.seq;
+      d["backend"] = ev.backend;
+      d["start"] = secs(ev.start);
+      d["end"] = secs(ev.end);
+      d["duration"] = static_cast<double>(ev.duration.count()) / 1e6;
+      d["bytes"] = ev.bytes;
+      d["error"] = ev.error.empty() ? py::object(py::none()) : py::object(py::str(ev.error));
+      py::handle(callable.get())(d);
+    } catch (py::error_already_set& e) {
+      // Printed like an exception in a __del__: the hook stays, the job goes on.
+      e.discard_as_unraisable("commhost completion hook");
+    }
+  };
+}
+
 }  // namespace
 
 PyGroup::PyGroup(std::shared_ptr<ProcessGroup> group, ConfigOverrides o)
@@ -229,6 +261,20 @@ void defineAdmin(PyGroupClass& cls) {
       .def("flight_recorder", &flightRecorder, arg("reason") = "python",
            "Dumps this process's flight recorder (rank<N>.json in the dump dir) and returns it parsed, with "
            "'path' added.")
+      .def(
+          "add_completion_hook",
+          [](const PyGroup& g, py::function fn) { return g.group().addCompletionHook(pythonHook(fn)); },
+          arg("fn"),
+          "Calls fn(event) for every work of this group that ends, on the supervisor's hook thread, one at a "
+          "time: event is a dict (group, rank, op, seq, backend, start, end, duration in seconds, bytes, error "
+          "or None). Returns an id for remove_completion_hook. An exception in fn is printed; the hook stays.")
+      .def(
+          "remove_completion_hook",
+          [](const PyGroup& g, int id) {
+            py::gil_scoped_release unlocked;  // the hook thread may be waiting for the GIL in that hook
+            g.group().removeCompletionHook(id);
+          },
+          arg("id"))
       .def(
           "abort",
           [](const PyGroup& g, const std::string& reason) {
