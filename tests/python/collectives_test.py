@@ -155,6 +155,21 @@ def check_work(pg, r, n):
         pg.barrier().wait()
 
 
+def check_abort_work(pg, r, n):
+    """An aborted Work: exception() gives the commhost.AbortedError, wait() raises it."""
+    if r == 0:
+        y = np.zeros(3, np.float32)
+        w = pg.recv(y, 1, tag=42)
+        w.abort("python test abort")
+        e = w.exception()
+        assert isinstance(e, commhost.AbortedError) and e.code == "aborted" and e.op == "recv", repr(e)
+        assert "python test abort" in str(e) and w.is_completed()
+        expect_raises(commhost.AbortedError, w.wait, "python test abort", "[group main rank 0] recv")
+    pg.barrier().wait()
+    if r == 1:  # the transport's receive still takes it (into the aborted work's array, kept alive)
+        pg.send(np.ones(3, np.float32), 0, tag=42).wait()
+    pg.barrier().wait()
+
 def check_gil_released(pg, r, n):
     """While rank 0 waits for a late rank 1, its other Python threads run."""
     if r == 0:
@@ -264,8 +279,8 @@ def check_introspection(pg, r, n):
 def worker(pg, args):
     r, n = pg.rank, pg.size
     assert n == int(args[0]), (n, args)
-    for check in (check_allreduce, check_rooted, check_gathers, check_p2p, check_work, check_gil_released,
-                  check_hooks, check_subgroups, check_errors, check_introspection):
+    for check in (check_allreduce, check_rooted, check_gathers, check_p2p, check_work, check_abort_work,
+                  check_gil_released, check_hooks, check_subgroups, check_errors, check_introspection):
         check(pg, r, n)
         print(f"[rank {r}] {check.__name__} ok", flush=True)
 
