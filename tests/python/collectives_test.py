@@ -13,6 +13,8 @@ from harness import CONFIGS, expect_raises
 
 import commhost
 
+BACKEND = "gloo"  # the config (configs/<BACKEND>.yaml) and the backend its allreduce takes
+
 
 def check_allreduce(pg, r, n):
     tri = n * (n + 1) // 2
@@ -144,16 +146,16 @@ def check_work(pg, r, n):
         assert w.wait(timeout=30) and w.is_completed() and w.exception() is None
         assert (xs[i] == n * i + n * (n - 1) / 2).all()
         assert w.op == "allreduce" and "allreduce" in repr(w)
-    # A Work.wait timeout is the wait's, not the op's: the barrier still completes.
+    # A Work.wait timeout is the wait's, not the op's: the recv still completes.
     if r == 0:
-        w = pg.barrier()
+        y = np.zeros(2, np.int32)
+        w = pg.recv(y, 1, tag=5)
         e = expect_raises(commhost.TimeoutError, lambda: w.wait(timeout=0.05), "not completed within")
-        assert isinstance(e, TimeoutError) and isinstance(e, commhost.Error) and e.op == "barrier"
-        assert w.wait() and w.exception() is None
-    else:
+        assert isinstance(e, TimeoutError) and isinstance(e, commhost.Error) and e.op == "recv"
+        assert w.wait() and w.exception() is None and y.tolist() == [5, 5]
+    elif r == 1:
         time.sleep(1.0)
-        pg.barrier().wait()
-
+        pg.send(np.full(2, 5, np.int32), 0, tag=5).wait()
 
 def check_abort_work(pg, r, n):
     """An aborted Work: exception() gives the commhost.AbortedError, wait() raises it."""
@@ -181,9 +183,8 @@ def check_gil_released(pg, r, n):
                 time.sleep(0.001)
         t = threading.Thread(target=spin)
         t.start()
-        w = pg.allreduce(np.ones(4))
         before = ticks[0]
-        w.wait()
+        pg.allreduce(np.ones(4)).wait()  # blocks in the call (shm runs small ops inline) or in wait()
         during = ticks[0] - before
         stop.set()
         t.join()
@@ -205,7 +206,7 @@ def check_hooks(pg, r, n):
     ar = [e for e in events if e["op"] == "allreduce"]
     assert ar, events
     ev = ar[-1]
-    assert ev["group"] == "main" and ev["rank"] == r and ev["backend"] == "gloo", ev
+    assert ev["group"] == "main" and ev["rank"] == r and ev["backend"] == BACKEND, ev
     assert ev["bytes"] == 1024 and ev["error"] is None and ev["duration"] >= 0 and ev["end"] >= ev["start"], ev
     pg.remove_completion_hook(hook)
     pg.remove_completion_hook(bad)
@@ -256,8 +257,8 @@ def check_errors(pg, r, n):
 
 def check_introspection(pg, r, n):
     assert pg.name == "main" and pg.generation == 0 and pg.seq > 0 and pg.bytes_issued > 0
-    assert "gloo" in pg.routes and "group:" in pg.config_yaml and len(pg.config_hash) == 16
-    assert pg.config_source.endswith("gloo.yaml"), pg.config_source
+    assert BACKEND in pg.routes and "group:" in pg.config_yaml and len(pg.config_hash) == 16
+    assert pg.config_source.endswith(BACKEND + ".yaml"), pg.config_source
     assert str(pg) == repr(pg) and "rank %d/%d" % (r, n) in repr(pg)
     info = commhost.launch_info()
     assert info["rank"] == r and info["world_size"] == n and info["master_port"] > 0
@@ -277,8 +278,10 @@ def check_introspection(pg, r, n):
 
 
 def worker(pg, args):
+    global BACKEND
     r, n = pg.rank, pg.size
     assert n == int(args[0]), (n, args)
+    BACKEND = args[1]
     for check in (check_allreduce, check_rooted, check_gathers, check_p2p, check_work, check_abort_work,
                   check_gil_released, check_hooks, check_subgroups, check_errors, check_introspection):
         check(pg, r, n)
@@ -286,5 +289,8 @@ def worker(pg, args):
 
 
 if __name__ == "__main__":
-    sizes = [int(a) for a in sys.argv[1:] if a.isdigit()] if "--worker" not in sys.argv else []
-    harness.main(worker, [(s, CONFIGS / "gloo.yaml", [s]) for s in sizes or [2]])
+    # collectives_test.py [N] [gloo|shm]: N ranks on configs/<backend>.yaml (default 2, gloo).
+    argv = sys.argv[1:] if "--worker" not in sys.argv else []
+    sizes = [int(a) for a in argv if a.isdigit()] or [2]
+    backend = next((a for a in argv if not a.isdigit()), "gloo")
+    harness.main(worker, [(s, CONFIGS / f"{backend}.yaml", [s, backend]) for s in sizes])
