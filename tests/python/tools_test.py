@@ -4,6 +4,7 @@
 and refusals, and a world of one from commhost.init()."""
 import builtins
 import os
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -87,7 +88,10 @@ def check_world_of_one(tmp):
     os.environ.update(clean_env(tmp))
     for k in [k for k in os.environ if k.startswith("COMMHOST_") and k != "COMMHOST_BIN"]:
         del os.environ[k]
-    os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(20000 + os.getpid() % 20000))
+    with socket.socket() as s:  # a free port for the store rank 0 serves
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     expect_raises(commhost.ConfigError, lambda: commhost.init(CONFIGS / "nope.yaml"), "nope.yaml")
     with commhost.init(CONFIGS / "gloo.yaml", overrides={"logging.level": "warn", "group.timeout": "9s"}) as pg:
         assert (pg.rank, pg.size, pg.generation) == (0, 1, 0)
