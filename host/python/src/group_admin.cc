@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: Apache-2.0
+// commhost.ProcessGroup beyond the ops: what it is (rank, size, generation, config),
+// subgroups, hot swap (reconfigure, sync_point), shadow report, flight recorder, teardown.
+#include <pybind11/stl.h>
+
+#include <cstdio>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "commhost/errors.h"
+#include "commhost/registry.h"
+#include "commhost/supervisor.h"
+#include "group.h"
+
+namespace commhost::python {
+
+using py::arg;
+
+namespace {
+
+std::mutex gLiveMutex;
+std::vector<std::weak_ptr<ProcessGroup>> gLive;  // guarded by gLiveMutex
+
+std::string hex(uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+double seconds(std::chrono::microseconds us) { return static_cast<double>(us.count()) / 1e6; }
+
+// A path (str or os.PathLike) or YAML text (anything with a newline).
+std::shared_ptr<const Config> loadForGroup(const PyGroup& g, py::handle config) {
+  const std::string text = py::module_::import("os").attr("fspath")(config).cast<std::string>();
+  py::gil_scoped_release unlocked;
+  // A copy, as syncPoint does: loading extends the registry's search path with the
+  // config's plugin_path; reconfigure() still looks plugins up in the group's own registry.
+  PluginRegistry registry = g.group().registry();
+  return std::make_shared<Config>(text.find('\n') != std::string::npos
+                                      ? loadConfigText(text, "<python>", registry, g.overrides)
+                                      : loadConfigFile(text, registry, g.overrides));
+}
+
+py::dict reportDict(const ReconfigureReport& r) {
+  py::dict d;
+  d["generation"] = r.generation;
+  d["kept"] = r.kept;
+  d["built"] = r.built;
+  d["removed"] = r.removed;
+  d["reloaded"] = r.reloaded;
+  py::dict times;
+  times["check"] = seconds(r.check);
+  times["drain"] = seconds(r.drain);
+  times["build"] = seconds(r.build);
+  times["commit"] = seconds(r.commit);
+  times["total"] = seconds(r.total);
+  d["seconds"] = times;
+  return d;
+}
+
+py::dict shadowDict(const ShadowRecord& s) {
+  py::dict d;
+  d["op"] = s.op;
+  d["backend"] = s.backend;
+  d["shadow"] = s.shadow;
+  d["bytes"] = s.bytes;
+  d["samples"] = s.samples;
+  d["agreed"] = s.agreed;
+  d["disagreed"] = s.disagreed;
+  d["failed"] = s.failed;
+  d["backend_us"] = s.backendUs;
+  d["shadow_us"] = s.shadowUs;
+  d["first_disagreement"] = s.firstDisagreement;
+  d["first_failure"] = s.firstFailure;
+  return d;
+}
+
+// The flight recorder as the dump `commhost trace` reads, parsed.
+py::object flightRecorder(const PyGroup& g, const std::string& reason) {
+  std::string path;
+  {
+    py::gil_scoped_release unlocked;
+    path = dumpFlightRecorder(reason);
+  }
+  if (path.empty()) {
+    ErrorContext where;
+    where.group = g.group().name();
+    where.rank = g.group().rank();
+    raise(ErrorCode::InvalidArgument, where, "flight_recorder: this process has no supervisor to dump",
+          "Set supervisor.enabled: true in the config (the default) to record collectives");
+  }
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    ErrorContext where;
+    where.group = g.group().name();
+    where.rank = g.group().rank();
+    raise(ErrorCode::InvalidArgument, where, "flight_recorder: could not read the dump " + path,
+          "Check supervisor.flight_recorder.dump_dir is writable");
+  }
+  py::dict d = py::module_::import("json").attr("loads")(text.str());
+  d["path"] = path;
+  return std::move(d);
+}
+
+// A completion hook calling a Python callable on the supervisor's hook thread (never a
+// backend's), with the GIL; the callable's reference is dropped like an array's.
+CompletionHook pythonHook(py::handle fn) {
+  PyObject* raw = fn.ptr();
+  Py_INCREF(raw);
+  std::shared_ptr<PyObject> callable(raw, [](PyObject* p) { releaseWithGil([p] { Py_DECREF(p); }); });
+  return [callable](const CompletionEvent& ev) {
+    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+    py::gil_scoped_acquire gil;
+    const auto secs = [](std::chrono::system_clock::time_point t) {
+      return std::chrono::duration<double>(t.time_since_epoch()).count();
+    };
+    try {
+      py::dict d;
+      d["group"] = ev.group;
+      d["rank"] = ev.rank;
+      d["op"] = opName(ev.op);
+      d["seq"] = ev.seq;
+      d["backend"] = ev.backend;
+      d["start"] = secs(ev.start);
+      d["end"] = secs(ev.end);
+      d["duration"] = static_cast<double>(ev.duration.count()) / 1e6;
+      d["bytes"] = ev.bytes;
+      d["error"] = ev.error.empty() ? py::object(py::none()) : py::object(py::str(ev.error));
+      py::handle(callable.get())(d);
+    } catch (py::error_already_set& e) {
+      // Printed like an exception in a __del__: the hook stays, the job goes on.
+      e.discard_as_unraisable("commhost completion hook");
+    }
+  };
+}
+
+}  // namespace
+
+PyGroup::PyGroup(std::shared_ptr<ProcessGroup> group, ConfigOverrides o)
+    : pg(std::move(group)), overrides(std::move(o)) {}
+
+PyGroup::~PyGroup() {
+  if (PyGILState_Check()) {
+    py::gil_scoped_release unlocked;
+    pg.reset();
+  } else {
+    pg.reset();
+  }
+}
+
+py::object wrapGroup(std::shared_ptr<ProcessGroup> group, const ConfigOverrides& overrides) {
+  if (!group) return py::none();
+  {
+    std::lock_guard<std::mutex> lock(gLiveMutex);
+    gLive.erase(std::remove_if(gLive.begin(), gLive.end(), [](const auto& w) { return w.expired(); }), gLive.end());
+    gLive.push_back(group);
+  }
+  return py::cast(std::make_shared<PyGroup>(std::move(group), overrides));
+}
+
+void shutdownAll() {
+  std::vector<std::shared_ptr<ProcessGroup>> live;
+  {
+    std::lock_guard<std::mutex> lock(gLiveMutex);
+    for (auto& w : gLive)
+      if (auto g = w.lock()) live.push_back(std::move(g));
+    gLive.clear();
+  }
+  py::gil_scoped_release unlocked;
+  // Subgroups first (created later), then the world group.
+  for (auto it = live.rbegin(); it != live.rend(); ++it) (*it)->shutdown();
+}
+
+void defineAdmin(PyGroupClass& cls) {
+  cls.def_property_readonly("rank", [](const PyGroup& g) { return g.group().rank(); })
+      .def_property_readonly("size", [](const PyGroup& g) { return g.group().size(); })
+      .def_property_readonly("name", [](const PyGroup& g) { return g.group().name(); })
+      .def_property_readonly("global_ranks", [](const PyGroup& g) { return g.group().globalRanks(); })
+      .def_property_readonly(
+          "generation", [](const PyGroup& g) { return g.group().generation(); },
+          "0 for the config the group started with, +1 for every reconfigure.")
+      .def_property_readonly("seq", [](const PyGroup& g) { return g.group().seq(); })
+      .def_property_readonly("bytes_issued", [](const PyGroup& g) { return g.group().bytesIssued(); })
+      .def_property_readonly("config_source", [](const PyGroup& g) { return g.group().config().source; })
+      .def_property_readonly(
+          "config_yaml", [](const PyGroup& g) { return g.group().config().effectiveYaml; },
+          "The effective config (defaults filled in) of the current generation.")
+      .def_property_readonly("config_hash", [](const PyGroup& g) { return hex(g.group().config().hash); })
+      .def_property_readonly(
+          "routes", [](const PyGroup& g) { return g.group().routes().describe(); },
+          "The resolved route table, as `commhost config check` prints it.")
+      .def(
+          "new_group",
+          [](const PyGroup& g, const std::vector<int>& ranks) {
+            std::shared_ptr<ProcessGroup> sub;
+            {
+              py::gil_scoped_release unlocked;
+              sub = g.group().newGroup(ranks);
+            }
+            return wrapGroup(std::move(sub), g.overrides);
+          },
+          arg("ranks"), "Collective: every member calls it. None on ranks not in `ranks`.")
+      .def(
+          "split",
+          [](const PyGroup& g, int color, int key) {
+            std::shared_ptr<ProcessGroup> sub;
+            {
+              py::gil_scoped_release unlocked;
+              sub = g.group().split(color, key);
+            }
+            return wrapGroup(std::move(sub), g.overrides);
+          },
+          arg("color"), arg("key") = 0,
+          "Collective: groups ranks by color (ordered by key, then rank); a negative color gives None.")
+      .def(
+          "reconfigure",
+          [](const PyGroup& g, py::handle config, bool onlyIfShadowAgrees, bool reloadPlugins, py::handle timeout) {
+            ReconfigureOptions o;
+            o.onlyIfShadowAgrees = onlyIfShadowAgrees;
+            o.reloadPlugins = reloadPlugins;
+            o.timeout = toMillis(timeout, "reconfigure");
+            auto next = loadForGroup(g, config);
+            ReconfigureReport r;
+            {
+              py::gil_scoped_release unlocked;
+              r = g.group().reconfigure(next, o);
+            }
+            return reportDict(r);
+          },
+          arg("config"), arg("only_if_shadow_agrees") = false, arg("reload_plugins") = false,
+          arg("timeout") = py::none(),
+          "Hot swap to a config file (or YAML text), a collective over the group: all ranks switch or none. "
+          "Returns what it did (generation, kept/built/removed backends, phase seconds).")
+      .def(
+          "sync_point",
+          [](const PyGroup& g) {
+            py::gil_scoped_release unlocked;
+            g.group().syncPoint();
+          },
+          "A step boundary: applies a config published by `commhost run --watch` (see ProcessGroup::syncPoint).")
+      .def("sync_status",
+           [](const PyGroup& g) {
+             const auto s = g.group().syncStatus();
+             py::dict d;
+             d["count"] = s.count;
+             d["epoch"] = s.epoch;
+             d["last_error"] = s.lastError;
+             return d;
+           })
+      .def(
+          "shadow_report",
+          [](const PyGroup& g) {
+            py::list out;
+            for (const auto& s : g.group().shadowReport()) out.append(shadowDict(s));
+            return out;
+          },
+          "Shadow mode: one dict per (op, backend, shadow, size class) compared so far.")
+      .def("flight_recorder", &flightRecorder, arg("reason") = "python",
+           "Dumps this process's flight recorder (rank<N>.json in the dump dir) and returns it parsed, with "
+           "'path' added.")
+      .def(
+          "add_completion_hook",
+          [](const PyGroup& g, py::function fn) { return g.group().addCompletionHook(pythonHook(fn)); },
+          arg("fn"),
+          "Calls fn(event) for every work of this group that ends, on the supervisor's hook thread, one at a "
+          "time: event is a dict (group, rank, op, seq, backend, start, end, duration in seconds, bytes, error "
+          "or None). Returns an id for remove_completion_hook. An exception in fn is printed; the hook stays.")
+      .def(
+          "remove_completion_hook",
+          [](const PyGroup& g, int id) {
+            py::gil_scoped_release unlocked;  // the hook thread may be waiting for the GIL in that hook
+            g.group().removeCompletionHook(id);
+          },
+          arg("id"))
+      .def(
+          "abort",
+          [](const PyGroup& g, const std::string& reason) {
+            py::gil_scoped_release unlocked;
+            g.group().abort(reason);
+          },
+          arg("reason") = "aborted from Python")
+      .def("shutdown",
+           [](const PyGroup& g) {
+             py::gil_scoped_release unlocked;
+             g.group().shutdown();
+           })
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](const PyGroup& g, py::args) {
+             py::gil_scoped_release unlocked;
+             g.group().shutdown();
+           })
+      .def("__repr__", [](const PyGroup& g) {
+        return "<commhost.ProcessGroup " + g.group().name() + " rank " + std::to_string(g.group().rank()) + "/" +
+               std::to_string(g.group().size()) + " generation " + std::to_string(g.group().generation()) + ">";
+      });
+}
+
+}  // namespace commhost::python
