@@ -213,7 +213,9 @@ TEST(Reconfigure, AReportLateForOneRankRollsBackEveryRankNotJustThatOne) {
   auto registry = testRegistry();
   auto store = std::make_shared<LateReportStore>("/report/1");
   std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
-  runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({configFrom(kGloo, *registry), registry, store, r, kWorld}); });
+  runRanks(kWorld, [&](int r) {
+    groups[r] = ProcessGroup::create({configFrom(kGloo, *registry), registry, store, r, kWorld});
+  });
   auto shm = configFrom(kShm, *registry);
   runRanks(kWorld, [&](int r) {
     ReconfigureOptions options;

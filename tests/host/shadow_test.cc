@@ -112,11 +112,12 @@ TEST(Shadow, ConfigErrorsNameTheRouteKey) {
       configFrom("backends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo, sample: 0.5 }]\n", *registry),
       ConfigError, "sample, rtol and atol apply to a shadow backend");
   // A shadow that serves none of its route's shadowable ops is refused at load, at its line.
-  EXPECT_THROW_WITH(configFrom("backends: { gloo: {}, ref: { plugin: storecoll } }\n"
-                               "routes: [{ device: cpu, backend: gloo }, { op: barrier, backend: gloo, shadow: ref }]\n",
-                               *registry),
-                    ConfigError, "test.yaml:2:",
-                    "shadow 'ref' serves none of this route's allreduce, broadcast or allgather_into_tensor calls");
+  EXPECT_THROW_WITH(
+      configFrom("backends: { gloo: {}, ref: { plugin: storecoll } }\n"
+                 "routes: [{ device: cpu, backend: gloo }, { op: barrier, backend: gloo, shadow: ref }]\n",
+                 *registry),
+      ConfigError,
+      "test.yaml:2:", "shadow 'ref' serves none of this route's allreduce, broadcast or allgather_into_tensor calls");
   // config check shows the shadow in the resolved table.
   auto ok = configFrom(shadowConfig("ref", "sample: 0.01"), *registry);
   EXPECT_NE(RouteTable::forConfig(*ok, *registry).describe().find("allreduce 0+ bytes -> gloo (shadow ref)"),

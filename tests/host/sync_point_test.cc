@@ -55,8 +55,7 @@ struct Job {
     runRanks(world, [&](int r) {
       ProcessGroup::Setup setup{config, registry, store, r, world};
       setup.overrides = overrides;
-      if (r == 1)
-        setup.overrides.set.insert(setup.overrides.set.end(), rank1Sets.begin(), rank1Sets.end());
+      if (r == 1) setup.overrides.set.insert(setup.overrides.set.end(), rank1Sets.begin(), rank1Sets.end());
       groups[r] = ProcessGroup::create(setup);
     });
   }

@@ -255,7 +255,7 @@ class COMMHOST_API ProcessGroup {
   // through abortTargets_ only.
   std::shared_ptr<const State> state_;
   std::shared_ptr<AbortTargets> abortTargets_;  // abort() and the supervisor's abortGroup
-  std::atomic<int> foreignIssue_{0};           // beginForeignIssue() spans open (any thread)
+  std::atomic<int> foreignIssue_{0};            // beginForeignIssue() spans open (any thread)
   uint64_t swapAttempts_ = 0;                   // calling thread only: names each attempt's store keys
   std::shared_ptr<Logger> logger_;
   std::atomic<uint64_t> seq_{0};          // collectives; written by the calling thread only, atomic for readers

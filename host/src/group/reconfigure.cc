@@ -213,11 +213,11 @@ ReconfigureReport ProcessGroup::reconfigureOrRefuse(std::shared_ptr<const Config
       std::vector<int> missing;
       for (int r = 0; r < worldSize_; ++r)
         if (!store_->check({names[r]})) missing.push_back(globalRanks_[r]);
-      missed = {ErrorCode::Timeout,
-                "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " +
-                    formatDuration(timeout),
-                "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' "
-                "logs"};
+      missed = {
+          ErrorCode::Timeout,
+          "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " + formatDuration(timeout),
+          "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' "
+          "logs"};
       return false;
     } catch (const Error& e) {
       missed = {e.code(), std::string("stopped waiting in the ") + phase + " phase: " + e.what(),
@@ -416,18 +416,19 @@ ReconfigureReport ProcessGroup::reconfigureOrRefuse(std::shared_ptr<const Config
   const bool allOk = gathered && failed.empty() && abandonedBy.empty();
   std::string outcome;
   try {
-    outcome = toString(store_->compareSet(
-        round + "outcome", {},
-        toBytes(allOk ? std::string("commit")
-                      : "rollback rank " + std::to_string(globalRanks_[rank_]) + ": " +
-                            (gathered ? std::string("a rank failed") : missed.what))));
+    outcome = toString(
+        store_->compareSet(round + "outcome", {},
+                           toBytes(allOk ? std::string("commit")
+                                         : "rollback rank " + std::to_string(globalRanks_[rank_]) + ": " +
+                                               (gathered ? std::string("a rank failed") : missed.what))));
   } catch (const std::exception& e) {
     outcome = std::string("rollback the store failed: ") + e.what();  // this rank cannot learn the decision
   }
   if (outcome != "commit") {
     if (!gathered)  // ranks still building stop at once instead of at the timeout
       try {
-        store_->compareSet(round + "failed", {}, toBytes("rank " + std::to_string(globalRanks_[rank_]) + ": " + missed.what));
+        store_->compareSet(round + "failed", {},
+                           toBytes("rank " + std::to_string(globalRanks_[rank_]) + ": " + missed.what));
       } catch (const std::exception&) {
       }
     next.reset();  // the backends built for this attempt go; kept ones stay with state_

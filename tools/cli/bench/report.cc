@@ -81,9 +81,9 @@ void Report::endOp(const std::string& op, double avgBusbw) {
 
 void printShadows(std::FILE* out, const std::vector<ShadowRecord>& records) {
   for (const auto& r : records) {
-    std::fprintf(out, "# shadow: %s on %s, shadow %s, up to %lld bytes: %llu/%llu agree", r.op.c_str(), r.backend.c_str(),
-                 r.shadow.c_str(), static_cast<long long>(r.bytes), static_cast<unsigned long long>(r.agreed),
-                 static_cast<unsigned long long>(r.samples));
+    std::fprintf(out, "# shadow: %s on %s, shadow %s, up to %lld bytes: %llu/%llu agree", r.op.c_str(),
+                 r.backend.c_str(), r.shadow.c_str(), static_cast<long long>(r.bytes),
+                 static_cast<unsigned long long>(r.agreed), static_cast<unsigned long long>(r.samples));
     if (r.disagreed) std::fprintf(out, ", %llu disagree", static_cast<unsigned long long>(r.disagreed));
     if (r.failed) std::fprintf(out, ", %llu failed", static_cast<unsigned long long>(r.failed));
     if (r.backendUs > 0) std::fprintf(out, "; the shadow took %.2fx the time", r.shadowUs / r.backendUs);
