@@ -3,7 +3,8 @@
 // backend -> Work, at world size 1 (the self backend does no communication; at 1 MiB
 // with Sum it does no work on the data either, so this is the host's own cost), with the
 // supervisor (watchdog, flight recorder, heartbeat) on and off: the difference is its cost.
-// Also ProcessGroup::syncPoint() when nothing was published, with the config poller off
+// Also the same with a shadow route whose sample rate picks no call (shadow mode's cost
+// when unsampled: one hash of the seq per call), and ProcessGroup::syncPoint() when nothing was published, with the config poller off
 // and polling the store every millisecond.
 #include <benchmark/benchmark.h>
 
@@ -11,29 +12,35 @@
 
 namespace {
 
-std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const std::string& more = "") {
+std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const std::string& more = "",
+                                                  bool shadow = false) {
   using namespace commhost;
   auto registry = std::make_shared<PluginRegistry>();
   ConfigOverrides overrides;
   overrides.fromEnvironment = false;
-  auto config = std::make_shared<Config>(loadConfigText(
-      std::string("backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\nlogging: { level: warn }\n") +
-          "supervisor: { enabled: " + (supervised ? "true" : "false") + " }\n" + more,
-      "bench", *registry, overrides));
+  const std::string routes = shadow ? "backends: { self: {}, ref: { plugin: self } }\n"
+                                      "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
+                                    : "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
+  auto config = std::make_shared<Config>(
+      loadConfigText(routes + "logging: { level: warn }\nsupervisor: { enabled: " + (supervised ? "true" : "false") +
+                         " }\n" + more,
+                     "bench", *registry, overrides));
   return ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
 }
 
 void BM_AllreduceDispatch(benchmark::State& state) {
-  auto pg = selfGroup(state.range(1) != 0);
+  auto pg = selfGroup(state.range(1) != 0, "", state.range(2) != 0);
   commhost::Tensor t = commhost::Tensor::empty({state.range(0) / 4}, commhost::DType::Float32);
   for (auto _ : state) {
     auto work = pg->allreduce(t);
     work->wait();
     benchmark::DoNotOptimize(work);
   }
-  state.SetLabel(std::to_string(state.range(0)) + " B, supervisor " + (state.range(1) ? "on" : "off"));
+  state.SetLabel(std::to_string(state.range(0)) + " B, supervisor " + (state.range(1) ? "on" : "off") +
+                 (state.range(2) ? ", unsampled shadow route" : ""));
 }
-BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}});
+BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}, {0}});
+BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8}, {1}, {1}});
 
 void BM_RouteLookup(benchmark::State& state) {
   auto pg = selfGroup();
