@@ -29,7 +29,9 @@ constexpr std::chrono::seconds kNetworkGrace(10);
 
 // Connects with a deadline: a host that silently drops SYNs must not stall an attempt
 // for the kernel's two minutes.
-bool connectWithin(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds limit, std::string& error) {
+bool connectWithin(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds limit, std::string& error,
+                   bool& refused) {
+  refused = false;
   const int flags = ::fcntl(fd, F_GETFL);
   ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
   int rc = ::connect(fd, addr, len);
@@ -47,11 +49,18 @@ bool connectWithin(int fd, const sockaddr* addr, socklen_t len, std::chrono::mil
     rc = soError == 0 ? 0 : -1;
   }
   ::fcntl(fd, F_SETFL, flags);
-  if (rc != 0) error = std::generic_category().message(errno);
+  if (rc != 0) {
+    refused = errno == ECONNREFUSED;
+    error = std::generic_category().message(errno);
+  }
   return rc == 0;
 }
 
-int connectOnce(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error) {
+// `refused`: the host answered that nothing listens on the port (ECONNREFUSED), as
+// opposed to a timeout or an unreachable network, which may pass.
+int connectOnce(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error,
+                bool& refused) {
+  refused = false;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -65,7 +74,7 @@ int connectOnce(const std::string& host, int port, std::chrono::milliseconds lim
   for (addrinfo* a = found; a; a = a->ai_next) {
     fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
-    if (connectWithin(fd, a->ai_addr, a->ai_addrlen, limit, error)) break;
+    if (connectWithin(fd, a->ai_addr, a->ai_addrlen, limit, error, refused)) break;
     ::close(fd);
     fd = -1;
   }
@@ -175,7 +184,9 @@ void Client::giveBack(int fd) {
 int Client::connectWithRetry() {
   const auto start = Clock::now();
   const bool reached = reached_.load(std::memory_order_acquire);
-  const auto deadline = start + (reached ? std::min(options_.timeout, kReconnectWindow) : options_.timeout);
+  const auto deadline = start + options_.timeout;
+  // A server that served us and now refuses connections has exited: give up sooner.
+  const auto refusedDeadline = start + std::min(options_.timeout, kReconnectWindow);
   auto nextReport = start + options_.progressEvery;
   bool reported = false;
   auto waited = [&] {
@@ -188,12 +199,13 @@ int Client::connectWithRetry() {
   int attempts = 0;
   std::string error;
   int fd = -1;
+  bool refused = false;
   while (true) {
     ++attempts;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    fd = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error);
+    fd = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error, refused);
     if (fd >= 0) break;
-    if (reached && Clock::now() + delay > deadline)
+    if (reached && refused && Clock::now() + delay > refusedDeadline)
       raise(ErrorCode::Store, context(),
             "the store at " + where_ + " served this client before and now refuses connections (" + error +
                 "): its server has exited",

@@ -12,9 +12,10 @@
 // and what to check; never a hang. A wait past its timeout gives TimeoutError. Until the
 // server is reached, a warning every progressEvery says so ("still waiting for the store
 // at host:port"); `commhost run` reads these lines to name the ranks that never reached it.
-// Once reached, a server that refuses a new connection (a second thread's call needs
-// one) has exited: the client tries for kReconnectWindow at most, not the whole
-// timeout, so a rank whose store died fails in seconds (the heartbeat names the lost
+// Once reached, a server that refuses a new connection (ECONNREFUSED; a second thread's
+// call needs one) has exited: the client tries for kReconnectWindow at most, not the
+// whole timeout (other connect errors, a timeout or an unreachable network, may pass and
+// get the whole timeout), so a rank whose store died fails in seconds (the heartbeat names the lost
 // peer) instead of retrying for minutes while its collectives hang.
 #pragma once
 
