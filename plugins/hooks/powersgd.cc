@@ -98,13 +98,16 @@ class PowerSgdHook final : public CommHook {
   }
 
   FuturePtr runHook(GradBucket& bucket) override {
-    if (!bucket.group) throw InvalidArgument("powersgd: bucket " + std::to_string(bucket.index) + " has no group");
+    const ErrorContext where = hooks::hookContext(bucket, "powersgd");
+    if (!bucket.group)
+      raise(ErrorCode::InvalidArgument, where, "bucket " + std::to_string(bucket.index) + " has no group",
+            "the Reducer sets GradBucket::group; a caller that builds buckets by hand must set it");
     const DType dt = bucket.buffer.dtype();
     if (dt != DType::Float32 && dt != DType::Float16 && dt != DType::BFloat16)
-      throw InvalidArgument(std::string("powersgd: bucket ") + std::to_string(bucket.index) + " holds " +
-                            dtypeName(dt) +
-                            " gradients; PowerSGD compresses f32, f16 and bf16 (use hook "
-                            "allreduce for others)");
+      raise(ErrorCode::InvalidArgument, where,
+            "bucket " + std::to_string(bucket.index) + " holds " + dtypeName(dt) +
+                " gradients; PowerSGD compresses f32, f16 and bf16",
+            "use hook allreduce for these parameters' group");
     auto future = Future::create();
     {
       std::lock_guard<std::mutex> lock(queueMutex_);

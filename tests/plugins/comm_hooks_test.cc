@@ -226,7 +226,9 @@ TEST(CommHooks, PowerSgdSmallTensorsBypassCompression) {
         for (size_t i = 0; i < shapes.size(); ++i)
           for (int64_t k = 0; k < shapes[i].numel(); ++k) {
             const double want = 2.0 * static_cast<double>((i + 1) * (k % 7));
-            if (i > 0) EXPECT_EQ(got[b.offsets[i] + k], want) << name << " gradient " << i << " element " << k;
+            if (i > 0) {
+              EXPECT_EQ(got[b.offsets[i] + k], want) << name << " gradient " << i << " element " << k;
+            }
             allExact = allExact && got[b.offsets[i] + k] == want;
           }
         // The big one is approximated once compressing (rank 1 of a rank-7 pattern), unless
@@ -279,6 +281,18 @@ TEST(CommHooks, WrappedPowerSgdSavesItsState) {
   auto again = makeCommHook(*groups[0]);
   again->loadState(hook->saveState());
   EXPECT_EQ(again->saveState(), hook->saveState());
+}
+
+TEST(CommHooks, HookErrorsNameTheGroupRankAndHook) {
+  auto groups = makeGroups(configWith("hooks: { gradient: { plugin: powersgd } }\n"), 1);
+  auto hook = makeCommHook(*groups[0]);
+  GradBucket ints = makeBucket(*groups[0], {{4}}, DType::Int32, [](size_t, int64_t k) { return k; }, 3);
+  EXPECT_THROW_WITH(hook->runHook(ints), InvalidArgument, "[group main rank 0] powersgd: bucket 3 holds i32",
+                    "use hook allreduce");
+  GradBucket orphan = makeBucket(*groups[0], {{4}}, DType::Float32, [](size_t, int64_t k) { return k; });
+  orphan.group = nullptr;
+  EXPECT_THROW_WITH(hook->runHook(orphan), InvalidArgument, "powersgd: bucket 0 has no group",
+                    "GradBucket::group");
 }
 
 TEST(CommHooks, BadPowerSgdOptionsAreRefusedWhenCreated) {

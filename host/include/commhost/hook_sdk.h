@@ -11,12 +11,18 @@
 #include <memory>
 
 #include "commhost/comm_hook.h"
+#include "commhost/errors.h"
 #include "commhost/export.h"
 #include "commhost/future.h"
 #include "commhost/tensor.h"
 #include "commhost/types.h"
 
 namespace commhost::hooks {
+
+// The context for a hook's errors on `bucket`: its group's name, rank and next seq (when
+// the bucket has a group) and `op` (a literal: the hook's name), for raise(), so a hook
+// error reads like every other ("[group G rank R] powersgd: ...").
+COMMHOST_API ErrorContext hookContext(const GradBucket& bucket, const char* op);
 
 // Sums `tensor` (contiguous, in place) over `group`, then divides by the group's size.
 // The future's value is {tensor}. For f16/bf16 each rank's input is divided first (as

@@ -29,6 +29,17 @@ FuturePtr allreduceAverage(ProcessGroup& group, Tensor tensor) {
   });
 }
 
+ErrorContext hookContext(const GradBucket& bucket, const char* op) {
+  ErrorContext where;
+  where.op = op;
+  if (bucket.group) {
+    where.group = bucket.group->name();
+    where.rank = bucket.group->rank();
+    where.seq = bucket.group->seq();
+  }
+  return where;
+}
+
 Tensor castTo(const Tensor& src, DType dtype, double factor) {
   Tensor out = Tensor::empty(src.shape(), dtype);
   kernels::convertBuffer(out.data(), dtype, src.data(), src.dtype(), src.numel(), factor);
@@ -66,7 +77,10 @@ class CompressHook final : public CommHook {
   CompressHook(DType wire, std::shared_ptr<CommHook> inner) : wire_(wire), inner_(std::move(inner)) {}
 
   FuturePtr runHook(GradBucket& bucket) override {
-    if (!bucket.group) throw InvalidArgument("comm hook: bucket " + std::to_string(bucket.index) + " has no group");
+    if (!bucket.group)
+      raise(ErrorCode::InvalidArgument, hookContext(bucket, "comm hook"),
+            "bucket " + std::to_string(bucket.index) + " has no group", "the Reducer sets GradBucket::group; a caller "
+            "that builds buckets by hand must set it to the group to communicate over");
     Tensor original = bucket.buffer;
     // An f16 bucket under the f16 wrapper needs no copy: the cast would be the identity.
     if (original.dtype() == wire_) return inner_ ? inner_->runHook(bucket) : allreduceAverage(*bucket.group, original);
