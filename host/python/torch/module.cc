@@ -137,13 +137,43 @@ c10::intrusive_ptr<TorchProcessGroup> createGroup(const c10::intrusive_ptr<c10d:
 namespace py = pybind11;
 using commhost_torch::TorchProcessGroup;
 
+namespace {
+// The Python object's holder: drops the group without the GIL, as torch's own backends do
+// (IntrusivePtrNoGilDestructor in torch's c10d bindings). Destroying a group waits for its
+// works in flight, whose completion may need the GIL (a tensor's Python object, a Python
+// future callback); holding it here would deadlock.
+template <class T>
+class NoGilHolder {
+ public:
+  NoGilHolder() = default;
+  // pybind11 builds a holder from a raw pointer only for an object it just allocated.
+  explicit NoGilHolder(T* p) : impl_(c10::intrusive_ptr<T>::unsafe_steal_from_new(p)) {}
+  explicit NoGilHolder(c10::intrusive_ptr<T> p) : impl_(std::move(p)) {}
+  NoGilHolder(const NoGilHolder&) = default;
+  NoGilHolder& operator=(const NoGilHolder&) = default;
+  ~NoGilHolder() {
+    if (impl_ && PyGILState_Check()) {
+      py::gil_scoped_release release;
+      impl_.reset();
+    }
+  }
+  T* get() const noexcept { return impl_.get(); }
+  T& operator*() const noexcept { return *impl_; }
+  T* operator->() const noexcept { return impl_.get(); }
+
+ private:
+  c10::intrusive_ptr<T> impl_;
+};
+}  // namespace
+PYBIND11_DECLARE_HOLDER_TYPE(T, NoGilHolder<T>, true);
+
 PYBIND11_MODULE(_torch, m) {
   m.doc() = "commhost torch.distributed backend (native part); `import commhost.torch` registers it";
   // Registers c10d's Python types (ProcessGroup, Store) that the bindings below derive from
   // and take.
   py::module::import("torch.distributed");
 
-  py::class_<TorchProcessGroup, c10d::ProcessGroup, c10::intrusive_ptr<TorchProcessGroup>>(m, "ProcessGroupCommhost")
+  py::class_<TorchProcessGroup, c10d::ProcessGroup, NoGilHolder<TorchProcessGroup>>(m, "ProcessGroupCommhost")
       .def_property_readonly("group_name", [](const TorchProcessGroup& pg) { return pg.group()->name(); })
       .def_property_readonly("config_source", [](const TorchProcessGroup& pg) { return pg.group()->config().source; })
       .def_property_readonly("config_yaml",
@@ -160,7 +190,8 @@ PYBIND11_MODULE(_torch, m) {
       "create_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& configPath,
          const std::vector<std::string>& overrides, const std::string& subgroupSuffix) {
-        return commhost_torch::createGroup(store, rank, size, configPath, overrides, subgroupSuffix);
+        return NoGilHolder<TorchProcessGroup>(
+            commhost_torch::createGroup(store, rank, size, configPath, overrides, subgroupSuffix));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("config_path") = "",
       py::arg("overrides") = std::vector<std::string>{}, py::arg("subgroup_suffix") = "",

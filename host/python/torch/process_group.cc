@@ -41,6 +41,18 @@ commhost::DType toDType(at::ScalarType type, bool& ok) {
   }
 }
 
+// The dtype as Python spells it ("torch.int16"), for messages.
+std::string pythonName(at::ScalarType type) {
+  switch (type) {
+    case at::kShort: return "torch.int16";
+    case at::kComplexHalf: return "torch.complex32";
+    case at::kQInt8: return "torch.qint8";
+    case at::kQUInt8: return "torch.quint8";
+    case at::kQInt32: return "torch.qint32";
+    default: return std::string("torch.") + c10::toString(type);
+  }
+}
+
 commhost::Millis toTimeout(std::chrono::milliseconds timeout) {
   // c10d's kUnsetTimeout (-1) and 0 both mean the group's own group.timeout.
   return timeout.count() > 0 ? timeout : commhost::Millis(0);
@@ -59,14 +71,15 @@ TorchWork::TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::v
   // Completed from the backend thread that finishes the op (or inline when it already
   // has), so DDP's bucket callbacks run as soon as the allreduce lands, without a thread
   // per op. The callback holds the future and the outputs, never this Work.
-  auto future = future_;
-  auto outputs_copy = outputs_;
-  work_->future()->whenDone([future, outputs_copy](commhost::Future& done) {
+  // The outputs move into the future's value, so the callback holds no tensor once it ran
+  // (it may be destroyed on a backend thread; see view() on why that matters).
+  work_->future()->whenDone([future = future_, outputs = outputs_](commhost::Future& done) mutable {
     try {
       if (auto error = done.error())
         future->setError(asC10(error));
       else
-        future->markCompleted(c10::IValue(outputs_copy));
+        future->markCompleted(c10::IValue(std::move(outputs)));
+      outputs.clear();
     } catch (const std::exception&) {
       // A torch callback failing inside markCompleted is recorded in its own child
       // future; nothing may escape into the commhost backend thread.
@@ -131,7 +144,7 @@ commhost::Tensor view(const commhost::ProcessGroup& g, const char* op, const at:
   const at::Tensor t = tensor.is_complex() ? at::view_as_real(tensor) : tensor;
   bool ok = false;
   const commhost::DType dtype = toDType(t.scalar_type(), ok);
-  TORCH_CHECK(ok, prefix(g, op), name, " has dtype ", tensor.scalar_type(),
+  TORCH_CHECK(ok, prefix(g, op), name, " has dtype ", pythonName(tensor.scalar_type()),
               ", which commhost does not carry; use bool, int8, uint8, int32, int64, float16, bfloat16, "
               "float32, float64, complex64 or complex128");
   commhost::Device device;
@@ -149,7 +162,12 @@ commhost::Tensor view(const commhost::ProcessGroup& g, const char* op, const at:
   } else {
     shape.push(t.numel());  // contiguous: a flat view of the same elements
   }
-  auto owner = std::make_shared<at::Tensor>(t);
+  // The view keeps the tensor's storage (not the tensor) alive: commhost may drop the last
+  // reference on a backend thread, and a TensorImpl whose Python object was collected
+  // needs the GIL to die, which would deadlock against a thread holding the GIL and
+  // waiting on commhost. A StorageImpl (torch 1.13) has no Python object.
+  std::shared_ptr<void> owner = t.has_storage() ? std::shared_ptr<void>(std::make_shared<c10::Storage>(t.storage()))
+                                                : std::shared_ptr<void>(std::make_shared<at::Tensor>(t));
   return commhost::Tensor::fromBlob(t.data_ptr(), shape, dtype, device, std::move(owner));
 }
 

@@ -35,8 +35,21 @@ def launch_or_run(worker, script):
         cmd += ["-c", args.config]
     cmd += ["--", sys.executable, os.path.abspath(script)] + sys.argv[1:]
     print("launching:", " ".join(cmd), flush=True)
+    # COMMHOST_* variables are config overrides to a rank: keep the test's own out.
+    env = {k: v for k, v in os.environ.items() if k != "COMMHOST_BIN"}
+    sys.exit(run_job(cmd, env, args.timeout))
+
+
+def run_job(cmd, env, timeout, **kwargs):
+    """Runs `commhost run ...`; past `timeout` it is stopped with SIGTERM, which stops the
+    ranks too (SIGKILL would leave them running)."""
+    proc = subprocess.Popen(cmd, env=env, **kwargs)
     try:
-        rc = subprocess.run(cmd, timeout=args.timeout).returncode
+        return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        sys.exit("the %d-rank job did not finish within %d s" % (args.world, args.timeout))
-    sys.exit(rc)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        sys.exit("the job did not finish within %d s: %s" % (timeout, " ".join(cmd)))

@@ -9,6 +9,10 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _launch import run_job  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--config", default="")
@@ -21,8 +25,12 @@ if args.config:
     cmd += ["-c", args.config]
 cmd += ["--", sys.executable, args.example, "--compare", "gloo", "--steps", str(args.steps)]
 print("running:", " ".join(cmd), flush=True)
-proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
-print(proc.stdout)
-assert proc.returncode == 0, "the job failed (exit %d)" % proc.returncode
+env = {k: v for k, v in os.environ.items() if k != "COMMHOST_BIN"}  # not a config override
+with tempfile.TemporaryFile("w+") as out:
+    rc = run_job(cmd, env, 300, stdout=out, stderr=subprocess.STDOUT)
+    out.seek(0)
+    text = out.read()
+print(text)
+assert rc == 0, "the job failed (exit %d)" % rc
 want = "%d steps" % args.steps
-assert want in proc.stdout and "parameters identical to gloo's at every step" in proc.stdout, "no parity line"
+assert want in text and "parameters identical to gloo's at every step" in text, "no parity line"
