@@ -44,7 +44,7 @@ def train(group, rank, steps, seed, bucket_cap_mb=0.01):
     # A small bucket cap splits the gradients into several buckets, so DDP overlaps
     # several allreduces with the backward pass.
     model = DDP(make_model(seed), process_group=group, bucket_cap_mb=bucket_cap_mb)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     for x, y in batches(rank, steps, seed):
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)

@@ -212,6 +212,33 @@ def test_errors(rank, world):
     dist.barrier()
 
 
+def test_async_errors(rank, world):
+    """Errors that happen after the call returns reach Work.wait() and the future with
+    commhost's text (group, rank, op, seq)."""
+    from datetime import timedelta
+
+    if rank == 0:
+        # wait(timeout) gives up on a recv nobody has sent yet; the recv stays in flight
+        # and completes once rank 1 sends (after the barrier).
+        t = torch.zeros(2)
+        work = dist.irecv(t, src=1, tag=99)
+        expect_error(lambda: work.wait(timedelta(milliseconds=300)), "[group main rank 0] recv seq", "300ms")
+        assert not work.is_completed()
+        dist.barrier()
+        work.wait()
+        check(t, torch.full((2,), 9.0), "recv after a timed-out wait")
+    else:
+        dist.barrier()
+        dist.send(torch.full((2,), 9.0), dst=0, tag=99)
+    # A group with a 1 s op timeout: the recv itself fails, and its future carries the error.
+    quick = dist.new_group([0, 1], timeout=timedelta(seconds=1))
+    if rank == 0:
+        fut = dist.irecv(torch.zeros(2), src=1, tag=5, group=quick).get_future()
+        text = expect_error(fut.wait, "[group main.torch", "rank 0] recv seq 1")
+        print("rank 0: a failed recv's future says: " + text, flush=True)
+    dist.barrier()
+
+
 def _bad_root():
     from torch.distributed.distributed_c10d import _get_default_group
     opts = dist.BroadcastOptions()
@@ -227,8 +254,14 @@ def worker(args):
     rank, world = dist.get_rank(), dist.get_world_size()
     assert world == 2, world
     assert dist.get_backend() == "commhost", dist.get_backend()
+    from torch.distributed.distributed_c10d import _get_default_group
+    pg = _get_default_group()
+    assert type(pg).__name__ == "ProcessGroupCommhost", type(pg)
+    assert pg.config_source == (args.config or "<embedded default>"), pg.config_source
+    if "shm" in os.path.basename(args.config):
+        assert "shm" in pg.backends, pg.backends  # the shm backend came up (its rendezvous passed)
     for test in [test_allreduce, test_rooted, test_gathers, test_reduce_scatter, test_alltoall,
-                 test_p2p_and_barriers, test_errors]:
+                 test_p2p_and_barriers, test_errors, test_async_errors]:
         test(rank, world)
         print("rank %d: %s ok" % (rank, test.__name__), flush=True)
     dist.destroy_process_group()
