@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: Apache-2.0
+"""torch's own DistributedTest (torch.testing._internal.distributed.distributed_test) on
+backend "commhost", as torch's test/distributed/test_distributed_spawn.py runs it for gloo:
+each test spawns WORLD_SIZE processes that init_process_group("commhost", file://...).
+
+    python3 run_distributed_test.py [--config FILE] [-k PATTERN ...] [unittest args]
+
+Two things differ from torch's runner, because Debian's torch ships the test module but
+not all it needs: `expecttest` (a PyPI package torch's TestCase derives from) is replaced
+by a minimal stand-in, and DDP's ReplicatedTensor switch, which torch's runner turns on
+(an experimental path), stays off. "commhost" is declared a plugin backend with DDP and
+subgroup support, so those tests run instead of being skipped.
+"""
+import os
+import sys
+import tempfile
+import types
+import unittest
+
+# Before torch.testing is imported: its TestCase derives from expecttest.TestCase.
+if "expecttest" not in sys.modules:
+    try:
+        import expecttest  # noqa: F401
+    except ImportError:
+        stand_in = types.ModuleType("expecttest")
+        stand_in.ACCEPT = False
+
+        class TestCase(unittest.TestCase):
+            """expecttest.TestCase without accepting output: inline expectations must match."""
+
+            def assertExpectedInline(self, actual, expect, skip=0):  # noqa: N802
+                self.assertEqual(str(actual).strip(), str(expect).strip())
+
+            def assertExpectedRaisesInline(self, exc_type, callable, expect, *args, **kwargs):  # noqa: N802
+                with self.assertRaises(exc_type) as ctx:
+                    callable(*args, **kwargs)
+                self.assertExpectedInline(str(ctx.exception), expect)
+
+        stand_in.TestCase = TestCase
+        sys.modules["expecttest"] = stand_in
+
+# Also read by the spawned ranks, which import this file again.
+os.environ.setdefault("BACKEND", "commhost")
+os.environ.setdefault("WORLD_SIZE", "2")
+if "TEMP_DIR" not in os.environ:
+    os.environ["TEMP_DIR"] = tempfile.mkdtemp(prefix="commhost-disttest-")
+if "--config" in sys.argv:
+    i = sys.argv.index("--config")
+    os.environ["COMMHOST_CONFIG"] = sys.argv[i + 1]
+    del sys.argv[i : i + 2]
+
+import commhost.torch  # noqa: E402,F401  registers backend "commhost" (in every rank)
+import torch.nn.parallel._replicated_tensor_ddp_utils as replicated  # noqa: E402
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+from torch.testing._internal.common_utils import run_tests  # noqa: E402
+
+replicated._set_ddp_with_replicated_tensor = lambda value: None  # keep the switch off
+for feature in ("plugin", "ddp", "subgroup"):
+    DistTestCases.backend_feature[feature].add("commhost")
+
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest,
+    TestDistBackend,
+)
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+
+if __name__ == "__main__":
+    run_tests()
