@@ -73,8 +73,9 @@ TEST_P(GlooWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
       pg.reduce(red, {world - 1, op})->wait();
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_NEAR(load(all, i), want, 0.01 * want) << "allreduce " << reduceOpName(op.kind) << " rank " << rank;
-        if (rank == world - 1)
+        if (rank == world - 1) {
           ASSERT_NEAR(load(red, i), want, 0.01 * want) << "reduce " << reduceOpName(op.kind) << " rank " << rank;
+        }
       }
     }
   });

@@ -130,7 +130,10 @@ class COMMHOST_API ProcessGroup {
 
   // Shadow mode: what every sampled call compared so far, one record per (op, backend,
   // shadow, size class); any thread may call it. Records of earlier generations stay.
-  std::vector<ShadowRecord> shadowReport() const;
+  // A comparison is recorded when the later of the two works completes, usually the
+  // shadow's, after the caller's wait() returned: `waitInFlight` waits up to that long
+  // for the sampled calls already issued to be compared (0: what is recorded now).
+  std::vector<ShadowRecord> shadowReport(std::chrono::milliseconds waitInFlight = {}) const;
 
   WorkPtr allreduce(Tensor& tensor, const AllreduceOptions& opts = {});
   WorkPtr allreduceCoalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts = {});

@@ -26,7 +26,9 @@ ProcessGroup::ProcessGroup(Setup setup, std::string name, std::vector<int> globa
 const Config& ProcessGroup::config() const { return *state_->config; }
 const RouteTable& ProcessGroup::routes() const { return state_->routes; }
 uint64_t ProcessGroup::generation() const { return state_->generation; }
-std::vector<ShadowRecord> ProcessGroup::shadowReport() const { return shadows_->report(); }
+std::vector<ShadowRecord> ProcessGroup::shadowReport(std::chrono::milliseconds waitInFlight) const {
+  return shadows_->report(waitInFlight);
+}
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   if (!setup.config || !setup.registry || !setup.store)

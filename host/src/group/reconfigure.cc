@@ -92,7 +92,7 @@ std::string buildsOf(const PluginRegistry& registry, const std::vector<std::stri
 // onlyIfShadowAgrees: every backend `next` sends ops to that the current table does not
 // must have run as a shadow here, sampled at least once, with no disagreement or failure.
 void ProcessGroup::requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const {
-  const auto records = shadows_->report();
+  const auto records = shadows_->report(state_->config->timeout());  // the comparisons still in flight too
   const RouteTable& now = state_->routes;
   for (size_t i = 0; i < next.backendNames().size(); ++i) {
     const std::string& name = next.backendNames()[i];

@@ -119,6 +119,7 @@ void ShadowStats::add(const std::string& op, const std::string& backend, const s
                       double backendUs, double shadowUs, bool failed, const std::string& detail) {
   const int64_t cls = sizeClass(bytes);
   MutexLock lock(&mutex_);
+  if (--inFlight_ <= 0) settled_.signalAll();
   ShadowRecord& r = records_[Key{op, backend, shadow, cls}];
   if (r.samples == 0) {
     r.op = op;
@@ -144,8 +145,15 @@ void ShadowStats::add(const std::string& op, const std::string& backend, const s
   }
 }
 
-std::vector<ShadowRecord> ShadowStats::report() const {
+void ShadowStats::begin() {
   MutexLock lock(&mutex_);
+  ++inFlight_;
+}
+
+std::vector<ShadowRecord> ShadowStats::report(std::chrono::milliseconds waitInFlight) const {
+  MutexLock lock(&mutex_);
+  const auto deadline = std::chrono::steady_clock::now() + waitInFlight;
+  while (inFlight_ > 0 && std::chrono::steady_clock::now() < deadline) settled_.waitUntil(&mutex_, deadline);
   std::vector<ShadowRecord> out;
   for (const auto& [key, r] : records_) out.push_back(r);
   return out;
@@ -199,6 +207,7 @@ WorkPtr ShadowOp::run(WorkPtr primary, const Tensor& primaryOutput, const IssueF
   sample->bytes = bytes_;
   sample->shadowOutput = output_;
   sample->shadowInput = input_;  // the shadow backend may read it until its work completes
+  target_.stats->begin();        // ended by the add() of the second arrival
   // The primary's completion is hooked before the shadow is issued: a shadow that runs on
   // this thread (a blocking backend) must not count in the primary's time.
   const Tensor out = primaryOutput;

@@ -45,12 +45,16 @@ struct ShadowStats {
   // One comparison's outcome: "" (agreed), else what differed or failed.
   void add(const std::string& op, const std::string& backend, const std::string& shadow, int64_t bytes,
            double backendUs, double shadowUs, bool failed, const std::string& detail);
-  std::vector<ShadowRecord> report() const;
+  // Waits up to `waitInFlight` for every begun sample to be added.
+  std::vector<ShadowRecord> report(std::chrono::milliseconds waitInFlight = {}) const;
+  void begin();  // a sample was issued; add() ends it
 
  private:
   using Key = std::tuple<std::string, std::string, std::string, int64_t>;  // op, backend, shadow, size class
   mutable Mutex mutex_;
   std::map<Key, ShadowRecord> records_ GUARDED_BY(mutex_);
+  int64_t inFlight_ GUARDED_BY(mutex_) = 0;
+  mutable CondVar settled_;  // inFlight_ reached 0
 };
 
 // Compares two results of `dtype` ("" when they agree within rtol/atol, exactly for

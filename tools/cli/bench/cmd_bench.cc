@@ -148,7 +148,7 @@ int bench(const BenchArgs& a) {
   try {
     const int rc = measure(plan, *pg, inject, report, a.iters, a.warmup, swapper.get());
     if (swapper && leader) swapper->print(a.jsonFile == "-" ? stderr : stdout);
-    if (leader) printShadows(a.jsonFile == "-" ? stderr : stdout, pg->shadowReport());
+    if (leader) printShadows(a.jsonFile == "-" ? stderr : stdout, pg->shadowReport(std::chrono::seconds(30)));
     return rc;
   } catch (const Error& e) {
     // Report before the group is torn down: a store-serving rank keeps serving its peers
