@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "bridge.h"
@@ -16,6 +17,10 @@ namespace commhost::python {
 struct PyGroup {
   std::shared_ptr<ProcessGroup> pg;
   ConfigOverrides overrides;
+  // The C++ group takes one issuing thread at a time (reconfigure replaces the snapshot
+  // an issuing thread reads): Python threads calling one group take turns here. Taken
+  // only with the GIL released, so a waiter never holds the GIL.
+  mutable std::mutex issueMutex;
 
   PyGroup(std::shared_ptr<ProcessGroup> group, ConfigOverrides o);
   // Destroying a group waits for its works, whose backends may need this thread's GIL to
@@ -37,6 +42,9 @@ struct PyWork {
   WorkPtr work;
   std::shared_ptr<ProcessGroup> group;  // a work may point into the group's backends
   static std::shared_ptr<PyWork> make(WorkPtr work, std::shared_ptr<ProcessGroup> group, std::vector<Tensor> keep);
+  // The last Work of a dropped group destroys it: as ~PyGroup, without the GIL (the
+  // supervisor's hook thread may need it to finish a Python completion hook).
+  ~PyWork();
 };
 using PyWorkPtr = std::shared_ptr<PyWork>;
 
@@ -45,6 +53,7 @@ template <class F> PyWorkPtr issue(const PyGroup& g, std::vector<Tensor> keep, F
   WorkPtr work;
   {
     py::gil_scoped_release unlocked;
+    std::lock_guard<std::mutex> turn(g.issueMutex);
     work = call(g.group());
   }
   return PyWork::make(std::move(work), g.pg, std::move(keep));

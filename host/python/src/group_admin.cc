@@ -198,6 +198,7 @@ void defineAdmin(PyGroupClass& cls) {
             std::shared_ptr<ProcessGroup> sub;
             {
               py::gil_scoped_release unlocked;
+              std::lock_guard<std::mutex> turn(g.issueMutex);
               sub = g.group().newGroup(ranks);
             }
             return wrapGroup(std::move(sub), g.overrides);
@@ -209,6 +210,7 @@ void defineAdmin(PyGroupClass& cls) {
             std::shared_ptr<ProcessGroup> sub;
             {
               py::gil_scoped_release unlocked;
+              std::lock_guard<std::mutex> turn(g.issueMutex);
               sub = g.group().split(color, key);
             }
             return wrapGroup(std::move(sub), g.overrides);
@@ -226,6 +228,7 @@ void defineAdmin(PyGroupClass& cls) {
             ReconfigureReport r;
             {
               py::gil_scoped_release unlocked;
+              std::lock_guard<std::mutex> turn(g.issueMutex);
               r = g.group().reconfigure(next, o);
             }
             return reportDict(r);
@@ -238,6 +241,7 @@ void defineAdmin(PyGroupClass& cls) {
           "sync_point",
           [](const PyGroup& g) {
             py::gil_scoped_release unlocked;
+            std::lock_guard<std::mutex> turn(g.issueMutex);
             g.group().syncPoint();
           },
           "A step boundary: applies a config published by `commhost run --watch` (see ProcessGroup::syncPoint).")
@@ -263,8 +267,7 @@ void defineAdmin(PyGroupClass& cls) {
            "'path' added.")
       .def(
           "add_completion_hook",
-          [](const PyGroup& g, py::function fn) { return g.group().addCompletionHook(pythonHook(fn)); },
-          arg("fn"),
+          [](const PyGroup& g, py::function fn) { return g.group().addCompletionHook(pythonHook(fn)); }, arg("fn"),
           "Calls fn(event) for every work of this group that ends, on the supervisor's hook thread, one at a "
           "time: event is a dict (group, rank, op, seq, backend, start, end, duration in seconds, bytes, error "
           "or None). Returns an id for remove_completion_hook. An exception in fn is printed; the hook stays.")

@@ -200,7 +200,10 @@ std::chrono::milliseconds toMillis(py::handle timeout, const char* what) {
   if (!(seconds > 0))
     throw InvalidArgument(std::string("commhost ") + what + ": timeout must be positive (got " +
                           std::to_string(seconds) + " s); pass None for the op's default");
-  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000.0 + 0.5)));
+  // Longer than a year (math.inf, sys.maxsize, timedelta.max) is "no limit of mine": one
+  // year, which also keeps the deadline arithmetic below far from overflow.
+  constexpr double kYear = 365.0 * 24 * 3600;
+  return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(std::min(seconds, kYear) * 1000.0 + 0.5)));
 }
 
 void registerTensorBridge(py::module_& m) {

@@ -19,6 +19,14 @@ PyWorkPtr PyWork::make(WorkPtr work, std::shared_ptr<ProcessGroup> group, std::v
   return out;
 }
 
+PyWork::~PyWork() {
+  if (PyGILState_Check()) {
+    py::gil_scoped_release unlocked;
+    work.reset();
+    group.reset();
+  }
+}
+
 ReduceOp toReduceOp(py::handle op) {
   if (py::isinstance<ReduceOp>(op)) return op.cast<ReduceOp>();
   if (py::isinstance<py::str>(op)) {

@@ -19,8 +19,7 @@ namespace {
 
 // c10d's store errors are c10::Errors (DistStoreError for timeouts); commhost callers
 // catch commhost::Error, so every call translates, naming the key.
-template <class F>
-auto translate(const char* what, const std::string& key, F&& call) -> decltype(call()) {
+template <class F> auto translate(const char* what, const std::string& key, F&& call) -> decltype(call()) {
   try {
     return call();
   } catch (const commhost::Error&) {
@@ -29,8 +28,9 @@ auto translate(const char* what, const std::string& key, F&& call) -> decltype(c
     const std::string text = e.what_without_backtrace();
     const std::string message = std::string("torch store ") + what + " of key '" + key + "' failed: " + text;
     if (text.find("imeout") != std::string::npos || text.find("timed out") != std::string::npos)
-      throw commhost::TimeoutError(message + ". A rank did not reach this point in time; check the other ranks' "
-                                             "logs, or raise the timeout passed to init_process_group");
+      throw commhost::TimeoutError(message +
+                                   ". A rank did not reach this point in time; check the other ranks' "
+                                   "logs, or raise the timeout passed to init_process_group");
     throw commhost::StoreError(message + ". Check that the torch store (MASTER_ADDR:MASTER_PORT) is still up");
   } catch (const std::exception& e) {
     throw commhost::StoreError(std::string("torch store ") + what + " of key '" + key + "' failed: " + e.what());
@@ -142,8 +142,7 @@ namespace {
 // (IntrusivePtrNoGilDestructor in torch's c10d bindings). Destroying a group waits for its
 // works in flight, whose completion may need the GIL (a tensor's Python object, a Python
 // future callback); holding it here would deadlock.
-template <class T>
-class NoGilHolder {
+template <class T> class NoGilHolder {
  public:
   NoGilHolder() = default;
   // pybind11 builds a holder from a raw pointer only for an object it just allocated.

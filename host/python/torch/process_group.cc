@@ -75,10 +75,8 @@ TorchWork::TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::v
   // (it may be destroyed on a backend thread; see view() on why that matters).
   work_->future()->whenDone([future = future_, outputs = outputs_](commhost::Future& done) mutable {
     try {
-      if (auto error = done.error())
-        future->setError(asC10(error));
-      else
-        future->markCompleted(c10::IValue(std::move(outputs)));
+      if (auto error = done.error()) future->setError(asC10(error));
+      else future->markCompleted(c10::IValue(std::move(outputs)));
       outputs.clear();
     } catch (const std::exception&) {
       // A torch callback failing inside markCompleted is recorded in its own child
@@ -113,7 +111,9 @@ bool TorchWork::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-void TorchWork::abort() { work_->abort("aborted through torch.distributed Work.abort() on rank " + std::to_string(rank_)); }
+void TorchWork::abort() {
+  work_->abort("aborted through torch.distributed Work.abort() on rank " + std::to_string(rank_));
+}
 
 c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() { return future_; }
 
@@ -186,8 +186,7 @@ const at::Tensor& single(const commhost::ProcessGroup& g, const char* op, const 
   return ts[0];
 }
 
-commhost::ReduceOp toReduceOp(const commhost::ProcessGroup& g, const char* op, const c10d::ReduceOp& r,
-                              bool complex) {
+commhost::ReduceOp toReduceOp(const commhost::ProcessGroup& g, const char* op, const c10d::ReduceOp& r, bool complex) {
   commhost::ReduceOp out;
   switch (r.op_) {
     case c10d::ReduceOp::SUM: out = commhost::ReduceOp::Sum; break;
@@ -313,9 +312,9 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_allgather_base(at::Tensor& ou
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather_coalesced(
-    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
-    const c10d::AllgatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                                      std::vector<at::Tensor>& inputs,
+                                                                      const c10d::AllgatherOptions& opts) {
   // torch lays the outputs out per rank (outputLists[rank][input]); commhost per input
   // (outputs[input][rank]): the same tensors, indexed the other way round.
   const int world = group_->size();
