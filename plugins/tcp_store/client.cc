@@ -58,8 +58,7 @@ bool connectWithin(int fd, const sockaddr* addr, socklen_t len, std::chrono::mil
 
 // `refused`: the host answered that nothing listens on the port (ECONNREFUSED), as
 // opposed to a timeout or an unreachable network, which may pass.
-int connectOnce(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error,
-                bool& refused) {
+int connectOnce(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error, bool& refused) {
   refused = false;
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;

@@ -21,10 +21,9 @@ std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const 
   const std::string routes = shadow ? "backends: { self: {}, ref: { plugin: self } }\n"
                                       "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
                                     : "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
-  auto config = std::make_shared<Config>(
-      loadConfigText(routes + "logging: { level: warn }\nsupervisor: { enabled: " + (supervised ? "true" : "false") +
-                         " }\n" + more,
-                     "bench", *registry, overrides));
+  auto config = std::make_shared<Config>(loadConfigText(
+      routes + "logging: { level: warn }\nsupervisor: { enabled: " + (supervised ? "true" : "false") + " }\n" + more,
+      "bench", *registry, overrides));
   return ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
 }
 

@@ -286,13 +286,13 @@ TEST(CommHooks, WrappedPowerSgdSavesItsState) {
 TEST(CommHooks, HookErrorsNameTheGroupRankAndHook) {
   auto groups = makeGroups(configWith("hooks: { gradient: { plugin: powersgd } }\n"), 1);
   auto hook = makeCommHook(*groups[0]);
-  GradBucket ints = makeBucket(*groups[0], {{4}}, DType::Int32, [](size_t, int64_t k) { return k; }, 3);
+  GradBucket ints = makeBucket(
+      *groups[0], {{4}}, DType::Int32, [](size_t, int64_t k) { return k; }, 3);
   EXPECT_THROW_WITH(hook->runHook(ints), InvalidArgument, "[group main rank 0] powersgd: bucket 3 holds i32",
                     "use hook allreduce");
   GradBucket orphan = makeBucket(*groups[0], {{4}}, DType::Float32, [](size_t, int64_t k) { return k; });
   orphan.group = nullptr;
-  EXPECT_THROW_WITH(hook->runHook(orphan), InvalidArgument, "powersgd: bucket 0 has no group",
-                    "GradBucket::group");
+  EXPECT_THROW_WITH(hook->runHook(orphan), InvalidArgument, "powersgd: bucket 0 has no group", "GradBucket::group");
 }
 
 TEST(CommHooks, BadPowerSgdOptionsAreRefusedWhenCreated) {

@@ -79,7 +79,8 @@ class CompressHook final : public CommHook {
   FuturePtr runHook(GradBucket& bucket) override {
     if (!bucket.group)
       raise(ErrorCode::InvalidArgument, hookContext(bucket, "comm hook"),
-            "bucket " + std::to_string(bucket.index) + " has no group", "the Reducer sets GradBucket::group; a caller "
+            "bucket " + std::to_string(bucket.index) + " has no group",
+            "the Reducer sets GradBucket::group; a caller "
             "that builds buckets by hand must set it to the group to communicate over");
     Tensor original = bucket.buffer;
     // An f16 bucket under the f16 wrapper needs no copy: the cast would be the identity.
