@@ -5,6 +5,7 @@ import gc
 import sys
 import threading
 import time
+import weakref
 
 import numpy as np
 
@@ -140,12 +141,23 @@ def check_work(pg, r, n):
     # stay alive until it completes: the Work holds it, then a completion callback).
     xs = [np.full(1000, i + r, np.float64) for i in range(4)]
     works = [pg.allreduce(x) for x in xs]
-    pg.allreduce(np.ones(1 << 16, np.float32))
+    dropped = np.ones(1 << 16, np.float32)
+    dropped_ref = weakref.ref(dropped)
+    pg.allreduce(dropped)
+    del dropped
     gc.collect()
     for i, w in reversed(list(enumerate(works))):
         assert w.wait(timeout=30) and w.is_completed() and w.exception() is None
         assert (xs[i] == n * i + n * (n - 1) / 2).all()
         assert w.op == "allreduce" and "allreduce" in repr(w)
+    # ... and is let go once it completed (released by a GIL holder: give it a moment).
+    pg.barrier().wait()
+    for _ in range(200):
+        if dropped_ref() is None:
+            break
+        gc.collect()
+        time.sleep(0.05)
+    assert dropped_ref() is None, "the dropped Work's array was never released"
     # A Work.wait timeout is the wait's, not the op's: the recv still completes.
     if r == 0:
         y = np.zeros(2, np.int32)

@@ -39,6 +39,8 @@ def check_torch(pg, r, n, tri):
     assert torch.equal(t[1], torch.full((3,), float(n - 1))) and torch.equal(t[0], torch.full((3,), float(tri)))
     assert torch.equal(t[2], torch.full((3,), float(tri)))
     assert commhost._describe_tensor(torch.zeros(2, 5, dtype=torch.float64)) == "f64[2, 5] on cpu"
+    # Zero copy: commhost works on the producer's own memory, views at an offset included.
+    assert commhost._data_ptr(t) == t.data_ptr() and commhost._data_ptr(t[1]) == t[1].data_ptr() != t.data_ptr()
 
     for dt in (torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16, torch.float64):
         x = torch.full((6,), r + 1, dtype=dt)

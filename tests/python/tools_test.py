@@ -73,6 +73,8 @@ def check_bridge():
                      (np.float16, "f16"), (np.float64, "f64")):
         assert d(np.zeros(4, dt)).startswith(name + "["), (dt, d(np.zeros(4, dt)))
     assert d(np.zeros((3, 4), np.float32)[1]) == "f32[4] on cpu"  # a contiguous row view
+    a = np.zeros((3, 4), np.float32)
+    assert commhost._data_ptr(a) == a.ctypes.data and commhost._data_ptr(a[1]) == a[1].ctypes.data  # no copy
     assert d(np.zeros((), np.int64)) == "i64[] on cpu"
     expect_raises(commhost.InvalidArgument, lambda: d(np.zeros((3, 4), np.float32)[:, 1]), "non-contiguous",
                   "strides (16) bytes")

@@ -38,7 +38,7 @@ from ._C import (  # noqa: F401
     plugins,
 )
 from . import _C
-from ._C import _describe_tensor  # noqa: F401  (what commhost sees of an array; for tests)
+from ._C import _data_ptr, _describe_tensor  # noqa: F401  (what commhost sees of an array; for tests)
 
 # Groups still alive at exit are shut down first, while their backends' threads can still
 # hand arrays back to Python; destroying them during interpreter teardown could not.

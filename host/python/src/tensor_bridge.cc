@@ -211,6 +211,12 @@ void registerTensorBridge(py::module_& m) {
   m.def(
       "_describe_tensor", [](py::handle obj, bool writable) { return toTensor(obj, "describe", "x", writable).str(); },
       py::arg("x"), py::arg("writable") = false);
+  // For tests: the address commhost reads and writes for `x`, to check against the
+  // producer's own (numpy's ctypes.data, torch's data_ptr()): equal means no copy.
+  m.def(
+      "_data_ptr",
+      [](py::handle obj) { return reinterpret_cast<uintptr_t>(toTensor(obj, "describe", "x", false).data()); },
+      py::arg("x"));
 }
 
 }  // namespace commhost::python
