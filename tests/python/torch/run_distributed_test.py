@@ -3,7 +3,7 @@
 backend "commhost", as torch's test/distributed/test_distributed_spawn.py runs it for gloo:
 each test spawns WORLD_SIZE processes that init_process_group("commhost", file://...).
 
-    python3 run_distributed_test.py [--config FILE] [-k PATTERN ...] [unittest args]
+    python3 run_distributed_test.py [--config FILE] [--world N] [--min-passed N] [-k PATTERN ...] [unittest args]
 
 Two things differ from torch's runner, because Debian's torch ships the test module but
 not all it needs: `expecttest` (a PyPI package torch's TestCase derives from) is replaced
@@ -54,6 +54,10 @@ if "TEMP_DIR" not in os.environ:
 if "--config" in sys.argv:
     i = sys.argv.index("--config")
     os.environ["COMMHOST_CONFIG"] = sys.argv[i + 1]
+    del sys.argv[i : i + 2]
+if "--world" in sys.argv:
+    i = sys.argv.index("--world")
+    os.environ["WORLD_SIZE"] = sys.argv[i + 1]
     del sys.argv[i : i + 2]
 
 import commhost.torch  # noqa: E402,F401  registers backend "commhost" (in every rank)
