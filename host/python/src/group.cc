@@ -197,8 +197,7 @@ void defineCollectives(PyGroupClass& cls) {
             MonitoredBarrierOptions o;
             o.timeout = toMillis(timeout, "monitored_barrier");
             o.waitAllRanks = waitAll;
-            py::gil_scoped_release unlocked;
-            g.group().monitoredBarrier(o);
+            inTurn(g, [&](ProcessGroup& pg) { pg.monitoredBarrier(o); });
           },
           timeoutArg(), arg("wait_all_ranks") = false,
           "Blocks until every rank arrives; raises commhost.TimeoutError naming the ranks that did not.")

@@ -48,14 +48,17 @@ struct PyWork {
 };
 using PyWorkPtr = std::shared_ptr<PyWork>;
 
-// Issues `call` (which runs the C++ op) without the GIL and wraps its Work.
+// Runs `call` on the C++ group without the GIL and in this thread's turn (issueMutex):
+// every call that issues on the group or replaces its state goes through here.
+template <class F> auto inTurn(const PyGroup& g, F&& call) {
+  py::gil_scoped_release unlocked;
+  std::lock_guard<std::mutex> turn(g.issueMutex);
+  return call(g.group());
+}
+
+// Issues `call` (which runs the C++ op) in turn and wraps its Work.
 template <class F> PyWorkPtr issue(const PyGroup& g, std::vector<Tensor> keep, F&& call) {
-  WorkPtr work;
-  {
-    py::gil_scoped_release unlocked;
-    std::lock_guard<std::mutex> turn(g.issueMutex);
-    work = call(g.group());
-  }
+  WorkPtr work = inTurn(g, std::forward<F>(call));
   return PyWork::make(std::move(work), g.pg, std::move(keep));
 }
 

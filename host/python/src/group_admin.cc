@@ -195,24 +195,14 @@ void defineAdmin(PyGroupClass& cls) {
       .def(
           "new_group",
           [](const PyGroup& g, const std::vector<int>& ranks) {
-            std::shared_ptr<ProcessGroup> sub;
-            {
-              py::gil_scoped_release unlocked;
-              std::lock_guard<std::mutex> turn(g.issueMutex);
-              sub = g.group().newGroup(ranks);
-            }
+            auto sub = inTurn(g, [&](ProcessGroup& pg) { return pg.newGroup(ranks); });
             return wrapGroup(std::move(sub), g.overrides);
           },
           arg("ranks"), "Collective: every member calls it. None on ranks not in `ranks`.")
       .def(
           "split",
           [](const PyGroup& g, int color, int key) {
-            std::shared_ptr<ProcessGroup> sub;
-            {
-              py::gil_scoped_release unlocked;
-              std::lock_guard<std::mutex> turn(g.issueMutex);
-              sub = g.group().split(color, key);
-            }
+            auto sub = inTurn(g, [&](ProcessGroup& pg) { return pg.split(color, key); });
             return wrapGroup(std::move(sub), g.overrides);
           },
           arg("color"), arg("key") = 0,
@@ -225,12 +215,7 @@ void defineAdmin(PyGroupClass& cls) {
             o.reloadPlugins = reloadPlugins;
             o.timeout = toMillis(timeout, "reconfigure");
             auto next = loadForGroup(g, config);
-            ReconfigureReport r;
-            {
-              py::gil_scoped_release unlocked;
-              std::lock_guard<std::mutex> turn(g.issueMutex);
-              r = g.group().reconfigure(next, o);
-            }
+            const ReconfigureReport r = inTurn(g, [&](ProcessGroup& pg) { return pg.reconfigure(next, o); });
             return reportDict(r);
           },
           arg("config"), arg("only_if_shadow_agrees") = false, arg("reload_plugins") = false,
@@ -238,12 +223,7 @@ void defineAdmin(PyGroupClass& cls) {
           "Hot swap to a config file (or YAML text), a collective over the group: all ranks switch or none. "
           "Returns what it did (generation, kept/built/removed backends, phase seconds).")
       .def(
-          "sync_point",
-          [](const PyGroup& g) {
-            py::gil_scoped_release unlocked;
-            std::lock_guard<std::mutex> turn(g.issueMutex);
-            g.group().syncPoint();
-          },
+          "sync_point", [](const PyGroup& g) { inTurn(g, [](ProcessGroup& pg) { pg.syncPoint(); }); },
           "A step boundary: applies a config published by `commhost run --watch` (see ProcessGroup::syncPoint).")
       .def("sync_status",
            [](const PyGroup& g) {
