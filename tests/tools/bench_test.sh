@@ -32,15 +32,37 @@ python3 - "$tmp/rows.jsonl" "$tmp/table" <<'PY' || fail "JSON rows do not match 
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]  # every line a bare object: no "[0] " prefix
 table = [l.split()[1:3] for l in open(sys.argv[2]) if l.startswith("[0]") and l.split()[1].isdigit()]
-keys = {"op", "size", "count", "dtype", "redop", "root", "inplace", "time_us", "algbw", "busbw", "wrong"}
+keys = {"op", "size", "count", "dtype", "redop", "root", "inplace", "time_us", "algbw", "busbw", "wrong", "iters",
+        "min_us", "p50_us", "p99_us", "max_us", "unstable"}
 assert len(rows) == 3 and len(table) == 3, (rows, table)
 for r, t in zip(rows, table):
     assert set(r) == keys, r
     assert [str(r["size"]), str(r["count"])] == t, (r, t)
     assert r["op"] == "allgather" and r["dtype"] == "f32" and abs(r["busbw"] - r["algbw"] / 2) < 1e-3
     assert r["wrong"] is None and r["root"] is None and r["inplace"] is True, r
-print("ok: --json FILE rows parse and match the table")
+    # No -n: at least 20 iterations, more where 20 would not fill --min-time (0.1 s).
+    assert r["iters"] >= 20, r
+    assert 0 < r["min_us"] <= r["p50_us"] <= r["p99_us"] <= r["max_us"], r
+print("ok: --json FILE rows parse and match the table, with the spread")
 PY
+grep -q "iters >= 20 filling 0.1 s, warmup 5" "$tmp/table" || fail "the header does not say how iterations are chosen"
+# Each single-placement row: [0] size count type redop root inplc time p50 p99 algbw busbw #wrong.
+awk '/^\[0\] +[0-9]+ +[0-9]+ / && (NF != 13 || $9 > $10) { bad = 1 } END { exit bad }' "$tmp/table" ||
+  fail "a row lacks the p50 and p99 columns"
+
+# --repeat K: K timed rounds per size; the row is the median round, every round in the JSON.
+"$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allreduce --sizes 8,4K --repeat 3 -n 5 -w 1 --check \
+  --json "$tmp/repeat.jsonl" >"$tmp/out" 2>&1 || fail "bench --repeat 3"
+grep -q "iters 5, 3 rounds (the median shown), warmup 1" "$tmp/out" || fail "the header does not show --repeat"
+python3 -c '
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 2, rows
+for r in rows:
+    assert r["iters"] == 5 and r["wrong"] == 0 and len(r["round_means_us"]) == 3, r
+    assert abs(r["time_us"] - statistics.median(r["round_means_us"])) < 1e-6, r
+' "$tmp/repeat.jsonl" || fail "--repeat rows"
+echo "ok: --repeat 3 reports the median round and every round"
 
 # nccl-tests' flags: -b -e -f -n -w -c, and both placements side by side.
 "$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allgather -b 8 -e 1K -f 4 -n 2 -w 1 -c 1 --side-by-side \
@@ -79,7 +101,8 @@ echo "ok: conflicting flags are refused"
 
 # Argument errors come before any store: with serve: never nobody serves the store, so a
 # bench that reached init() would wait up to group.timeout (60 s) for it.
-for bad in "--sizes bogus" "--redop bogus" "--iters 0" "--root 5" "-b 6" "--json $tmp/no/such/dir/x.jsonl"; do
+for bad in "--sizes bogus" "--redop bogus" "--iters 0" "--repeat 0" "--min-time -1" "--root 5" "-b 6" \
+  "--json $tmp/no/such/dir/x.jsonl"; do
   start=$(date +%s)
   status=0
   # shellcheck disable=SC2086

@@ -45,16 +45,25 @@ std::vector<std::string> StoreRounds::exchange(const std::string& mine, const st
   }
 }
 
-StoreRounds::Agreed StoreRounds::agree(double timeUs, int64_t wrong, const std::string& what) {
-  char mine[64];
-  std::snprintf(mine, sizeof mine, "%.17g %lld", timeUs, static_cast<long long>(wrong));
+StoreRounds::Agreed StoreRounds::agree(const LoopStats& mine, int64_t wrong, const std::string& what) {
+  // "<wrong> <stats>": the count first, so the stats can take the rest of the line.
+  std::vector<LoopStats> perRank;
   Agreed agreed;
-  for (const auto& v : exchange(mine, what)) {
-    char* end = nullptr;
-    agreed.maxTimeUs = std::max(agreed.maxTimeUs, std::strtod(v.c_str(), &end));
-    agreed.sumWrong += std::strtoll(end, nullptr, 10);
+  for (const auto& v : exchange(std::to_string(wrong) + " " + encode(mine), what)) {
+    const size_t space = v.find(' ');
+    agreed.sumWrong += std::strtoll(v.c_str(), nullptr, 10);
+    perRank.push_back(decode(space == std::string::npos ? "" : v.substr(space + 1)));
   }
+  agreed.slowest = slowest(perRank);
   return agreed;
+}
+
+double StoreRounds::agreeMax(double value, const std::string& what) {
+  char mine[32];
+  std::snprintf(mine, sizeof mine, "%.17g", value);
+  double most = 0;
+  for (const auto& v : exchange(mine, what)) most = std::max(most, std::strtod(v.c_str(), nullptr));
+  return most;
 }
 
 }  // namespace commhost::cli

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commhost/process_group.h"
+#include "timing.h"
 
 namespace commhost::cli {
 
@@ -20,10 +21,12 @@ class StoreRounds {
   // ("before the timed loop of allreduce at 1024 bytes").
   void barrier(const std::string& what) { exchange("", what); }
   struct Agreed {
-    double maxTimeUs = 0;
+    LoopStats slowest;  // per statistic, the slowest rank's
     int64_t sumWrong = 0;
   };
-  Agreed agree(double timeUs, int64_t wrong, const std::string& what);
+  Agreed agree(const LoopStats& mine, int64_t wrong, const std::string& what);
+  // The largest of every rank's `value`; also a barrier.
+  double agreeMax(double value, const std::string& what);
 
  private:
   // Publishes `mine` under this round's key and returns every rank's value, by rank.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "../commands.h"
@@ -17,6 +18,7 @@
 #include "plan.h"
 #include "report.h"
 #include "swap.h"
+#include "timing.h"
 
 namespace commhost::cli {
 namespace {
@@ -25,12 +27,16 @@ namespace {
 // error (a store that cannot be reached, a backend that fails) follows it.
 void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int worldSize) {
   std::fprintf(out, "# commhost bench: %d ranks, config %s\n", worldSize, plan.configSource.c_str());
-  std::fprintf(out, "# dtype %s, redop %s, root %d, iters %d, warmup %d, %s, %s\n", a.dtype.c_str(), a.redop.c_str(),
-               a.root, a.iters, a.warmup,
-               plan.placements.size() > 1 ? "out-of-place and in-place"
-               : plan.placements[0]       ? "in-place"
-                                          : "out-of-place",
-               plan.check ? "checked" : "unchecked");
+  char iters[96];
+  if (plan.fixedIters) std::snprintf(iters, sizeof iters, "iters %d", plan.iters);
+  else std::snprintf(iters, sizeof iters, "iters >= %d filling %g s", plan.iters, plan.minTimeS);
+  std::fprintf(
+      out, "# dtype %s, redop %s, root %d, %s%s, warmup %d, %s, %s\n", a.dtype.c_str(), a.redop.c_str(), a.root, iters,
+      plan.repeat > 1 ? (", " + std::to_string(plan.repeat) + " rounds (the median shown)").c_str() : "", a.warmup,
+      plan.placements.size() > 1 ? "out-of-place and in-place"
+      : plan.placements[0]       ? "in-place"
+                                 : "out-of-place",
+      plan.check ? "checked" : "unchecked");
   const auto bytes = [](int64_t b) {
     const std::string text = formatSize(b);
     return text.find_first_not_of("0123456789") == std::string::npos ? text + " B" : text;
@@ -44,8 +50,66 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
   std::fflush(out);
 }
 
-int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& report, int iters, int warmup,
-            Swapper* swapper) {
+// One column of a row: warmup, the timed rounds (every iteration clocked on its own), the
+// check after the clock stopped, and the ranks' agreement on the figures.
+Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& rounds, const std::function<void()>& once,
+                          const std::function<void()>& checkOnce, int64_t& wrong, const std::string& what) {
+  using Clock = std::chrono::steady_clock;
+  const auto micros = [](Clock::time_point since) {
+    return std::chrono::duration<double, std::micro>(Clock::now() - since).count();
+  };
+  std::vector<double> warm;
+  for (int i = 0; i < plan.warmup; ++i) {
+    const auto start = Clock::now();
+    once();
+    warm.push_back(micros(start));
+  }
+  // The median, not the mean: a job's first ops wait for late peers and cold buffers, and
+  // would make a 1 us op look like 200 us and get too few iterations. Also the barrier
+  // before the timed loop; every rank gets the same count from it.
+  const double slowestWarm = rounds.agreeMax(median(warm), "before the timed loop of " + what);
+  int iters = iterationsFor(plan.iters, plan.fixedIters, plan.minTimeS, slowestWarm);
+  std::vector<double> samples;
+  std::vector<double> roundMeans;
+  for (int r = 0; r < plan.repeat; ++r) {
+    double sum = 0;
+    int done = 0;
+    for (int target = iters;;) {
+      for (; done < target; ++done) {
+        const auto start = Clock::now();
+        once();
+        samples.push_back(micros(start));
+        sum += samples.back();
+      }
+      // The first round checks the warmup's estimate: when the slowest rank's loop fell
+      // short of --min-time (the warmup caught slow first ops), it runs on to the count
+      // the loop's own pace asks for. Later rounds repeat the first round's count.
+      if (r > 0 || plan.fixedIters || plan.minTimeS <= 0) break;
+      const double slowestUs = rounds.agreeMax(sum, "the iteration count of " + what);
+      if (slowestUs >= plan.minTimeS * 1e6) break;
+      target = iterationsFor(plan.iters, false, plan.minTimeS, slowestUs / done);
+      if (target <= done) break;
+    }
+    if (r == 0) iters = done;
+    // The slowest rank's mean for the round; also the barrier before the next round.
+    if (plan.repeat > 1)
+      roundMeans.push_back(rounds.agreeMax(sum / done, "round " + std::to_string(r + 1) + " of " + what));
+  }
+  if (plan.check) checkOnce();  // after the clock stopped: one more run on fresh data
+  const auto agreed = rounds.agree(summarize(samples), wrong, "timing and #wrong of " + what);
+  Measurement m;
+  m.stats = agreed.slowest;
+  m.iters = iters;
+  m.roundMeansUs = roundMeans;
+  m.timeUs = roundMeans.empty() ? m.stats.meanUs : median(roundMeans);
+  m.algbw = m.timeUs > 0 ? static_cast<double>(op.size()) / (m.timeUs * 1e-6) / 1e9 : 0;
+  m.busbw = m.algbw * op.busFactor();
+  m.wrong = plan.check ? agreed.sumWrong : -1;
+  m.unstable = instability(m.stats, roundMeans);
+  return m;
+}
+
+int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& report, Swapper* swapper) {
   const bool leader = pg.rank() == 0;
   // Progress only to a terminal: under `commhost run` stderr is the rank's log.
   const bool progress = leader && plan.sizes.size() > 8 && ::isatty(STDERR_FILENO);
@@ -81,30 +145,18 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& r
           run()->wait();
           if (swapper && plan.check) wrong += op.check();
         };
+        const auto checkOnce = [&] {
+          op.fill();
+          run()->wait();
+          wrong += op.check();
+        };
         const std::string what = name + " at " + std::to_string(bytes) + " bytes" +
                                  (plan.placements[c] ? "" : " out-of-place");
         op.prepare(bytes);
         op.fill();
-        for (int i = 0; i < warmup; ++i) once();
-        rounds.barrier("before the timed loop of " + what);
-        const auto start = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) once();
-        const double mine = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-                                .count() /
-                            iters;
-        if (plan.check) {  // after the clock stopped: one more run on fresh data
-          op.fill();
-          run()->wait();
-          wrong += op.check();
-        }
-        const auto agreed = rounds.agree(mine, wrong, "timing and #wrong of " + what);
-        Measurement m;
+        Measurement m = measureColumn(plan, op, rounds, once, checkOnce, wrong, what);
         m.inPlace = plan.placements[c];
-        m.timeUs = agreed.maxTimeUs;
-        m.algbw = m.timeUs > 0 ? static_cast<double>(op.size()) / (m.timeUs * 1e-6) / 1e9 : 0;
-        m.busbw = m.algbw * op.busFactor();
-        m.wrong = plan.check ? agreed.sumWrong : -1;
-        if (plan.check) wrongTotal += agreed.sumWrong;
+        if (plan.check) wrongTotal += m.wrong;
         busSum += m.busbw;
         ++measured;
         line.results.push_back(m);
@@ -146,7 +198,7 @@ int bench(const BenchArgs& a) {
   init.overrides.set = plan.sets;
   auto pg = commhost::init(init);
   try {
-    const int rc = measure(plan, *pg, inject, report, a.iters, a.warmup, swapper.get());
+    const int rc = measure(plan, *pg, inject, report, swapper.get());
     if (swapper && leader) swapper->print(a.jsonFile == "-" ? stderr : stdout);
     if (leader) printShadows(a.jsonFile == "-" ? stderr : stdout, pg->shadowReport(std::chrono::seconds(30)));
     return rc;
@@ -178,7 +230,18 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_option("--dtype", a.dtype, "f32 f64 f16 bf16 i8 u8 i32 i64")->capture_default_str();
   cmd->add_option("--redop", a.redop, "sum product min max avg band bor bxor")->capture_default_str();
   cmd->add_option("--root", a.root, "Root of rooted ops")->capture_default_str();
-  cmd->add_option("-n,--iters", a.iters, "Timed iterations per size")->capture_default_str();
+  auto* iters = cmd->add_option("-n,--iters", a.iters,
+                                "Timed iterations per size: exactly N (as nccl-tests); without -n, at least N and "
+                                "enough to fill --min-time")
+                    ->capture_default_str();
+  auto* minTime = cmd->add_option(
+                         "--min-time", a.minTime,
+                         "Seconds of timed iterations per size (per round) when -n is not given, or with -n as a floor")
+                      ->capture_default_str();
+  cmd->add_option("--repeat", a.repeat,
+                  "K timed rounds per size, each after a barrier; the row shows the median round's mean and flags a "
+                  "size whose rounds disagree by over 25%")
+      ->capture_default_str();
   cmd->add_option("-w,--warmup", a.warmup, "Untimed iterations per size")->capture_default_str();
   cmd->add_flag("--out-of-place", a.outOfPlace, "Separate input and output buffers where the op allows it");
   cmd->add_flag("--inplace", a.inPlace, "In-place buffers (the default)");
@@ -214,7 +277,9 @@ void addBenchCommand(CLI::App& app) {
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --sizes 4K --iters 200 --check --swap-every 10 \\\n"
       "      --configs configs/shm.yaml,configs/gloo.yaml\n"
       "Bookkeeping (barriers, timings, #wrong) goes through the store, never the routes.");
-  cmd->callback([sizes, factor, step] {
+  cmd->callback([sizes, factor, step, iters, minTime] {
+    a.itersGiven = iters->count() > 0;
+    a.minTimeGiven = minTime->count() > 0;
     a.sizesGiven = sizes->count() > 0;
     a.factorGiven = factor->count() > 0;
     a.stepGiven = step->count() > 0;

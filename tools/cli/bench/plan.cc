@@ -166,6 +166,15 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   p.root = a.root;
   if (a.iters < 1) throw InvalidArgument("--iters (-n) " + std::to_string(a.iters) + ": must be >= 1");
   if (a.warmup < 0) throw InvalidArgument("--warmup (-w) " + std::to_string(a.warmup) + ": must be >= 0");
+  if (a.repeat < 1 || a.repeat > 100)
+    throw InvalidArgument("--repeat " + std::to_string(a.repeat) + ": want 1 to 100 rounds per size");
+  if (!(a.minTime >= 0 && a.minTime <= 3600))
+    throw InvalidArgument("--min-time " + std::to_string(a.minTime) + ": want 0 to 3600 seconds per size");
+  plan.iters = a.iters;
+  plan.warmup = a.warmup;
+  plan.repeat = a.repeat;
+  plan.minTimeS = a.minTime;
+  plan.fixedIters = a.itersGiven && !a.minTimeGiven;
   plan.sizes = sweep(a, static_cast<int64_t>(elementSize(p.dtype)));
   plan.placements = a.sideBySide ? std::vector<bool>{false, true} : std::vector<bool>{!a.outOfPlace};
   for (const auto& spec : a.injections) plan.injections.push_back(parseInjection(spec));

@@ -23,8 +23,10 @@ struct BenchArgs {
   std::string dtype = "f32";
   std::string redop = "sum";
   int root = 0;
-  int iters = 20;
+  int iters = 20;  // timed iterations per size: exactly this with -n, else at least this
   int warmup = 5;
+  double minTime = 0.1;  // --min-time S: without -n (or with --min-time), time each size this long at least
+  int repeat = 1;        // --repeat K: K timed rounds per size; the row shows the median round
   bool outOfPlace = false;
   bool inPlace = false;
   bool sideBySide = false;
@@ -37,7 +39,7 @@ struct BenchArgs {
   int swapEvery = 0;    // --swap-every N: hot swap every N runs of the op (0: never)
   std::string configs;  // --configs a.yaml,b.yaml: what --swap-every cycles through
   // Which options the command line gave (conflicts are about what was written).
-  bool sizesGiven = false, factorGiven = false, stepGiven = false;
+  bool sizesGiven = false, factorGiven = false, stepGiven = false, itersGiven = false, minTimeGiven = false;
 };
 
 struct BenchPlan {
@@ -47,6 +49,9 @@ struct BenchPlan {
   BenchParams params;
   std::vector<bool> placements;  // inPlace per column: {true}, {false} or {false, true}
   bool check = false;
+  int iters = 20, warmup = 5, repeat = 1;
+  bool fixedIters = false;  // -n without --min-time: exactly `iters`, as nccl-tests
+  double minTimeS = 0.1;
   std::vector<Injection> injections;
   // Filled by resolveRoutes.
   std::string configSource;

@@ -33,10 +33,10 @@ void Report::beginOp(const std::string& op, const std::string& route) {
     std::printf("#%11s %12s %8s %8s %6s %11s %8s %8s %7s %11s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "",
                 "(GB/s)", "(GB/s)", "", "", "(GB/s)", "(GB/s)", "");
   } else {
-    std::printf("#%11s %12s %8s %8s %6s %6s %11s %8s %8s %7s\n", "size", "count", "type", "redop", "root", "inplc",
-                "time(us)", "algbw", "busbw", "#wrong");
-    std::printf("#%11s %12s %8s %8s %6s %6s %11s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "", "", "(GB/s)",
-                "(GB/s)", "");
+    std::printf("#%11s %12s %8s %8s %6s %6s %11s %10s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "root",
+                "inplc", "time(us)", "p50(us)", "p99(us)", "algbw", "busbw", "#wrong");
+    std::printf("#%11s %12s %8s %8s %6s %6s %11s %10s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "",
+                "(mean)", "", "", "(GB/s)", "(GB/s)", "");
   }
   std::fflush(stdout);
 }
@@ -57,6 +57,13 @@ void Report::line(const ResultLine& l) {
       j["algbw"] = m.algbw;
       j["busbw"] = m.busbw;
       j["wrong"] = m.wrong >= 0 ? nlohmann::ordered_json(m.wrong) : nlohmann::ordered_json();
+      j["iters"] = m.iters;
+      j["min_us"] = m.stats.minUs;
+      j["p50_us"] = m.stats.p50Us;
+      j["p99_us"] = m.stats.p99Us;
+      j["max_us"] = m.stats.maxUs;
+      if (!m.roundMeansUs.empty()) j["round_means_us"] = m.roundMeansUs;
+      j["unstable"] = m.unstable.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(m.unstable);
       std::fprintf(json_, "%s\n", j.dump().c_str());
     }
     std::fflush(json_);
@@ -65,17 +72,30 @@ void Report::line(const ResultLine& l) {
   std::printf(" %11lld %12lld %8s %8s %6s", static_cast<long long>(l.size), static_cast<long long>(l.count),
               l.dtype.c_str(), l.redop.c_str(), l.root >= 0 ? std::to_string(l.root).c_str() : "-");
   for (const auto& m : l.results) {
-    if (!sideBySide_) std::printf(" %6d", m.inPlace ? 1 : 0);
-    std::printf(" %11.2f %8.3f %8.3f %7s", m.timeUs, m.algbw, m.busbw,
-                m.wrong >= 0 ? std::to_string(m.wrong).c_str() : "N/A");
+    if (!sideBySide_)
+      std::printf(" %6d %11.2f %10.2f %10.2f", m.inPlace ? 1 : 0, m.timeUs, m.stats.p50Us, m.stats.p99Us);
+    else std::printf(" %11.2f", m.timeUs);
+    std::printf(" %8.3f %8.3f %7s", m.algbw, m.busbw, m.wrong >= 0 ? std::to_string(m.wrong).c_str() : "N/A");
   }
   std::printf("\n");
+  for (const auto& m : l.results) {
+    if (m.unstable.empty()) continue;
+    unstableInOp_ = true;
+    std::printf("# ! %lld bytes%s: %s over %d iterations\n", static_cast<long long>(l.size),
+                sideBySide_ ? (m.inPlace ? " in-place" : " out-of-place") : "", m.unstable.c_str(), m.iters);
+  }
   std::fflush(stdout);
 }
 
 void Report::endOp(const std::string& op, double avgBusbw) {
   if (!leader_ || json_ == stdout) return;
   std::printf("# %s avg bus bandwidth: %.3f GB/s\n", op.c_str(), avgBusbw);
+  if (unstableInOp_)
+    std::printf(
+        "# ! rows above spread widely across iterations: their mean is not a stable figure (other load on the "
+        "machine, or more ranks than cores); rerun with --repeat 5 for the median of 5 rounds, or a longer "
+        "--min-time\n");
+  unstableInOp_ = false;
   std::fflush(stdout);
 }
 

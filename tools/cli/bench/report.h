@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// The bench's output, written by rank 0 only: the nccl-tests table (one placement, or
-// out-of-place and in-place side by side) and, with --json FILE, one JSON object per
-// measurement in FILE (no launcher prefix: the file is written by the rank itself).
+// The bench's output, written by rank 0 only: the nccl-tests table (one placement, with
+// the median and p99 per iteration after the mean, or out-of-place and in-place side by
+// side in nccl-tests' columns), a "# !" line under each row whose iterations spread
+// widely, and, with --json FILE, one JSON object per measurement in FILE (no launcher
+// prefix: the file is written by the rank itself).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "timing.h"
 
 namespace commhost {
 struct ShadowRecord;
@@ -17,8 +21,14 @@ namespace commhost::cli {
 
 struct Measurement {
   bool inPlace = true;
+  // timeUs: the mean per iteration (with --repeat K, the median of the K rounds' means),
+  // the slowest rank's, as nccl-tests reports it; algbw and busbw follow from it.
   double timeUs = 0, algbw = 0, busbw = 0;
-  int64_t wrong = -1;  // -1: not checked
+  LoopStats stats;                   // over every timed iteration, the slowest rank's per figure
+  int iters = 0;                     // timed iterations per round
+  std::vector<double> roundMeansUs;  // --repeat K: each round's mean (K > 1 only)
+  std::string unstable;              // why the figure is not to be trusted, or ""
+  int64_t wrong = -1;                // -1: not checked
 };
 
 struct ResultLine {
@@ -43,6 +53,7 @@ class Report {
 
  private:
   bool leader_, sideBySide_;
+  bool unstableInOp_ = false;
   std::FILE* json_ = nullptr;
   std::string jsonPath_;
 };
