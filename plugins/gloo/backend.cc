@@ -41,6 +41,11 @@ OptionSchema<Options> Options::schema() {
                {"ring", AllreduceAlgorithm::Ring},
                {"bcube", AllreduceAlgorithm::Bcube}})
       .size("ring_threshold", &Options::ringThreshold, "256KiB", "Message size from which auto allreduce uses ring")
+      .option("worker_spin_us", &Options::workerSpinUs, "-1",
+              "Microseconds an idle worker polls for the next op (yielding its CPU) before it sleeps, so back-to-back "
+              "small ops skip a wake-up and the CPU does not idle between them; -1: 100 when every rank has a CPU "
+              "of its own (world size <= CPUs this process may run on), else 0",
+              {-1, 100000})
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
               {0, 86400 * 7});
 }
@@ -77,7 +82,10 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   hooks.describe = [this](const OpContext& op, const std::exception_ptr& e) {
     return this->describe(op, e, tlOpStarted);
   };
-  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks);
+  const int spinUs = options.workerSpinUs >= 0                  ? options.workerSpinUs
+                     : ctx.worldSize <= WorkQueue::usableCpus() ? 100
+                                                                : 0;
+  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks, std::chrono::microseconds(spinUs));
   p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooks);
   registerForFatalHint(this);
 }

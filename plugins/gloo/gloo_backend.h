@@ -28,6 +28,7 @@ struct Options {
   std::string device;
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::Auto;
   int64_t ringThreshold = 0;
+  int workerSpinUs = -1;
   std::chrono::milliseconds timeout{0};
   static OptionSchema<Options> schema();
 };

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 // The shm backend's lifecycle: manifest, options, joining the group, abort, shutdown.
-#include <sched.h>
 
 #include "commhost/errors.h"
 #include "rendezvous.h"
@@ -65,10 +64,7 @@ std::unique_ptr<Backend> create(const Options& options, const BackendContext& ct
   s.oneShotMax = options.oneShotMax;
   s.inlineMax = options.inlineMax;
   // Spinning pays only when every rank runs on a CPU of its own.
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  const int cpuCount = ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  const bool oversubscribed = ctx.worldSize > cpuCount;
+  const bool oversubscribed = ctx.worldSize > WorkQueue::usableCpus();
   s.spin = std::chrono::microseconds(options.spinUs >= 0 ? options.spinUs : oversubscribed ? 1 : 50);
   s.yield = std::chrono::microseconds(options.yieldUs >= 0 ? options.yieldUs : oversubscribed ? 10000 : 2000);
   s.timeout = options.timeout;

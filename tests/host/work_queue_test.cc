@@ -80,6 +80,36 @@ TEST(WorkQueue, RunsJobsInSubmissionOrderOnItsWorker) {
   EXPECT_FALSE(onCaller);
 }
 
+// A worker that polls before sleeping (idleSpin) still runs every op once, in order, on
+// itself, whether the next op comes while it polls or after it went to sleep; several
+// workers polling at once do too; and the queue drains and shuts down.
+TEST(WorkQueue, IdleSpinningWorkersRunEveryOpOnceInOrder) {
+  for (int threads : {1, 3}) {
+    WorkQueue queue("test queue", threads, {}, 2ms);
+    std::mutex mutex;
+    std::vector<int> order;
+    const auto caller = std::this_thread::get_id();
+    std::atomic<bool> onCaller{false};
+    for (int i = 0; i < 60; ++i) {
+      auto work = queue.submit(op(i + 1), [&, i] {
+        if (std::this_thread::get_id() == caller) onCaller = true;
+        std::lock_guard<std::mutex> lock(mutex);
+        order.push_back(i);
+        return std::vector<Tensor>{};
+      });
+      work->wait(5s);
+      // Every 20th op comes after the polling ended (the worker sleeps), the others while it polls.
+      if (i % 20 == 19) std::this_thread::sleep_for(10ms);
+    }
+    queue.drain();
+    ASSERT_EQ(order.size(), 60u) << threads << " workers";
+    for (int i = 0; i < 60; ++i) EXPECT_EQ(order[i], i);
+    EXPECT_FALSE(onCaller);
+  }
+  EXPECT_GE(WorkQueue::usableCpus(), 1);
+  EXPECT_LE(WorkQueue::usableCpus(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
 TEST(WorkQueue, WithoutWorkersJobsRunInsideSubmit) {
   WorkQueue queue("test queue", 0, {});
   std::thread::id ranOn;

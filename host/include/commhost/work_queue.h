@@ -25,6 +25,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -55,8 +56,16 @@ class COMMHOST_API WorkQueue {
   };
 
   // `name` (e.g. "gloo backend") is named in errors. threads == 0: every op runs inside
-  // submit(), on the caller's thread.
-  WorkQueue(std::string name, int threads, Hooks hooks);
+  // submit(), on the caller's thread. `idleSpin`: how long a worker that ran out of ops
+  // keeps polling for the next one, yielding its CPU to any runnable thread, before it
+  // sleeps. A caller issuing op after op then hands each to an awake worker (no wake-up),
+  // and the worker's CPU does not go idle between ops (in a VM an idle vCPU can take
+  // 4-8 ms to wake for the transport's next packet). Worth it only while each rank has a
+  // CPU of its own (see usableCpus()); 0: sleep at once.
+  WorkQueue(std::string name, int threads, Hooks hooks, std::chrono::microseconds idleSpin = {});
+  // CPUs this process may run on (its affinity mask), at least 1: what a backend compares
+  // its ranks per host with before it spins.
+  static int usableCpus();
   ~WorkQueue();  // drains, then joins the workers
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
@@ -109,6 +118,7 @@ class COMMHOST_API WorkQueue {
 
   const std::string name_;
   const int threads_;
+  const std::chrono::microseconds idleSpin_;
   const Hooks hooks_;
   // Items queued plus items running. Incremented by submit() before an item is queued,
   // decremented (release) by the worker once the item is done and its tensors released,

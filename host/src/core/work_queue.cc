@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/work_queue.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 #include "commhost/errors.h"
 
 namespace commhost {
 
-WorkQueue::WorkQueue(std::string name, int threads, Hooks hooks)
-    : name_(std::move(name)), threads_(threads), hooks_(std::move(hooks)) {
+WorkQueue::WorkQueue(std::string name, int threads, Hooks hooks, std::chrono::microseconds idleSpin)
+    : name_(std::move(name)), threads_(threads), idleSpin_(idleSpin), hooks_(std::move(hooks)) {
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
 }
 
@@ -52,9 +54,21 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncW
   return work;
 }
 
+int WorkQueue::usableCpus() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  return ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? std::max(1, CPU_COUNT(&cpus)) : 1;
+}
+
 void WorkQueue::workerLoop() {
   while (true) {
     Item item;
+    // Poll for the next op before sleeping (see idleSpin in the header). pending_ counts
+    // queued and running ops, so with several workers a busy peer ends the poll at once.
+    if (idleSpin_.count() > 0 && pending_.load(std::memory_order_acquire) == 0) {
+      const auto until = std::chrono::steady_clock::now() + idleSpin_;
+      while (pending_.load(std::memory_order_acquire) == 0 && std::chrono::steady_clock::now() < until) ::sched_yield();
+    }
     {
       MutexLock lock(&mutex_);
       while (!stopping_ && queue_.empty()) wake_.wait(&mutex_);
