@@ -70,7 +70,7 @@ def worker(pg, args):
     assert pg.generation == 2
     for k in range(9, 12):
         step(pg, k)
-    shadows = pg.shadow_report()
+    shadows = pg.shadow_report(wait=30)
     assert shadows, "expected shadow records"
     for s in shadows:
         assert s["backend"] == "gloo" and s["shadow"] == "shm" and s["samples"] > 0, s

@@ -236,12 +236,20 @@ void defineAdmin(PyGroupClass& cls) {
            })
       .def(
           "shadow_report",
-          [](const PyGroup& g) {
+          [](const PyGroup& g, py::handle wait) {
+            const auto waitFor = wait.is_none() ? std::chrono::milliseconds(0) : toMillis(wait, "shadow_report");
+            std::vector<ShadowRecord> records;
+            {
+              py::gil_scoped_release unlocked;  // the wait may take up to `wait` seconds
+              records = g.group().shadowReport(waitFor);
+            }
             py::list out;
-            for (const auto& s : g.group().shadowReport()) out.append(shadowDict(s));
+            for (const auto& s : records) out.append(shadowDict(s));
             return out;
           },
-          "Shadow mode: one dict per (op, backend, shadow, size class) compared so far.")
+          arg("wait") = py::none(),
+          "Shadow mode: one dict per (op, backend, shadow, size class) compared so far. wait (seconds): first wait "
+          "up to that long for comparisons still running (a shadow runs after its op returns).")
       .def("flight_recorder", &flightRecorder, arg("reason") = "python",
            "Dumps this process's flight recorder (rank<N>.json in the dump dir) and returns it parsed, with "
            "'path' added.")
