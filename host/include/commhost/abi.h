@@ -68,9 +68,10 @@ enum class BoundaryType : uint8_t {
   ErrorContext,
   Future,
   GradBucket,
-  Backend,  // the base class: its data members sit before every plugin's own
+  Backend,    // the base class: its data members sit before every plugin's own
+  WorkQueue,  // the SDK queue: plugins allocate it, and its inline submit() reads its members
 };
-constexpr int kNumBoundaryTypes = 25;
+constexpr int kNumBoundaryTypes = 26;
 // "std::string", "BackendContext", ...
 COMMHOST_API const char* boundaryTypeName(BoundaryType type);
 // Types of the standard library (and void*): their layout never changes with a minor

@@ -35,6 +35,7 @@
 #include "commhost/option_schema.h"
 #include "commhost/store.h"
 #include "commhost/version.h"
+#include "commhost/work_queue.h"
 
 namespace commhost {
 
@@ -205,6 +206,7 @@ constexpr BuildFingerprint kBuildFingerprint = {
         abi_detail::layoutOf<Future>(),
         abi_detail::layoutOf<GradBucket>(),
         abi_detail::layoutOf<Backend>(),
+        abi_detail::layoutOf<WorkQueue>(),
     },
 };
 static_assert(sizeof(kBuildFingerprint.layouts) / sizeof(TypeLayout) == kNumBoundaryTypes,

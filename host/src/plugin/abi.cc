@@ -33,6 +33,7 @@ const char* boundaryTypeName(BoundaryType type) {
     case BoundaryType::Future: return "Future";
     case BoundaryType::GradBucket: return "GradBucket";
     case BoundaryType::Backend: return "Backend";
+    case BoundaryType::WorkQueue: return "WorkQueue";
   }
   return "?";
 }
