@@ -44,7 +44,8 @@ OptionSchema<Options> Options::schema() {
       .option("worker_spin_us", &Options::workerSpinUs, "-1",
               "Microseconds an idle worker polls for the next op (yielding its CPU) before it sleeps, so back-to-back "
               "small ops skip a wake-up and the CPU does not idle between them; -1: 100 when every rank has a CPU "
-              "of its own (world size <= CPUs this process may run on), else 0",
+              "of its own (the group's size <= CPUs this process may run on: a multi-host group counts every host's "
+              "ranks, so set it there), else 0",
               {-1, 100000})
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
               {0, 86400 * 7});

@@ -80,7 +80,7 @@ TEST(DesyncReport, NamesTheRanksThatNeverJoinedAndWhereTheyAre) {
   progress(*g, 2, 4, "broadcast", 4);
   progress(*g, 3, 4, "broadcast", 4);
   const std::string report = desyncReport(*g, 5, OpType::Allreduce);
-  EXPECT_NE(report.find("Ranks 2 and 3 never joined allreduce seq 5: they last issued broadcast seq 4 (completed)"),
+  EXPECT_NE(report.find("Ranks 2 and 3 never joined allreduce seq 5: they last reported broadcast seq 4 (completed)"),
             std::string::npos)
       << report;
   EXPECT_NE(report.find("Ranks 0 and 1 are waiting in it"), std::string::npos) << report;

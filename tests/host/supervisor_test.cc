@@ -88,7 +88,7 @@ TEST(Supervisor, RankThatNeverJoinsIsNamedWithTheSeq) {
     if (r == 2) return;  // rank 2 skips seq 4
     ErrorContext where;
     EXPECT_THROW_WITH(keepWhere(where, [&] { allreduceOnes(*groups[r]); }), TimeoutError, "allreduce seq 4",
-                      "Rank 2 never joined allreduce seq 4", "last issued allreduce seq 3 (completed)",
+                      "Rank 2 never joined allreduce seq 4", "last reported allreduce seq 3 (completed)",
                       "trace analyze");
     // The watchdog's verdict keeps its context through the work's wait() (Error::where()).
     EXPECT_EQ(where.rank, r);

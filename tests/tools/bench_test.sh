@@ -64,6 +64,18 @@ for r in rows:
 ' "$tmp/repeat.jsonl" || fail "--repeat rows"
 echo "ok: --repeat 3 reports the median round and every round"
 
+# No warmup, so no estimate: the first pass runs --iters (20), falls short of --min-time,
+# and every rank runs on to the count its pace asks for. A row flagged unstable says why.
+"$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allreduce --sizes 8 -w 0 --min-time 0.5 \
+  --json "$tmp/paced.jsonl" >"$tmp/out" 2>&1 || fail "bench -w 0 --min-time 0.5"
+python3 -c '
+import json, sys
+(r,) = [json.loads(l) for l in open(sys.argv[1])]
+assert r["iters"] > 20, r  # 20 iterations of an 8-byte allreduce take well under 0.5 s
+assert r["unstable"] is None or "the median" in r["unstable"], r
+' "$tmp/paced.jsonl" || fail "-w 0: the first pass did not correct the count"
+echo "ok: without a warmup the first timed pass sets the count"
+
 # nccl-tests' flags: -b -e -f -n -w -c, and both placements side by side.
 "$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allgather -b 8 -e 1K -f 4 -n 2 -w 1 -c 1 --side-by-side \
   --json "$tmp/both.jsonl" >"$tmp/out" 2>&1 || fail "bench -b -e -f -n -w -c --side-by-side"

@@ -237,7 +237,9 @@ void defineAdmin(PyGroupClass& cls) {
       .def(
           "shadow_report",
           [](const PyGroup& g, py::handle wait) {
-            const auto waitFor = wait.is_none() ? std::chrono::milliseconds(0) : toMillis(wait, "shadow_report");
+            const bool none = wait.is_none() || (py::isinstance<py::int_>(wait) && wait.cast<long long>() == 0) ||
+                              (py::isinstance<py::float_>(wait) && wait.cast<double>() == 0);
+            const auto waitFor = none ? std::chrono::milliseconds(0) : toMillis(wait, "shadow_report(wait=...)");
             std::vector<ShadowRecord> records;
             {
               py::gil_scoped_release unlocked;  // the wait may take up to `wait` seconds
@@ -249,7 +251,7 @@ void defineAdmin(PyGroupClass& cls) {
           },
           arg("wait") = py::none(),
           "Shadow mode: one dict per (op, backend, shadow, size class) compared so far. wait (seconds): first wait "
-          "up to that long for comparisons still running (a shadow runs after its op returns).")
+          "up to that long for comparisons still running (a shadow runs after its op returns); None or 0: no wait.")
       .def("flight_recorder", &flightRecorder, arg("reason") = "python",
            "Dumps this process's flight recorder (rank<N>.json in the dump dir) and returns it parsed, with "
            "'path' added.")

@@ -64,7 +64,7 @@ std::string desyncReport(GroupMonitor& g, uint64_t seq, OpType op) {
       unknown.push_back(r);
     } else if (p.issued < seq) {
       std::string where = p.issued == 0 ? "has issued no collective yet"
-                                        : "last issued " + p.issuedOp + " seq " + std::to_string(p.issued) +
+                                        : "last reported " + p.issuedOp + " seq " + std::to_string(p.issued) +
                                               (p.completed >= p.issued ? " (completed)" : " (not completed)");
       behind[where].push_back(r);
     } else if (p.completed < seq) {

@@ -174,7 +174,9 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   plan.warmup = a.warmup;
   plan.repeat = a.repeat;
   plan.minTimeS = a.minTime;
-  plan.fixedIters = a.itersGiven && !a.minTimeGiven;
+  // While swapping, the count stays --iters unless --min-time asks otherwise: the warmup
+  // does not see the swaps' cost, and a count from time would mean hundreds of swaps.
+  plan.fixedIters = (a.itersGiven || a.swapEvery > 0) && !a.minTimeGiven;
   plan.sizes = sweep(a, static_cast<int64_t>(elementSize(p.dtype)));
   plan.placements = a.sideBySide ? std::vector<bool>{false, true} : std::vector<bool>{!a.outOfPlace};
   for (const auto& spec : a.injections) plan.injections.push_back(parseInjection(spec));

@@ -81,8 +81,11 @@ void Report::line(const ResultLine& l) {
   for (const auto& m : l.results) {
     if (m.unstable.empty()) continue;
     unstableInOp_ = true;
-    std::printf("# ! %lld bytes%s: %s over %d iterations\n", static_cast<long long>(l.size),
-                sideBySide_ ? (m.inPlace ? " in-place" : " out-of-place") : "", m.unstable.c_str(), m.iters);
+    const std::string rounds = m.roundMeansUs.size() > 1 ? " x " + std::to_string(m.roundMeansUs.size()) + " rounds"
+                                                         : std::string();
+    std::printf("# ! %lld bytes%s: %s over %d iterations%s\n", static_cast<long long>(l.size),
+                sideBySide_ ? (m.inPlace ? " in-place" : " out-of-place") : "", m.unstable.c_str(), m.iters,
+                rounds.c_str());
   }
   std::fflush(stdout);
 }

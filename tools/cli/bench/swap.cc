@@ -2,10 +2,10 @@
 #include "swap.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "commhost/errors.h"
 #include "commhost/registry.h"
+#include "timing.h"
 
 namespace commhost::cli {
 
@@ -65,13 +65,8 @@ void Swapper::print(std::FILE* out) const {
     return;
   }
   std::sort(totals.begin(), totals.end());
-  // Nearest rank: the smallest total that at least p% of the swaps did not exceed.
-  const auto pct = [&](double p) {
-    const size_t rank = static_cast<size_t>(std::max(1.0, std::ceil(p / 100.0 * totals.size())));
-    return totals[std::min(rank, totals.size()) - 1];
-  };
-  std::fprintf(out, "# %zu swaps: total p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", totals.size(), pct(50), pct(99),
-               totals.back());
+  std::fprintf(out, "# %zu swaps: total p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", totals.size(),
+               percentile(totals, 0.50), percentile(totals, 0.99), totals.back());
   std::fflush(out);
 }
 

@@ -8,15 +8,10 @@
 #include <sstream>
 
 namespace commhost::cli {
-namespace {
-
-// Nearest-rank percentile of sorted values.
 double percentile(const std::vector<double>& sorted, double p) {
   const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
   return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
-
-}  // namespace
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
@@ -82,7 +77,7 @@ std::string instability(const LoopStats& s, const std::vector<double>& roundMean
 int iterationsFor(int iters, bool fixed, double minTimeS, double perIterUs) {
   if (fixed || minTimeS <= 0 || perIterUs <= 0) return iters;
   const double byTime = std::ceil(minTimeS * 1e6 / perIterUs);
-  return static_cast<int>(std::clamp(byTime, static_cast<double>(iters), 100000.0));
+  return static_cast<int>(std::max(static_cast<double>(iters), std::min(byTime, 100000.0)));
 }
 
 }  // namespace commhost::cli

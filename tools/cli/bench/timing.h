@@ -36,9 +36,12 @@ std::string instability(const LoopStats& s, const std::vector<double>& roundMean
 
 // Iterations for a timed loop: `iters` when fixed (-n given, no --min-time); otherwise
 // at least `iters` and enough to last `minTimeS` at `perIterUs` (the slowest rank's
-// warmup time per iteration), capped at 100000.
+// warmup time per iteration), capped at 100000 (or `iters`, when that is more).
 int iterationsFor(int iters, bool fixed, double minTimeS, double perIterUs);
 
 double median(std::vector<double> values);
+// Nearest rank: the smallest of `sorted` (ascending, not empty) that at least a fraction
+// p (0..1] of the values do not exceed.
+double percentile(const std::vector<double>& sorted, double p);
 
 }  // namespace commhost::cli
