@@ -114,6 +114,20 @@ Server::~Server() {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   io_.stop();
   if (thread_.joinable()) thread_.join();
+  uint64_t total = 0;
+  std::string byOp;
+  for (size_t op = 0; op < served_.size(); ++op) {
+    if (!served_[op]) continue;
+    total += served_[op];
+    byOp += std::string(byOp.empty() ? "" : ", ") + opName(static_cast<Op>(op)) + " " + std::to_string(served_[op]);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
+  if (options_.logger && total)
+    options_.logger->info("store server on " + options_.bind + ":" + std::to_string(port_) + ": " +
+                          std::to_string(total) + " requests in " + formatDuration(std::chrono::milliseconds(
+                                                                         static_cast<int64_t>(seconds * 1000))) +
+                          " (" + std::to_string(static_cast<uint64_t>(total / std::max(seconds, 1e-3))) +
+                          "/s): " + byOp);
 }
 
 void Server::logLimited(RateLimited& r, const std::string& message) {
@@ -335,6 +349,7 @@ void Server::handle(const ConnectionPtr& c, Request r) {
                        " request; the first frame must be auth (the client needs the store's auth_token)");
   auto ok = [] { return FrameWriter().u8(static_cast<uint8_t>(Status::Ok)); };
   const std::string key = r.keys.empty() ? std::string() : r.keys[0];
+  ++served_[static_cast<size_t>(r.op) % served_.size()];
   switch (r.op) {
     case Op::Auth:
       if (!options_.token.empty() && r.token != options_.token)

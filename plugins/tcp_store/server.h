@@ -17,6 +17,7 @@
 
 #include <boost/asio.hpp>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -96,6 +97,10 @@ class Server {
   boost::asio::steady_timer acceptRetry_;
   uint64_t acceptFailures_ = 0;  // since the last successful accept
   RateLimited acceptErrors_, refused_;
+  // Requests handled, by Op (index = its value), for the line ~Server logs: what an
+  // operator needs to size the store (calls/s per rank). Read by ~Server after the join.
+  std::array<uint64_t, 16> served_{};
+  std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   std::thread thread_;
 };
 

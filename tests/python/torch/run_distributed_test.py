@@ -3,7 +3,12 @@
 backend "commhost", as torch's test/distributed/test_distributed_spawn.py runs it for gloo:
 each test spawns WORLD_SIZE processes that init_process_group("commhost", file://...).
 
-    python3 run_distributed_test.py [--config FILE] [--world N] [--min-passed N] [-k PATTERN ...] [unittest args]
+    python3 run_distributed_test.py [--config FILE] [--world N] [--min-passed N] [--as-gloo]
+                                    [-k PATTERN ...] [unittest args]
+
+--as-gloo: torch's skip decorators see BACKEND=gloo (so tests that name gloo as the only
+backend they accept are not skipped) while every test runs on "commhost". A test whose
+body branches on `BACKEND == "gloo"` then takes the non-gloo branch, so select the tests.
 
 Two things differ from torch's runner, because Debian's torch ships the test module but
 not all it needs: `expecttest` (a PyPI package torch's TestCase derives from) is replaced
@@ -51,6 +56,13 @@ if "expecttest" not in sys.modules:
 # test runs. The report is not needed here; the exit status and --min-passed are the verdict.
 os.environ.pop("CI", None)
 
+# --as-gloo (ours): recorded in the environment, so the spawned ranks (which import this
+# file again with the parent's environment) do the same.
+if "--as-gloo" in sys.argv:
+    sys.argv.remove("--as-gloo")
+    os.environ["CH_DISTTEST_AS_GLOO"] = "1"
+_AS_GLOO = os.environ.get("CH_DISTTEST_AS_GLOO") == "1"
+
 # Also read by the spawned ranks, which import this file again.
 os.environ.setdefault("BACKEND", "commhost")
 os.environ.setdefault("WORLD_SIZE", "2")
@@ -74,10 +86,17 @@ replicated._set_ddp_with_replicated_tensor = lambda value: None  # keep the swit
 for feature in ("plugin", "ddp", "subgroup"):
     DistTestCases.backend_feature[feature].add("commhost")
 
+if _AS_GLOO:
+    os.environ["BACKEND"] = "gloo"  # what the decorators read while the module is imported
+import torch.testing._internal.distributed.distributed_test as distributed_test  # noqa: E402
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
     TestDistBackend,
 )
+
+if _AS_GLOO:
+    os.environ["BACKEND"] = "commhost"
+    distributed_test.BACKEND = "commhost"  # what init_process_group and the test bodies use
 
 
 class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
