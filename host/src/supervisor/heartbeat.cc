@@ -100,8 +100,9 @@ void Heartbeat::tick() {
   for (const auto& g : groups) {
     if (g->storeLost.load(std::memory_order_acquire)) continue;
     try {
-      if (!traceChecked && g->jobStore) {
+      if (!traceChecked && g->jobStore && now >= nextTraceCheck_) {
         traceChecked = true;
+        nextTraceCheck_ = now + settings.heartbeatInterval;
         const int64_t requests = g->jobStore->add(kTraceDumpCount, 0);
         if (requests > seenTraceDump_) {
           if (seenTraceDump_ >= 0) {

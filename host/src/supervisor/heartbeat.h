@@ -33,6 +33,10 @@ class Heartbeat {
   uint64_t lastTicks_ = 0;      // the watchdog's ticks when last seen moving
   TimePoint lastAdvance_{};     // when that was
   int64_t seenTraceDump_ = -1;  // `commhost trace dump` requests seen; -1 = not read yet
+  // When to read the request count next: once per heartbeat interval, not every tick (an
+  // operator's request waits at most that long, and the store serves one call less per
+  // rank and tick: at 256 ranks a poll every tick was nearly half of all store calls).
+  TimePoint nextTraceCheck_{};
   bool watchdogStallReported_ = false;
   std::thread thread_;  // last: starts once the members above exist
 };
