@@ -36,12 +36,20 @@ fail() {
   exit 1
 }
 
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add "${ns}probe" 2>/dev/null; then
-  echo "SKIP: multi-host tests need root with CAP_NET_ADMIN (network namespaces) and iproute2"
+# Everything the test bed uses, tried once in a throwaway namespace: a container may allow
+# namespaces but lack the bridge or veth drivers.
+probe() {
+  [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v unshare >/dev/null &&
+    ip netns add "${ns}probe" && ip -n "${ns}probe" link add br0 type bridge &&
+    ip -n "${ns}probe" link add name pa type veth peer name pb && unshare --uts true
+}
+if ! probe 2>/dev/null; then
+  ip netns del "${ns}probe" 2>/dev/null || true
+  echo "SKIP: multi-host tests need root with CAP_NET_ADMIN and CAP_SYS_ADMIN (network and UTS namespaces," \
+    "bridge and veth), iproute2 and util-linux"
   exit 77
 fi
 ip netns del "${ns}probe"
-command -v unshare >/dev/null || { echo "SKIP: multi-host tests need unshare (util-linux)"; exit 77; }
 
 # make_hosts N: a switch and N hosts, host H at 10.77.0.H on its eth0.
 make_hosts() {
