@@ -124,10 +124,9 @@ Server::~Server() {
   const double seconds = std::chrono::duration<double>(Clock::now() - started_).count();
   if (options_.logger && total)
     options_.logger->info("store server on " + options_.bind + ":" + std::to_string(port_) + ": " +
-                          std::to_string(total) + " requests in " + formatDuration(std::chrono::milliseconds(
-                                                                         static_cast<int64_t>(seconds * 1000))) +
-                          " (" + std::to_string(static_cast<uint64_t>(total / std::max(seconds, 1e-3))) +
-                          "/s): " + byOp);
+                          std::to_string(total) + " requests in " +
+                          formatDuration(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000))) + " (" +
+                          std::to_string(static_cast<uint64_t>(total / std::max(seconds, 1e-3))) + "/s): " + byOp);
 }
 
 void Server::logLimited(RateLimited& r, const std::string& message) {
