@@ -41,7 +41,8 @@ fail() {
 probe() {
   [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v unshare >/dev/null &&
     ip netns add "${ns}probe" && ip -n "${ns}probe" link add br0 type bridge &&
-    ip -n "${ns}probe" link add name pa type veth peer name pb && unshare --uts true
+    ip -n "${ns}probe" link add name pa type veth peer name pb &&
+    ip netns exec "${ns}probe" unshare --uts sh -c 'hostname probe' # what on_host does: remount /sys, own hostname
 }
 if ! probe 2>/dev/null; then
   ip netns del "${ns}probe" 2>/dev/null || true
