@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The bench's own coordination (the barrier before each timed loop, agreeing on the
-// slowest rank's time and summing #wrong) over the job's store, never through the
+// The bench's own coordination (before each timed loop, agreeing on the slowest rank's
+// warmup time, which is also the barrier; then on its figures and the sum of #wrong) over
+// the job's store, never through the
 // user's routes: a backend that serves one op can be measured, and a backend that
 // computes wrong results cannot also miscount them. Outside the timed region only.
 #pragma once
@@ -19,7 +20,6 @@ class StoreRounds {
   explicit StoreRounds(ProcessGroup& pg) : pg_(pg) {}
   // Every rank calls the same rounds in the same order. `what` names the round in errors
   // ("before the timed loop of allreduce at 1024 bytes").
-  void barrier(const std::string& what) { exchange("", what); }
   struct Agreed {
     LoopStats slowest;  // per statistic, the slowest rank's
     int64_t sumWrong = 0;

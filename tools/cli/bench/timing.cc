@@ -8,6 +8,15 @@
 #include <sstream>
 
 namespace commhost::cli {
+namespace {
+
+double medianOfSorted(const std::vector<double>& sorted) {
+  const size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+}  // namespace
+
 double percentile(const std::vector<double>& sorted, double p) {
   const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
   return sorted[std::min(sorted.size() - 1, rank == 0 ? 0 : rank - 1)];
@@ -16,8 +25,7 @@ double percentile(const std::vector<double>& sorted, double p) {
 double median(std::vector<double> values) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  return medianOfSorted(values);
 }
 
 LoopStats summarize(std::vector<double>& samples) {
@@ -27,7 +35,7 @@ LoopStats summarize(std::vector<double>& samples) {
   std::sort(samples.begin(), samples.end());
   s.minUs = samples.front();
   s.maxUs = samples.back();
-  s.p50Us = median(samples);
+  s.p50Us = medianOfSorted(samples);  // already sorted: median() would copy and sort again
   s.p99Us = percentile(samples, 0.99);
   return s;
 }
