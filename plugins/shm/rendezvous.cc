@@ -3,8 +3,7 @@
 
 #include <unistd.h>
 
-#include <fstream>
-
+#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
 
 namespace commhost::shm {
@@ -14,32 +13,17 @@ std::string text(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
 }  // namespace
 
-std::string hostIdentity() {
-  char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
-  std::string boot;
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::getline(in, boot);
-  return std::string(host) + " boot " + (boot.empty() ? "unknown" : boot);
-}
-
 void checkSameHost(const BackendContext& ctx) {
   const std::string mine = hostIdentity();
-  ctx.store->set("host/" + std::to_string(ctx.rank), toBytes(mine));
-  std::vector<std::string> keys;
-  keys.reserve(ctx.worldSize);
-  for (int r = 0; r < ctx.worldSize; ++r) keys.push_back("host/" + std::to_string(r));
-  ctx.store->wait(keys, ctx.timeout);
-  const std::vector<Bytes> all = ctx.store->multiGet(keys);
+  const std::vector<std::string> all = exchangeAll(ctx, "host", mine, "shm rendezvous");
   std::string elsewhere;
-  for (int r = 0; r < ctx.worldSize; ++r) {
-    const std::string theirs = text(all[r]);
-    if (theirs != mine) elsewhere += "\n  rank " + std::to_string(r) + " runs on " + theirs;
-  }
+  for (int r = 0; r < ctx.worldSize; ++r)
+    if (all[r] != mine) elsewhere += "\n  rank " + std::to_string(r) + " runs on " + all[r];
   if (!elsewhere.empty())
     raise(ErrorCode::Plugin, ErrorContext::of(ctx, "shm rendezvous"),
           "every rank of an shm group must run on one host; this rank runs on " + mine + ", but" + elsewhere,
-          "\nRoute these collectives to a multi-host backend (e.g. gloo), or use shm only in per-host subgroups");
+          "\nRoute these collectives to a multi-host backend (e.g. gloo), or use shm only in per-host subgroups "
+          "(the hier backend)");
 }
 
 std::unique_ptr<Segment> connectSegment(const BackendContext& ctx, const SegmentLayout& layout,

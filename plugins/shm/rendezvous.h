@@ -12,8 +12,6 @@
 
 namespace commhost::shm {
 
-// "<hostname> boot <boot_id>": equal for every process of one booted host.
-std::string hostIdentity();
 // Publishes this rank's identity and compares every rank's; throws PluginError naming the
 // ranks that run elsewhere (shm cannot reach them).
 void checkSameHost(const BackendContext& ctx);

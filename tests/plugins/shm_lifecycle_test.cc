@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../host/test_util.h"
+#include "commhost/backend_sdk.h"
 #include "rendezvous.h"
 
 namespace commhost::test {
@@ -96,7 +97,7 @@ TEST(Shm, RefusesRanksOnAnotherHost) {
   ctx.timeout = std::chrono::seconds(5);
   ctx.store = std::make_shared<HashStore>(std::chrono::seconds(5));
   ctx.store->set("host/1", toBytes("elsewhere boot 1234"));  // what rank 1 on another host publishes
-  const std::string here = shm::hostIdentity();
+  const std::string here = hostIdentity();
   EXPECT_THROW_WITH(shm::checkSameHost(ctx), PluginError, "one host", "rank 1 runs on elsewhere boot 1234",
                     here.c_str());
 }

@@ -97,7 +97,7 @@ class COMMHOST_API Backend {
   [[noreturn]] void notSupported(const OpContext& ctx) const;
 
  private:
-  friend class ProcessGroup;  // sets name_
+  friend struct BackendAccess;  // the host's backend factory sets name_
   std::string name_;
 };
 

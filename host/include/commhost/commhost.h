@@ -3,6 +3,7 @@
 #pragma once
 
 #include "commhost/backend.h"
+#include "commhost/backend_sdk.h"
 #include "commhost/capabilities.h"
 #include "commhost/comm_hook.h"
 #include "commhost/config.h"

@@ -62,6 +62,19 @@ struct BackendContext {
   StorePtr store;                        // private to this backend in this group (a PrefixStore)
   std::chrono::milliseconds timeout{0};  // the group's default op timeout (group.timeout), > 0
   std::shared_ptr<Logger> logger;        // tagged with the plugin, group and rank
+  // Composite backends (e.g. hier): creates the backend configured under `backends:` as
+  // `name`, for the ranks `members` of this group (sorted, unique, this rank among them),
+  // as the group "<groupName>/<label>" (its rank there: this rank's index in `members`)
+  // with a store of its own below this backend's. Every member calls it with the same
+  // name, members and label, and `label` (no '/') differs for each member set the caller
+  // creates ("intra0", "intra1", "inter"). Throws ConfigError when `name` is not
+  // configured, names this backend, nests too deep or its plugin is unusable, and
+  // PluginError when its factory fails. The caller owns what it returns (the deleter keeps
+  // the plugin loaded) and forwards abort() and shutdown() to it. Valid during the factory
+  // call only. A backend that calls it is rebuilt, never kept, by a hot swap.
+  std::function<std::shared_ptr<Backend>(const std::string& name, const std::vector<int>& members,
+                                         const std::string& label)>
+      makeBackend;
 };
 
 // What a store factory gets: the job's rendezvous facts. Filled by the host (or a tool

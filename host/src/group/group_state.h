@@ -21,6 +21,7 @@ struct ProcessGroup::State {
   RouteTable routes;
   std::vector<std::shared_ptr<Backend>> backends;  // indexed like routes.backendNames(); null if unavailable
   std::vector<std::string> unavailable;            // why backends[i] is null
+  std::vector<bool> composite;                     // backends[i] was built of other backends (makeBackend)
   uint64_t generation = 0;
 };
 

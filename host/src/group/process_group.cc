@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "../supervisor/supervisor.h"
+#include "backend_factory.h"
 #include "commhost/errors.h"
 #include "group_state.h"
 #include "sync_point.h"
@@ -136,6 +137,7 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_
     // so it neither holds resources nor refuses a job it would not serve.
     if (!st->routes.uses(static_cast<int>(st->backends.size()))) {
       st->backends.push_back(nullptr);
+      st->composite.push_back(false);
       st->unavailable.push_back("no route sends it any op");
       continue;
     }
@@ -145,9 +147,12 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_
       const size_t i = static_cast<size_t>(it - oldNames.begin());
       // A reloaded plugin's backend runs the old build's code: rebuilt, never kept.
       const bool wasReloaded = std::find(reloaded.begin(), reloaded.end(), ref.plugin) != reloaded.end();
-      if (it != oldNames.end() && keep->backends[i] && !wasReloaded &&
+      // A composite backend (one made of other backends) is rebuilt too: its parts'
+      // entries may have changed while its own did not.
+      if (it != oldNames.end() && keep->backends[i] && !wasReloaded && !keep->composite[i] &&
           sameEntry(keep->config->backends.at(backendName), *keep->config, ref, cfg)) {
         st->backends.push_back(keep->backends[i]);
+        st->composite.push_back(false);
         st->unavailable.emplace_back();
         if (kept) kept->push_back(backendName);
         continue;
@@ -155,36 +160,17 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_
     }
     if (!e || !e->usable()) {
       st->backends.push_back(nullptr);
+      st->composite.push_back(false);
       st->unavailable.push_back(e ? e->unavailable : "plugin '" + ref.plugin + "' not found");
       continue;
     }
-    BackendContext ctx;
-    ctx.groupName = name_;
-    ctx.backendName = backendName;
-    ctx.rank = rank_;
-    ctx.worldSize = worldSize_;
     // A swap's backends rendezvous under the attempt's own prefix, so their keys never
     // meet those of the generation they replace (or of an attempt that failed).
-    ctx.store = std::make_shared<PrefixStore>(prefix + "backend/" + backendName, store ? store : store_);
-    ctx.timeout = cfg.timeout();
-    ctx.logger = std::make_shared<Logger>("commhost." + ref.plugin,
-                                          "group " + name_ + " rank " + std::to_string(rank_));
-    std::unique_ptr<Backend> raw;
-    try {
-      raw = e->descriptor->createBackend(ref.options, ctx);
-    } catch (const std::exception& ex) {
-      raise(ErrorCode::Plugin, {name_, rank_},
-            "backend '" + backendName + "' (plugin " + ref.plugin + " from " + e->path +
-                ") failed to start: " + ex.what(),
-            "fix its options at " + ref.where + " or route its ops elsewhere");
-    }
-    if (!raw)
-      raise(ErrorCode::Plugin, {name_, rank_}, "plugin " + ref.plugin + " returned no backend",
-            "report it to its author");
-    // The deleter holds the library, so the plugin's code outlives the object.
-    raw->name_ = backendName;  // for the NotSupported messages of a partial backend
-    std::shared_ptr<void> library = e->library;
-    st->backends.emplace_back(raw.release(), [library](Backend* b) { delete b; });
+    BackendSite site{name_, rank_, worldSize_,
+                     std::make_shared<PrefixStore>(prefix + "backend/" + backendName, store ? store : store_)};
+    bool composite = false;
+    st->backends.push_back(createConfiguredBackend(cfg, registry, backendName, site, &composite));
+    st->composite.push_back(composite);
     st->unavailable.emplace_back();
     if (store) abortTargets_->addBuilding(st->backends.back());
     if (built) built->push_back(backendName);
