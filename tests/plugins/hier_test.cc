@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+// The hier backend with ranks as threads over a HashStore: its topology from host
+// identities and blocks, every op it builds at even, uneven, one-host and one-rank-per-host
+// layouts (group_size makes blocks of threads act as hosts; intra shm, inter gloo) checked
+// element by element for every dtype and reduce op, and the errors of a composite backend:
+// parts that are missing, name the backend itself, lack a step, or time out.
+#include "../host/test_util.h"
+#include "reference_data.h"
+#include "topology.h"
+
+namespace commhost::test {
+namespace {
+
+using hier::Topology;
+
+TEST(HierTopology, RanksWithTheSameIdentityShareAHostInRankOrder) {
+  const Topology t = Topology::fromIdentities({"a", "b", "a", "b", "c"});
+  EXPECT_EQ(t.hosts, (std::vector<std::vector<int>>{{0, 2}, {1, 3}, {4}}));
+  EXPECT_EQ(t.hostOf, (std::vector<int>{0, 1, 0, 1, 2}));
+  EXPECT_EQ(t.localIndex, (std::vector<int>{0, 0, 1, 1, 0}));
+  EXPECT_EQ(t.leaders(), (std::vector<int>{0, 1, 4}));
+  EXPECT_EQ(t.maxLocal, 2);
+  EXPECT_EQ(t.describe(), "3 hosts: [0 2] [1 3] [4]");
+}
+
+TEST(HierTopology, BlocksOfConsecutiveRanksTheLastShorter) {
+  const Topology t = Topology::fromBlocks(5, 2);
+  EXPECT_EQ(t.hosts, (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4}}));
+  EXPECT_EQ(t.localIndex, (std::vector<int>{0, 1, 0, 1, 0}));
+  EXPECT_EQ(Topology::fromBlocks(3, 8).describe(), "1 host: [0 1 2]");
+}
+
+std::string hierConfig(int groupSize, const std::string& intra = "shm", const std::string& timeout = "20s") {
+  return "group: { timeout: " + timeout +
+         " }\n"
+         "backends:\n"
+         "  gloo: { options: { threads: 1, contexts: 1 } }\n"
+         "  shm: { options: { chunk: 4096, inline_max: 0 } }\n"
+         "  one: { plugin: allreduceonly }\n"
+         "  hier: { plugin: hier, options: { intra: " +
+         intra + ", inter: gloo, group_size: " + std::to_string(groupSize) +
+         " } }\n"
+         "routes: [{ device: cpu, backend: [hier, gloo] }]\n";
+}
+
+struct Layout {
+  int world;
+  int groupSize;
+  const char* name;
+};
+
+class HierWorld : public ::testing::TestWithParam<Layout> {
+ protected:
+  void SetUp() override { groups = makeGroups(hierConfig(GetParam().groupSize), GetParam().world); }
+  void each(const std::function<void(ProcessGroup&, int)>& fn) {
+    runRanks(GetParam().world, [&](int r) { fn(*groups[r], r); });
+  }
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+};
+
+void expectNear(const Tensor& t, int64_t i, double want, const std::string& what) {
+  ASSERT_NEAR(load(t, i), want, tolerance(t.dtype()) * std::max(1.0, std::fabs(want))) << what << " i " << i;
+}
+
+TEST_P(HierWorld, EveryOpIsRoutedToHier) {
+  for (OpType op : {OpType::Allreduce, OpType::Broadcast, OpType::AllgatherIntoTensor, OpType::ReduceScatterTensor,
+                    OpType::Barrier})
+    EXPECT_EQ(groups[0]->routes().backendNames()[static_cast<size_t>(
+                  groups[0]->routes().find(op, DeviceType::CPU, 64, DType::Float32, ReduceOp::Sum)->backend)],
+              "hier")
+        << opName(op);
+}
+
+TEST_P(HierWorld, ReductionsEveryDTypeAndOp) {
+  const int world = GetParam().world;
+  each([&](ProcessGroup& pg, int rank) {
+    for (int64_t n : {1, 1531}) {  // 1531 x 8 B: several 4 KiB shm chunks and a remainder
+      for (int d = 0; d < kNumDTypes; ++d) {
+        const auto dtype = static_cast<DType>(d);
+        for (int k = 0; k < ReduceOp::kNumKinds; ++k) {
+          const auto kind = static_cast<ReduceOp::Kind>(k);
+          if (!valid(dtype, kind)) continue;
+          const ReduceOp op = kind == ReduceOp::PreMulSum ? ReduceOp::preMulSum(0.5) : ReduceOp(kind);
+          const std::string what = std::string(dtypeName(dtype)) + " " + reduceOpName(kind) + " n " +
+                                   std::to_string(n) + " rank " + std::to_string(rank);
+          Tensor all = sourceTensor(dtype, rank, n);
+          pg.allreduce(all, {op})->wait();
+          Tensor rs = Tensor::empty({n}, dtype);
+          pg.reduceScatterTensor(rs, sourceTensor(dtype, rank, n * world), {op})->wait();
+          for (int64_t i = 0; i < n; ++i) {
+            expectNear(all, i, expected(dtype, kind, world, i), "allreduce " + what);
+            expectNear(rs, i, expected(dtype, kind, world, rank * n + i), "reduce_scatter " + what);
+          }
+        }
+      }
+    }
+  });
+}
+
+// Avg of f16 values whose sum overflows f16 (max 65504) but whose mean fits: each input is
+// scaled before the parts sum it.
+TEST_P(HierWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
+  const int world = GetParam().world;
+  each([&](ProcessGroup& pg, int rank) {
+    constexpr int64_t n = 257;
+    auto filled = [](int64_t count) {
+      Tensor t = Tensor::empty({count}, DType::Float16);
+      for (int64_t i = 0; i < count; ++i) kernels::setElement(t.data(), DType::Float16, i, 40000.0);
+      return t;
+    };
+    Tensor all = filled(n);
+    pg.allreduce(all, {ReduceOp::Avg})->wait();
+    Tensor rs = Tensor::empty({n}, DType::Float16);
+    pg.reduceScatterTensor(rs, filled(n * world), {ReduceOp::Avg})->wait();
+    for (int64_t i = 0; i < n; i += 37) {
+      expectNear(all, i, 40000.0, "allreduce rank " + std::to_string(rank));
+      expectNear(rs, i, 40000.0, "reduce_scatter rank " + std::to_string(rank));
+    }
+  });
+}
+
+TEST_P(HierWorld, DataMovementOps) {
+  const int world = GetParam().world;
+  auto v = [](int rank, int64_t i) { return static_cast<float>(rank * 10000 + i); };
+  auto filled = [&](int rank, int64_t count) {
+    Tensor t = Tensor::empty({count}, DType::Float32);
+    for (int64_t i = 0; i < count; ++i) t.data_as<float>()[i] = v(rank, i);
+    return t;
+  };
+  auto check = [&](const Tensor& t, int rank, int64_t from, int64_t count, const std::string& what) {
+    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(t.data_as<float>()[from + i], v(rank, i)) << what << " i " << i;
+  };
+  each([&](ProcessGroup& pg, int rank) {
+    for (int64_t n : {1, 3001}) {
+      const std::string at = " n " + std::to_string(n) + " rank " + std::to_string(rank);
+      for (int root = 0; root < world; ++root) {  // roots that lead their host and roots that do not
+        Tensor b = filled(rank, n);
+        pg.broadcast(b, {root})->wait();
+        check(b, root, 0, n, "broadcast from " + std::to_string(root) + at);
+      }
+      std::vector<Tensor> outs;
+      for (int r = 0; r < world; ++r) outs.push_back(Tensor::empty({n}, DType::Float32));
+      pg.allgather(outs, filled(rank, n))->wait();
+      for (int r = 0; r < world; ++r) check(outs[r], r, 0, n, "allgather" + at);
+
+      Tensor flat = Tensor::empty({n * world}, DType::Float32);
+      pg.allgatherIntoTensor(flat, filled(rank, n))->wait();
+      for (int r = 0; r < world; ++r) check(flat, r, r * n, n, "allgather_into_tensor" + at);
+
+      std::vector<Tensor> rsIn;
+      for (int r = 0; r < world; ++r) rsIn.push_back(filled(rank + r, n));
+      Tensor rs = Tensor::empty({n}, DType::Float32);
+      pg.reduceScatter(rs, rsIn)->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int s = 0; s < world; ++s) want += v(s + rank, i);
+        ASSERT_EQ(rs.data_as<float>()[i], want) << "reduce_scatter" << at;
+      }
+
+      std::vector<Tensor> several = {filled(rank, n), filled(rank + 1, n + 5)};
+      pg.allreduceCoalesced(several)->wait();
+      for (int64_t i = 0; i < n; ++i) {
+        float want = 0;
+        for (int s = 0; s < world; ++s) want += v(s, i);
+        ASSERT_EQ(several[0].data_as<float>()[i], want) << "allreduce_coalesced" << at;
+      }
+      pg.barrier()->wait();
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HierWorld,
+                         ::testing::Values(Layout{4, 2, "two_hosts_of_2"}, Layout{5, 2, "uneven_2_2_1"},
+                                           Layout{3, 3, "one_host"}, Layout{3, 1, "one_rank_per_host"}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Hier, APartThatIsNotConfiguredIsNamedWithTheConfiguredOnes) {
+  EXPECT_THROW_WITH(makeGroups(hierConfig(2, "shmm"), 2), PluginError, "backend 'hier'",
+                    "asked for backend 'shmm', which is not configured", "configured: gloo, hier, one, shm");
+}
+
+TEST(Hier, APartThatIsHierItselfIsRefused) {
+  EXPECT_THROW_WITH(makeGroups(hierConfig(2, "hier"), 2), PluginError, "names itself");
+}
+
+// allreduceonly serves f32 sum allreduce alone: hier can build none of its ops, and every
+// rank (with or without the inter part) refuses alike, naming the missing steps.
+TEST(Hier, OpsWhosePartsLackAStepAreRefusedOnEveryRank) {
+  auto groups = makeGroups(hierConfig(2, "one"), 4);
+  runRanks(4, [&](int r) {
+    Tensor t = Tensor::empty({4}, DType::Float32);
+    EXPECT_THROW_WITH(groups[r]->allreduce(t), NotSupportedError, "cannot build allreduce",
+                      "intra 'one' lacks broadcast");
+    EXPECT_THROW_WITH(groups[r]->barrier(), NotSupportedError, "intra 'one' lacks barrier");
+  });
+  const Capabilities& caps = groups[0]->backend("hier").capabilities();
+  EXPECT_TRUE(caps.dtypes.has(DType::Float32));
+  EXPECT_FALSE(caps.dtypes.has(DType::Float64)) << "the parts' dtypes intersect";
+  EXPECT_TRUE(caps.reduceOps.has(ReduceOp::Avg)) << "avg travels as a sum";
+  EXPECT_FALSE(caps.reduceOps.has(ReduceOp::Max));
+}
+
+// Rank 3 skips the allreduce: the others' step times out, and the error names this group,
+// the op, the step and the part that waited.
+TEST(Hier, AStepThatTimesOutNamesTheGroupOpAndPart) {
+  auto groups = makeGroups(hierConfig(2, "shm", "2s"), 4);
+  runRanks(4, [&](int r) {
+    if (r == 3) return;
+    Tensor t = Tensor::empty({4}, DType::Float32);
+    const std::string prefix = "[group main rank " + std::to_string(r) + "] allreduce seq 1: step ";
+    EXPECT_THROW_WITH(groups[r]->allreduce(t)->wait(), TimeoutError, prefix.c_str(), " backend '", "(group main/in");
+  });
+  for (auto& g : groups) g->abort("test over");
+}
+
+}  // namespace
+}  // namespace commhost::test
