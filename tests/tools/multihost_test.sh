@@ -9,6 +9,9 @@
 # with an auth token. Every namespace (and every process in it) goes at exit, pass or fail.
 #
 #   multihost_test.sh <commhost> <repo root>
+#   multihost_test.sh <commhost> <repo root> --bench [ROUNDS]
+# The second form runs no test: it prints allreduce busbw at 2 hosts x 2 ranks for flat
+# gloo (configs/gloo.yaml) and hier (configs/hier.yaml) in ROUNDS (default 3) alternating rounds.
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces); without it, says so in one
 # line and exits 77, which ctest reports as skipped.
 set -euo pipefail
@@ -100,6 +103,21 @@ wait_all() {
   return $status
 }
 
+if [ "${3:-}" = --bench ]; then
+  make_hosts 2
+  echo "# allreduce f32 sum, 2 hosts x 2 ranks (netns + veth), per size: p50 time (us) and busbw (GB/s)"
+  for ((round = 1; round <= ${4:-3}; round++)); do
+    for cfg in gloo hier; do
+      port=$((port + 1))
+      launch 2 2 "$src/configs/$cfg.yaml" "$commhost" bench --op allreduce --sizes 64K,1M,16M --min-time 1
+      wait_all || fail "bench over $cfg"
+      grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/host1.log" |
+        awk -v r="$round" -v c="$cfg" '{printf "round %d %-5s %9d B  p50 %9.1f us  busbw %6.3f GB/s\n", r, c, $2, $9, $12}'
+    done
+  done
+  exit 0
+fi
+
 bench=("$commhost" bench --op all --check --sizes 8:64K --factor 16 -n 2 -w 1)
 for shape in "2 2" "3 1"; do
   read -r n r <<<"$shape"
@@ -116,6 +134,20 @@ for shape in "2 2" "3 1"; do
   grep -q "store at 10.77.0.1:$port" "$tmp/host1.log" || fail "the launcher did not name the store at 10.77.0.1:$port"
   echo "ok: $n hosts x $r ranks, every op checked over gloo on eth0, the store on 10.77.0.1 with a token"
 done
+
+# hier across two hosts, found by host identity (each UTS namespace has its own hostname):
+# shm inside each host, gloo between the two leaders on eth0; every op checked.
+make_hosts 2
+port=$((port + 1))
+launch 2 2 "$src/configs/hier.yaml" "${bench[@]}"
+wait_all || fail "bench --op all --check over hier on 2 hosts x 2 ranks"
+grep -q "hier backend 'hier': 2 hosts: \[0 1\] \[2 3\]; intra 'shm', inter 'gloo'" "$tmp/host1.log" ||
+  fail "hier did not find 2 hosts of 2 ranks"
+grep -q "# allreduce -> hier" "$tmp/host1.log" || fail "allreduce was not routed to hier"
+rows=$(grep -Ec '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/host1.log" || true)
+wrong=$(grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/host1.log" | awk '$NF != 0' | wc -l)
+[ "$rows" -eq 37 ] && [ "$wrong" -eq 0 ] || fail "hier on 2 hosts x 2 ranks: $rows rows, $wrong with wrong elements"
+echo "ok: hier on 2 hosts x 2 ranks (shm inside each host, gloo across), every op checked"
 
 # A host whose token differs is refused by the store, which names the token.
 make_hosts 2
