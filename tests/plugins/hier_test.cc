@@ -30,12 +30,15 @@ TEST(HierTopology, BlocksOfConsecutiveRanksTheLastShorter) {
   EXPECT_EQ(Topology::fromBlocks(3, 8).describe(), "1 host: [0 1 2]");
 }
 
-std::string hierConfig(int groupSize, const std::string& intra = "shm", const std::string& timeout = "20s") {
+std::string hierConfig(int groupSize, const std::string& intra = "shm", const std::string& timeout = "20s",
+                       const std::string& chunk = "4096") {
   return "group: { timeout: " + timeout +
          " }\n"
          "backends:\n"
          "  gloo: { options: { threads: 1, contexts: 1 } }\n"
-         "  shm: { options: { chunk: 4096, inline_max: 0 } }\n"
+         "  shm: { options: { chunk: " +
+         chunk +
+         ", inline_max: 0 } }\n"
          "  one: { plugin: allreduceonly }\n"
          "  hier: { plugin: hier, options: { intra: " +
          intra + ", inter: gloo, group_size: " + std::to_string(groupSize) +
@@ -211,6 +214,24 @@ TEST(Hier, AStepThatTimesOutNamesTheGroupOpAndPart) {
     EXPECT_THROW_WITH(groups[r]->allreduce(t)->wait(), TimeoutError, prefix.c_str(), " backend '", "(group main/in");
   });
   for (auto& g : groups) g->abort("test over");
+}
+
+// hier's own entry is unchanged but its intra part's is not: the swap rebuilds hier (a
+// composite is never kept) and the new parts serve the next allreduce.
+TEST(Hier, AHotSwapRebuildsHierWhoseEntryIsUnchanged) {
+  auto registry = testRegistry();
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  auto before = configFrom(hierConfig(2), *registry);
+  auto after = configFrom(hierConfig(2, "shm", "20s", "8192"), *registry);
+  std::vector<std::shared_ptr<ProcessGroup>> groups(4);
+  runRanks(4, [&](int r) { groups[r] = ProcessGroup::create({before, registry, store, r, 4}); });
+  runRanks(4, [&](int r) {
+    checkedAllreduce(*groups[r], 0);
+    const auto report = groups[r]->reconfigure(after);
+    EXPECT_EQ(report.kept, std::vector<std::string>{"gloo"});
+    EXPECT_EQ(report.built, std::vector<std::string>{"hier"});
+    checkedAllreduce(*groups[r], 1);
+  });
 }
 
 }  // namespace
