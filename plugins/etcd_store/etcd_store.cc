@@ -69,7 +69,7 @@ std::string EtcdStore::where(const char* what, const std::string& subject) const
 void EtcdStore::refused(const char* doing, const std::string& subject, const EtcdError& e) const {
   std::string hint;
   const std::string m = e.what();
-  if (m.find("too large") != std::string::npos)
+  if (m.find("too large") != std::string::npos || m.find("larger than max") != std::string::npos)
     hint = ". etcd bounds one request by its --max-request-bytes (1.5 MiB by default; values travel in base64, 4/3 "
            "larger): store less under one key, or raise the flag on every etcd member";
   else if (m.find("no leader") != std::string::npos || e.code() == 14)
@@ -80,18 +80,28 @@ void EtcdStore::refused(const char* doing, const std::string& subject, const Etc
 }
 
 template <class Attempt>
-auto EtcdStore::retrying(const char* doing, const std::string& subject, Clock::time_point deadline,
+auto EtcdStore::retrying(const char* doing, const std::string& subject, Clock::time_point deadline, bool idempotent,
                          const Attempt& attempt) -> decltype(attempt(deadline)) {
   const auto start = Clock::now();
   auto pause = std::chrono::milliseconds(10);
   while (true) {
+    std::string reason;
     try {
       return attempt(std::max(deadline, Clock::now() + kMinAttempt));
     } catch (const ConnectFailed& e) {
-      // Nothing reached etcd: wait for it (a restart, a leader election) until the deadline.
+      reason = e.what();
+    } catch (const CallFailed& e) {
+      if (!idempotent)
+        throw StoreError(where("stopped answering while", doing) + " " + subject + " (" + e.what() +
+                         "); whether the call took effect is unknown. Check etcd (etcdctl --endpoints " +
+                         s_.endpoint.text() + " endpoint health), then restart the job");
+      reason = e.what();
+    }
+    {
+      // Nothing reached etcd, or asking again is harmless: wait for it (a restart, a
+      // leader election) until the deadline.
       const auto now = Clock::now();
       if (now + pause >= deadline) {
-        const std::string reason = e.what();
         const std::string waited = formatDuration(std::chrono::duration_cast<std::chrono::milliseconds>(now - start));
         if (reason.find("refused") != std::string::npos)
           throw StoreError(where("refused the connection while", doing) + " " + subject + " (retried for " + waited +
@@ -102,18 +112,15 @@ auto EtcdStore::retrying(const char* doing, const std::string& subject, Clock::t
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(500));
-    } catch (const CallFailed& e) {
-      throw StoreError(where("stopped answering while", doing) + " " + subject + " (" + e.what() +
-                       "); whether the call took effect is unknown. Check etcd (etcdctl --endpoints " +
-                       s_.endpoint.text() + " endpoint health), then restart the job");
     }
   }
 }
 
 nlohmann::json EtcdStore::call(const char* doing, const std::string& subject, const std::string& path,
-                               const nlohmann::json& body, Clock::time_point deadline) {
+                               const nlohmann::json& body, Clock::time_point deadline, bool idempotent) {
   try {
-    return retrying(doing, subject, deadline, [&](Clock::time_point d) { return post(s_.endpoint, path, body, d); });
+    return retrying(doing, subject, deadline, idempotent,
+                    [&](Clock::time_point d) { return post(s_.endpoint, path, body, d); });
   } catch (const EtcdError& e) {
     refused(doing, subject, e);
   }
@@ -121,14 +128,15 @@ nlohmann::json EtcdStore::call(const char* doing, const std::string& subject, co
 
 template <class Build>
 nlohmann::json EtcdStore::withLease(const char* doing, const std::string& subject, const std::string& path,
-                                    bool needsLease, Clock::time_point deadline, const Build& build) {
+                                    bool needsLease, Clock::time_point deadline, bool idempotent,
+                                    const Build& build) {
   for (int attempt = 0;; ++attempt) {
     int64_t lease = 0;
     try {
       if (needsLease)
-        lease = retrying("granting a lease for", subject, deadline,
+        lease = retrying("granting a lease for", subject, deadline, true,
                          [&](Clock::time_point d) { return lease_.current(d); });
-      return retrying(doing, subject, deadline,
+      return retrying(doing, subject, deadline, idempotent,
                       [&](Clock::time_point d) { return post(s_.endpoint, path, build(lease), d); });
     } catch (const EtcdError& e) {
       // etcd dropped the lease (it was unreachable for a TTL, or lost its data): a new one.
@@ -147,14 +155,14 @@ bool EtcdStore::isLeaseKey(const std::string& key) const {
 }
 
 void EtcdStore::put(const char* doing, const std::string& key, const Bytes& value) {
-  withLease(doing, keyText(key), "/v3/kv/put", isLeaseKey(key), Clock::now() + timeout_,
+  withLease(doing, keyText(key), "/v3/kv/put", isLeaseKey(key), Clock::now() + timeout_, true,
             [&](int64_t lease) { return putRequest(full(key), value, lease); });
 }
 
 std::optional<std::optional<KeyValue>> EtcdStore::putIf(const char* doing, const std::string& key,
                                                         const nlohmann::json& compare, const Bytes& value) {
   const nlohmann::json answer =
-      withLease(doing, keyText(key), "/v3/kv/txn", isLeaseKey(key), Clock::now() + timeout_, [&](int64_t lease) {
+      withLease(doing, keyText(key), "/v3/kv/txn", isLeaseKey(key), Clock::now() + timeout_, false, [&](int64_t lease) {
         return txn(compare, nlohmann::json::array({op("request_put", putRequest(full(key), value, lease))}),
                    nlohmann::json::array({op("request_range", rangeRequest(full(key)))}));
       });
@@ -284,7 +292,7 @@ bool EtcdStore::check(const std::vector<std::string>& keys) {
 
 bool EtcdStore::deleteKey(const std::string& key) {
   const nlohmann::json answer = call("deleting", keyText(key), "/v3/kv/deleterange", {{"key", base64(full(key))}},
-                                     Clock::now() + timeout_);
+                                     Clock::now() + timeout_, false);
   return int64Field(answer, "deleted") > 0;
 }
 
@@ -324,7 +332,7 @@ void EtcdStore::multiSet(const std::vector<std::string>& keys, const std::vector
     const size_t n = std::min(kMaxTxnOps, keys.size() - at);
     const std::vector<std::string> chunk(keys.begin() + at, keys.begin() + at + n);
     const bool needsLease = std::any_of(chunk.begin(), chunk.end(), [&](const auto& k) { return isLeaseKey(k); });
-    withLease("setting", keysText(chunk), "/v3/kv/txn", needsLease, Clock::now() + timeout_, [&](int64_t lease) {
+    withLease("setting", keysText(chunk), "/v3/kv/txn", needsLease, Clock::now() + timeout_, true, [&](int64_t lease) {
       nlohmann::json puts = nlohmann::json::array();
       for (size_t i = 0; i < n; ++i)
         puts.push_back(op("request_put", putRequest(full(keys[at + i]), values[at + i],

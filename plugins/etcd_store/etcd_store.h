@@ -66,19 +66,20 @@ class EtcdStore final : public Store {
 
  private:
   // Runs `attempt` (one request) again while etcd cannot be reached, until `deadline`
-  // (at least once), then throws StoreError; a request lost after it was sent is a
-  // StoreError at once. EtcdError (etcd's own refusal) passes through to the caller.
+  // (at least once), then throws StoreError. A request lost after it was sent is retried
+  // the same way when it is `idempotent` (a read, a put), else a StoreError at once (a
+  // txn that may have applied). EtcdError (etcd's own refusal) passes through.
   template <class Attempt>
-  auto retrying(const char* doing, const std::string& subject, Clock::time_point deadline, const Attempt& attempt)
-      -> decltype(attempt(deadline));
+  auto retrying(const char* doing, const std::string& subject, Clock::time_point deadline, bool idempotent,
+                const Attempt& attempt) -> decltype(attempt(deadline));
   // One unary call through retrying(); etcd's refusal as StoreError.
   nlohmann::json call(const char* doing, const std::string& subject, const std::string& path,
-                      const nlohmann::json& body, Clock::time_point deadline);
+                      const nlohmann::json& body, Clock::time_point deadline, bool idempotent = true);
   // A request that may put lease keys: `build(lease)` makes its body for a lease id (0:
   // none needed). When etcd has dropped the lease, grants a new one and sends it again.
   template <class Build>
   nlohmann::json withLease(const char* doing, const std::string& subject, const std::string& path, bool needsLease,
-                           Clock::time_point deadline, const Build& build);
+                           Clock::time_point deadline, bool idempotent, const Build& build);
   void put(const char* doing, const std::string& key, const Bytes& value);
   // A txn: if `compare` holds, put `value` at `key`. Returns nothing when it put; else
   // the key as it is (none: absent).

@@ -2,6 +2,8 @@
 // A real etcd server for the etcd store tests: a child process on free loopback ports
 // (client and peer) with a temp data dir, killed and its dir removed by the destructor.
 // kill() and start() stop and restart it on the same ports and data, as an outage would.
+// Call start() from a thread that outlives the server: the child is killed when the
+// thread that forked it exits (PR_SET_PDEATHSIG), so a crashed test leaves no etcd.
 // Tests skip (GTEST_SKIP with missingReason()) where no etcd binary is installed.
 #pragma once
 
