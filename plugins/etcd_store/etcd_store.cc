@@ -70,8 +70,9 @@ void EtcdStore::refused(const char* doing, const std::string& subject, const Etc
   std::string hint;
   const std::string m = e.what();
   if (m.find("too large") != std::string::npos || m.find("larger than max") != std::string::npos)
-    hint = ". etcd bounds one request by its --max-request-bytes (1.5 MiB by default; values travel in base64, 4/3 "
-           "larger): store less under one key, or raise the flag on every etcd member";
+    hint =
+        ". etcd bounds one request by its --max-request-bytes (1.5 MiB by default; values travel in base64, 4/3 "
+        "larger): store less under one key, or raise the flag on every etcd member";
   else if (m.find("no leader") != std::string::npos || e.code() == 14)
     hint = ". etcd has no leader or is unavailable: check that most members are up (etcdctl endpoint health)";
   else if (m.find("too many operations") != std::string::npos)
@@ -106,8 +107,8 @@ auto EtcdStore::retrying(const char* doing, const std::string& subject, Clock::t
         if (reason.find("refused") != std::string::npos)
           throw StoreError(where("refused the connection while", doing) + " " + subject + " (retried for " + waited +
                            "): is etcd running? Start it, or fix store.options.endpoint");
-        throw StoreError(where("could not be reached while", doing) + " " + subject + " (retried for " + waited +
-                         ": " + reason + "): is etcd running and reachable from this host? Start it, or fix " +
+        throw StoreError(where("could not be reached while", doing) + " " + subject + " (retried for " + waited + ": " +
+                         reason + "): is etcd running and reachable from this host? Start it, or fix " +
                          "store.options.endpoint");
       }
       std::this_thread::sleep_for(pause);
@@ -128,8 +129,7 @@ nlohmann::json EtcdStore::call(const char* doing, const std::string& subject, co
 
 template <class Build>
 nlohmann::json EtcdStore::withLease(const char* doing, const std::string& subject, const std::string& path,
-                                    bool needsLease, Clock::time_point deadline, bool idempotent,
-                                    const Build& build) {
+                                    bool needsLease, Clock::time_point deadline, bool idempotent, const Build& build) {
   for (int attempt = 0;; ++attempt) {
     int64_t lease = 0;
     try {
@@ -161,8 +161,8 @@ void EtcdStore::put(const char* doing, const std::string& key, const Bytes& valu
 
 std::optional<std::optional<KeyValue>> EtcdStore::putIf(const char* doing, const std::string& key,
                                                         const nlohmann::json& compare, const Bytes& value) {
-  const nlohmann::json answer =
-      withLease(doing, keyText(key), "/v3/kv/txn", isLeaseKey(key), Clock::now() + timeout_, false, [&](int64_t lease) {
+  const nlohmann::json answer = withLease(
+      doing, keyText(key), "/v3/kv/txn", isLeaseKey(key), Clock::now() + timeout_, false, [&](int64_t lease) {
         return txn(compare, nlohmann::json::array({op("request_put", putRequest(full(key), value, lease))}),
                    nlohmann::json::array({op("request_range", rangeRequest(full(key)))}));
       });
@@ -175,8 +175,7 @@ std::optional<KeyValue> EtcdStore::read(const char* doing, const std::string& ke
 }
 
 std::vector<std::optional<KeyValue>> EtcdStore::readMany(const char* doing, const std::vector<std::string>& keys,
-                                                         bool keysOnly, Clock::time_point deadline,
-                                                         int64_t* revision) {
+                                                         bool keysOnly, Clock::time_point deadline, int64_t* revision) {
   std::vector<std::optional<KeyValue>> out;
   *revision = 0;
   for (size_t at = 0; at < keys.size(); at += kMaxTxnOps) {
@@ -335,8 +334,8 @@ void EtcdStore::multiSet(const std::vector<std::string>& keys, const std::vector
     withLease("setting", keysText(chunk), "/v3/kv/txn", needsLease, Clock::now() + timeout_, true, [&](int64_t lease) {
       nlohmann::json puts = nlohmann::json::array();
       for (size_t i = 0; i < n; ++i)
-        puts.push_back(op("request_put", putRequest(full(keys[at + i]), values[at + i],
-                                                    isLeaseKey(keys[at + i]) ? lease : 0)));
+        puts.push_back(
+            op("request_put", putRequest(full(keys[at + i]), values[at + i], isLeaseKey(keys[at + i]) ? lease : 0)));
       return txn(nullptr, puts, nullptr);
     });
   }

@@ -83,13 +83,13 @@ class EtcdStore final : public Store {
   void put(const char* doing, const std::string& key, const Bytes& value);
   // A txn: if `compare` holds, put `value` at `key`. Returns nothing when it put; else
   // the key as it is (none: absent).
-  std::optional<std::optional<KeyValue>> putIf(const char* doing, const std::string& key,
-                                               const nlohmann::json& compare, const Bytes& value);
+  std::optional<std::optional<KeyValue>> putIf(const char* doing, const std::string& key, const nlohmann::json& compare,
+                                               const Bytes& value);
   std::optional<KeyValue> read(const char* doing, const std::string& key);
   // The keys (caller's names) read in txns of at most kMaxTxnOps; `revision` gets the
   // lowest revision they were read at. Values are left empty when `keysOnly`.
-  std::vector<std::optional<KeyValue>> readMany(const char* doing, const std::vector<std::string>& keys,
-                                                bool keysOnly, Clock::time_point deadline, int64_t* revision);
+  std::vector<std::optional<KeyValue>> readMany(const char* doing, const std::vector<std::string>& keys, bool keysOnly,
+                                                Clock::time_point deadline, int64_t* revision);
   bool isLeaseKey(const std::string& key) const;  // the caller's name
   std::string full(const std::string& key) const { return s_.prefix + key; }
   std::string where(const char* what, const std::string& subject) const;

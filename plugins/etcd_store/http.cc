@@ -33,9 +33,9 @@ nlohmann::json answer(const Endpoint& endpoint, unsigned status, const std::stri
     throw EtcdError(message, e.value("code", e.value("grpc_code", 0)));
   }
   if (status != 200)
-    throw CallFailed("etcd at " + endpoint.text() + " answered HTTP " + std::to_string(status) + ": '" +
-                         body.substr(0, 200) + "'",
-                     false);
+    throw CallFailed(
+        "etcd at " + endpoint.text() + " answered HTTP " + std::to_string(status) + ": '" + body.substr(0, 200) + "'",
+        false);
   return out;
 }
 

@@ -45,7 +45,8 @@ bool LeaseKeeper::renew(int64_t id) {
 }
 
 void LeaseKeeper::run() {
-  const auto every = std::chrono::milliseconds(ttlSeconds_ * 1000 / 3);
+  // A quarter of the TTL: three renewals may fail (or come late on a busy host) before etcd drops it.
+  const auto every = std::chrono::milliseconds(ttlSeconds_ * 1000 / 4);
   bool failing = false;  // log the first failure of a streak, and the recovery
   while (true) {
     int64_t id = 0;

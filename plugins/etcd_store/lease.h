@@ -3,7 +3,7 @@
 //
 // The lease is granted on first use, so a store that never writes a lease key holds no
 // lease and runs no thread. While the process lives, its thread renews the lease every
-// third of its TTL; when the process dies, etcd deletes every key on the lease one TTL
+// quarter of its TTL; when the process dies, etcd deletes every key on the lease one TTL
 // later. A lease etcd has dropped (etcd was unreachable for a whole TTL, or restarted
 // from an empty data dir) is replaced on the next use: current() grants a new one.
 // Threading: current() and forget() may be called from any thread; the keepalive thread
@@ -41,8 +41,8 @@ class LeaseKeeper {
   const int ttlSeconds_;
   const std::shared_ptr<Logger> logger_;
   Mutex mu_;
-  CondVar wake_;                       // signalled when stopping
-  int64_t id_ GUARDED_BY(mu_) = 0;     // 0: none granted (or dropped)
+  CondVar wake_;                    // signalled when stopping
+  int64_t id_ GUARDED_BY(mu_) = 0;  // 0: none granted (or dropped)
   bool stopping_ GUARDED_BY(mu_) = false;
   std::thread thread_ GUARDED_BY(mu_);  // started with the first lease
 };

@@ -66,8 +66,7 @@ std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx) {
   s.rank = ctx.rank;
   s.logger = ctx.logger;
   auto store = std::make_shared<EtcdStore>(std::move(s));
-  if (ctx.logger)
-    ctx.logger->debug("etcd store at " + store->endpoint().text() + ", prefix '" + options.prefix + "'");
+  if (ctx.logger) ctx.logger->debug("etcd store at " + store->endpoint().text() + ", prefix '" + options.prefix + "'");
   return store;
 }
 

@@ -61,16 +61,15 @@ class EtcdServer {
   void start() {
     const std::string client = "http://127.0.0.1:" + std::to_string(clientPort_);
     const std::string peer = "http://127.0.0.1:" + std::to_string(peerPort_);
-    std::vector<std::string> args = {binary(), "--name", "default", "--data-dir", dir_ + "/data",
-                                     "--listen-client-urls", client, "--advertise-client-urls", client,
-                                     "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                     "--initial-cluster", "default=" + peer,
-                                     // Room for the conformance suite's 16 MiB value (the default is 1.5 MiB).
-                                     "--max-request-bytes", "33554432",
-                                     // Fast single-member elections, so a lease TTL of 1 s is honoured (etcd
-                                     // raises a TTL below 1.5 election timeouts); no fsync: test data.
-                                     "--heartbeat-interval", "50", "--election-timeout", "500", "--unsafe-no-fsync",
-                                     "--log-level", "warn"};
+    std::vector<std::string> args = {
+        binary(), "--name", "default", "--data-dir", dir_ + "/data", "--listen-client-urls", client,
+        "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+        "--initial-cluster", "default=" + peer,
+        // Room for the conformance suite's 16 MiB value (the default is 1.5 MiB).
+        "--max-request-bytes", "33554432",
+        // Fast single-member elections, so a lease TTL of 1 s is honoured (etcd
+        // raises a TTL below 1.5 election timeouts); no fsync: test data.
+        "--heartbeat-interval", "50", "--election-timeout", "500", "--unsafe-no-fsync", "--log-level", "warn"};
     const std::string log = dir_ + "/etcd.log";
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("cannot fork etcd");

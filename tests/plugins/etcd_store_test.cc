@@ -45,8 +45,8 @@ TEST_F(EtcdStoreTest, ServerKilledAndRestartedMidJob) {
   // Calls on a dead etcd fail by the timeout, saying what to do.
   start = std::chrono::steady_clock::now();
   const std::string endpoint = server.endpoint();
-  EXPECT_THROW_WITH(store->set("k", toBytes("v")), StoreError, endpoint.c_str(), "refused the connection",
-                    "key 'k'", "is etcd running");
+  EXPECT_THROW_WITH(store->set("k", toBytes("v")), StoreError, endpoint.c_str(), "refused the connection", "key 'k'",
+                    "is etcd running");
   EXPECT_THROW_WITH(store->add("n", 1), StoreError, endpoint.c_str(), "key 'n'");
   EXPECT_LT(since(start).count(), 1500);
 
@@ -100,7 +100,7 @@ TEST_F(EtcdStoreTest, HeartbeatKeysExpireWithTheirLease) {
     EXPECT_EQ(watcher->add("main/0/supervisor/heartbeat/2", 0), 0);
     EXPECT_FALSE(watcher->check({"main/0/supervisor/heartbeat/2"}));
     // The keepalive thread holds the key past its TTL while the process lives.
-    std::this_thread::sleep_for(Millis(1600));
+    std::this_thread::sleep_for(Millis(1300));
     EXPECT_EQ(watcher->add(beat, 0), 1);
   }  // the rank's process "dies": no more keepalives (the lease is not revoked)
   const auto start = std::chrono::steady_clock::now();
