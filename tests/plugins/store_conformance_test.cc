@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// One suite, every store: hash (in memory), tcp (real server on loopback), file.
+// One suite, every store: hash (in memory), tcp (real server on loopback), file, etcd
+// (a real etcd child process; skipped where etcd is not installed).
 #include "../host/test_util.h"
 #include "store_fixtures.h"
 
@@ -8,7 +9,10 @@ namespace {
 
 class StoreConformance : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override { fixture = makeFixture(GetParam()); }
+  void SetUp() override {
+    if (GetParam() == "etcd" && !EtcdServer::missingReason().empty()) GTEST_SKIP() << EtcdServer::missingReason();
+    fixture = makeFixture(GetParam());
+  }
   std::unique_ptr<StoreFixture> fixture;
 };
 
@@ -101,7 +105,7 @@ TEST_P(StoreConformance, LargeBinaryAndEmptyValues) {
   EXPECT_TRUE(other->get("").empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, StoreConformance, ::testing::Values("hash", "tcp", "file"),
+INSTANTIATE_TEST_SUITE_P(Stores, StoreConformance, ::testing::Values("hash", "tcp", "file", "etcd"),
                          [](const auto& info) { return info.param; });
 
 TEST(FileStore, FileRemovedWhenTheLastUserCloses) {

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Real stores for the store tests: a HashStore, a tcp store (server on a loopback
-// port, one client per connection) and a file store (a temp file), behind one shape.
+// port, one client per connection), a file store (a temp file) and an etcd store (a real
+// etcd child process, etcd_server.h), behind one shape.
 #pragma once
 
 #include <boost/filesystem.hpp>
 
 #include "client.h"
 #include "commhost/commhost.h"
+#include "etcd_server.h"
+#include "etcd_store.h"
 #include "file_store.h"
 #include "server.h"
 
@@ -71,9 +74,42 @@ class FileFixture final : public StoreFixture {
   std::string path_;
 };
 
+// One etcd server for the whole test binary (started on first use, killed at exit), and a
+// fresh key prefix per fixture: tests stay apart without paying an etcd start each.
+class EtcdFixture final : public StoreFixture {
+ public:
+  EtcdFixture() : prefix_("test" + std::to_string(next()++) + "/") {}
+  static EtcdServer& server() {
+    static EtcdServer shared;
+    return shared;
+  }
+  StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override {
+    return connectTo(server(), prefix_, timeout);
+  }
+  static std::shared_ptr<etcdstore::EtcdStore> connectTo(const EtcdServer& server, const std::string& prefix,
+                                                         std::chrono::milliseconds timeout, int leaseTtlSeconds = 10) {
+    etcdstore::Settings s;
+    s.endpoint = {"127.0.0.1", std::to_string(server.port())};
+    s.prefix = prefix;
+    s.leaseKeys = {"supervisor/heartbeat/"};
+    s.leaseTtlSeconds = leaseTtlSeconds;
+    s.timeout = timeout;
+    return std::make_shared<etcdstore::EtcdStore>(std::move(s));
+  }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  static int& next() {
+    static int n = 0;
+    return n;
+  }
+  std::string prefix_;
+};
+
 inline std::unique_ptr<StoreFixture> makeFixture(const std::string& kind) {
   if (kind == "hash") return std::make_unique<HashFixture>();
   if (kind == "tcp") return std::make_unique<TcpFixture>();
+  if (kind == "etcd") return std::make_unique<EtcdFixture>();
   return std::make_unique<FileFixture>();
 }
 

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: Apache-2.0
+// What only the etcd store does: outlive a server restart, expire a dead process's
+// heartbeat keys with its lease, keep jobs apart by prefix. Each test runs a real etcd
+// (etcd_server.h) and is skipped where none is installed.
+#include "../host/test_util.h"
+#include "store_fixtures.h"
+
+namespace commhost::test {
+namespace {
+
+using Millis = std::chrono::milliseconds;
+
+class EtcdStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!EtcdServer::missingReason().empty()) GTEST_SKIP() << EtcdServer::missingReason();
+  }
+  static Millis since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
+  }
+};
+
+TEST_F(EtcdStoreTest, ServerKilledAndRestartedMidJob) {
+  EtcdServer server;
+  auto store = EtcdFixture::connectTo(server, "job/", Millis(400));
+  store->set("before", toBytes("kept"));
+
+  // A wait in flight when etcd dies ends by the deadline, with the endpoint named.
+  std::thread killer([&] {
+    std::this_thread::sleep_for(Millis(100));
+    server.kill();
+  });
+  auto start = std::chrono::steady_clock::now();
+  try {
+    store->wait({"never"}, Millis(400));
+    ADD_FAILURE() << "wait returned with etcd dead";
+  } catch (const StoreError& e) {
+    EXPECT_NE(std::string(e.what()).find(server.endpoint()), std::string::npos) << e.what();
+  } catch (const TimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("'never'"), std::string::npos) << e.what();
+  }
+  killer.join();
+  EXPECT_LT(since(start).count(), 1500);
+
+  // Calls on a dead etcd fail by the timeout, saying what to do.
+  start = std::chrono::steady_clock::now();
+  const std::string endpoint = server.endpoint();
+  EXPECT_THROW_WITH(store->set("k", toBytes("v")), StoreError, endpoint.c_str(), "refused the connection", "key 'k'",
+                    "is etcd running");
+  EXPECT_THROW_WITH(store->add("n", 1), StoreError, endpoint.c_str(), "key 'n'");
+  EXPECT_LT(since(start).count(), 1500);
+
+  // Back on the same data: the old handle and a new one both work, and nothing was lost.
+  server.start();
+  store->set("k", toBytes("v"));
+  auto fresh = EtcdFixture::connectTo(server, "job/", Millis(400));
+  EXPECT_EQ(toString(fresh->get("before")), "kept");
+  EXPECT_EQ(toString(fresh->get("k")), "v");
+
+  // A read or a put retries while etcd is briefly away: a restart within its timeout goes
+  // unnoticed. (A txn whose connection drops after it was sent is an error instead: it
+  // may have applied.)
+  auto patient = EtcdFixture::connectTo(server, "job/", Millis(5000));
+  server.kill();
+  std::string problem;
+  std::thread setter([&] {
+    try {
+      patient->set("during", toBytes("restart"));
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  });
+  std::this_thread::sleep_for(Millis(200));
+  server.start();  // from this thread: etcd dies with the thread that started it (PR_SET_PDEATHSIG)
+  setter.join();
+  EXPECT_EQ(problem, "");
+  EXPECT_EQ(toString(patient->get("during")), "restart");
+  EXPECT_EQ(patient->add("n", 2), 2);
+}
+
+TEST_F(EtcdStoreTest, NothingListeningIsAClearErrorAtCreation) {
+  etcdstore::Settings s;
+  s.endpoint = {"127.0.0.1", "1"};
+  s.prefix = "x/";
+  s.timeout = Millis(200);
+  s.rank = 3;
+  EXPECT_THROW_WITH(etcdstore::EtcdStore{s}, StoreError, "[rank 3]", "127.0.0.1:1", "refused the connection",
+                    "store.options.endpoint");
+}
+
+TEST_F(EtcdStoreTest, HeartbeatKeysExpireWithTheirLease) {
+  auto& server = EtcdFixture::server();
+  const std::string beat = "main/0/supervisor/heartbeat/1";
+  auto watcher = EtcdFixture::connectTo(server, "lease/", Millis(400), 1);
+  {
+    auto rank = EtcdFixture::connectTo(server, "lease/", Millis(400), 1);
+    EXPECT_EQ(rank->add(beat, 1), 1);
+    rank->set("main/0/plain", toBytes("stays"));
+    // A watcher reading a peer's absent heartbeat does not create it (on its own lease).
+    EXPECT_EQ(watcher->add("main/0/supervisor/heartbeat/2", 0), 0);
+    EXPECT_FALSE(watcher->check({"main/0/supervisor/heartbeat/2"}));
+    // The keepalive thread holds the key past its TTL while the process lives.
+    std::this_thread::sleep_for(Millis(1300));
+    EXPECT_EQ(watcher->add(beat, 0), 1);
+  }  // the rank's process "dies": no more keepalives (the lease is not revoked)
+  const auto start = std::chrono::steady_clock::now();
+  while (watcher->check({beat}) && since(start) < Millis(5000)) std::this_thread::sleep_for(Millis(50));
+  EXPECT_FALSE(watcher->check({beat})) << "the dead rank's heartbeat key outlived its lease";
+  EXPECT_TRUE(watcher->check({"main/0/plain"})) << "a key not on the lease expired";
+}
+
+TEST_F(EtcdStoreTest, PrefixesKeepJobsApart) {
+  auto& server = EtcdFixture::server();
+  auto a = EtcdFixture::connectTo(server, "jobA/", Millis(300));
+  auto b = EtcdFixture::connectTo(server, "jobB/", Millis(300));
+  a->set("rank0/addr", toBytes("A"));
+  b->set("rank0/addr", toBytes("B"));
+  EXPECT_EQ(a->add("count", 5), 5);
+  EXPECT_EQ(b->add("count", 1), 1);
+  EXPECT_EQ(toString(a->get("rank0/addr")), "A");
+  EXPECT_EQ(toString(b->get("rank0/addr")), "B");
+  EXPECT_EQ(a->numKeys(), 2);
+  EXPECT_EQ(b->numKeys(), 2);
+  EXPECT_TRUE(a->deleteKey("rank0/addr"));
+  EXPECT_TRUE(b->check({"rank0/addr"}));
+  a->set("only-a", toBytes("1"));
+  EXPECT_THROW_WITH(b->wait({"only-a"}, Millis(100)), TimeoutError, "'only-a'", "jobB/");
+}
+
+TEST_F(EtcdStoreTest, ValueOverTheRequestLimitNamesTheFlag) {
+  auto store = EtcdFixture::connectTo(EtcdFixture::server(), "big/", Millis(2000));
+  const Bytes huge(33u << 20, 7);  // the test server allows 32 MiB (etcd's default: 1.5 MiB)
+  EXPECT_THROW_WITH(store->set("huge", huge), StoreError, "key 'huge'", "--max-request-bytes");
+  EXPECT_FALSE(store->check({"huge"}));
+}
+
+}  // namespace
+}  // namespace commhost::test
