@@ -91,20 +91,22 @@ TEST_F(EtcdStoreTest, NothingListeningIsAClearErrorAtCreation) {
 TEST_F(EtcdStoreTest, HeartbeatKeysExpireWithTheirLease) {
   auto& server = EtcdFixture::server();
   const std::string beat = "main/0/supervisor/heartbeat/1";
-  auto watcher = EtcdFixture::connectTo(server, "lease/", Millis(400), 1);
+  // A 2 s TTL renewed every 0.5 s, calls allowed 2 s: a keepalive delayed by a busy
+  // machine (CI runs two tests at once on two cores) still lands before the lease ends.
+  auto watcher = EtcdFixture::connectTo(server, "lease/", Millis(2000), 2);
   {
-    auto rank = EtcdFixture::connectTo(server, "lease/", Millis(400), 1);
+    auto rank = EtcdFixture::connectTo(server, "lease/", Millis(2000), 2);
     EXPECT_EQ(rank->add(beat, 1), 1);
     rank->set("main/0/plain", toBytes("stays"));
     // A watcher reading a peer's absent heartbeat does not create it (on its own lease).
     EXPECT_EQ(watcher->add("main/0/supervisor/heartbeat/2", 0), 0);
     EXPECT_FALSE(watcher->check({"main/0/supervisor/heartbeat/2"}));
     // The keepalive thread holds the key past its TTL while the process lives.
-    std::this_thread::sleep_for(Millis(1300));
+    std::this_thread::sleep_for(Millis(2600));
     EXPECT_EQ(watcher->add(beat, 0), 1);
   }  // the rank's process "dies": no more keepalives (the lease is not revoked)
   const auto start = std::chrono::steady_clock::now();
-  while (watcher->check({beat}) && since(start) < Millis(5000)) std::this_thread::sleep_for(Millis(50));
+  while (watcher->check({beat}) && since(start) < Millis(10000)) std::this_thread::sleep_for(Millis(50));
   EXPECT_FALSE(watcher->check({beat})) << "the dead rank's heartbeat key outlived its lease";
   EXPECT_TRUE(watcher->check({"main/0/plain"})) << "a key not on the lease expired";
 }
