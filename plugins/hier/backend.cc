@@ -183,6 +183,7 @@ void HierBackend::step(Part& part, OpType op, const OpContext& parent, const Iss
   sub.seq = ++part.seq;
   sub.group = part.group;
   sub.rank = part.rank;
+  sub.stream = parent.stream;
   const auto left = std::chrono::duration_cast<Millis>(deadline_ - std::chrono::steady_clock::now());
   sub.timeout = std::max(Millis(1), left);
   try {

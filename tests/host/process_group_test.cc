@@ -290,3 +290,29 @@ TEST(LaunchEnv, TorchrunMpiAndSlurm) {
 }  // namespace
 }  // namespace commhost::test
 // NOLINTEND(concurrency-mt-unsafe)
+
+namespace commhost::test {
+namespace {
+
+// The calling thread's current stream reaches the backend in OpContext::stream, a
+// StreamGuard restores the previous one, and another thread has its own.
+TEST(CurrentStream, TheCallersStreamReachesTheBackendPerThread) {
+  auto groups = makeGroups("backends: { echo: { plugin: stream_echo } }\nroutes: [{ device: cpu, backend: echo }]\n",
+                           1);
+  auto echoed = [&] {
+    Tensor t = Tensor::empty({1}, DType::Int64);
+    groups[0]->allreduce(t)->wait();
+    return t.data_as<int64_t>()[0];
+  };
+  EXPECT_EQ(echoed(), 0) << "no stream set: the legacy default stream (null)";
+  {
+    StreamGuard guard(reinterpret_cast<void*>(0x1234));
+    EXPECT_EQ(echoed(), 0x1234);
+    std::thread other([&] { EXPECT_EQ(echoed(), 0) << "the current stream is per thread"; });
+    other.join();
+  }
+  EXPECT_EQ(echoed(), 0) << "the guard restored the previous stream";
+}
+
+}  // namespace
+}  // namespace commhost::test

@@ -18,6 +18,7 @@
 #include "commhost/reducer.h"
 #include "commhost/registry.h"
 #include "commhost/store.h"
+#include "commhost/stream.h"
 #include "commhost/tensor.h"
 #include "commhost/types.h"
 #include "commhost/version.h"

@@ -85,6 +85,11 @@ struct OpContext {
   Millis timeout{0};  // resolved: never zero
   std::string group;  // the group's name ("main", "main/sub1", ...)
   int rank = -1;      // this rank in that group
+  // The caller's CUDA stream (a cudaStream_t) for ops on CUDA tensors: the one the calling
+  // thread set with setCurrentStream() (commhost/stream.h); null: the legacy default
+  // stream. A device backend makes its own stream wait on this one before the op, and
+  // Work::wait() makes this one wait on the op's end. Host-only backends ignore it.
+  void* stream = nullptr;
 };
 
 }  // namespace commhost

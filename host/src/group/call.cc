@@ -3,6 +3,7 @@
 
 #include "../supervisor/desync.h"
 #include "../supervisor/supervisor.h"
+#include "commhost/stream.h"
 
 namespace commhost {
 
@@ -117,6 +118,7 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   ctx.op = op;
   ctx.group = pg.name_;
   ctx.rank = pg.rank_;
+  ctx.stream = currentStream();
   // Point-to-point ops involve two ranks only, so they count apart from collectives,
   // whose seq must stay equal on every rank.
   ctx.seq = (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
