@@ -297,8 +297,8 @@ namespace {
 // The calling thread's current stream reaches the backend in OpContext::stream, a
 // StreamGuard restores the previous one, and another thread has its own.
 TEST(CurrentStream, TheCallersStreamReachesTheBackendPerThread) {
-  auto groups = makeGroups("backends: { echo: { plugin: stream_echo } }\nroutes: [{ device: cpu, backend: echo }]\n",
-                           1);
+  auto groups = makeGroups(
+      "backends: { echo: { plugin: stream_echo }, self: {} }\nroutes: [{ device: cpu, backend: [echo, self] }]\n", 1);
   auto echoed = [&] {
     Tensor t = Tensor::empty({1}, DType::Int64);
     groups[0]->allreduce(t)->wait();
