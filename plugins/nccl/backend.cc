@@ -142,7 +142,7 @@ WorkPtr NcclBackend::run(const OpContext& op, Op desc, const Calls& calls) {
 
 ncclRedOp_t NcclBackend::redOp(const ReduceOp& op, DType dtype, ncclComm_t comm, bool* created) {
   *created = false;
-  if (auto builtin = builtinRedOp(op.kind)) return *builtin;
+  if (auto builtin = builtinRedOp(op.kind, dtype)) return *builtin;
   // PreMulSum: the factor in the tensor's own type, read by NCCL when the call is made
   // (ncclScalarHostImmediate), so the locals below may go out of scope after it.
   const ncclDataType_t type = *toNccl(dtype);

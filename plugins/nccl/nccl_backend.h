@@ -43,6 +43,8 @@ class NcclBackend final : public Backend {
                     const AllgatherOptions& opts) override;
   WorkPtr allgatherIntoTensor(const OpContext& op, Tensor& output, const Tensor& input,
                               const AllgatherOptions& opts) override;
+  WorkPtr allgatherCoalesced(const OpContext& op, std::vector<std::vector<Tensor>>& outputs,
+                             const std::vector<Tensor>& inputs, const AllgatherOptions& opts) override;
   WorkPtr gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                  const GatherOptions& opts) override;
   WorkPtr scatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,

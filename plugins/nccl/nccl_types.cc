@@ -9,8 +9,12 @@ const Capabilities& capabilities() {
     for (OpType op : {OpType::Allreduce, OpType::AllreduceCoalesced, OpType::Broadcast, OpType::Reduce,
                       OpType::Allgather, OpType::AllgatherIntoTensor, OpType::Gather, OpType::Scatter,
                       OpType::ReduceScatter, OpType::ReduceScatterTensor, OpType::Alltoall, OpType::AlltoallSingle,
-                      OpType::Barrier, OpType::Send, OpType::Recv})
+                      OpType::Barrier, OpType::Send, OpType::Recv, OpType::AllgatherCoalesced})
       c.ops.add(op);
+    // NCCL has no receive from any source. Declared so that a config can route every op on
+    // cuda to nccl (the loader wants each op on each device served), and left at Backend's
+    // default, which fails the call with NotSupportedError, as c10d's ProcessGroupNCCL does.
+    c.ops.add(OpType::RecvAnySource);
     for (int d = 0; d < kNumDTypes; ++d)
       if (toNccl(static_cast<DType>(d))) c.dtypes.add(static_cast<DType>(d));
     for (auto k : {ReduceOp::Sum, ReduceOp::Avg, ReduceOp::Product, ReduceOp::Min, ReduceOp::Max, ReduceOp::PreMulSum})
@@ -37,7 +41,9 @@ std::optional<ncclDataType_t> toNccl(DType dtype) {
   return std::nullopt;
 }
 
-std::optional<ncclRedOp_t> builtinRedOp(ReduceOp::Kind kind) {
+std::optional<ncclRedOp_t> builtinRedOp(ReduceOp::Kind kind, DType dtype) {
+  if (dtype == DType::Bool && kind == ReduceOp::Sum) return ncclMax;
+  if (dtype == DType::Bool && kind == ReduceOp::Product) return ncclMin;
   switch (kind) {
     case ReduceOp::Sum: return ncclSum;
     case ReduceOp::Avg: return ncclAvg;

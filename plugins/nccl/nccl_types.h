@@ -13,7 +13,7 @@
 
 namespace commhost::nccl_backend {
 
-// Ops, dtypes, reduce ops (no bitwise ones: NCCL has none), CUDA only, Split,
+// Ops (recv_any_source declared but refused: see the .cc), dtypes, reduce ops (no bitwise ones: NCCL has none), CUDA only, Split,
 // MultiProcess, MultiHost.
 const Capabilities& capabilities();
 
@@ -22,9 +22,10 @@ const Capabilities& capabilities();
 // only for max; the manifest still lists bool because c10d's NCCL does the same.
 std::optional<ncclDataType_t> toNccl(DType dtype);
 
-// NCCL's built-in op for `kind`; nullopt for PreMulSum (created per call with
-// ncclRedOpCreatePreMulSum) and for the bitwise ops the manifest leaves out.
-std::optional<ncclRedOp_t> builtinRedOp(ReduceOp::Kind kind);
+// NCCL's built-in op for `kind` on `dtype`; nullopt for PreMulSum (created per call
+// with ncclRedOpCreatePreMulSum) and for the bitwise ops the manifest leaves out. Bools
+// (0 or 1 in a byte) reduce as c10d does: sum is max (or), product is min (and).
+std::optional<ncclRedOp_t> builtinRedOp(ReduceOp::Kind kind, DType dtype = DType::Float32);
 
 // "NCCL error: <ncclGetErrorString> (last error: <ncclGetLastError>)" for `result`;
 // `comm` may be null.

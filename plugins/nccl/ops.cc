@@ -83,6 +83,24 @@ WorkPtr NcclBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, co
   });
 }
 
+WorkPtr NcclBackend::allgatherCoalesced(const OpContext& op, std::vector<std::vector<Tensor>>& outputs,
+                                        const std::vector<Tensor>& inputs, const AllgatherOptions&) {
+  std::vector<Tensor> flat;
+  for (const auto& outs : outputs) flat.insert(flat.end(), outs.begin(), outs.end());
+  Op d{inputs.empty() ? currentDevice(op) : deviceOf(inputs[0]), concat(inputs, flat), flat, inputs};
+  const std::vector<std::vector<Tensor>> outs = outputs;
+  const std::vector<Tensor> ins = inputs;
+  return run(op, std::move(d), [outs, ins](ncclComm_t c, cudaStream_t s) {
+    for (size_t i = 0; i < ins.size(); ++i)
+      for (size_t r = 0; r < outs[i].size(); ++r)
+        if (ncclResult_t e = ncclBroadcast(ins[i].data(), outs[i][r].data(), count(ins[i]), typeOf(ins[i]),
+                                           static_cast<int>(r), c, s);
+            e != ncclSuccess)
+          return e;
+    return ncclSuccess;
+  });
+}
+
 WorkPtr NcclBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                             const GatherOptions& opts) {
   Op d{deviceOf(input), concat({input}, outputs), outputs, {input}};
