@@ -19,9 +19,9 @@ namespace {
         "check the device is healthy (nvidia-smi) and the tensors live on it");
 }
 
-#define CUDA_CHECK(where, call)                         \
-  do {                                                  \
-    const cudaError_t e_ = (call);                      \
+#define CUDA_CHECK(where, call)                          \
+  do {                                                   \
+    const cudaError_t e_ = (call);                       \
     if (e_ != cudaSuccess) cudaFailed(where, #call, e_); \
   } while (0)
 

@@ -150,26 +150,26 @@ WorkPtr NcclBackend::reduceScatter(const OpContext& op, Tensor& output, const st
   const std::vector<Tensor> ins = inputs;
   const int me = ctx_.rank;
   // One reduce per rank: every rank's inputs[r] reduced into rank r's output.
-  return reduction(op, std::move(d), opts.reduceOp, out.dtype(),
-                   [out, ins, me](ncclComm_t c, cudaStream_t s, ncclRedOp_t red) {
-                     for (size_t r = 0; r < ins.size(); ++r) {
-                       void* recv = static_cast<int>(r) == me ? out.data() : nullptr;
-                       if (ncclResult_t e = ncclReduce(ins[r].data(), recv, count(out), typeOf(out), red,
-                                                       static_cast<int>(r), c, s);
-                           e != ncclSuccess)
-                         return e;
-                     }
-                     return ncclSuccess;
-                   });
+  return reduction(
+      op, std::move(d), opts.reduceOp, out.dtype(), [out, ins, me](ncclComm_t c, cudaStream_t s, ncclRedOp_t red) {
+        for (size_t r = 0; r < ins.size(); ++r) {
+          void* recv = static_cast<int>(r) == me ? out.data() : nullptr;
+          if (ncclResult_t e = ncclReduce(ins[r].data(), recv, count(out), typeOf(out), red, static_cast<int>(r), c, s);
+              e != ncclSuccess)
+            return e;
+        }
+        return ncclSuccess;
+      });
 }
 
 WorkPtr NcclBackend::reduceScatterTensor(const OpContext& op, Tensor& output, const Tensor& input,
                                          const ReduceScatterOptions& opts) {
   Op d{deviceOf(output), {input, output}, {output}, {input}};
   const Tensor in = input, out = output;
-  return reduction(op, std::move(d), opts.reduceOp, out.dtype(), [in, out](ncclComm_t c, cudaStream_t s, ncclRedOp_t r) {
-    return ncclReduceScatter(in.data(), out.data(), count(out), typeOf(out), r, c, s);
-  });
+  return reduction(op, std::move(d), opts.reduceOp, out.dtype(),
+                   [in, out](ncclComm_t c, cudaStream_t s, ncclRedOp_t r) {
+                     return ncclReduceScatter(in.data(), out.data(), count(out), typeOf(out), r, c, s);
+                   });
 }
 
 WorkPtr NcclBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -201,7 +201,8 @@ WorkPtr NcclBackend::alltoallSingle(const OpContext& op, Tensor& output, const T
     if (s.empty()) s.assign(world, (t.shape().ndim() > 0 ? t.shape()[0] : t.numel()) / world);
     return s;
   };
-  const std::vector<int64_t> inSplits = splits(opts.inputSplitSizes, in), outSplits = splits(opts.outputSplitSizes, out);
+  const std::vector<int64_t> inSplits = splits(opts.inputSplitSizes, in),
+                             outSplits = splits(opts.outputSplitSizes, out);
   const size_t elem = elementSize(in.dtype());
   return run(op, std::move(d), [=](ncclComm_t c, cudaStream_t s) {
     int64_t inOff = 0, outOff = 0;
@@ -228,9 +229,8 @@ WorkPtr NcclBackend::barrier(const OpContext& op, const BarrierOptions&) {
   if (device < 0) device = currentDevice(op);
   float* buf = deviceState(op, device).barrierBuf;
   Op d{device, {}, {}, {}, true};  // a barrier blocks the CPU in wait(), as c10d's does
-  return run(op, std::move(d), [buf](ncclComm_t c, cudaStream_t s) {
-    return ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s);
-  });
+  return run(op, std::move(d),
+             [buf](ncclComm_t c, cudaStream_t s) { return ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, s); });
 }
 
 WorkPtr NcclBackend::send(const OpContext& op, const Tensor& tensor, int dst, const SendOptions&) {

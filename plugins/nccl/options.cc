@@ -22,8 +22,7 @@ OptionSchema<Options> Options::schema() {
               "CGA cluster size of NCCL kernels (sm_90 and newer); -1: NCCL's default", {-1, 8})
       .option("min_ctas", &Options::minCtas, "-1", "Fewest CTAs (channels) NCCL uses; -1: NCCL's default", {-1, 64})
       .option("max_ctas", &Options::maxCtas, "-1", "Most CTAs (channels) NCCL uses; -1: NCCL's default", {-1, 64})
-      .option("net_name", &Options::netName, "",
-              "NCCL network module to use (e.g. IB, Socket); empty: NCCL's choice")
+      .option("net_name", &Options::netName, "", "NCCL network module to use (e.g. IB, Socket); empty: NCCL's choice")
       .option("intra_node", &Options::intraNode, "false",
               "Accepted but not used yet: the one-shot/two-shot intra-node allreduce kernels come in a later release");
 }

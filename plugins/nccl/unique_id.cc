@@ -35,8 +35,7 @@ ncclUniqueId exchangeUniqueId(Store& store, int rank, const std::string& key, st
     store.wait({key}, timeout);
   } catch (const TimeoutError&) {
     raise(ErrorCode::Timeout, at,
-          "rank 0 did not publish the NCCL unique id of this device within " + std::to_string(timeout.count()) +
-              " ms",
+          "rank 0 did not publish the NCCL unique id of this device within " + std::to_string(timeout.count()) + " ms",
           "rank 0 creates it on its first op on this device (or at group creation with eager_init): check rank 0 "
           "is alive and issues the same ops, or raise init_timeout");
   }

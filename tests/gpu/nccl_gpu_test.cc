@@ -92,7 +92,8 @@ TEST_P(NcclGpu, AllreduceAndReduceEveryDTypeAndOp) {
     pg.allreduceCoalesced(many)->wait();
     for (const auto& t : many) {
       const Tensor h = toHost(t);
-      for (int64_t i = 0; i < h.numel(); ++i) expectNear(h, i, expected(DType::Float32, ReduceOp::Sum, world, i), "coalesced");
+      for (int64_t i = 0; i < h.numel(); ++i)
+        expectNear(h, i, expected(DType::Float32, ReduceOp::Sum, world, i), "coalesced");
     }
     pg.barrier()->wait();
   });
@@ -107,7 +108,8 @@ TEST_P(NcclGpu, DataMovementEveryDType) {
       auto src = [&](int r) { return sourceTensor(dtype, r, n); };
       auto same = [&](const Tensor& dev, int fromRank, const std::string& op) {
         const Tensor h = toHost(dev), want = src(fromRank);
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(load(h, i), load(want, i)) << op << " " << what << " from " << fromRank;
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(load(h, i), load(want, i)) << op << " " << what << " from " << fromRank;
       };
       // broadcast from the last rank
       Tensor b = toDevice(src(rank), rank);
@@ -144,7 +146,8 @@ TEST_P(NcclGpu, DataMovementEveryDType) {
       for (int r = 0; r < world; ++r) same(a2aOut[r], r, "alltoall");
       Tensor singleIn = zerosOn({n * world}, dtype, rank), singleOut = zerosOn({n * world}, dtype, rank);
       for (int r = 0; r < world; ++r)
-        cudaMemcpy(static_cast<char*>(singleIn.data()) + r * in.nbytes(), in.data(), in.nbytes(), cudaMemcpyDeviceToDevice);
+        cudaMemcpy(static_cast<char*>(singleIn.data()) + r * in.nbytes(), in.data(), in.nbytes(),
+                   cudaMemcpyDeviceToDevice);
       pg.alltoallSingle(singleOut, singleIn)->wait();
       for (int r = 0; r < world; ++r) same(singleOut.slice(r * n, n), r, "alltoall_single");
       // send/recv in a ring
@@ -171,7 +174,8 @@ TEST_P(NcclGpu, DataMovementEveryDType) {
         pg.reduceScatter(rsOut, rsIn, {ReduceOp::Sum})->wait();
         Tensor rstIn = zerosOn({n * world}, dtype, rank), rstOut = zerosOn({n}, dtype, rank);
         for (int r = 0; r < world; ++r)
-          cudaMemcpy(static_cast<char*>(rstIn.data()) + r * in.nbytes(), in.data(), in.nbytes(), cudaMemcpyDeviceToDevice);
+          cudaMemcpy(static_cast<char*>(rstIn.data()) + r * in.nbytes(), in.data(), in.nbytes(),
+                     cudaMemcpyDeviceToDevice);
         pg.reduceScatterTensor(rstOut, rstIn, {ReduceOp::Sum})->wait();
         const Tensor h1 = toHost(rsOut), h2 = toHost(rstOut);
         for (int64_t i = 0; i < n; ++i) {

@@ -141,8 +141,8 @@ TEST(NcclUniqueId, RankZerosIdReachesEveryRankThroughTheStore) {
   runRanks(kWorld, [&](int rank) {
     // The real source on every rank: only rank 0 calls it.
     PrefixStore mine("group/backend/nccl", store);
-    ids[rank] = exchangeUniqueId(mine, rank, uniqueIdKey(0), std::chrono::seconds(20),
-                                 ncclIdSource({"main", rank}), {"main", rank});
+    ids[rank] = exchangeUniqueId(mine, rank, uniqueIdKey(0), std::chrono::seconds(20), ncclIdSource({"main", rank}),
+                                 {"main", rank});
   });
   for (int r = 1; r < kWorld; ++r) EXPECT_EQ(std::memcmp(ids[0].internal, ids[r].internal, sizeof(ids[0])), 0);
   EXPECT_TRUE(store->check({"group/backend/nccl/" + uniqueIdKey(0)}));
@@ -152,10 +152,9 @@ TEST(NcclUniqueId, RankZerosIdReachesEveryRankThroughTheStore) {
 TEST(NcclUniqueId, AMissingRankZeroTimesOutNamingTheKey) {
   HashStore store(std::chrono::seconds(20));
   const IdSource never = []() -> ncclUniqueId { throw std::logic_error("only rank 0 makes the id"); };
-  EXPECT_THROW_WITH(exchangeUniqueId(store, 1, uniqueIdKey(3), std::chrono::milliseconds(100), never,
-                                     {"main", 1, "allreduce", 4}),
-                    TimeoutError, "[group main rank 1] allreduce seq 4", "nccl_uid/cuda3", "rank 0",
-                    "init_timeout");
+  EXPECT_THROW_WITH(
+      exchangeUniqueId(store, 1, uniqueIdKey(3), std::chrono::milliseconds(100), never, {"main", 1, "allreduce", 4}),
+      TimeoutError, "[group main rank 1] allreduce seq 4", "nccl_uid/cuda3", "rank 0", "init_timeout");
 }
 
 TEST(NcclUniqueId, AValueOfTheWrongSizeIsRefused) {

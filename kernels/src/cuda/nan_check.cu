@@ -27,9 +27,7 @@ struct BFloat16Bits {
   uint16_t bits;
 };
 template <> __device__ bool nanAt<Half16>(const Half16* data, int64_t i) { return isNan(data[i].bits, 5); }
-template <> __device__ bool nanAt<BFloat16Bits>(const BFloat16Bits* data, int64_t i) {
-  return isNan(data[i].bits, 8);
-}
+template <> __device__ bool nanAt<BFloat16Bits>(const BFloat16Bits* data, int64_t i) { return isNan(data[i].bits, 8); }
 
 template <class T> __global__ void nanCheckKernel(const T* data, int64_t count, int* flag) {
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
