@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "communicator.h"
+
+#include <cuda_runtime.h>
+
+#include <thread>
+#include <vector>
+
+#include "nccl_types.h"
+
+namespace commhost::nccl_backend {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// How often a pending NCCL call is polled: short, since an enqueue usually resolves in
+// microseconds, and the poll is a cheap read of the communicator's state.
+constexpr auto kPollInterval = std::chrono::microseconds(50);
+
+std::string joinKey(int device, int rank) {
+  return "nccl_join/cuda" + std::to_string(device) + "/" + std::to_string(rank);
+}
+
+// The ranks whose join key is missing: they never started creating this communicator.
+std::string missingRanks(Store& store, int device, int worldSize) {
+  std::string out;
+  for (int r = 0; r < worldSize; ++r)
+    if (!store.check({joinKey(device, r)})) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+}  // namespace
+
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+  if (previous_ != device) cudaSetDevice(device);
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) cudaSetDevice(previous_);
+}
+
+std::shared_ptr<Communicator> Communicator::create(const Setup& s) {
+  DeviceGuard guard(s.device);
+  const auto deadline = Clock::now() + s.timeout;
+  ErrorContext where = s.where;
+  // Published before the id wait, so a timeout anywhere below can name who never came.
+  s.store->set(joinKey(s.device, s.rank), toBytes("1"));
+  ncclUniqueId id = exchangeUniqueId(*s.store, s.rank, uniqueIdKey(s.device), s.timeout, s.idSource, where);
+  ncclConfig_t config = configFor(*s.options);
+  ncclComm_t comm = nullptr;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, s.worldSize, id, s.rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    const std::string what = describeNccl(r, comm);
+    if (comm) ncclCommAbort(comm);
+    raise(ErrorCode::Backend, where,
+          "creating the NCCL communicator of cuda:" + std::to_string(s.device) + " failed: " + what, hintFor(r));
+  }
+  auto self = std::shared_ptr<Communicator>(new Communicator(s.device, comm));
+  MutexLock lock(&self->mutex_);
+  bool timedOut = false;
+  r = self->pollReady(deadline, &timedOut);
+  if (timedOut) {
+    ncclCommAbort(self->comm_);
+    self->comm_ = nullptr;
+    self->aborted_ = true;
+    const std::string missing = missingRanks(*s.store, s.device, s.worldSize);
+    raise(ErrorCode::Timeout, where,
+          "creating the NCCL communicator of cuda:" + std::to_string(s.device) + " did not finish within " +
+              std::to_string(s.timeout.count()) + " ms" +
+              (missing.empty() ? " (every rank started it)" : "; ranks that never started it: " + missing),
+          missing.empty() ? "every rank reached ncclCommInitRankConfig: check the network between hosts "
+                            "(NCCL_DEBUG=INFO, net_name) or raise init_timeout"
+                          : "those ranks never issued an op on this device (or died first): check they are alive "
+                            "and issue the same ops, or raise init_timeout");
+  }
+  if (r != ncclSuccess) {
+    const std::string what = describeNccl(r, self->comm_);
+    ncclCommAbort(self->comm_);
+    self->comm_ = nullptr;
+    self->aborted_ = true;
+    raise(ErrorCode::Backend, where,
+          "creating the NCCL communicator of cuda:" + std::to_string(s.device) + " failed: " + what, hintFor(r));
+  }
+  return self;
+}
+
+Communicator::~Communicator() { abort(); }
+
+ncclResult_t Communicator::pollReady(Clock::time_point deadline, bool* timedOut) {
+  *timedOut = false;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    if (r != ncclSuccess) return r;
+    if (state != ncclInProgress) return state;
+    if (aborted_.load(std::memory_order_acquire)) return ncclSuccess;  // the caller checks aborted()
+    if (Clock::now() >= deadline) {
+      *timedOut = true;
+      return ncclInProgress;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+void Communicator::enqueue(const std::function<ncclResult_t(ncclComm_t)>& calls, Clock::time_point deadline,
+                           const ErrorContext& where) {
+  MutexLock lock(&mutex_);
+  if (!comm_ || aborted())
+    raise(ErrorCode::Aborted, where, "the NCCL communicator of cuda:" + std::to_string(device_) + " was aborted",
+          "create a new group to continue");
+  ncclResult_t r = ncclGroupStart();
+  const ncclResult_t inner = r == ncclSuccess ? calls(comm_) : r;
+  r = ncclGroupEnd();
+  if (inner != ncclSuccess && inner != ncclInProgress) r = inner;
+  bool timedOut = false;
+  if (r == ncclInProgress || r == ncclSuccess) r = pollReady(deadline, &timedOut);
+  if (aborted())
+    raise(ErrorCode::Aborted, where, "the NCCL communicator was aborted while the op was being queued",
+          "create a new group to continue");
+  if (timedOut)
+    raise(ErrorCode::Timeout, where, "NCCL did not accept the op before its timeout",
+          "a peer may be missing or stuck: check every rank issues the same ops");
+  if (r != ncclSuccess)
+    raise(ErrorCode::Backend, where, describeNccl(r, comm_),
+          hintFor(r) + "; the communicator is unusable now: abort the group and create a new one");
+}
+
+ncclResult_t Communicator::asyncError(std::string* message) {
+  MutexLock lock(&mutex_);
+  if (!comm_) return ncclSuccess;
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+  const ncclResult_t result = r != ncclSuccess ? r : state;
+  if (message && result != ncclSuccess && result != ncclInProgress) *message = describeNccl(result, comm_);
+  return result;
+}
+
+void Communicator::abort() noexcept {
+  aborted_.store(true, std::memory_order_release);
+  MutexLock lock(&mutex_);
+  if (!comm_) return;
+  DeviceGuard guard(device_);
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+  // Stops in-flight kernels first, so the abort below never waits on a stuck one.
+  (void)ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
+#endif
+  (void)ncclCommAbort(comm_);
+  comm_ = nullptr;
+}
+
+void Communicator::destroy(Clock::time_point deadline) noexcept {
+  {
+    MutexLock lock(&mutex_);
+    if (!comm_) return;
+    DeviceGuard guard(device_);
+    ncclResult_t r = ncclCommFinalize(comm_);
+    bool timedOut = false;
+    if (r == ncclSuccess || r == ncclInProgress) r = pollReady(deadline, &timedOut);
+    if (r == ncclSuccess && !timedOut && !aborted()) {
+      (void)ncclCommDestroy(comm_);
+      comm_ = nullptr;
+      return;
+    }
+  }
+  abort();
+}
+
+}  // namespace commhost::nccl_backend

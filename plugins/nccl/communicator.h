@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+// One NCCL communicator: the group's ranks on one CUDA device each, created
+// non-blocking (config.blocking = 0) and polled, so that creation and every call can be
+// given up on: abort() ends any wait at once, from any thread.
+//
+// Threading: the group's thread creates it and issues ops (enqueue()); the backend's
+// watchdog thread polls asyncError(); abort() comes from any thread. mutex_ guards the
+// handle: NCCL calls on it never overlap, and none runs after abort() freed it.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "commhost/errors.h"
+#include "commhost/mutex.h"
+#include "commhost/store.h"
+#include "options.h"
+#include "unique_id.h"
+
+namespace commhost::nccl_backend {
+
+// Sets the current CUDA device for a scope and restores the caller's.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+class Communicator {
+ public:
+  struct Setup {
+    int device = 0;
+    int rank = 0;
+    int worldSize = 1;
+    Store* store = nullptr;  // the backend's private store: unique id and who joined
+    std::chrono::milliseconds timeout{0};
+    const Options* options = nullptr;
+    IdSource idSource;  // ncclIdSource() outside tests
+    ErrorContext where;
+  };
+  // Exchanges the unique id, then ncclCommInitRankConfig and polls until NCCL reports
+  // success, an error (BackendError) or the timeout passes (ncclCommAbort, then a
+  // TimeoutError naming the ranks that never reached creation).
+  static std::shared_ptr<Communicator> create(const Setup& setup);
+  ~Communicator();  // aborts a communicator neither destroyed nor aborted
+
+  int device() const { return device_; }
+
+  // Runs `calls` (NCCL calls on the handle, between ncclGroupStart/End) and polls until
+  // NCCL has taken them (ncclInProgress ends). Throws BackendError with NCCL's message,
+  // AbortedError after abort(), TimeoutError when `deadline` passes first.
+  void enqueue(const std::function<ncclResult_t(ncclComm_t)>& calls, std::chrono::steady_clock::time_point deadline,
+               const ErrorContext& where);
+
+  // ncclCommGetAsyncError: ncclSuccess, ncclInProgress or the error; with `message` the
+  // describeNccl text. After abort(): ncclSuccess (nothing more to report).
+  ncclResult_t asyncError(std::string* message = nullptr);
+
+  // ncclCommRevoke (where nccl.h has it) then ncclCommAbort, once; every later call is
+  // refused. Returns at once even when an op is stuck on the device.
+  void abort() noexcept;
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  // ncclCommFinalize, polled until `deadline`, then ncclCommDestroy; abort() instead when
+  // finalizing fails or times out.
+  void destroy(std::chrono::steady_clock::time_point deadline) noexcept;
+
+ private:
+  Communicator(int device, ncclComm_t comm) : device_(device), comm_(comm) {}
+  // Polls ncclCommGetAsyncError while it says ncclInProgress.
+  ncclResult_t pollReady(std::chrono::steady_clock::time_point deadline, bool* timedOut) REQUIRES(mutex_);
+
+  const int device_;
+  std::atomic<bool> aborted_{false};  // set first by abort(), so pollers give up before it takes mutex_
+  Mutex mutex_;
+  ncclComm_t comm_ GUARDED_BY(mutex_);  // null once aborted or destroyed
+};
+
+}  // namespace commhost::nccl_backend
