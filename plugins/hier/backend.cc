@@ -28,12 +28,17 @@ OptionSchema<Options> Options::schema() {
       .option("inter", &Options::inter, "gloo",
               "The backend that serves one leader per host (each host's lowest rank); it must reach across hosts")
       .option("group_size", &Options::groupSize, "0",
-              "0: ranks that share a host (hostname and boot id) form a level-one group; N: blocks of N "
-              "consecutive ranks do (e.g. one per NUMA node, or to try the hierarchy on one machine)",
-              {0, 1 << 20});
+              "0: ranks that share a host (hostname and boot id) form a level-one group; N: groups of N ranks "
+              "do (e.g. one per NUMA node, or to try the hierarchy on one machine)",
+              {0, 1 << 20})
+      .option("round_robin", &Options::roundRobin, "false",
+              "With group_size N: rank r joins group r mod ceil(world / N) (ranks placed round-robin, as "
+              "`mpirun --map-by node` does) instead of the block of ranks [kN, kN + N)");
 }
 
 void Options::validate() const {
+  if (roundRobin && groupSize == 0)
+    refuseOption("round_robin", "needs group_size", "set group_size to the ranks per group");
   if (intra.empty()) refuseOption("intra", "is empty", "name a backend configured under `backends:` (e.g. shm)");
   if (inter.empty()) refuseOption("inter", "is empty", "name a backend configured under `backends:` (e.g. gloo)");
 }
@@ -76,27 +81,44 @@ std::string rankList(const std::vector<int>& ranks) {
 
 HierBackend::HierBackend(const Options& options, const BackendContext& ctx) : ctx_(ctx) {
   ctx_.makeBackend = nullptr;  // it refers to the factory call's frame
-  if (options.groupSize > 0) topo_ = Topology::fromBlocks(ctx.worldSize, options.groupSize);
+  if (options.groupSize > 0)
+    topo_ = options.roundRobin ? Topology::fromRoundRobin(ctx.worldSize, options.groupSize)
+                               : Topology::fromBlocks(ctx.worldSize, options.groupSize);
   else topo_ = Topology::fromIdentities(exchangeAll(ctx, "host", hostIdentity(), "hier rendezvous"));
   host_ = topo_.hostOf[static_cast<size_t>(ctx.rank)];
   local_ = topo_.localIndex[static_cast<size_t>(ctx.rank)];
 
   // Every rank creates its host's part first, then the leaders theirs: each creation
-  // waits only for ranks that make the same call.
+  // waits only for ranks that make the same call. A rank whose part fails publishes why
+  // instead of its capabilities and throws at once; the others stop waiting as soon as
+  // they read it (they would otherwise wait for it until the timeout).
   intra_ = {"intra",
             options.intra,
             nullptr,
             topo_.hosts[static_cast<size_t>(host_)],
             ctx.groupName + "/intra" + std::to_string(host_),
             local_};
-  if (intra_.members.size() > 1)
-    intra_.backend = ctx.makeBackend(options.intra, intra_.members, "intra" + std::to_string(host_));
   inter_ = {"inter", options.inter, nullptr, topo_.leaders(), ctx.groupName + "/inter", host_};
-  if (local_ == 0 && topo_.numHosts() > 1) inter_.backend = ctx.makeBackend(options.inter, inter_.members, "inter");
+  std::exception_ptr failed;
+  try {
+    if (intra_.members.size() > 1)
+      intra_.backend = ctx.makeBackend(options.intra, intra_.members, "intra" + std::to_string(host_));
+    if (local_ == 0 && topo_.numHosts() > 1) inter_.backend = ctx.makeBackend(options.inter, inter_.members, "inter");
+  } catch (const std::exception& e) {
+    failed = std::current_exception();
+    ctx.store->set("caps/" + std::to_string(ctx.rank), toBytes(std::string("failed ") + e.what()));
+  }
+  if (failed) std::rethrow_exception(failed);
   agreeCapabilities();
 
   WorkQueue::Hooks hooks;
-  hooks.beforeEach = [this](const OpContext& op) { deadline_ = std::chrono::steady_clock::now() + op.timeout; };
+  hooks.beforeEach = [this](const OpContext& op) {
+    if (!broken_.empty())
+      raise(ErrorCode::Backend, ErrorContext::of(op),
+            "backend '" + ctx_.backendName + "' (hier) is unusable: an earlier step failed (" + broken_ + ")",
+            "destroy this group and create a new one");
+    deadline_ = std::chrono::steady_clock::now() + op.timeout;
+  };
   hooks.describe = [this](const OpContext& op, const std::exception_ptr& e) { return describe(op, e); };
   queue_ = std::make_unique<WorkQueue>("hier backend", 1, hooks);
   if (ctx.logger && ctx.rank == 0)
@@ -113,7 +135,7 @@ void HierBackend::agreeCapabilities() {
   const std::string mine = bitsOf(partCaps(intra_)) + " " + bitsOf(partCaps(inter_));
   Capabilities in{EnumSet<OpType>::all(64), EnumSet<DType>::all(64), EnumSet<ReduceOp::Kind>::all(64), {}, {}};
   Capabilities out = in;
-  for (const std::string& theirs : exchangeAll(ctx_, "caps", mine, "hier rendezvous")) {
+  for (const std::string& theirs : exchangeCaps(mine)) {
     std::istringstream s(theirs);
     uint64_t b[6] = {};
     for (auto& x : b) s >> x;
@@ -131,8 +153,12 @@ void HierBackend::agreeCapabilities() {
     std::vector<OpType> intra, inter;
   };
   const std::vector<Need> needs = {
-      {OpType::Allreduce, {intraReduce_, OpType::Broadcast}, {OpType::Allreduce}},
-      {OpType::AllreduceCoalesced, {intraReduce_, OpType::Broadcast}, {OpType::Allreduce}},
+      {OpType::Allreduce,
+       oneHost ? std::vector<OpType>{OpType::Allreduce} : std::vector<OpType>{intraReduce_, OpType::Broadcast},
+       {OpType::Allreduce}},
+      {OpType::AllreduceCoalesced,
+       oneHost ? std::vector<OpType>{OpType::Allreduce} : std::vector<OpType>{intraReduce_, OpType::Broadcast},
+       {OpType::Allreduce}},
       {OpType::Broadcast, {OpType::Broadcast}, {OpType::Broadcast}},
       {OpType::Allgather,
        oneHost ? std::vector<OpType>{OpType::AllgatherIntoTensor}
@@ -142,8 +168,12 @@ void HierBackend::agreeCapabilities() {
        oneHost ? std::vector<OpType>{OpType::AllgatherIntoTensor}
                : std::vector<OpType>{OpType::Gather, OpType::Broadcast},
        {OpType::AllgatherIntoTensor}},
-      {OpType::ReduceScatter, {intraReduce_, OpType::Scatter}, {OpType::ReduceScatterTensor}},
-      {OpType::ReduceScatterTensor, {intraReduce_, OpType::Scatter}, {OpType::ReduceScatterTensor}},
+      {OpType::ReduceScatter,
+       oneHost ? std::vector<OpType>{OpType::ReduceScatterTensor} : std::vector<OpType>{intraReduce_, OpType::Scatter},
+       {OpType::ReduceScatterTensor}},
+      {OpType::ReduceScatterTensor,
+       oneHost ? std::vector<OpType>{OpType::ReduceScatterTensor} : std::vector<OpType>{intraReduce_, OpType::Scatter},
+       {OpType::ReduceScatterTensor}},
       {OpType::Barrier, {OpType::Barrier}, {OpType::Barrier}},
   };
   caps_ = hier::capabilities();  // the manifest (not the member of the same name)
@@ -160,14 +190,53 @@ void HierBackend::agreeCapabilities() {
     missing_ += std::string(missing_.empty() ? "" : "; ") + opName(n.op) + " unavailable (" + lacks + ")";
   }
   caps_.dtypes = setOf<DType>(caps_.dtypes.bits() & in.dtypes.bits() & out.dtypes.bits());
-  // Avg and PreMulSum run as sums in the parts, scaled here.
+  // Avg and PreMulSum run as sums in the parts, scaled here (on one host the intra part
+  // runs them itself).
   EnumSet<ReduceOp::Kind> kinds;
   for (int k = 0; k < ReduceOp::kNumKinds; ++k) {
     const auto kind = static_cast<ReduceOp::Kind>(k);
-    const auto stepKind = (kind == ReduceOp::Avg || kind == ReduceOp::PreMulSum) ? ReduceOp::Sum : kind;
+    const bool asSum = !oneHost && (kind == ReduceOp::Avg || kind == ReduceOp::PreMulSum);
+    const auto stepKind = asSum ? ReduceOp::Sum : kind;
     if (in.reduceOps.has(stepKind) && out.reduceOps.has(stepKind)) kinds.add(kind);
   }
   caps_.reduceOps = kinds;
+}
+
+// exchangeAll, except that a rank which published "failed ..." ends every wait at once.
+std::vector<std::string> HierBackend::exchangeCaps(const std::string& mine) {
+  ctx_.store->set("caps/" + std::to_string(ctx_.rank), toBytes(mine));
+  std::vector<std::string> keys;
+  for (int r = 0; r < ctx_.worldSize; ++r) keys.push_back("caps/" + std::to_string(r));
+  const auto deadline = std::chrono::steady_clock::now() + ctx_.timeout;
+  for (;;) {
+    std::string missing;
+    for (int r = 0; r < ctx_.worldSize; ++r) {
+      if (!ctx_.store->check({keys[static_cast<size_t>(r)]})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+        continue;
+      }
+      const std::string theirs = toString(ctx_.store->get(keys[static_cast<size_t>(r)]));
+      if (theirs.rfind("failed ", 0) == 0)
+        raise(ErrorCode::Plugin, ErrorContext::of(ctx_, "hier rendezvous", r),
+              "rank " + std::to_string(r) + " could not create its part: " + theirs.substr(7),
+              "fix what that error names; every rank of the group gives up");
+    }
+    if (missing.empty()) break;
+    const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      raise(ErrorCode::Timeout, ErrorContext::of(ctx_, "hier rendezvous"),
+            "ranks " + missing + " did not finish creating their parts within " + std::to_string(ctx_.timeout.count()) +
+                " ms",
+            "check that every rank of the group started and that its parts can rendezvous (their logs)");
+    try {
+      ctx_.store->wait(keys, std::min(left, Millis(100)));
+    } catch (const TimeoutError&) {
+      // a slice: look for a failure, then wait again
+    }
+  }
+  std::vector<std::string> out;
+  for (const Bytes& b : ctx_.store->multiGet(keys)) out.emplace_back(b.begin(), b.end());
+  return out;
 }
 
 void HierBackend::require(const OpContext& op) const {
@@ -184,23 +253,41 @@ void HierBackend::step(Part& part, OpType op, const OpContext& parent, const Iss
   sub.group = part.group;
   sub.rank = part.rank;
   sub.stream = parent.stream;
+  // The part gets a little less than the op's remaining time, so that its own error
+  // (which may name the missing peer) ends the op before the caller's wait does; a part
+  // still running a little after its deadline is aborted below.
   const auto left = std::chrono::duration_cast<Millis>(deadline_ - std::chrono::steady_clock::now());
-  sub.timeout = std::max(Millis(1), left);
+  const Millis margin = std::min(Millis(1000), std::max(Millis(10), left / 10));
+  sub.timeout = std::max(Millis(1), left - margin);
+  const Millis grace = margin / 2;
+  ErrorContext where = ErrorContext::of(parent);
+  const std::string what = "step " + std::string(opName(op)) + " on " + part.role + " backend '" + part.backendName +
+                           "' (group " + part.group + " of ranks " + rankList(part.members) + ")";
   try {
-    issue(*part.backend, sub)->wait(sub.timeout);
-  } catch (const Error& e) {
-    ErrorContext where = ErrorContext::of(parent);
-    const int subPeer = e.where().peer;
+    if (aborted_.load(std::memory_order_acquire)) raise(ErrorCode::Aborted, where, what + " not started: aborted");
+    WorkPtr work = issue(*part.backend, sub);
+    try {
+      work->wait(sub.timeout + grace);
+    } catch (const TimeoutError&) {
+      if (work->isCompleted()) throw;
+      // Still running past its own deadline: stop it, so it no longer writes into the
+      // caller's tensors once this op has failed.
+      part.backend->abort("hier: " + what + " outlived its timeout");
+      throw;
+    }
+    if (aborted_.load(std::memory_order_acquire)) raise(ErrorCode::Aborted, where, what + " ended: aborted");
+  } catch (const std::exception& e) {
+    // The parts' step counters may now disagree across ranks: nothing more may run.
+    const Error* err = dynamic_cast<const Error*>(&e);
+    const ErrorCode code = err ? err->code() : ErrorCode::Backend;
+    if (code != ErrorCode::InvalidArgument && broken_.empty()) broken_ = e.what();
+    const int subPeer = err ? err->where().peer : -1;
     std::string peer;
     if (subPeer >= 0 && subPeer < static_cast<int>(part.members.size())) {
       where.peer = part.members[static_cast<size_t>(subPeer)];
       peer = " (its peer " + std::to_string(subPeer) + " is rank " + std::to_string(where.peer) + " here)";
     }
-    rethrowAs(e.code(),
-              where.format() + "step " + opName(op) + " on " + part.role + " backend '" + part.backendName +
-                  "' (group " + part.group + " of ranks " + rankList(part.members) + ") failed" + peer + ": " +
-                  e.what(),
-              where);
+    rethrowAs(code, where.format() + what + " failed" + peer + ": " + e.what(), where);
   }
 }
 
@@ -218,11 +305,14 @@ std::exception_ptr HierBackend::describe(const OpContext& op, std::exception_ptr
   }
 }
 
-// The queue fails the works in flight; the parts end the step the worker waits on.
+// The flag first (the worker checks it around each step, so it stops writing into the
+// caller's tensors), then the parts (ending the step the worker waits on), then the
+// queue (failing the works, which releases their callers).
 void HierBackend::abort(const std::string& reason) {
-  queue_->abort(reason);
+  aborted_.store(true, std::memory_order_release);
   for (Part* p : {&intra_, &inter_})
     if (p->active()) p->backend->abort(reason);
+  queue_->abort(reason);
 }
 
 void HierBackend::shutdown() {

@@ -19,6 +19,7 @@
 // shutdown() may come from any thread: they go to the queue and to both parts.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -37,9 +38,10 @@ namespace commhost::hier {
 const Capabilities& capabilities();
 
 struct Options {
-  std::string intra;  // the backend (a key under `backends:`) for the ranks of one host
-  std::string inter;  // the backend for one leader per host
-  int groupSize = 0;  // 0: hosts by host identity; N: blocks of N consecutive ranks act as hosts
+  std::string intra;        // the backend (a key under `backends:`) for the ranks of one host
+  std::string inter;        // the backend for one leader per host
+  int groupSize = 0;        // 0: hosts by host identity; N: groups of N ranks act as hosts
+  bool roundRobin = false;  // with groupSize: rank r in group r mod ceil(world / N), not blocks
   static OptionSchema<Options> schema();
   void validate() const;
 };
@@ -92,13 +94,14 @@ class HierBackend final : public Backend {
   void runAllreduce(const OpContext& op, Tensor& tensor, const ReduceOp& reduceOp);
   void runBroadcast(const OpContext& op, Tensor& tensor, int root);
   void runAllgather(const OpContext& op, Tensor& output, const Tensor& input);
-  // `input(g, j, dst)` copies the block meant for rank hosts[g][j] into dst.
+  // `blockFor(rank)` is the input block meant for that rank (output.numel() elements).
   void runReduceScatter(const OpContext& op, Tensor& output, const std::function<Tensor(int)>& blockFor,
                         const ReduceOp& reduceOp);
   void runBarrier(const OpContext& op);
   // Refuses an op the parts cannot build (not in caps_), naming the part that lacks a step.
   void require(const OpContext& op) const;
   void agreeCapabilities();  // constructor: fills caps_, missing_ and intraReduce_
+  std::vector<std::string> exchangeCaps(const std::string& mine);
   std::exception_ptr describe(const OpContext& op, std::exception_ptr error) const;
 
   BackendContext ctx_;  // copied, without makeBackend (valid during the factory call only)
@@ -111,6 +114,11 @@ class HierBackend final : public Backend {
   OpType intraReduce_ = OpType::Reduce;             // Reduce, or Allreduce where the intra part lacks it
   std::string missing_;                             // why ops of the manifest are absent from caps_ ("" when none is)
   std::chrono::steady_clock::time_point deadline_;  // the running op's; the worker's only
+  // The first step failure (but InvalidArgument, which every rank meets alike): after it
+  // the parts' step counters may disagree across ranks, so every later op is refused.
+  // The worker's only.
+  std::string broken_;
+  std::atomic<bool> aborted_{false};  // set by abort() (any thread), read by the worker
   // Declared last: destroyed first, so no job runs once the parts go.
   std::unique_ptr<WorkQueue> queue_;
 };

@@ -112,6 +112,12 @@ WorkPtr HierBackend::barrier(const OpContext& op, const BarrierOptions&) {
 
 // Reduce to each host's leader, allreduce among the leaders, broadcast from each leader.
 void HierBackend::runAllreduce(const OpContext& op, Tensor& tensor, const ReduceOp& reduceOp) {
+  if (topo_.numHosts() == 1 && intra_.active()) {  // one host: the intra part's own allreduce, in one step
+    step(intra_, OpType::Allreduce, op, [&](Backend& b, const OpContext& s) {
+      return b.allreduce(s, tensor, AllreduceOptions{reduceOp, s.timeout});
+    });
+    return;
+  }
   const kernels::ScaleSplit scale = kernels::pairwiseScale(reduceOp, topo_.worldSize(), tensor.dtype());
   const ReduceOp sum = stepOp(reduceOp);
   kernels::scaleBuffer(tensor.data(), static_cast<size_t>(tensor.numel()), tensor.dtype(), scale.input);
@@ -210,6 +216,12 @@ void HierBackend::runReduceScatter(const OpContext& op, Tensor& output, const st
   for (size_t g = 0; g < topo_.hosts.size(); ++g)
     for (size_t j = 0; j < topo_.hosts[g].size(); ++j)
       copyElems(all, (static_cast<int64_t>(g) * m + static_cast<int64_t>(j)) * n, blockFor(topo_.hosts[g][j]), 0, n);
+  if (topo_.numHosts() == 1 && intra_.active()) {  // one host (ranks in order): the intra part's own op
+    step(intra_, OpType::ReduceScatterTensor, op, [&](Backend& b, const OpContext& s) {
+      return b.reduceScatterTensor(s, output, all, ReduceScatterOptions{reduceOp, s.timeout});
+    });
+    return;
+  }
   kernels::scaleBuffer(all.data(), static_cast<size_t>(all.numel()), dtype, scale.input);
   if (intra_.active())
     step(intra_, intraReduce_, op, [&](Backend& b, const OpContext& s) {

@@ -45,6 +45,13 @@ Topology Topology::fromBlocks(int worldSize, int blockSize) {
   return finish(std::move(hosts), worldSize);
 }
 
+Topology Topology::fromRoundRobin(int worldSize, int groupSize) {
+  const int count = (worldSize + groupSize - 1) / groupSize;
+  std::vector<std::vector<int>> hosts(static_cast<size_t>(count));
+  for (int r = 0; r < worldSize; ++r) hosts[static_cast<size_t>(r % count)].push_back(r);
+  return finish(std::move(hosts), worldSize);
+}
+
 std::vector<int> Topology::leaders() const {
   std::vector<int> out;
   for (const auto& h : hosts) out.push_back(h.front());

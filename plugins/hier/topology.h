@@ -20,6 +20,9 @@ struct Topology {
   static Topology fromIdentities(const std::vector<std::string>& identities);
   // Consecutive blocks of `blockSize` ranks (the last may be shorter) act as hosts.
   static Topology fromBlocks(int worldSize, int blockSize);
+  // ceil(worldSize / groupSize) hosts, rank r on host r mod that: a host's ranks are not
+  // consecutive (as under `mpirun --map-by node`).
+  static Topology fromRoundRobin(int worldSize, int groupSize);
 
   int worldSize() const { return static_cast<int>(hostOf.size()); }
   int numHosts() const { return static_cast<int>(hosts.size()); }

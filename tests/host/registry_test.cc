@@ -97,7 +97,7 @@ TEST(Registry, SelfRefusesLargerGroups) {
                              [&](int r) {
                                ProcessGroup::create({config, registry, store, r, 2});
                              }),
-                    PluginError, "serves groups of one rank", "has 2 ranks");
+                    ConfigError, "serves groups of one rank", "has 2 ranks");
 }
 
 }  // namespace

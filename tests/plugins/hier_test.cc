@@ -23,6 +23,12 @@ TEST(HierTopology, RanksWithTheSameIdentityShareAHostInRankOrder) {
   EXPECT_EQ(t.describe(), "3 hosts: [0 2] [1 3] [4]");
 }
 
+TEST(HierTopology, RoundRobinPutsRankRInGroupRModTheGroupCount) {
+  const Topology t = Topology::fromRoundRobin(5, 2);  // 3 groups
+  EXPECT_EQ(t.hosts, (std::vector<std::vector<int>>{{0, 3}, {1, 4}, {2}}));
+  EXPECT_EQ(t.leaders(), (std::vector<int>{0, 1, 2}));
+}
+
 TEST(HierTopology, BlocksOfConsecutiveRanksTheLastShorter) {
   const Topology t = Topology::fromBlocks(5, 2);
   EXPECT_EQ(t.hosts, (std::vector<std::vector<int>>{{0, 1}, {2, 3}, {4}}));
@@ -31,7 +37,7 @@ TEST(HierTopology, BlocksOfConsecutiveRanksTheLastShorter) {
 }
 
 std::string hierConfig(int groupSize, const std::string& intra = "shm", const std::string& timeout = "20s",
-                       const std::string& chunk = "4096") {
+                       const std::string& chunk = "4096", bool roundRobin = false) {
   return "group: { timeout: " + timeout +
          " }\n"
          "backends:\n"
@@ -42,6 +48,7 @@ std::string hierConfig(int groupSize, const std::string& intra = "shm", const st
          "  one: { plugin: allreduceonly }\n"
          "  hier: { plugin: hier, options: { intra: " +
          intra + ", inter: gloo, group_size: " + std::to_string(groupSize) +
+         ", round_robin: " + (roundRobin ? "true" : "false") +
          " } }\n"
          "routes: [{ device: cpu, backend: [hier, gloo] }]\n";
 }
@@ -50,11 +57,15 @@ struct Layout {
   int world;
   int groupSize;
   const char* name;
+  bool roundRobin = false;
 };
 
 class HierWorld : public ::testing::TestWithParam<Layout> {
  protected:
-  void SetUp() override { groups = makeGroups(hierConfig(GetParam().groupSize), GetParam().world); }
+  void SetUp() override {
+    groups = makeGroups(hierConfig(GetParam().groupSize, "shm", "20s", "4096", GetParam().roundRobin),
+                        GetParam().world);
+  }
   void each(const std::function<void(ProcessGroup&, int)>& fn) {
     runRanks(GetParam().world, [&](int r) { fn(*groups[r], r); });
   }
@@ -162,10 +173,14 @@ TEST_P(HierWorld, DataMovementOps) {
 
       std::vector<Tensor> several = {filled(rank, n), filled(rank + 1, n + 5)};
       pg.allreduceCoalesced(several)->wait();
-      for (int64_t i = 0; i < n; ++i) {
-        float want = 0;
-        for (int s = 0; s < world; ++s) want += v(s, i);
-        ASSERT_EQ(several[0].data_as<float>()[i], want) << "allreduce_coalesced" << at;
+      for (int64_t i = 0; i < n + 5; ++i) {
+        float want0 = 0, want1 = 0;
+        for (int s = 0; s < world; ++s) {
+          want0 += v(s, i);
+          want1 += v(s + 1, i);
+        }
+        if (i < n) ASSERT_EQ(several[0].data_as<float>()[i], want0) << "allreduce_coalesced [0]" << at;
+        ASSERT_EQ(several[1].data_as<float>()[i], want1) << "allreduce_coalesced [1]" << at;
       }
       pg.barrier()->wait();
     }
@@ -174,16 +189,17 @@ TEST_P(HierWorld, DataMovementOps) {
 
 INSTANTIATE_TEST_SUITE_P(Layouts, HierWorld,
                          ::testing::Values(Layout{4, 2, "two_hosts_of_2"}, Layout{5, 2, "uneven_2_2_1"},
-                                           Layout{3, 3, "one_host"}, Layout{3, 1, "one_rank_per_host"}),
+                                           Layout{5, 2, "round_robin_0_3_1_4_2", true}, Layout{3, 3, "one_host"},
+                                           Layout{3, 1, "one_rank_per_host"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Hier, APartThatIsNotConfiguredIsNamedWithTheConfiguredOnes) {
-  EXPECT_THROW_WITH(makeGroups(hierConfig(2, "shmm"), 2), PluginError, "backend 'hier'",
+  EXPECT_THROW_WITH(makeGroups(hierConfig(2, "shmm"), 2), ConfigError, "backend 'hier'",
                     "asked for backend 'shmm', which is not configured", "configured: gloo, hier, one, shm");
 }
 
 TEST(Hier, APartThatIsHierItselfIsRefused) {
-  EXPECT_THROW_WITH(makeGroups(hierConfig(2, "hier"), 2), PluginError, "names itself");
+  EXPECT_THROW_WITH(makeGroups(hierConfig(2, "hier"), 2), ConfigError, "names itself");
 }
 
 // allreduceonly serves f32 sum allreduce alone: hier can build none of its ops, and every
@@ -203,15 +219,46 @@ TEST(Hier, OpsWhosePartsLackAStepAreRefusedOnEveryRank) {
   EXPECT_FALSE(caps.reduceOps.has(ReduceOp::Max));
 }
 
-// Rank 3 skips the allreduce: the others' step times out, and the error names this group,
-// the op, the step and the part that waited.
-TEST(Hier, AStepThatTimesOutNamesTheGroupOpAndPart) {
-  auto groups = makeGroups(hierConfig(2, "shm", "2s"), 4);
+// The leaders' inter part fails to start (self serves groups of one rank, and the leaders
+// are two): the other ranks, which create no inter part, learn it from the store and fail
+// at once, naming the rank, instead of waiting for it until the group's timeout (60 s).
+TEST(Hier, APartFailingOnSomeRanksFailsEveryRankAtOnce) {
+  const std::string yaml =
+      "group: { timeout: 60s }\n"
+      "backends:\n"
+      "  gloo: { options: { threads: 1, contexts: 1 } }\n"
+      "  shm: { options: { chunk: 4096 } }\n"
+      "  self: {}\n"
+      "  hier: { plugin: hier, options: { intra: shm, inter: self, group_size: 2 } }\n"
+      "routes: [{ device: cpu, backend: [hier, gloo] }]\n";
+  auto registry = testRegistry();
+  auto config = configFrom(yaml, *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(60));
+  const auto start = std::chrono::steady_clock::now();
+  runRanks(4, [&](int r) {
+    if (r % 2 == 0)  // a leader: its own part's error
+      EXPECT_THROW_WITH(ProcessGroup::create({config, registry, store, r, 4}), ConfigError,
+                        "serves groups of one rank");
+    else
+      EXPECT_THROW_WITH(ProcessGroup::create({config, registry, store, r, 4}), PluginError, "could not create its part",
+                        "serves groups of one rank");
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// Rank 3 skips the allreduce. Without the supervisor (which would report the op first),
+// each waiting rank's error is hier's own: this group's op and seq, the step and the part
+// that timed out. Every later op is refused: the parts' step counts now disagree.
+TEST(Hier, AStepThatTimesOutNamesTheGroupOpAndPartAndBreaksTheBackend) {
+  auto groups = makeGroups(hierConfig(2, "shm", "2s") + "supervisor: { enabled: false }\n", 4);
   runRanks(4, [&](int r) {
     if (r == 3) return;
     Tensor t = Tensor::empty({4}, DType::Float32);
-    const std::string prefix = "[group main rank " + std::to_string(r) + "] allreduce seq 1: step ";
-    EXPECT_THROW_WITH(groups[r]->allreduce(t)->wait(), TimeoutError, prefix.c_str(), " backend '", "(group main/in");
+    const std::string prefix = "[group main rank " + std::to_string(r) + "] allreduce seq 1";
+    EXPECT_THROW_WITH(groups[r]->allreduce(t)->wait(), TimeoutError, prefix.c_str(), ": step ", " backend '",
+                      "(group main/in");
+    EXPECT_THROW_WITH(groups[r]->allreduce(t)->wait(), BackendError, "allreduce seq 2", "is unusable",
+                      "an earlier step failed", "create a new one");
   });
   for (auto& g : groups) g->abort("test over");
 }

@@ -31,7 +31,8 @@ std::vector<std::string> exchangeAll(const BackendContext& ctx, const std::strin
     for (int r = 0; r < ctx.worldSize; ++r)
       if (!ctx.store->check({keys[r]})) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
     raise(ErrorCode::Timeout, ErrorContext::of(ctx, what),
-          "ranks " + missing + " did not publish '" + key + "' within " + std::to_string(ctx.timeout.count()) + " ms",
+          (missing.empty() ? std::string("not every rank") : "ranks " + missing) + " did not publish '" + key +
+              "' within " + std::to_string(ctx.timeout.count()) + " ms",
           "check that every rank of the group started and creates the same backends");
   }
   std::vector<std::string> out;

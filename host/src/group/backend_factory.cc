@@ -88,7 +88,10 @@ std::shared_ptr<Backend> createConfiguredBackend(const Config& cfg, const Plugin
   try {
     raw = e->descriptor->createBackend(ref.options, ctx);
   } catch (const std::exception& ex) {
-    raise(ErrorCode::Plugin, {site.group, site.rank},
+    // A config mistake found inside (e.g. a composite naming a backend that does not
+    // exist) stays a ConfigError; anything else is the plugin failing to start.
+    const auto* err = dynamic_cast<const Error*>(&ex);
+    raise(err && err->code() == ErrorCode::Config ? ErrorCode::Config : ErrorCode::Plugin, {site.group, site.rank},
           "backend '" + name + "' (plugin " + ref.plugin + " from " + e->path + ") failed to start: " + ex.what(),
           "fix its options at " + ref.where + " or route its ops elsewhere");
   }
