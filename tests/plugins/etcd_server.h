@@ -40,8 +40,11 @@ class EtcdServer {
     return binary().empty() ? "no etcd binary (/usr/bin/etcd); install Debian's etcd-server (tools/setup does)" : "";
   }
 
-  EtcdServer()
-      : dir_((boost::filesystem::temp_directory_path() / boost::filesystem::unique_path("commhost-etcd-%%%%%%"))
+  // maxRequestBytes: etcd's --max-request-bytes (the default leaves room for the
+  // conformance suite's 16 MiB value; etcd's own default is 1.5 MiB).
+  explicit EtcdServer(int64_t maxRequestBytes = 32 << 20)
+      : maxRequestBytes_(maxRequestBytes),
+        dir_((boost::filesystem::temp_directory_path() / boost::filesystem::unique_path("commhost-etcd-%%%%%%"))
                  .string()),
         clientPort_(freePort()),
         peerPort_(freePort()) {
@@ -65,8 +68,8 @@ class EtcdServer {
         binary(), "--name", "default", "--data-dir", dir_ + "/data", "--listen-client-urls", client,
         "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
         "--initial-cluster", "default=" + peer,
-        // Room for the conformance suite's 16 MiB value (the default is 1.5 MiB).
-        "--max-request-bytes", "33554432",
+        // Room for the conformance suite's 16 MiB value by default (etcd's own is 1.5 MiB).
+        "--max-request-bytes", std::to_string(maxRequestBytes_),
         // Fast single-member elections, so a lease TTL of 1 s is honoured (etcd
         // raises a TTL below 1.5 election timeouts); no fsync: test data.
         "--heartbeat-interval", "50", "--election-timeout", "500", "--unsafe-no-fsync", "--log-level", "warn"};
@@ -122,6 +125,7 @@ class EtcdServer {
     return acceptor.local_endpoint().port();
   }
 
+  int64_t maxRequestBytes_;
   std::string dir_;
   int clientPort_;
   int peerPort_;
