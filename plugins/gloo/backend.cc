@@ -6,7 +6,6 @@
 #include <cctype>
 #include <csignal>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include "commhost/errors.h"
@@ -48,10 +47,6 @@ OptionSchema<Options> Options::schema() {
               "of its own (the group's size <= CPUs this process may run on: a multi-host group counts every host's "
               "ranks, so set it there), else 0",
               {-1, 100000})
-      .option("wait_spin_us", &Options::waitSpinUs, "-1",
-              "Microseconds a caller's wait() polls for a queued op's end (yielding its CPU) before it sleeps, so a "
-              "small op ends without the worker waking its caller; -1: as worker_spin_us",
-              {-1, 100000})
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
               {0, 86400 * 7});
 }
@@ -92,7 +87,6 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
                      : ctx.worldSize <= WorkQueue::usableCpus() ? 100
                                                                 : 0;
   queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks, std::chrono::microseconds(spinUs));
-  if (options.threads > 0) waitSpin_ = std::chrono::microseconds(options.waitSpinUs >= 0 ? options.waitSpinUs : spinUs);
   p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooks);
   registerForFatalHint(this);
 }
@@ -187,12 +181,6 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, const std::excepti
     return std::make_exception_ptr(
         BackendError(where.format() + "(gloo) an exception that is not a std::exception", where));
   }
-}
-
-bool SpinningWork::wait(std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + spin_;
-  while (!isCompleted() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
-  return AsyncWork::wait(timeout);
 }
 
 // Called from the destructor: nothing may escape.

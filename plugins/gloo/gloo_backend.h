@@ -29,24 +29,10 @@ struct Options {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::Auto;
   int64_t ringThreshold = 0;
   int workerSpinUs = -1;
-  int waitSpinUs = -1;
   std::chrono::milliseconds timeout{0};
   static OptionSchema<Options> schema();
 };
 std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
-
-// A queued op's Work whose wait() first polls for the end for `spin` (yielding the CPU
-// to any runnable thread) before it sleeps: a small op then ends without the worker
-// having to wake its caller (in a VM, a wake-up of tens of microseconds, and up to a
-// tick when the caller's vCPU halted).
-class SpinningWork final : public AsyncWork {
- public:
-  SpinningWork(const OpContext& ctx, std::chrono::microseconds spin) : AsyncWork(ctx), spin_(spin) {}
-  bool wait(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) override;
-
- private:
-  const std::chrono::microseconds spin_;
-};
 
 class GlooBackend final : public Backend {
  public:
@@ -90,8 +76,6 @@ class GlooBackend final : public Backend {
   void closeConnections() noexcept;  // every pair of every context, hard (RST)
   WorkPtr submit(const OpContext& op, WorkQueue::Job job) {
     noteIssued(op);
-    if (waitSpin_.count() > 0)
-      return queue_->submit(op, std::move(job), false, std::make_shared<SpinningWork>(op, waitSpin_));
     return queue_->submit(op, std::move(job));
   }
   // Point-to-point waits run on their own thread: a receive waiting for a send the peer
@@ -127,7 +111,6 @@ class GlooBackend final : public Backend {
   std::chrono::milliseconds contextTimeout_{0};             // every context's: Gloo's collectives wait this long
   std::vector<std::shared_ptr<::gloo::Context>> contexts_;  // collectives use contexts_[seq % size]
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order
-  std::chrono::microseconds waitSpin_{0};                   // SpinningWork's, from worker_spin_us
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<WorkQueue> p2pQueue_;       // one thread: send/recv completion waits
   std::map<std::string, int> peerByAddress_;  // every connection endpoint of every peer
