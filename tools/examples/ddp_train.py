@@ -14,7 +14,10 @@ init_method="tcp://ADDR:PORT".)
 
 --compare gloo also trains the same model, from the same seed and on the same data, over
 a torch gloo group of the same ranks, and asserts that the parameters are identical after
-every step.
+every step at 2 ranks. With more ranks a sum of three or more gradients may be added in
+another order than Gloo's ring (shm folds in rank order, hier per host first), which
+changes the last bits: there the parameters must agree within --rtol (default 1e-5 above
+2 ranks, 0 = identical at 2), and the largest difference is printed.
 """
 import argparse
 import os
@@ -58,6 +61,8 @@ def main():
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--compare", choices=["", "gloo"], default="")
+    parser.add_argument("--rtol", type=float, default=None,
+                        help="relative tolerance of --compare (default: 0 at 2 ranks, 1e-5 above)")
     args = parser.parse_args()
 
     import commhost.torch  # noqa: F401  registers backend "commhost"
@@ -71,15 +76,18 @@ def main():
     runs = [train(dist.group.WORLD, rank, args.steps, args.seed)]
     if args.compare:
         runs.append(train(dist.new_group(backend=args.compare), rank, args.steps, args.seed))
-    loss = None
+    rtol = args.rtol if args.rtol is not None else (0.0 if world <= 2 else 1e-5)
+    loss, largest = None, 0.0
     for step, results in enumerate(zip(*runs)):
         loss, params = results[0]
         for other_loss, other in results[1:]:
             for i, (a, b) in enumerate(zip(params, other)):
-                if not torch.equal(a, b):
-                    sys.exit("rank %d step %d: parameter %d differs from %s's by up to %g"
-                             % (rank, step, i, args.compare, (a - b).abs().max().item()))
-            if other_loss != loss:
+                same = torch.equal(a, b) if rtol == 0 else torch.allclose(a, b, rtol=rtol, atol=rtol * 1e-2)
+                largest = max(largest, (a - b).abs().max().item())
+                if not same:
+                    sys.exit("rank %d step %d: parameter %d differs from %s's by up to %g (rtol %g)"
+                             % (rank, step, i, args.compare, (a - b).abs().max().item(), rtol))
+            if rtol == 0 and other_loss != loss or abs(other_loss - loss) > rtol * max(1.0, abs(loss)):
                 sys.exit("rank %d step %d: loss %r differs from %s's %r" % (rank, step, loss, args.compare, other_loss))
         # DDP keeps replicas equal: check it across ranks too.
         gathered = [torch.zeros_like(params[0]) for _ in range(world)]
@@ -88,7 +96,13 @@ def main():
         if rank == 0 and (step % 10 == 0 or step == args.steps - 1):
             print("step %3d loss %.5f" % (step, loss), flush=True)
     if rank == 0:
-        done = "; parameters identical to %s's at every step" % args.compare if args.compare else ""
+        if not args.compare:
+            done = ""
+        elif rtol == 0:
+            done = "; parameters identical to %s's at every step" % args.compare
+        else:
+            done = "; parameters within rtol %g of %s's at every step (largest difference %.3g)" % (
+                rtol, args.compare, largest)
         print("ddp_train: %d steps, final loss %.5f%s" % (args.steps, loss, done), flush=True)
     dist.destroy_process_group()
 
