@@ -219,6 +219,25 @@ TEST(Hier, OpsWhosePartsLackAStepAreRefusedOnEveryRank) {
   EXPECT_FALSE(caps.reduceOps.has(ReduceOp::Max));
 }
 
+// Rank 1 passes one element more than the others: shm refuses it on host 0 (ranks 0 and
+// 1), whose leader then never reaches the leaders' step, so host 1's ranks fail too. No
+// rank reports success with a wrong result.
+TEST(Hier, RanksThatDisagreeOnTheSizeAllFailNoneSucceeds) {
+  auto groups = makeGroups(hierConfig(2, "shm", "2s") + "supervisor: { enabled: false }\n", 4);
+  std::vector<std::string> errors(4);
+  runRanks(4, [&](int r) {
+    Tensor t = Tensor::empty({r == 1 ? 65 : 64}, DType::Float32);
+    try {
+      groups[r]->allreduce(t)->wait();
+    } catch (const Error& e) {
+      errors[static_cast<size_t>(r)] = e.what();
+    }
+  });
+  for (int r = 0; r < 4; ++r) EXPECT_NE(errors[static_cast<size_t>(r)], "") << "rank " << r << " reported success";
+  EXPECT_NE(errors[1].find("step reduce on intra backend 'shm'"), std::string::npos) << errors[1];
+  for (auto& g : groups) g->abort("test over");
+}
+
 // The leaders' inter part fails to start (self serves groups of one rank, and the leaders
 // are two): the other ranks, which create no inter part, learn it from the store and fail
 // at once, naming the rank, instead of waiting for it until the group's timeout (60 s).
