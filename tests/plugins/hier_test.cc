@@ -72,10 +72,6 @@ class HierWorld : public ::testing::TestWithParam<Layout> {
   std::vector<std::shared_ptr<ProcessGroup>> groups;
 };
 
-void expectNear(const Tensor& t, int64_t i, double want, const std::string& what) {
-  ASSERT_NEAR(load(t, i), want, tolerance(t.dtype()) * std::max(1.0, std::fabs(want))) << what << " i " << i;
-}
-
 TEST_P(HierWorld, EveryOpIsRoutedToHier) {
   for (OpType op : {OpType::Allreduce, OpType::Broadcast, OpType::AllgatherIntoTensor, OpType::ReduceScatterTensor,
                     OpType::Barrier})
@@ -117,11 +113,7 @@ TEST_P(HierWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
   const int world = GetParam().world;
   each([&](ProcessGroup& pg, int rank) {
     constexpr int64_t n = 257;
-    auto filled = [](int64_t count) {
-      Tensor t = Tensor::empty({count}, DType::Float16);
-      for (int64_t i = 0; i < count; ++i) kernels::setElement(t.data(), DType::Float16, i, 40000.0);
-      return t;
-    };
+    auto filled = [](int64_t count) { return constantTensor(DType::Float16, count, 40000.0); };
     Tensor all = filled(n);
     pg.allreduce(all, {ReduceOp::Avg})->wait();
     Tensor rs = Tensor::empty({n}, DType::Float16);
@@ -135,49 +127,40 @@ TEST_P(HierWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
 
 TEST_P(HierWorld, DataMovementOps) {
   const int world = GetParam().world;
-  auto v = [](int rank, int64_t i) { return static_cast<float>(rank * 10000 + i); };
-  auto filled = [&](int rank, int64_t count) {
-    Tensor t = Tensor::empty({count}, DType::Float32);
-    for (int64_t i = 0; i < count; ++i) t.data_as<float>()[i] = v(rank, i);
-    return t;
-  };
-  auto check = [&](const Tensor& t, int rank, int64_t from, int64_t count, const std::string& what) {
-    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(t.data_as<float>()[from + i], v(rank, i)) << what << " i " << i;
-  };
   each([&](ProcessGroup& pg, int rank) {
     for (int64_t n : {1, 3001}) {
       const std::string at = " n " + std::to_string(n) + " rank " + std::to_string(rank);
       for (int root = 0; root < world; ++root) {  // roots that lead their host and roots that do not
-        Tensor b = filled(rank, n);
+        Tensor b = patternTensor(rank, n);
         pg.broadcast(b, {root})->wait();
-        check(b, root, 0, n, "broadcast from " + std::to_string(root) + at);
+        expectPattern(b, root, 0, n, "broadcast from " + std::to_string(root) + at);
       }
       std::vector<Tensor> outs;
       for (int r = 0; r < world; ++r) outs.push_back(Tensor::empty({n}, DType::Float32));
-      pg.allgather(outs, filled(rank, n))->wait();
-      for (int r = 0; r < world; ++r) check(outs[r], r, 0, n, "allgather" + at);
+      pg.allgather(outs, patternTensor(rank, n))->wait();
+      for (int r = 0; r < world; ++r) expectPattern(outs[r], r, 0, n, "allgather" + at);
 
       Tensor flat = Tensor::empty({n * world}, DType::Float32);
-      pg.allgatherIntoTensor(flat, filled(rank, n))->wait();
-      for (int r = 0; r < world; ++r) check(flat, r, r * n, n, "allgather_into_tensor" + at);
+      pg.allgatherIntoTensor(flat, patternTensor(rank, n))->wait();
+      for (int r = 0; r < world; ++r) expectPattern(flat, r, r * n, n, "allgather_into_tensor" + at);
 
       std::vector<Tensor> rsIn;
-      for (int r = 0; r < world; ++r) rsIn.push_back(filled(rank + r, n));
+      for (int r = 0; r < world; ++r) rsIn.push_back(patternTensor(rank + r, n));
       Tensor rs = Tensor::empty({n}, DType::Float32);
       pg.reduceScatter(rs, rsIn)->wait();
       for (int64_t i = 0; i < n; ++i) {
         float want = 0;
-        for (int s = 0; s < world; ++s) want += v(s + rank, i);
+        for (int s = 0; s < world; ++s) want += patternValue(s + rank, i);
         ASSERT_EQ(rs.data_as<float>()[i], want) << "reduce_scatter" << at;
       }
 
-      std::vector<Tensor> several = {filled(rank, n), filled(rank + 1, n + 5)};
+      std::vector<Tensor> several = {patternTensor(rank, n), patternTensor(rank + 1, n + 5)};
       pg.allreduceCoalesced(several)->wait();
       for (int64_t i = 0; i < n + 5; ++i) {
         float want0 = 0, want1 = 0;
         for (int s = 0; s < world; ++s) {
-          want0 += v(s, i);
-          want1 += v(s + 1, i);
+          want0 += patternValue(s, i);
+          want1 += patternValue(s + 1, i);
         }
         if (i < n) ASSERT_EQ(several[0].data_as<float>()[i], want0) << "allreduce_coalesced [0]" << at;
         ASSERT_EQ(several[1].data_as<float>()[i], want1) << "allreduce_coalesced [1]" << at;

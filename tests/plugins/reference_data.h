@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
 
 #include "commhost/commhost.h"
 #include "commhost/kernels/reduce.h"
@@ -65,5 +68,30 @@ inline double expected(DType dtype, ReduceOp::Kind op, int world, int64_t i) {
 }
 
 inline double tolerance(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16 ? 1e-2 : 1e-6; }
+
+// Element i of t equals `want` within the dtype's tolerance (relative above 1).
+inline void expectNear(const Tensor& t, int64_t i, double want, const std::string& what) {
+  ASSERT_NEAR(load(t, i), want, tolerance(t.dtype()) * std::max(1.0, std::fabs(want))) << what << " i " << i;
+}
+
+// `count` elements of `dtype`, every one `value` (e.g. f16 values whose sum overflows).
+inline Tensor constantTensor(DType dtype, int64_t count, double value) {
+  Tensor t = Tensor::empty({count}, dtype);
+  for (int64_t i = 0; i < count; ++i) storeValue(t, i, value);
+  return t;
+}
+
+// The data-movement tests' f32 data: rank r's element i is r * 10000 + i, exact in f32.
+inline float patternValue(int rank, int64_t i) { return static_cast<float>(rank * 10000 + i); }
+inline Tensor patternTensor(int rank, int64_t count) {
+  Tensor t = Tensor::empty({count}, DType::Float32);
+  for (int64_t i = 0; i < count; ++i) t.data_as<float>()[i] = patternValue(rank, i);
+  return t;
+}
+// Elements [from, from + count) of t are exactly rank `rank`'s pattern.
+inline void expectPattern(const Tensor& t, int rank, int64_t from, int64_t count, const std::string& what) {
+  for (int64_t i = 0; i < count; ++i)
+    ASSERT_EQ(t.data_as<float>()[from + i], patternValue(rank, i)) << what << " i " << i;
+}
 
 }  // namespace commhost::test

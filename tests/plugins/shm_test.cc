@@ -37,10 +37,6 @@ class ShmWorld : public ::testing::TestWithParam<Param> {
   std::vector<std::shared_ptr<ProcessGroup>> groups;
 };
 
-void expectNear(const Tensor& t, int64_t i, double want, const std::string& what) {
-  ASSERT_NEAR(load(t, i), want, tolerance(t.dtype()) * std::max(1.0, std::fabs(want))) << what << " i " << i;
-}
-
 TEST_P(ShmWorld, ReductionsEveryDTypeAndOp) {
   const int world = GetParam().world;
   each([&](ProcessGroup& pg, int rank) {
@@ -78,11 +74,7 @@ TEST_P(ShmWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
   const int world = GetParam().world;
   each([&](ProcessGroup& pg, int rank) {
     constexpr int64_t n = 1531;
-    auto filled = [](int64_t count) {
-      Tensor t = Tensor::empty({count}, DType::Float16);
-      for (int64_t i = 0; i < count; ++i) kernels::setElement(t.data(), DType::Float16, i, 40000.0);
-      return t;
-    };
+    auto filled = [](int64_t count) { return constantTensor(DType::Float16, count, 40000.0); };
     for (const ReduceOp op : {ReduceOp(ReduceOp::Avg), ReduceOp::preMulSum(0.5 / world)}) {
       const double want = op.kind == ReduceOp::Avg ? 40000.0 : 20000.0;
       Tensor all = filled(n);
@@ -103,62 +95,53 @@ TEST_P(ShmWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
 
 TEST_P(ShmWorld, DataMovementOps) {
   const int world = GetParam().world;
-  auto v = [](int rank, int64_t i) { return static_cast<float>(rank * 10000 + i); };
-  auto filled = [&](int rank, int64_t count) {
-    Tensor t = Tensor::empty({count}, DType::Float32);
-    for (int64_t i = 0; i < count; ++i) t.data_as<float>()[i] = v(rank, i);
-    return t;
-  };
-  auto check = [&](const Tensor& t, int rank, int64_t from, int64_t count, const std::string& what) {
-    for (int64_t i = 0; i < count; ++i) ASSERT_EQ(t.data_as<float>()[from + i], v(rank, i)) << what << " i " << i;
-  };
   each([&](ProcessGroup& pg, int rank) {
     for (int64_t n : {1, 13, 3001}) {  // 3001 floats: 12004 bytes, not a multiple of anything
       const std::string at = " n " + std::to_string(n) + " rank " + std::to_string(rank);
       const int root = static_cast<int>((n + 1) % world);
-      Tensor b = filled(rank, n);
+      Tensor b = patternTensor(rank, n);
       pg.broadcast(b, {root})->wait();
-      check(b, root, 0, n, "broadcast" + at);
+      expectPattern(b, root, 0, n, "broadcast" + at);
 
       std::vector<Tensor> outs;
       for (int r = 0; r < world; ++r) outs.push_back(Tensor::empty({n}, DType::Float32));
-      pg.allgather(outs, filled(rank, n))->wait();
-      for (int r = 0; r < world; ++r) check(outs[r], r, 0, n, "allgather" + at);
+      pg.allgather(outs, patternTensor(rank, n))->wait();
+      for (int r = 0; r < world; ++r) expectPattern(outs[r], r, 0, n, "allgather" + at);
 
       Tensor flat = Tensor::empty({n * world}, DType::Float32);
-      pg.allgatherIntoTensor(flat, filled(rank, n))->wait();
-      for (int r = 0; r < world; ++r) check(flat, r, r * n, n, "allgather_into_tensor" + at);
+      pg.allgatherIntoTensor(flat, patternTensor(rank, n))->wait();
+      for (int r = 0; r < world; ++r) expectPattern(flat, r, r * n, n, "allgather_into_tensor" + at);
 
       std::vector<Tensor> gathered;
       if (rank == root)
         for (int r = 0; r < world; ++r) gathered.push_back(Tensor::empty({n}, DType::Float32));
-      pg.gather(gathered, filled(rank, n), {root})->wait();
-      for (size_t r = 0; r < gathered.size(); ++r) check(gathered[r], static_cast<int>(r), 0, n, "gather" + at);
+      pg.gather(gathered, patternTensor(rank, n), {root})->wait();
+      for (size_t r = 0; r < gathered.size(); ++r) expectPattern(gathered[r], static_cast<int>(r), 0, n, "gather" + at);
 
       std::vector<Tensor> parts;
       if (rank == root)
-        for (int r = 0; r < world; ++r) parts.push_back(filled(100 + r, n));
+        for (int r = 0; r < world; ++r) parts.push_back(patternTensor(100 + r, n));
       Tensor mine = Tensor::empty({n}, DType::Float32);
       pg.scatter(mine, parts, {root})->wait();
-      check(mine, 100 + rank, 0, n, "scatter" + at);
+      expectPattern(mine, 100 + rank, 0, n, "scatter" + at);
 
       std::vector<Tensor> rsIn;
-      for (int r = 0; r < world; ++r) rsIn.push_back(filled(rank + r, n));
+      for (int r = 0; r < world; ++r) rsIn.push_back(patternTensor(rank + r, n));
       Tensor rs = Tensor::empty({n}, DType::Float32);
       pg.reduceScatter(rs, rsIn)->wait();
       for (int64_t i = 0; i < n; ++i) {
         float want = 0;
-        for (int s = 0; s < world; ++s) want += v(s + rank, i);
+        for (int s = 0; s < world; ++s) want += patternValue(s + rank, i);
         ASSERT_EQ(rs.data_as<float>()[i], want) << "reduce_scatter" << at;
       }
 
       std::vector<Tensor> a2aIn, a2aOut;
       for (int r = 0; r < world; ++r) {
-        a2aIn.push_back(filled(rank * 10 + r, n));
+        a2aIn.push_back(patternTensor(rank * 10 + r, n));
         a2aOut.push_back(Tensor::empty({n}, DType::Float32));
       }
       pg.alltoall(a2aOut, a2aIn)->wait();
-      for (int r = 0; r < world; ++r) check(a2aOut[r], r * 10 + rank, 0, n, "alltoall" + at);
+      for (int r = 0; r < world; ++r) expectPattern(a2aOut[r], r * 10 + rank, 0, n, "alltoall" + at);
 
       // Uneven: rank s sends (d + 1) * n rows of 2 floats to rank d.
       AlltoallSingleOptions splits;
