@@ -106,7 +106,7 @@ HierBackend::HierBackend(const Options& options, const BackendContext& ctx) : ct
     if (local_ == 0 && topo_.numHosts() > 1) inter_.backend = ctx.makeBackend(options.inter, inter_.members, "inter");
   } catch (const std::exception& e) {
     failed = std::current_exception();
-    ctx.store->set("caps/" + std::to_string(ctx.rank), toBytes(std::string("failed ") + e.what()));
+    publishFailure(ctx, "caps", std::string("could not create its part: ") + e.what());
   }
   if (failed) std::rethrow_exception(failed);
   agreeCapabilities();
@@ -135,7 +135,7 @@ void HierBackend::agreeCapabilities() {
   const std::string mine = bitsOf(partCaps(intra_)) + " " + bitsOf(partCaps(inter_));
   Capabilities in{EnumSet<OpType>::all(64), EnumSet<DType>::all(64), EnumSet<ReduceOp::Kind>::all(64), {}, {}};
   Capabilities out = in;
-  for (const std::string& theirs : exchangeCaps(mine)) {
+  for (const std::string& theirs : exchangeAll(ctx_, "caps", mine, "hier rendezvous")) {
     std::istringstream s(theirs);
     uint64_t b[6] = {};
     for (auto& x : b) s >> x;
@@ -150,30 +150,21 @@ void HierBackend::agreeCapabilities() {
   const bool oneHost = topo_.numHosts() == 1;
   struct Need {
     OpType op;
-    std::vector<OpType> intra, inter;
+    std::vector<OpType> intra, inter;  // steps of each part
   };
+  // Each op's variants (coalesced, into tensor, list) need the same steps as the op.
+  using Steps = std::vector<OpType>;
+  const Steps allreduceIntra = oneHost ? Steps{OpType::Allreduce} : Steps{intraReduce_, OpType::Broadcast};
+  const Steps allgatherIntra = oneHost ? Steps{OpType::AllgatherIntoTensor} : Steps{OpType::Gather, OpType::Broadcast};
+  const Steps reduceScatterIntra = oneHost ? Steps{OpType::ReduceScatterTensor} : Steps{intraReduce_, OpType::Scatter};
   const std::vector<Need> needs = {
-      {OpType::Allreduce,
-       oneHost ? std::vector<OpType>{OpType::Allreduce} : std::vector<OpType>{intraReduce_, OpType::Broadcast},
-       {OpType::Allreduce}},
-      {OpType::AllreduceCoalesced,
-       oneHost ? std::vector<OpType>{OpType::Allreduce} : std::vector<OpType>{intraReduce_, OpType::Broadcast},
-       {OpType::Allreduce}},
+      {OpType::Allreduce, allreduceIntra, {OpType::Allreduce}},
+      {OpType::AllreduceCoalesced, allreduceIntra, {OpType::Allreduce}},
       {OpType::Broadcast, {OpType::Broadcast}, {OpType::Broadcast}},
-      {OpType::Allgather,
-       oneHost ? std::vector<OpType>{OpType::AllgatherIntoTensor}
-               : std::vector<OpType>{OpType::Gather, OpType::Broadcast},
-       {OpType::AllgatherIntoTensor}},
-      {OpType::AllgatherIntoTensor,
-       oneHost ? std::vector<OpType>{OpType::AllgatherIntoTensor}
-               : std::vector<OpType>{OpType::Gather, OpType::Broadcast},
-       {OpType::AllgatherIntoTensor}},
-      {OpType::ReduceScatter,
-       oneHost ? std::vector<OpType>{OpType::ReduceScatterTensor} : std::vector<OpType>{intraReduce_, OpType::Scatter},
-       {OpType::ReduceScatterTensor}},
-      {OpType::ReduceScatterTensor,
-       oneHost ? std::vector<OpType>{OpType::ReduceScatterTensor} : std::vector<OpType>{intraReduce_, OpType::Scatter},
-       {OpType::ReduceScatterTensor}},
+      {OpType::Allgather, allgatherIntra, {OpType::AllgatherIntoTensor}},
+      {OpType::AllgatherIntoTensor, allgatherIntra, {OpType::AllgatherIntoTensor}},
+      {OpType::ReduceScatter, reduceScatterIntra, {OpType::ReduceScatterTensor}},
+      {OpType::ReduceScatterTensor, reduceScatterIntra, {OpType::ReduceScatterTensor}},
       {OpType::Barrier, {OpType::Barrier}, {OpType::Barrier}},
   };
   caps_ = hier::capabilities();  // the manifest (not the member of the same name)
@@ -200,43 +191,6 @@ void HierBackend::agreeCapabilities() {
     if (in.reduceOps.has(stepKind) && out.reduceOps.has(stepKind)) kinds.add(kind);
   }
   caps_.reduceOps = kinds;
-}
-
-// exchangeAll, except that a rank which published "failed ..." ends every wait at once.
-std::vector<std::string> HierBackend::exchangeCaps(const std::string& mine) {
-  ctx_.store->set("caps/" + std::to_string(ctx_.rank), toBytes(mine));
-  std::vector<std::string> keys;
-  for (int r = 0; r < ctx_.worldSize; ++r) keys.push_back("caps/" + std::to_string(r));
-  const auto deadline = std::chrono::steady_clock::now() + ctx_.timeout;
-  for (;;) {
-    std::string missing;
-    for (int r = 0; r < ctx_.worldSize; ++r) {
-      if (!ctx_.store->check({keys[static_cast<size_t>(r)]})) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-        continue;
-      }
-      const std::string theirs = toString(ctx_.store->get(keys[static_cast<size_t>(r)]));
-      if (theirs.rfind("failed ", 0) == 0)
-        raise(ErrorCode::Plugin, ErrorContext::of(ctx_, "hier rendezvous", r),
-              "rank " + std::to_string(r) + " could not create its part: " + theirs.substr(7),
-              "fix what that error names; every rank of the group gives up");
-    }
-    if (missing.empty()) break;
-    const auto left = std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      raise(ErrorCode::Timeout, ErrorContext::of(ctx_, "hier rendezvous"),
-            "ranks " + missing + " did not finish creating their parts within " + std::to_string(ctx_.timeout.count()) +
-                " ms",
-            "check that every rank of the group started and that its parts can rendezvous (their logs)");
-    try {
-      ctx_.store->wait(keys, std::min(left, Millis(100)));
-    } catch (const TimeoutError&) {
-      // a slice: look for a failure, then wait again
-    }
-  }
-  std::vector<std::string> out;
-  for (const Bytes& b : ctx_.store->multiGet(keys)) out.emplace_back(b.begin(), b.end());
-  return out;
 }
 
 void HierBackend::require(const OpContext& op) const {

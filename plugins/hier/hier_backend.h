@@ -98,10 +98,12 @@ class HierBackend final : public Backend {
   void runReduceScatter(const OpContext& op, Tensor& output, const std::function<Tensor(int)>& blockFor,
                         const ReduceOp& reduceOp);
   void runBarrier(const OpContext& op);
+  // Reduces `tensor` (sum-like `sum`) to the host's leader: intra reduce, or intra
+  // allreduce where the part lacks reduce.
+  void reduceToLeader(const OpContext& op, Tensor& tensor, const ReduceOp& sum);
   // Refuses an op the parts cannot build (not in caps_), naming the part that lacks a step.
   void require(const OpContext& op) const;
   void agreeCapabilities();  // constructor: fills caps_, missing_ and intraReduce_
-  std::vector<std::string> exchangeCaps(const std::string& mine);
   std::exception_ptr describe(const OpContext& op, std::exception_ptr error) const;
 
   BackendContext ctx_;  // copied, without makeBackend (valid during the factory call only)

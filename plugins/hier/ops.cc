@@ -121,11 +121,7 @@ void HierBackend::runAllreduce(const OpContext& op, Tensor& tensor, const Reduce
   const kernels::ScaleSplit scale = kernels::pairwiseScale(reduceOp, topo_.worldSize(), tensor.dtype());
   const ReduceOp sum = stepOp(reduceOp);
   kernels::scaleBuffer(tensor.data(), static_cast<size_t>(tensor.numel()), tensor.dtype(), scale.input);
-  if (intra_.active())
-    step(intra_, intraReduce_, op, [&](Backend& b, const OpContext& s) {
-      if (intraReduce_ == OpType::Reduce) return b.reduce(s, tensor, ReduceOptions{0, sum, s.timeout});
-      return b.allreduce(s, tensor, AllreduceOptions{sum, s.timeout});
-    });
+  reduceToLeader(op, tensor, sum);
   if (inter_.active())
     step(inter_, OpType::Allreduce, op, [&](Backend& b, const OpContext& s) {
       return b.allreduce(s, tensor, AllreduceOptions{sum, s.timeout});
@@ -136,6 +132,14 @@ void HierBackend::runAllreduce(const OpContext& op, Tensor& tensor, const Reduce
     step(intra_, OpType::Broadcast, op, [&](Backend& b, const OpContext& s) {
       return b.broadcast(s, tensor, BroadcastOptions{0, s.timeout});
     });
+}
+
+void HierBackend::reduceToLeader(const OpContext& op, Tensor& tensor, const ReduceOp& sum) {
+  if (!intra_.active()) return;
+  step(intra_, intraReduce_, op, [&](Backend& b, const OpContext& s) {
+    if (intraReduce_ == OpType::Reduce) return b.reduce(s, tensor, ReduceOptions{0, sum, s.timeout});
+    return b.allreduce(s, tensor, AllreduceOptions{sum, s.timeout});
+  });
 }
 
 // Inside the root's host first (so its leader holds the data), then among the leaders,
@@ -223,11 +227,7 @@ void HierBackend::runReduceScatter(const OpContext& op, Tensor& output, const st
     return;
   }
   kernels::scaleBuffer(all.data(), static_cast<size_t>(all.numel()), dtype, scale.input);
-  if (intra_.active())
-    step(intra_, intraReduce_, op, [&](Backend& b, const OpContext& s) {
-      if (intraReduce_ == OpType::Reduce) return b.reduce(s, all, ReduceOptions{0, sum, s.timeout});
-      return b.allreduce(s, all, AllreduceOptions{sum, s.timeout});
-    });
+  reduceToLeader(op, all, sum);
   Tensor hostBlock = all.slice(host_ * m * n, m * n);
   if (inter_.active()) {
     hostBlock = Tensor::empty(Shape{m * n}, dtype);

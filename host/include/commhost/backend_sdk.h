@@ -17,8 +17,13 @@ COMMHOST_API std::string hostIdentity();
 
 // Every rank of ctx's group publishes `mine` under "<key>/<rank>" of the backend's store
 // and gets every rank's value, in rank order. Waits up to ctx.timeout; a TimeoutError
-// names the ranks that never published (`what` says what the exchange was for).
+// names the ranks that never published (`what` says what the exchange was for). A rank
+// that gives up calls publishFailure() instead: the others' exchangeAll then throws
+// PluginError "rank R <why>" within 0.1 s, rather than wait for it until the timeout.
 COMMHOST_API std::vector<std::string> exchangeAll(const BackendContext& ctx, const std::string& key,
                                                   const std::string& mine, const char* what);
+// Published by a rank that cannot take part in the exchange under `key` (`why`, e.g.
+// "could not create its part: ..."); it then throws its own error.
+COMMHOST_API void publishFailure(const BackendContext& ctx, const std::string& key, const std::string& why);
 
 }  // namespace commhost
