@@ -6,6 +6,7 @@
 #include <string>
 
 #include "commhost/errors.h"
+#include "commhost/kernels/intra_protocol.h"
 #include "commhost/kernels/reduce.h"
 
 namespace commhost::shm {
@@ -31,6 +32,34 @@ size_t blockBytes(const Channel& ch, size_t elementSize) {
   return block / elementSize * elementSize;
 }
 
+// The Net of the intra-node allreduce protocol (commhost/kernels/intra_protocol.h) over
+// the Channel: the same schedule the CUDA kernels run, with memcpy and the CPU reduction.
+class ChannelNet {
+ public:
+  ChannelNet(Channel& ch, DType dtype, const ReduceOp& op)
+      : ch_(ch), dtype_(dtype), es_(elementSize(dtype)), kind_(op.kind), factor_(kernels::finalScale(op, ch.world())) {}
+  int rank() const { return ch_.rank(); }
+  int world() const { return ch_.world(); }
+  uint8_t* begin() { return ch_.begin(); }
+  void post() { ch_.post(); }
+  const uint8_t* peer(int p) { return ch_.peer(p); }
+  const uint8_t* peerPrevious(int p) const { return ch_.peerPrevious(p); }
+  uint8_t* previous() const { return ch_.previous(); }
+  void end() { ch_.end(); }
+  const void** sources() { return ch_.sources(); }
+  void copy(void* dst, const void* src, size_t n) { copyBytes(dst, src, n * es_); }
+  void reduce(void* dst, const void* const* srcs, size_t n) {
+    kernels::reduceSourcesBuffer(dst, srcs, ch_.world(), n, dtype_, kind_, factor_);
+  }
+
+ private:
+  Channel& ch_;
+  DType dtype_;
+  size_t es_;
+  ReduceOp::Kind kind_;
+  double factor_;
+};
+
 }  // namespace
 
 // Every loop below runs at least one step, even for 0 bytes: the first step carries the
@@ -46,54 +75,19 @@ void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const 
     ch.end();
     return;
   }
+  ChannelNet net(ch, dtype, op);
   const size_t perStep = ch.chunk() / es;
-  for (size_t off = 0; off == 0 || off < count; off += perStep) {
-    const size_t n = std::min(perStep, count - off);
-    copyBytes(ch.begin(), bytesOf(data) + off * es, n * es);
-    ch.post();
-    kernels::reduceSourcesBuffer(bytesOf(data) + off * es, peerSources(ch, 0), ch.world(), n, dtype, op.kind,
-                                 kernels::finalScale(op, ch.world()));
-    ch.end();
-  }
+  for (size_t off = 0; off == 0 || off < count; off += perStep)
+    kernels::intra::oneShot(net, bytesOf(data) + off * es, std::min(perStep, count - off), es);
 }
 
 void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op) {
   const size_t es = elementSize(dtype);
   const size_t perStep = ch.chunk() / es;
   const size_t align = std::max<size_t>(1, 64 / es);  // slices start on cache lines
-  const int world = ch.world(), me = ch.rank();
-  for (size_t off = 0; off == 0 || off < count; off += perStep) {
-    const size_t n = std::min(perStep, count - off);
-    const size_t per = ((n + world - 1) / world + align - 1) / align * align;
-    auto lo = [&](int r) { return std::min(n, per * static_cast<size_t>(r)); };
-    uint8_t* chunk = bytesOf(data) + off * es;
-    const size_t myLo = lo(me), myN = lo(me + 1) - myLo;
-    // Step A (reduce-scatter): publish the slices the peers reduce (not this rank's
-    // own), then reduce this rank's slice from its own data and every peer's copy,
-    // writing the result into its own slice of its buffer, which nobody reads in A.
-    uint8_t* mine = ch.begin();
-    for (int p = 0; p < world; ++p)
-      if (p != me) copyBytes(mine + lo(p) * es, chunk + lo(p) * es, (lo(p + 1) - lo(p)) * es);
-    ch.post();
-    if (myN) {
-      const void** srcs = ch.sources();
-      for (int p = 0; p < world; ++p) srcs[p] = p == me ? chunk + myLo * es : ch.peer(p) + myLo * es;
-      kernels::reduceSourcesBuffer(mine + myLo * es, srcs, world, myN, dtype, op.kind, kernels::finalScale(op, world));
-    } else {
-      for (int p = 0; p < world; ++p) ch.peer(p);
-    }
-    ch.end();
-    // Step B (allgather): only a signal; every rank copies each reduced slice out of
-    // its owner's step-A buffer.
-    ch.begin();
-    ch.post();
-    for (int p = 0; p < world; ++p) {
-      const size_t pLo = lo(p), pN = lo(p + 1) - pLo;
-      if (p != me) ch.peer(p);
-      copyBytes(chunk + pLo * es, (p == me ? ch.previous() : ch.peerPrevious(p)) + pLo * es, pN * es);
-    }
-    ch.end();
-  }
+  ChannelNet net(ch, dtype, op);
+  for (size_t off = 0; off == 0 || off < count; off += perStep)
+    kernels::intra::twoShot(net, bytesOf(data) + off * es, std::min(perStep, count - off), es, align);
 }
 
 void reduce(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op, int root) {

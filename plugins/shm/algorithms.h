@@ -14,14 +14,14 @@
 
 namespace commhost::shm {
 
+// The allreduces run the intra-node protocol of commhost/kernels/intra_protocol.h, the
+// schedule the CUDA one-/two-shot kernels run too, a chunk at a time.
 // One-shot: each step every rank copies a chunk in, then reduces all ranks' chunks
 // (in rank order, so every rank gets the same bits) into its output. Up to 56 bytes the
-// chunk travels with its flag in one cache line (Channel::beginLine).
+// chunk travels with its flag in one cache line (Channel::beginLine), outside the protocol.
 void allreduceOneShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op);
-// Two-shot, per chunk in two steps: (A, reduce-scatter) each rank publishes the slices
-// its peers own, then reduces its own 1/world slice from its own data and the peers'
-// copies into its own slice of its segment buffer; (B, allgather) a bare signal, after
-// which every rank copies every reduced slice out of its owner's step-A buffer.
+// Two-shot, per chunk in two steps (reduce-scatter, then allgather out of the owners'
+// step-A buffers); see intra::twoShot.
 void allreduceTwoShot(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op);
 void reduce(Channel& ch, void* data, size_t count, DType dtype, const ReduceOp& op, int root);
 void broadcast(Channel& ch, void* data, size_t bytes, int root);
