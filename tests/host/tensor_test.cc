@@ -49,6 +49,31 @@ TEST(DLPack, EveryDTypeRoundTrips) {
   }
 }
 
+// A cuda tensor's device type and index survive both directions (the data is never
+// touched, so a fake device address will do); a CUDA-host (pinned) buffer comes in as cpu.
+TEST(DLPack, CudaDeviceAndIndexRoundTrip) {
+  static int deleted = 0;
+  Tensor gpu = Tensor::fromBlob(reinterpret_cast<void*>(0x7000), {2, 3}, DType::Float16, Device::cuda(3),
+                                std::shared_ptr<void>(nullptr, [](void*) { ++deleted; }));
+  DLManagedTensor* managed = gpu.toDLPack();
+  EXPECT_EQ(managed->dl_tensor.device.device_type, kDLCUDA);
+  EXPECT_EQ(managed->dl_tensor.device.device_id, 3);
+  Tensor back = Tensor::fromDLPack(managed);
+  EXPECT_EQ(back.device(), Device::cuda(3));
+  EXPECT_EQ(back.data(), reinterpret_cast<void*>(0x7000));
+  EXPECT_EQ(back.shape(), Shape({2, 3}));
+  gpu = Tensor();
+  back = Tensor();
+  EXPECT_EQ(deleted, 1);  // the owner is released once, by the last holder
+
+  float host[4] = {};
+  int64_t shape[1] = {4};
+  auto* pinned = new DLManagedTensor{};
+  pinned->dl_tensor = {host, {kDLCUDAHost, 0}, 1, {kDLFloat, 32, 1}, shape, nullptr, 0};
+  pinned->deleter = [](DLManagedTensor* self) { delete self; };
+  EXPECT_EQ(Tensor::fromDLPack(pinned).device(), Device::cpu());
+}
+
 TEST(DLPack, RefusesStridedAndUnknownAndStillFrees) {
   static int deleted = 0;
   float data[6] = {};
