@@ -110,6 +110,86 @@ TEST(WorkQueue, IdleSpinningWorkersRunEveryOpOnceInOrder) {
   EXPECT_LE(WorkQueue::usableCpus(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
+// stealOnWait: a caller waiting right after submitting usually claims the op before the
+// sleeping worker wakes; either way every op runs once, in submission order, also when
+// only some are waited for (the rest run on the worker), and a caller never takes an op
+// that is not next in line.
+TEST(WorkQueue, StealOnWaitRunsTheWaitedOpOnTheCallerInOrder) {
+  WorkQueue queue("test queue", 1, {}, {}, true);
+  std::mutex mutex;
+  std::vector<int> order;
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int> onCaller{0}, onWorker{0};
+  std::vector<WorkPtr> unwaited;
+  for (int i = 0; i < 300; ++i) {
+    auto work = queue.submit(op(i + 1), [&, i] {
+      (std::this_thread::get_id() == caller ? onCaller : onWorker)++;
+      std::lock_guard<std::mutex> lock(mutex);
+      order.push_back(i);
+      return std::vector<Tensor>{};
+    });
+    if (i % 3 == 2) {
+      unwaited.push_back(work);  // left to the worker
+    } else {
+      EXPECT_TRUE(work->wait());
+    }
+  }
+  queue.drain();
+  ASSERT_EQ(order.size(), 300u);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_GT(onCaller.load(), 0) << "no waiting caller ever ran its op";
+  EXPECT_GT(onWorker.load(), 0) << "ops nobody waited for must still run on the worker";
+}
+
+TEST(WorkQueue, StealOnWaitNeverTakesAnOpBehindARunningOneOrWithAShortTimeout) {
+  WorkQueue queue("test queue", 1, {}, {}, true);
+  Gate gate;
+  const auto caller = std::this_thread::get_id();
+  std::atomic<bool> secondOnCaller{false};
+  auto first = queue.submit(op(1), [&] {
+    gate.enter();
+    return std::vector<Tensor>{};
+  });
+  ASSERT_TRUE(gate.awaitInside(1));
+  auto second = queue.submit(op(2), [&] {
+    secondOnCaller = std::this_thread::get_id() == caller;
+    return std::vector<Tensor>{};
+  });
+  // Next in line but the first still runs, and a 20 ms wait could not give up inside the
+  // job: the wait times out, the op stays queued.
+  EXPECT_THROW(second->wait(20ms), TimeoutError);
+  gate.open();
+  EXPECT_TRUE(second->wait());
+  EXPECT_FALSE(secondOnCaller);
+  EXPECT_TRUE(first->isCompleted());
+}
+
+// abort() from inside a stolen job fails its Work at once; the caller's wait() returns
+// when the job does, with the abort, and the queue then shuts down without waiting.
+TEST(WorkQueue, StealOnWaitAbortedWhileTheCallerRunsTheJob) {
+  auto queue = std::make_unique<WorkQueue>("test queue", 1, WorkQueue::Hooks{}, std::chrono::microseconds(0), true);
+  const auto caller = std::this_thread::get_id();
+  bool aborted = false;
+  for (int attempt = 0; attempt < 200 && !aborted; ++attempt) {
+    auto work = queue->submit(op(attempt + 1), [&] {
+      if (std::this_thread::get_id() == caller) {
+        queue->abort("aborted by the test");
+        aborted = true;
+      }
+      return std::vector<Tensor>{};
+    });
+    if (!aborted) {
+      try {
+        work->wait();
+      } catch (const AbortedError&) {
+      }
+    }
+    if (aborted) EXPECT_NE(errorOf(work).find("aborted by the test"), std::string::npos);
+  }
+  ASSERT_TRUE(aborted) << "no waiting caller ran its op in 200 tries";
+  queue.reset();  // returns: nothing runs any more
+}
+
 TEST(WorkQueue, WithoutWorkersJobsRunInsideSubmit) {
   WorkQueue queue("test queue", 0, {});
   std::thread::id ranOn;
