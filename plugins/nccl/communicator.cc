@@ -92,9 +92,9 @@ Communicator::~Communicator() { abort(); }
 std::shared_ptr<Communicator> Communicator::split(int color, int key, const Options& options,
                                                   const std::string& childId, Clock::time_point deadline,
                                                   const ErrorContext& where) {
-  const std::string what = "ncclCommSplit of the NCCL communicator of cuda:" + std::to_string(device_) +
-                           " (color " + (color == NCCL_SPLIT_NOCOLOR ? std::string("none") : std::to_string(color)) +
-                           ", key " + std::to_string(key) + ")";
+  const std::string what = "ncclCommSplit of the NCCL communicator of cuda:" + std::to_string(device_) + " (color " +
+                           (color == NCCL_SPLIT_NOCOLOR ? std::string("none") : std::to_string(color)) + ", key " +
+                           std::to_string(key) + ")";
   MutexLock lock(&mutex_);
   if (!comm_ || aborted())
     raise(ErrorCode::Aborted, where, what + " was not started: the parent's communicator was aborted",
@@ -106,20 +106,25 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key, const Opti
   bool timedOut = false;
   if (r == ncclSuccess || r == ncclInProgress) r = pollReady(deadline, &timedOut);
   if (timedOut || aborted() || r != ncclSuccess) {
-    const bool wasAborted = aborted();
-    const std::string why = timedOut     ? " did not finish before the init timeout"
-                            : wasAborted ? " was ended by abort()"
-                                         : " failed: " + describeNccl(r, comm_);
+    ErrorCode code = ErrorCode::Backend;
+    std::string why = " failed: " + describeNccl(r, comm_);
+    std::string next = hintFor(r) + "; then create the groups again";
+    if (timedOut) {
+      code = ErrorCode::Timeout;
+      why = " did not finish before the init timeout";
+      next =
+          "a rank of the parent group did not reach the split (it died, or issues other ops first): check every "
+          "rank is alive, or raise init_timeout; then create the groups again";
+    } else if (aborted()) {
+      code = ErrorCode::Aborted;
+      why = " was ended by abort()";
+      next = "create the groups again to continue";
+    }
     // Aborting the parent ends NCCL's split job and joins its thread, so `child` (which
     // the job writes) is settled below.
     abortLocked();
     if (child) (void)ncclCommAbort(child);
-    raise(timedOut ? ErrorCode::Timeout : wasAborted ? ErrorCode::Aborted : ErrorCode::Backend, where,
-          what + why + "; the parent's communicator was aborted with it",
-          timedOut ? "a rank of the parent group did not reach the split (it died, or issues other ops first): "
-                     "check every rank is alive, or raise init_timeout; then create the groups again"
-          : wasAborted ? "create the groups again to continue"
-                       : hintFor(r) + "; then create the groups again");
+    raise(code, where, what + why + "; the parent's communicator was aborted with it", next);
   }
   if (color == NCCL_SPLIT_NOCOLOR) {
     if (child) (void)ncclCommAbort(child);  // NCCL gives none; never keep one we did not ask for

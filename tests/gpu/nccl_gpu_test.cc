@@ -308,7 +308,8 @@ TEST(NcclGpuSubgroups, NewGroupAndSplitOfAParentWithCommunicators) {
         checkSubgroupAllreduce(*g, rank, members);  // and again, on the same communicator
         // A split communicator needs no unique-id exchange: this rank never joined one in
         // the subgroup's store.
-        const std::string joined = "backend/nccl/nccl_join/cuda" + std::to_string(rank) + "/" + std::to_string(g->rank());
+        const std::string joined = "backend/nccl/nccl_join/cuda" + std::to_string(rank) + "/" +
+                                   std::to_string(g->rank());
         EXPECT_EQ(g->store()->check({joined}), !parentHasComm) << how << " " << g->name();
       }
       pg.barrier()->wait();  // the parent still works after the splits

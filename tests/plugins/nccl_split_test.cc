@@ -91,8 +91,7 @@ std::map<int, std::pair<int, int>> ncclAssignment(const std::vector<SplitCall>& 
   std::map<int, std::pair<int, int>> out;  // parent rank -> (new rank, new size)
   for (auto& [color, ranks] : byColor) {
     std::sort(ranks.begin(), ranks.end());
-    for (int i = 0; i < static_cast<int>(ranks.size()); ++i)
-      out[ranks[i].second] = {i, static_cast<int>(ranks.size())};
+    for (int i = 0; i < static_cast<int>(ranks.size()); ++i) out[ranks[i].second] = {i, static_cast<int>(ranks.size())};
   }
   return out;
 }

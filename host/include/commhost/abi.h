@@ -70,7 +70,7 @@ enum class BoundaryType : uint8_t {
   ErrorContext,
   Future,
   GradBucket,
-  Backend,    // the base class: its data members sit before every plugin's own
+  Backend,       // the base class: its data members sit before every plugin's own
   WorkQueue,     // the SDK queue: plugins allocate it, and its inline submit() reads its members
   SplitRequest,  // what Backend::prepareSplit reads (backend.h)
 };

@@ -120,13 +120,10 @@ bool sameEntry(const PluginRef& a, const Config& ca, const PluginRef& b, const C
 }
 }  // namespace
 
-std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_ptr<const Config> config,
-                                                                    const PluginRegistry& registry, const State* keep,
-                                                                    const std::vector<std::string>& reloaded,
-                                                                    const std::string& prefix, const StorePtr& store,
-                                                                    uint64_t generation, std::vector<std::string>* kept,
-                                                                    std::vector<std::string>* built,
-                                                                    const SplitHandles* splitFrom) {
+std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(
+    std::shared_ptr<const Config> config, const PluginRegistry& registry, const State* keep,
+    const std::vector<std::string>& reloaded, const std::string& prefix, const StorePtr& store, uint64_t generation,
+    std::vector<std::string>* kept, std::vector<std::string>* built, const SplitHandles* splitFrom) {
   auto st = std::make_shared<State>();
   st->config = std::move(config);
   st->generation = generation;
