@@ -6,10 +6,10 @@
 // When a subgroup's communicator comes from ncclCommSplit: eagerly, in the parent
 // backend's prepareSplit(), when every rank of the parent has a live communicator on its
 // current CUDA device (created by eager_init or by an earlier op) and it is the same
-// communicator on all of them (their ids, Communicator::id(), are equal), as c10d splits in new_group when the parent has a communicator bound to a
-// device. Otherwise no rank splits, and the subgroup's members create a fresh
-// communicator through the subgroup's own store, on first use (or in the factory with
-// eager_init), as any group does.
+// communicator on all of them (their ids, Communicator::id(), are equal), as c10d splits
+// in new_group when the parent has a communicator bound to a device. Otherwise no rank
+// splits, and the subgroup's members create a fresh communicator through the subgroup's
+// own store, on first use (or in the factory with eager_init), as any group does.
 //
 // Why an agreement: ncclCommSplit is collective over every rank of the parent
 // communicator, so a rank that split while a peer went on to ncclCommInitRank would wait
@@ -34,7 +34,7 @@ std::string splitKey(const std::string& round);
 // Each rank votes with the id of its parent communicator on its current device
 // (Communicator::id(): its unique-id key, alike on every rank of that communicator) when
 // it has a live one (created, neither aborted nor failed), else "".
-
+//
 // The id of the communicator a round makes for the members of `color`: alike on each of
 // them, apart from every other communicator of the subgroup's backend (whose fresh ones
 // are named by their unique-id keys), so a split of the subgroup votes with it in turn.
