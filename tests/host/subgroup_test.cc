@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Multi-rank groups as threads over a HashStore, on the storecoll reference backend:
-// every op's results across ranks, then newGroup and split.
+// every op's results across ranks, then newGroup and split, and the backends' part in a
+// subgroup's creation (Backend::prepareSplit, on the split_recorder test plugin).
 #include "test_util.h"
 
 namespace commhost::test {
