@@ -4,8 +4,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "commhost/backend_sdk.h"
 #include "commhost/kernels/nan_check.h"
 #include "nccl_backend.h"
+#include "split.h"
 
 namespace commhost::nccl_backend {
 
@@ -38,6 +40,20 @@ NcclBackend::NcclBackend(const Options& options, const BackendContext& ctx, IdSo
     MutexLock lock(&shutdownMutex_);
     watchdog_ = std::make_unique<Watchdog>();
   }
+  if (ctx_.splitFrom) {
+    // The parent's prepareSplit() made this subgroup's communicator on one device (the
+    // same plugin made it, so the type is known). Not kept in ctx_: devices_ owns it now.
+    const auto split = std::static_pointer_cast<SplitComm>(ctx_.splitFrom);
+    ctx_.splitFrom.reset();
+    const ErrorContext where = ErrorContext::of(ctx, "nccl init");
+    if (split->rank != ctx.rank || split->comm->size() != ctx.worldSize)
+      raise(ErrorCode::Backend, where,
+            "the communicator split for this subgroup has rank " + std::to_string(split->rank) + " of " +
+                std::to_string(split->comm->size()) + ", the group rank " + std::to_string(ctx.rank) + " of " +
+                std::to_string(ctx.worldSize),
+            "report it to commhost's developers");
+    addDevice(where, split->device, split->comm);
+  }
   if (options_.eagerInit) {
     OpContext op;
     op.group = ctx.groupName;
@@ -62,9 +78,8 @@ NcclBackend::DeviceState& NcclBackend::deviceState(const OpContext& op, int devi
     if (it != devices_.end()) return it->second;
   }
   // Created outside the lock: the exchange waits on peers, and abort() must not wait for it.
-  ErrorContext where = ErrorContext::of(op);
+  const ErrorContext where = ErrorContext::of(op);
   DeviceGuard guard(device);
-  DeviceState state;
   Communicator::Setup setup;
   setup.device = device;
   setup.rank = ctx_.rank;
@@ -74,7 +89,14 @@ NcclBackend::DeviceState& NcclBackend::deviceState(const OpContext& op, int devi
   setup.options = &options_;
   setup.idSource = idSource_;
   setup.where = where;
-  state.comm = Communicator::create(setup);
+  return addDevice(where, device, Communicator::create(setup));
+}
+
+NcclBackend::DeviceState& NcclBackend::addDevice(const ErrorContext& where, int device,
+                                                 std::shared_ptr<Communicator> comm) {
+  DeviceGuard guard(device);
+  DeviceState state;
+  state.comm = std::move(comm);
   int least = 0, greatest = 0;
   CUDA_CHECK(where, cudaDeviceGetStreamPriorityRange(&least, &greatest));
   CUDA_CHECK(where, cudaStreamCreateWithPriority(&state.stream, cudaStreamNonBlocking,
@@ -88,6 +110,57 @@ NcclBackend::DeviceState& NcclBackend::deviceState(const OpContext& op, int devi
           "create a new group to continue");
   }
   return devices_.emplace(device, state).first->second;
+}
+
+std::shared_ptr<Communicator> NcclBackend::liveComm(int device) {
+  std::shared_ptr<Communicator> comm;
+  {
+    MutexLock lock(&mutex_);
+    const auto it = devices_.find(device);
+    if (it == devices_.end()) return nullptr;
+    comm = it->second.comm;
+  }
+  // Outside the lock, as abort() does: asyncError() takes the communicator's own lock.
+  if (comm->aborted() || comm->asyncError() != ncclSuccess) return nullptr;
+  return comm;
+}
+
+std::shared_ptr<void> NcclBackend::prepareSplit(const SplitRequest& request) {
+  const ErrorContext where{ctx_.groupName, ctx_.rank, request.op};
+  int device = -1;
+  std::shared_ptr<Communicator> parent;
+  SplitCall call;
+  try {
+    call = splitCall(request, where);
+    bool any = false;
+    {
+      MutexLock lock(&mutex_);
+      any = !devices_.empty();
+    }
+    // Without any communicator there is nothing to split, and no device to ask about.
+    if (any && !aborted_.load() && !closed_.load()) {
+      CUDA_CHECK(where, cudaGetDevice(&device));
+      parent = liveComm(device);
+    }
+  } catch (const Error& e) {
+    // The others' vote ends at once naming this rank, instead of at the timeout.
+    publishFailure(ctx_, splitKey(request.round), std::string("could not vote: ") + e.what());
+    throw;
+  }
+  const std::string agreed = agreeOnSplit(ctx_, request.round, request.op, parent ? parent->id() : std::string());
+  if (agreed.empty()) return nullptr;  // no rank splits: the members create fresh communicators
+  auto child = parent->split(call.color, call.key, options_, splitChildId(request.round, call.color),
+                             Clock::now() + initTimeout(options_, ctx_.timeout), where);
+  if (!child) return nullptr;  // in no subgroup of this round
+  if (const std::string wrong = splitMismatch(request, child->rank(), child->size()); !wrong.empty()) {
+    child->abort();
+    raise(ErrorCode::Backend, where, wrong, "report it with NCCL_DEBUG=INFO output to commhost's developers");
+  }
+  auto prepared = std::make_shared<SplitComm>();
+  prepared->device = device;
+  prepared->rank = request.rank;
+  prepared->comm = std::move(child);
+  return prepared;
 }
 
 void NcclBackend::checkNan(const OpContext& op, DeviceState& state, const std::vector<Tensor>& inputs) {

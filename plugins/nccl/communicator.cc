@@ -47,7 +47,8 @@ std::shared_ptr<Communicator> Communicator::create(const Setup& s) {
   ErrorContext where = s.where;
   // Published before the id wait, so a timeout anywhere below can name who never came.
   s.store->set(joinKey(s.device, s.rank), toBytes("1"));
-  ncclUniqueId id = exchangeUniqueId(*s.store, s.rank, uniqueIdKey(s.device), s.timeout, s.idSource, where);
+  const std::string idKey = uniqueIdKey(s.device);
+  ncclUniqueId id = exchangeUniqueId(*s.store, s.rank, idKey, s.timeout, s.idSource, where);
   ncclConfig_t config = configFor(*s.options);
   ncclComm_t comm = nullptr;
   ncclResult_t r = ncclCommInitRankConfig(&comm, s.worldSize, id, s.rank, &config);
@@ -57,7 +58,7 @@ std::shared_ptr<Communicator> Communicator::create(const Setup& s) {
     raise(ErrorCode::Backend, where,
           "creating the NCCL communicator of cuda:" + std::to_string(s.device) + " failed: " + what, hintFor(r));
   }
-  auto self = std::shared_ptr<Communicator>(new Communicator(s.device, comm));
+  auto self = std::shared_ptr<Communicator>(new Communicator(s.device, comm, s.rank, s.worldSize, idKey));
   MutexLock lock(&self->mutex_);
   bool timedOut = false;
   r = self->pollReady(deadline, &timedOut);
@@ -87,6 +88,69 @@ std::shared_ptr<Communicator> Communicator::create(const Setup& s) {
 }
 
 Communicator::~Communicator() { abort(); }
+
+std::shared_ptr<Communicator> Communicator::split(int color, int key, const Options& options,
+                                                  const std::string& childId, Clock::time_point deadline,
+                                                  const ErrorContext& where) {
+  const std::string what = "ncclCommSplit of the NCCL communicator of cuda:" + std::to_string(device_) + " (color " +
+                           (color == NCCL_SPLIT_NOCOLOR ? std::string("none") : std::to_string(color)) + ", key " +
+                           std::to_string(key) + ")";
+  MutexLock lock(&mutex_);
+  if (!comm_ || aborted())
+    raise(ErrorCode::Aborted, where, what + " was not started: the parent's communicator was aborted",
+          "the other ranks of the parent group fail in the same split: create the parent group again");
+  DeviceGuard guard(device_);
+  ncclConfig_t config = configFor(options);
+  ncclComm_t child = nullptr;
+  ncclResult_t r = ncclCommSplit(comm_, color, key, &child, &config);
+  bool timedOut = false;
+  if (r == ncclSuccess || r == ncclInProgress) r = pollReady(deadline, &timedOut);
+  if (timedOut || aborted() || r != ncclSuccess) {
+    ErrorCode code = ErrorCode::Backend;
+    std::string why = " failed: " + describeNccl(r, comm_);
+    std::string next = hintFor(r) + "; then create the groups again";
+    if (timedOut) {
+      code = ErrorCode::Timeout;
+      why = " did not finish before the init timeout";
+      next =
+          "a rank of the parent group did not reach the split (it died, or issues other ops first): check every "
+          "rank is alive, or raise init_timeout; then create the groups again";
+    } else if (aborted()) {
+      code = ErrorCode::Aborted;
+      why = " was ended by abort()";
+      next = "create the groups again to continue";
+    }
+    // Aborting the parent ends NCCL's split job and joins its thread, so `child` (which
+    // the job writes) is settled below.
+    abortLocked();
+    if (child) (void)ncclCommAbort(child);
+    raise(code, where, what + why + "; the parent's communicator was aborted with it", next);
+  }
+  if (color == NCCL_SPLIT_NOCOLOR) {
+    if (child) (void)ncclCommAbort(child);  // NCCL gives none; never keep one we did not ask for
+    return nullptr;
+  }
+  if (!child)
+    raise(ErrorCode::Backend, where, what + " succeeded but gave no communicator",
+          "run with NCCL_DEBUG=INFO and report it with the NCCL version");
+  auto self = std::shared_ptr<Communicator>(new Communicator(device_, child, -1, 0, childId));
+  MutexLock childLock(&self->mutex_);
+  r = self->pollReady(deadline, &timedOut);
+  int rank = -1, size = 0;
+  if (!timedOut && r == ncclSuccess) r = ncclCommUserRank(child, &rank);
+  if (!timedOut && r == ncclSuccess) r = ncclCommCount(child, &size);
+  if (timedOut || r != ncclSuccess) {
+    const std::string why = timedOut ? " made a communicator that was not ready before the init timeout"
+                                     : " made a communicator that failed: " + describeNccl(r, child);
+    self->abortLocked();
+    raise(timedOut ? ErrorCode::Timeout : ErrorCode::Backend, where, what + why,
+          timedOut ? "raise init_timeout, or check the network between the subgroup's hosts"
+                   : hintFor(r) + "; then create the subgroup again");
+  }
+  self->rank_ = rank;
+  self->size_ = size;
+  return self;
+}
 
 ncclResult_t Communicator::pollReady(Clock::time_point deadline, bool* timedOut) {
   *timedOut = false;
@@ -140,6 +204,11 @@ ncclResult_t Communicator::asyncError(std::string* message) {
 void Communicator::abort() noexcept {
   aborted_.store(true, std::memory_order_release);
   MutexLock lock(&mutex_);
+  abortLocked();
+}
+
+void Communicator::abortLocked() noexcept {
+  aborted_.store(true, std::memory_order_release);
   if (!comm_) return;
   DeviceGuard guard(device_);
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)

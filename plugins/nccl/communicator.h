@@ -55,6 +55,22 @@ class Communicator {
   ~Communicator();  // aborts a communicator neither destroyed nor aborted
 
   int device() const { return device_; }
+  int rank() const { return rank_; }  // in the communicator (NCCL's own for a split one)
+  int size() const { return size_; }
+  // Names this communicator alike on every rank of it, and apart from the backend's
+  // others: the store key of its unique id, or the `id` split() was given.
+  const std::string& id() const { return id_; }
+
+  // ncclCommSplit of this communicator: a collective over every rank of it, each with its
+  // color (NCCL_SPLIT_NOCOLOR: takes part, gets null) and key (orders the ranks of one
+  // color). Non-blocking like create(): NCCL runs the split as a job of this
+  // communicator, which reports ncclInProgress until the job ends (only then is the new
+  // handle set), so this one is polled first, then the new one, both up to `deadline`.
+  // The new communicator has `options`' config and the id `childId`. On failure, timeout or abort() this
+  // communicator is aborted too (aborting it ends NCCL's job; its peers are stuck in the
+  // same split or already gave up) and BackendError / TimeoutError / AbortedError says so.
+  std::shared_ptr<Communicator> split(int color, int key, const Options& options, const std::string& childId,
+                                      std::chrono::steady_clock::time_point deadline, const ErrorContext& where);
 
   // Runs `calls` (NCCL calls on the handle, between ncclGroupStart/End) and polls until
   // NCCL has taken them (ncclInProgress ends). Throws BackendError with NCCL's message,
@@ -76,11 +92,17 @@ class Communicator {
   void destroy(std::chrono::steady_clock::time_point deadline) noexcept;
 
  private:
-  Communicator(int device, ncclComm_t comm) : device_(device), comm_(comm) {}
+  Communicator(int device, ncclComm_t comm, int rank, int size, std::string id)
+      : device_(device), id_(std::move(id)), rank_(rank), size_(size), comm_(comm) {}
+  // abort() with mutex_ held: revoke, abort, forget the handle.
+  void abortLocked() noexcept REQUIRES(mutex_);
   // Polls ncclCommGetAsyncError while it says ncclInProgress.
   ncclResult_t pollReady(std::chrono::steady_clock::time_point deadline, bool* timedOut) REQUIRES(mutex_);
 
   const int device_;
+  const std::string id_;
+  int rank_ = 0;  // set before the communicator is shared, never after
+  int size_ = 1;
   std::atomic<bool> aborted_{false};  // set first by abort(), so pollers give up before it takes mutex_
   Mutex mutex_;
   ncclComm_t comm_ GUARDED_BY(mutex_);  // null once aborted or destroyed

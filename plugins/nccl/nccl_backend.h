@@ -2,8 +2,15 @@
 // The nccl backend: every collective on CUDA tensors over NCCL (the role of c10d's
 // ProcessGroupNCCL). One communicator and one NCCL stream per device, created on the
 // first op on that device (or in the factory with eager_init); the unique id travels
-// through the backend's private store. Subgroups get a communicator of their own through
-// their own store (ncclCommSplit from the parent's comes later).
+// through the backend's private store.
+//
+// Subgroups (split.h says when and why): prepareSplit() runs on every rank of the parent
+// in newGroup/split. When every rank has a live communicator on its current device (the
+// same one), all call ncclCommSplit on it there (ranks in no subgroup with
+// NCCL_SPLIT_NOCOLOR), and the subgroup's backend starts with the new communicator on
+// that device (SplitComm through BackendContext::splitFrom); otherwise it creates a fresh
+// one through its own store, as any group does. Either way its communicators of other
+// devices are created fresh on first use.
 //
 // Threading: ops come from the group's thread, which alone creates devices' state
 // (devices_ is guarded for abort() and shutdown(), which may come from any thread).
@@ -27,6 +34,15 @@
 namespace commhost::nccl_backend {
 
 std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
+
+// What the parent's prepareSplit() hands the subgroup's backend on this rank
+// (BackendContext::splitFrom): the communicator ncclCommSplit made on `device`, in which
+// this rank is `rank`. Dropped unused, it aborts the communicator.
+struct SplitComm {
+  int device = 0;
+  int rank = 0;
+  std::shared_ptr<Communicator> comm;
+};
 
 class NcclBackend final : public Backend {
  public:
@@ -63,6 +79,8 @@ class NcclBackend final : public Backend {
 
   void abort(const std::string& reason) override;
   void shutdown() override;
+  // Votes, then splits the current device's communicator when every rank agrees (split.h).
+  std::shared_ptr<void> prepareSplit(const SplitRequest& request) override;
 
  private:
   struct DeviceState {
@@ -83,6 +101,10 @@ class NcclBackend final : public Backend {
 
   // The device's state, creating the communicator and stream on first use.
   DeviceState& deviceState(const OpContext& op, int device);
+  // Adds `device`'s state around `comm` (its stream and buffers); refused after abort().
+  DeviceState& addDevice(const ErrorContext& where, int device, std::shared_ptr<Communicator> comm);
+  // The communicator of `device` when it exists and is usable (not aborted, no async error).
+  std::shared_ptr<Communicator> liveComm(int device);
   // Orders the NCCL stream after the caller's, runs the NaN check, queues `calls`,
   // records the end event and hands the work to the watchdog.
   WorkPtr run(const OpContext& op, Op desc, const Calls& calls);

@@ -2,7 +2,9 @@
 // The nccl backend on real GPUs: every visible GPU is one rank (a thread each, over a
 // HashStore), every op x dtype checked against the CPU reference (tests/plugins/
 // reference_data.h), then the failure paths: a rank that skips an op (TimeoutError),
-// abort() ending a wait, and the NaN check. Exits 77 (skipped) without a usable device.
+// abort() ending a wait, and the NaN check; then subgroups by newGroup and split, from
+// ncclCommSplit of the parent's communicator or fresh. Exits 77 (skipped) without a
+// usable device.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -244,6 +246,78 @@ TEST(NcclGpuFaults, NanCheckNamesTheTensor) {
     }
   });
   for (auto& g : groups) g->shutdown();
+}
+
+// Groups whose ranks each use their own GPU: each thread sets its device before creating
+// its group, so eager_init creates the communicator there.
+std::vector<std::shared_ptr<ProcessGroup>> makeGpuGroups(const std::string& yaml, int world) {
+  auto registry = testRegistry();
+  auto config = configFrom(yaml, *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(60));
+  std::vector<std::shared_ptr<ProcessGroup>> groups(world);
+  runRanks(world, [&](int r) {
+    cudaSetDevice(r);
+    groups[r] = ProcessGroup::create({config, registry, store, r, world});
+  });
+  return groups;
+}
+
+// allreduce (sum) of sourceTensor(f32) over `pg`, whose members are the world ranks
+// `members` (pg's rank order), checked against the members' sum.
+void checkSubgroupAllreduce(ProcessGroup& pg, int worldRank, const std::vector<int>& members) {
+  constexpr int64_t n = 513;
+  Tensor t = toDevice(sourceTensor(DType::Float32, worldRank, n), worldRank);
+  pg.allreduce(t)->wait();
+  const Tensor h = toHost(t);
+  for (int64_t i = 0; i < n; ++i) {
+    double want = 0;
+    for (int m : members) want += load(sourceTensor(DType::Float32, m, n), i);
+    expectNear(h, i, want, pg.name() + " allreduce");
+  }
+}
+
+// Subgroups of a parent that has its communicators (eager_init, or an op before): newGroup
+// and split take theirs from ncclCommSplit of the parent's, on every parent rank (members
+// or not), so the subgroup's store never sees a unique id. A parent without any gets
+// fresh ones for its subgroups, through their own stores.
+TEST(NcclGpuSubgroups, NewGroupAndSplitOfAParentWithCommunicators) {
+  const int world = gpus();
+  for (const char* how : {"eager_init: true", "", "none"}) {
+    const bool parentHasComm = std::string(how) != "none";
+    auto groups = makeGpuGroups(config(parentHasComm ? how : ""), world);
+    // newGroup of the first world-1 ranks (the one rank on one GPU), split by parity.
+    std::vector<int> all, firsts;
+    for (int r = 0; r < world; ++r) all.push_back(r);
+    for (int r = 0; r < std::max(1, world - 1); ++r) firsts.push_back(r);
+    runRanks(world, [&](int rank) {
+      cudaSetDevice(rank);
+      ProcessGroup& pg = *groups[rank];
+      // Without eager_init the parent's communicator comes from its first op.
+      if (std::string(how).empty()) checkSubgroupAllreduce(pg, rank, all);
+      auto sub = pg.newGroup(firsts);
+      ASSERT_EQ(sub != nullptr, rank < static_cast<int>(firsts.size())) << how;
+      std::vector<int> sameParity;
+      for (int r = rank % 2; r < world; r += 2) sameParity.push_back(r);
+      auto half = pg.split(rank % 2, rank);
+      ASSERT_NE(half, nullptr);
+      EXPECT_EQ(half->size(), static_cast<int>(sameParity.size()));
+      for (auto* g : {sub.get(), half.get()}) {
+        if (!g) continue;
+        const std::vector<int>& members = g == sub.get() ? firsts : sameParity;
+        checkSubgroupAllreduce(*g, rank, members);
+        checkSubgroupAllreduce(*g, rank, members);  // and again, on the same communicator
+        // A split communicator needs no unique-id exchange: this rank never joined one in
+        // the subgroup's store.
+        const std::string joined = "backend/nccl/nccl_join/cuda" + std::to_string(rank) + "/" +
+                                   std::to_string(g->rank());
+        EXPECT_EQ(g->store()->check({joined}), !parentHasComm) << how << " " << g->name();
+      }
+      pg.barrier()->wait();  // the parent still works after the splits
+      if (sub) sub->shutdown();
+      half->shutdown();
+    });
+    for (auto& g : groups) g->shutdown();
+  }
 }
 
 }  // namespace

@@ -80,6 +80,15 @@ TEST(StructPrefix, EveryStructThatCrossesStartsWithSizeMagicAndVersion) {
   EXPECT_EQ(o.size, sizeof(OpContext));
   EXPECT_EQ(o.magic, kOpContextMagic);
   EXPECT_EQ(abiMajorOf(o.abiVersion), 2u);
+  const SplitRequest r;
+  EXPECT_EQ(r.size, sizeof(SplitRequest));
+  EXPECT_EQ(r.magic, kSplitRequestMagic);
+  EXPECT_EQ(r.abiVersion, kAbiVersion);
+  EXPECT_EQ(offsetof(SplitRequest, abiVersion), 8u);
+  // Fingerprinted, and allowed to grow in a minor (the host fills it, a plugin reads it).
+  EXPECT_EQ(kBuildFingerprint.layouts[static_cast<int>(BoundaryType::SplitRequest)].size, sizeof(SplitRequest));
+  EXPECT_STREQ(boundaryTypeName(BoundaryType::SplitRequest), "SplitRequest");
+  EXPECT_TRUE(mayGrowInMinor(BoundaryType::SplitRequest));
   // The prefix sits first, where every later minor will find it.
   EXPECT_EQ(offsetof(PluginDescriptor, size), 0u);
   EXPECT_EQ(offsetof(OpContext, abiVersion), 8u);

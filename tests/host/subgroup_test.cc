@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Multi-rank groups as threads over a HashStore, on the storecoll reference backend:
-// every op's results across ranks, then newGroup and split.
+// every op's results across ranks, then newGroup and split, and the backends' part in a
+// subgroup's creation (Backend::prepareSplit, on the split_recorder test plugin).
 #include "test_util.h"
 
 namespace commhost::test {
@@ -185,6 +186,84 @@ TEST(Subgroups, NewGroupAndSplitComputeOverTheirMembers) {
       EXPECT_FLOAT_EQ(b.data_as<float>()[0], value(1, 0));
     }
     world[r]->barrier()->wait();  // the world group still works after its subgroups
+  });
+}
+
+// Backend::prepareSplit on the split_recorder test plugin, which records each call in its
+// store: every rank of the parent takes part in each round (members and the others), with
+// its subgroup's color, rank and members, and the subgroup's backend of the same name gets
+// what its namesake prepared on that rank.
+constexpr const char* kRecorderConfig =
+    "group: { timeout: 20s }\n"
+    "backends: { rec_a: { plugin: split_recorder }, rec_b: { plugin: split_recorder }, ref: { plugin: storecoll } }\n"
+    "routes: [{ device: cpu, backend: [rec_a, ref] }, { device: cpu, op: broadcast, backend: [rec_b, ref] }]\n";
+
+std::string read(ProcessGroup& pg, const std::string& key) { return toString(pg.store()->get(key)); }
+
+TEST(SubgroupHook, EveryParentRankPreparesEachRoundAndMembersGetTheirHandle) {
+  constexpr int kRanks = 4;
+  auto world = makeGroups(kRecorderConfig, kRanks);
+  std::vector<std::shared_ptr<ProcessGroup>> odd(kRanks), half(kRanks);
+  runRanks(kRanks, [&](int r) {
+    odd[r] = world[r]->newGroup({3, 1});
+    // Rank 0 opts out; {2} is color 0; {1, 3} is color 1, ordered 3, 1 by key.
+    half[r] = world[r]->split(r == 0 ? -1 : r % 2, -r);
+  });
+  const std::string none = " group= color=-1 rank=-1 members= timeout=20000";
+  for (const char* backend : {"rec_a", "rec_b"}) {
+    const std::string at = std::string("backend/") + backend + "/prepared/";
+    ProcessGroup& pg = *world[0];  // one store: any rank reads every rank's record
+    EXPECT_EQ(read(pg, at + "sub1/0"), "op=new_group" + none);
+    EXPECT_EQ(read(pg, at + "sub1/1"), "op=new_group group=main/sub1 color=0 rank=0 members=1,3 timeout=20000");
+    EXPECT_EQ(read(pg, at + "sub1/2"), "op=new_group" + none);
+    EXPECT_EQ(read(pg, at + "sub1/3"), "op=new_group group=main/sub1 color=0 rank=1 members=1,3 timeout=20000");
+    EXPECT_EQ(read(pg, at + "split2/0"), "op=split" + none);
+    EXPECT_EQ(read(pg, at + "split2/1"), "op=split group=main/split2c1 color=1 rank=1 members=3,1 timeout=20000");
+    EXPECT_EQ(read(pg, at + "split2/2"), "op=split group=main/split2c0 color=0 rank=0 members=2 timeout=20000");
+    EXPECT_EQ(read(pg, at + "split2/3"), "op=split group=main/split2c1 color=1 rank=0 members=3,1 timeout=20000");
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_EQ(odd[r] != nullptr, r % 2 == 1) << r;
+    ASSERT_EQ(half[r] != nullptr, r != 0) << r;
+    const std::string rank = std::to_string(r);
+    if (odd[r]) {
+      // Each backend gets its namesake's handle, made before the subgroup's backends.
+      const std::string at = "/split_from/" + std::to_string(odd[r]->rank());
+      EXPECT_EQ(read(*odd[r], "backend/rec_a" + at), "rec_a of main rank " + rank + " for main/sub1");
+      EXPECT_EQ(read(*odd[r], "backend/rec_b" + at), "rec_b of main rank " + rank + " for main/sub1");
+    }
+    if (half[r]) {
+      EXPECT_EQ(read(*half[r], "backend/rec_a/split_from/" + std::to_string(half[r]->rank())),
+                "rec_a of main rank " + rank + " for " + half[r]->name());
+      // A subgroup's own subgroups prepare through its backends, which got none themselves.
+      auto inner = half[r]->newGroup({0});
+      ASSERT_EQ(inner != nullptr, half[r]->rank() == 0);
+      if (inner) {
+        EXPECT_EQ(read(*inner, "backend/rec_b/split_from/0"),
+                  "rec_b of " + half[r]->name() + " rank 0 for " + half[r]->name() + "/sub1");
+      }
+    }
+  }
+  // A group of its own is not a subgroup: its factories get nothing.
+  EXPECT_EQ(read(*world[2], "backend/rec_a/split_from/2"), "none");
+}
+
+TEST(SubgroupHook, AFailingPrepareFailsTheRoundOnItsRankNamingTheBackend) {
+  constexpr int kRanks = 3;
+  auto world = makeGroups(
+      "group: { timeout: 20s }\n"
+      "backends: { rec: { plugin: split_recorder, options: { fail_rank: 2 } }, ref: { plugin: storecoll } }\n"
+      "routes: [{ device: cpu, backend: [rec, ref] }]\n",
+      kRanks);
+  runRanks(kRanks, [&](int r) {
+    if (r == 2) {
+      EXPECT_THROW_WITH(world[r]->newGroup({0, 1}), PluginError, "[group main rank 2] new_group",
+                        "backend 'rec' failed to prepare subgroup round sub1", "split_recorder fails on rank 2");
+      return;
+    }
+    auto sub = world[r]->newGroup({0, 1});  // the recorder waits for no peer
+    ASSERT_NE(sub, nullptr);
+    EXPECT_EQ(sub->rank(), r);
   });
 }
 

@@ -2,7 +2,8 @@
 // The plugin ABI's version numbers, struct prefixes and build fingerprint.
 //
 // Frozen within an ABI major: every struct that crosses the plugin boundary
-// (PluginDescriptor, BackendContext, StoreContext, CommHookContext, OpContext) begins
+// (PluginDescriptor, BackendContext, StoreContext, CommHookContext, OpContext,
+// SplitRequest) begins
 // with the same three fields, as NCCL's ncclConfig_t does:
 //
 //   uint32_t size;     sizeof(the struct) where it was built. A later minor version
@@ -40,6 +41,7 @@ constexpr uint32_t kBackendContextMagic = 0x43424843;    // "CHBC"
 constexpr uint32_t kStoreContextMagic = 0x43534843;      // "CHSC"
 constexpr uint32_t kCommHookContextMagic = 0x43484843;   // "CHHC"
 constexpr uint32_t kOpContextMagic = 0x434f4843;         // "CHOC"
+constexpr uint32_t kSplitRequestMagic = 0x52534843;      // "CHSR"
 
 // Every type whose layout both sides of the boundary must agree on, in the order of
 // BuildFingerprint::layouts. Frozen within an ABI major; a minor version may append.
@@ -68,22 +70,25 @@ enum class BoundaryType : uint8_t {
   ErrorContext,
   Future,
   GradBucket,
-  Backend,    // the base class: its data members sit before every plugin's own
-  WorkQueue,  // the SDK queue: plugins allocate it, and its inline submit() reads its members
+  Backend,       // the base class: its data members sit before every plugin's own
+  WorkQueue,     // the SDK queue: plugins allocate it, and its inline submit() reads its members
+  SplitRequest,  // what Backend::prepareSplit reads (backend.h)
 };
-constexpr int kNumBoundaryTypes = 26;
+constexpr int kNumBoundaryTypes = 27;
 // "std::string", "BackendContext", ...
 COMMHOST_API const char* boundaryTypeName(BoundaryType type);
 // Types of the standard library (and void*): their layout never changes with a minor
 // version of commhost, so any difference means another standard library or flags.
 constexpr bool isStandardType(BoundaryType type) { return type <= BoundaryType::Milliseconds; }
-// The structs a minor version may append fields to: the host reads them only through a
-// pointer and their `size` prefix. Every other commhost type (OpContext included) is
+// The structs a minor version may append fields to: the host fills the contexts and the
+// SplitRequest and a plugin fills its descriptor; each is read only through a reference
+// and its `size` prefix. Every other commhost type (OpContext included) is
 // embedded by value in inline code on both sides (Work holds its OpContext, vectors of
 // Tensor, a thrown Error), so its layout is fixed within an ABI major.
 constexpr bool mayGrowInMinor(BoundaryType type) {
   return type == BoundaryType::PluginDescriptor || type == BoundaryType::BackendContext ||
-         type == BoundaryType::StoreContext || type == BoundaryType::CommHookContext;
+         type == BoundaryType::StoreContext || type == BoundaryType::CommHookContext ||
+         type == BoundaryType::SplitRequest;
 }
 
 struct TypeLayout {

@@ -30,11 +30,19 @@
 // calls after an abort itself). A backend with threads, works in flight, or calls that
 // wait on peers (store waits, sockets) overrides abort() to end those waits, else a lost
 // peer leaves the call blocked until its own timeout.
+//
+// Subgroups: prepareSplit() (optional, see below) lets a backend take part in creating a
+// subgroup on every rank of its group, so the subgroup's backend can start from its state
+// (as the nccl backend does with ncclCommSplit).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "commhost/abi.h"
 #include "commhost/capabilities.h"
 #include "commhost/export.h"
 #include "commhost/options.h"
@@ -42,6 +50,34 @@
 #include "commhost/work.h"
 
 namespace commhost {
+
+// SplitRequest::color of a rank that joins none of a round's subgroups (the value of
+// NCCL_SPLIT_NOCOLOR).
+constexpr int kNoColor = -1;
+
+// One round of subgroup creation (ProcessGroup::newGroup, or one split call, which may
+// create a subgroup per color) as one rank of the parent group takes part in it. Filled
+// by the host; valid during the call only. It starts with the prefix abi.h explains: a
+// minor version may append fields.
+struct SplitRequest {
+  uint32_t size = sizeof(SplitRequest);
+  uint32_t magic = kSplitRequestMagic;
+  uint32_t abiVersion = kAbiVersion;
+  const char* op = "new_group";  // "new_group" or "split" (static storage), for error messages
+  // Names the round, equal on every rank of the parent group and never reused in its life
+  // ("sub1", "split2"): a key for the backend's own exchange through its store.
+  std::string round;
+  // This rank's subgroup: its name ("main/sub1", "main/split2c0"), its color (>= 0: equal
+  // on its members, different for each subgroup of the round), this rank's rank in it
+  // (members are ordered by split's key, then by rank in the parent), and its members as
+  // ranks of the parent group, in subgroup rank order. A rank in none of the round's
+  // subgroups gets "", kNoColor, -1 and no members.
+  std::string group;
+  int color = kNoColor;
+  int rank = -1;
+  std::vector<int> members;
+  std::chrono::milliseconds timeout{0};  // how long a wait for the parent's other ranks may take (group.timeout)
+};
 
 class COMMHOST_API Backend {
  public:
@@ -87,6 +123,21 @@ class COMMHOST_API Backend {
 
   virtual void abort(const std::string& reason);
   virtual void shutdown();
+
+  // Subgroups, optional. ProcessGroup::newGroup and split call it on every rank of this
+  // backend's group, members of the new subgroups and the other ranks alike, once per
+  // round, after the ranks agreed on the members and before any of the round's subgroup
+  // backends exists; from the group's calling thread, so in the same order on every rank
+  // (the group's backends in config order). A backend whose subgroups can start from its
+  // own state with a collective over the whole parent group (ncclCommSplit, which every
+  // rank of the parent communicator calls) does that here and returns what it made: on
+  // this rank the host hands it to the factory of the subgroup's backend of the same name
+  // (the same plugin and options: the subgroup is built from the parent's current config)
+  // as BackendContext::splitFrom, and drops it on a rank in no subgroup. Throw a
+  // commhost::Error to fail the round on this rank (newGroup/split throws it); anything
+  // else thrown becomes a PluginError naming the backend. The default prepares nothing
+  // and returns null: the subgroup's backend starts on its own.
+  virtual std::shared_ptr<void> prepareSplit(const SplitRequest& request);
 
   // The key under `backends:` in the config this backend was created as (the host sets
   // it once the factory returns); "" for a backend the host did not create.

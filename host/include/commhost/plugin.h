@@ -75,6 +75,12 @@ struct BackendContext {
   std::function<std::shared_ptr<Backend>(const std::string& name, const std::vector<int>& members,
                                          const std::string& label)>
       makeBackend;
+  // Subgroups only: what the parent group's backend of the same name returned from
+  // prepareSplit() on this rank for this subgroup (the same plugin made it, so the factory
+  // knows its type); null for any other creation (a group of its own, a hot swap's
+  // rebuild, a makeBackend part) and when the parent's backend prepared nothing. The
+  // factory keeps what it needs; the host drops its references once the subgroup exists.
+  std::shared_ptr<void> splitFrom;
 };
 
 // What a store factory gets: the job's rendezvous facts. Filled by the host (or a tool
@@ -220,6 +226,7 @@ constexpr BuildFingerprint kBuildFingerprint = {
         abi_detail::layoutOf<GradBucket>(),
         abi_detail::layoutOf<Backend>(),
         abi_detail::layoutOf<WorkQueue>(),
+        abi_detail::layoutOf<SplitRequest>(),
     },
 };
 static_assert(sizeof(kBuildFingerprint.layouts) / sizeof(TypeLayout) == kNumBoundaryTypes,

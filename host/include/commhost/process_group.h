@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -159,7 +160,10 @@ class COMMHOST_API ProcessGroup {
 
   // Subgroups. Collective over this group: every member calls it, in the same order.
   // newGroup returns null on ranks not in `ranks`. split groups ranks by color
-  // (ordered by key, then rank); a negative color returns null.
+  // (ordered by key, then rank); a negative color returns null. On every rank, members or
+  // not, each of this group's backends takes part first (Backend::prepareSplit, in config
+  // order), and a subgroup's backend gets what its namesake here prepared on this rank
+  // (BackendContext::splitFrom).
   std::shared_ptr<ProcessGroup> newGroup(const std::vector<int>& ranks);
   std::shared_ptr<ProcessGroup> split(int color, int key);
 
@@ -222,15 +226,20 @@ class COMMHOST_API ProcessGroup {
 
  private:
   ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks);
-  void createBackends();
+  // What this group's backends prepared for this rank's subgroup (Backend::prepareSplit),
+  // by backend name.
+  using SplitHandles = std::map<std::string, std::shared_ptr<void>>;
+  void createBackends(const SplitHandles& splitFrom = {});
   // The backends of `config` for this group, from `registry`'s plugins; those whose entry
   // matches one of `keep` (by name) and whose plugin is not in `reloaded` are taken from it. Backends built under "<prefix>backend/<name>" of the group
-  // store, through `store` when given (reconfigure's abandonable store). Throws on the
-  // first backend that fails (the ones built so far are released).
+  // store, through `store` when given (reconfigure's abandonable store). A subgroup's
+  // first backends get their namesakes' `splitFrom` entries. Throws on the first backend
+  // that fails (the ones built so far are released).
   std::shared_ptr<const State> buildState(std::shared_ptr<const Config> config, const PluginRegistry& registry,
                                           const State* keep, const std::vector<std::string>& reloaded,
                                           const std::string& prefix, const StorePtr& store, uint64_t generation,
-                                          std::vector<std::string>* kept, std::vector<std::string>* built);
+                                          std::vector<std::string>* kept, std::vector<std::string>* built,
+                                          const SplitHandles* splitFrom = nullptr);
   void checkSameConfig();
   void startSupervision();
   void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
@@ -243,7 +252,13 @@ class COMMHOST_API ProcessGroup {
   // this rank instead of waiting for it until the timeout.
   ReconfigureReport reconfigureOrRefuse(std::shared_ptr<const Config> newConfig, const ReconfigureOptions& options,
                                         const std::string& loadError);
-  std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label);
+  // Every backend's prepareSplit for one round, on every rank of this group; returns what
+  // they prepared when this rank is a member (request.color != kNoColor).
+  SplitHandles prepareSplits(const SplitRequest& request);
+  // The subgroup "<name>/<label>" over `members` (ranks of this group, in subgroup rank
+  // order); null when this rank is not one of them.
+  std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label,
+                                             const SplitHandles& splitFrom);
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;
 

@@ -57,5 +57,6 @@ WorkPtr Backend::recvAnySource(const OpContext& ctx, Tensor&, const RecvOptions&
 
 void Backend::abort(const std::string&) {}
 void Backend::shutdown() {}
+std::shared_ptr<void> Backend::prepareSplit(const SplitRequest&) { return nullptr; }
 
 }  // namespace commhost

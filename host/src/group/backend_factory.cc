@@ -70,6 +70,7 @@ std::shared_ptr<Backend> createConfiguredBackend(const Config& cfg, const Plugin
   ctx.worldSize = site.worldSize;
   ctx.store = site.store;
   ctx.timeout = cfg.timeout();
+  ctx.splitFrom = site.splitFrom;
   ctx.logger = std::make_shared<Logger>("commhost." + ref.plugin,
                                         "group " + site.group + " rank " + std::to_string(site.rank));
   ctx.makeBackend = [&cfg, &registry, &site, &name, composite](const std::string& part, const std::vector<int>& members,

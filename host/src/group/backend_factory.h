@@ -19,6 +19,9 @@ struct BackendSite {
   int worldSize = 1;
   StorePtr store;  // private to this backend in this group (already prefixed)
   int depth = 0;   // composite nesting: 0 for a group's own backends
+  // A subgroup's backend: what the parent's backend of the same name prepared for it
+  // (Backend::prepareSplit), handed to the factory as BackendContext::splitFrom.
+  std::shared_ptr<void> splitFrom;
 };
 
 // Creates `cfg.backends[name]` at `site`: the plugin's factory with a BackendContext whose

@@ -107,9 +107,9 @@ void ProcessGroup::checkSameConfig() {
           "every rank must use the same config and overrides; compare `commhost config check` output on each");
 }
 
-void ProcessGroup::createBackends() {
+void ProcessGroup::createBackends(const SplitHandles& splitFrom) {
   logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " rank " + std::to_string(rank_));
-  state_ = buildState(setup_.config, *setup_.registry, nullptr, {}, "", nullptr, 0, nullptr, nullptr);
+  state_ = buildState(setup_.config, *setup_.registry, nullptr, {}, "", nullptr, 0, nullptr, nullptr, &splitFrom);
   abortTargets_->set(state_->backends);
 }
 
@@ -120,12 +120,10 @@ bool sameEntry(const PluginRef& a, const Config& ca, const PluginRef& b, const C
 }
 }  // namespace
 
-std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_ptr<const Config> config,
-                                                                    const PluginRegistry& registry, const State* keep,
-                                                                    const std::vector<std::string>& reloaded,
-                                                                    const std::string& prefix, const StorePtr& store,
-                                                                    uint64_t generation, std::vector<std::string>* kept,
-                                                                    std::vector<std::string>* built) {
+std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(
+    std::shared_ptr<const Config> config, const PluginRegistry& registry, const State* keep,
+    const std::vector<std::string>& reloaded, const std::string& prefix, const StorePtr& store, uint64_t generation,
+    std::vector<std::string>* kept, std::vector<std::string>* built, const SplitHandles* splitFrom) {
   auto st = std::make_shared<State>();
   st->config = std::move(config);
   st->generation = generation;
@@ -168,6 +166,10 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(std::shared_
     // meet those of the generation they replace (or of an attempt that failed).
     BackendSite site{name_, rank_, worldSize_,
                      std::make_shared<PrefixStore>(prefix + "backend/" + backendName, store ? store : store_)};
+    if (splitFrom) {
+      const auto prepared = splitFrom->find(backendName);
+      if (prepared != splitFrom->end()) site.splitFrom = prepared->second;
+    }
     bool composite = false;
     st->backends.push_back(createConfiguredBackend(cfg, registry, backendName, site, &composite));
     st->composite.push_back(composite);

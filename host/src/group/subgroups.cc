@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // newGroup and split: collective over the parent group, each subgroup working under
 // its own store prefix ("<parent>/<label>") so keys of sibling groups never meet.
+//
+// Every rank of the parent takes part in a round, members or not: once the ranks agree
+// on the members (newGroup: the caller's list; split: every rank's color and key through
+// the store), each backend of the parent gets prepareSplit() on every rank before any
+// subgroup backend exists, so a backend may run a collective over the whole parent there
+// (the nccl backend's ncclCommSplit, which ranks outside the subgroups must join too).
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -8,6 +14,7 @@
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "features.h"
+#include "group_state.h"
 
 namespace commhost {
 namespace {
@@ -23,7 +30,30 @@ void requireSplit(const ProcessGroup::Setup& setup, const ErrorContext& where) {
 
 }  // namespace
 
-std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>& members, const std::string& label) {
+ProcessGroup::SplitHandles ProcessGroup::prepareSplits(const SplitRequest& request) {
+  SplitHandles prepared;
+  const auto& names = state_->routes.backendNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    Backend* backend = state_->backends[i].get();
+    if (!backend) continue;  // never created here, nor in the subgroup (same config)
+    std::shared_ptr<void> handle;
+    try {
+      handle = backend->prepareSplit(request);
+    } catch (const Error&) {
+      throw;  // the backend's own error names the group, rank and what to do
+    } catch (const std::exception& e) {
+      raise(ErrorCode::Plugin, {name_, rank_, request.op},
+            "backend '" + names[i] + "' failed to prepare subgroup round " + request.round + ": " + e.what(),
+            "report it to the author of its plugin (prepareSplit should throw a commhost::Error), or route its ops "
+            "elsewhere");
+    }
+    if (handle && request.color != kNoColor) prepared[names[i]] = std::move(handle);
+  }
+  return prepared;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>& members, const std::string& label,
+                                                         const SplitHandles& splitFrom) {
   const auto me = std::find(members.begin(), members.end(), rank_);
   if (me == members.end()) return nullptr;
   Setup sub = setup_;
@@ -34,7 +64,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>&
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(sub), name_ + "/" + label, std::move(global)));
   pg->store_ = std::make_shared<PrefixStore>(label, store_);
   pg->checkSameConfig();
-  pg->createBackends();
+  pg->createBackends(splitFrom);
   pg->startSupervision();
   return pg;
 }
@@ -52,7 +82,19 @@ std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ran
           "rank " + std::to_string(members.front() < 0 ? members.front() : members.back()) +
               " is outside the group (size " + std::to_string(worldSize_) + ")",
           "use ranks of this group, in [0, " + std::to_string(worldSize_) + ")");
-  return makeSubgroup(members, "sub" + std::to_string(++subgroupCount_));
+  const std::string label = "sub" + std::to_string(++subgroupCount_);
+  SplitRequest request;
+  request.op = "new_group";
+  request.round = label;
+  request.timeout = setup_.config->timeout();
+  const auto me = std::find(members.begin(), members.end(), rank_);
+  if (me != members.end()) {
+    request.group = name_ + "/" + label;
+    request.color = 0;  // one subgroup per round
+    request.rank = static_cast<int>(me - members.begin());
+    request.members = members;
+  }
+  return makeSubgroup(members, label, prepareSplits(request));
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
@@ -68,7 +110,14 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
           "every rank of the group must call split() the same number of times");
   }
   const auto values = store_->multiGet(keys);
-  if (color < 0) return nullptr;
+  SplitRequest request;
+  request.op = "split";
+  request.round = round;
+  request.timeout = setup_.config->timeout();
+  if (color < 0) {
+    prepareSplits(request);  // in no subgroup, but the backends' round includes this rank
+    return nullptr;
+  }
   std::vector<std::pair<int, int>> byKey;  // (key, rank) of ranks with my color
   for (int r = 0; r < worldSize_; ++r) {
     std::istringstream in(toString(values[r]));
@@ -80,7 +129,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
   std::vector<int> members;
   for (const auto& kr : byKey) members.push_back(kr.second);
   // makeSubgroup expects our index to follow the order, so pass members in key order.
-  return makeSubgroup(members, round + "c" + std::to_string(color));
+  const std::string label = round + "c" + std::to_string(color);
+  request.group = name_ + "/" + label;
+  request.color = color;
+  request.rank = static_cast<int>(std::find(members.begin(), members.end(), rank_) - members.begin());
+  request.members = members;
+  return makeSubgroup(members, label, prepareSplits(request));
 }
 
 }  // namespace commhost

@@ -34,6 +34,7 @@ const char* boundaryTypeName(BoundaryType type) {
     case BoundaryType::GradBucket: return "GradBucket";
     case BoundaryType::Backend: return "Backend";
     case BoundaryType::WorkQueue: return "WorkQueue";
+    case BoundaryType::SplitRequest: return "SplitRequest";
   }
   return "?";
 }

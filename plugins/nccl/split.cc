@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "split.h"
+
+#include "commhost/backend_sdk.h"
+
+namespace commhost::nccl_backend {
+
+std::string splitKey(const std::string& round) { return "nccl_split/" + round; }
+
+std::string splitChildId(const std::string& round, int color) {
+  return splitKey(round) + "/color" + std::to_string(color);
+}
+
+std::string agreedParent(const std::vector<std::string>& votes) {
+  if (votes.empty() || votes.front().empty()) return {};
+  for (const auto& v : votes)
+    if (v != votes.front()) return {};
+  return votes.front();
+}
+
+std::string agreeOnSplit(const BackendContext& parent, const std::string& round, const char* op,
+                         const std::string& vote) {
+  try {
+    return agreedParent(exchangeAll(parent, splitKey(round), vote, op));
+  } catch (const TimeoutError& e) {
+    rethrowAs(ErrorCode::Timeout,
+              std::string(e.what()) + "; every rank of group " + parent.groupName + " calls " + op +
+                  ", members of the new subgroup or not, the same number of times in the same order",
+              e.where());
+  }
+}
+
+SplitCall splitCall(const SplitRequest& request, const ErrorContext& where) {
+  if (request.color == kNoColor) return {};
+  const int size = static_cast<int>(request.members.size());
+  if (request.color < 0 || request.rank < 0 || request.rank >= size)
+    raise(ErrorCode::InvalidArgument, where,
+          "subgroup " + request.group + " came with color " + std::to_string(request.color) + " and rank " +
+              std::to_string(request.rank) + " of " + std::to_string(size) + " members",
+          "report it to commhost's developers: the host fills SplitRequest");
+  return {request.color, request.rank};
+}
+
+std::string splitMismatch(const SplitRequest& request, int ncclRank, int ncclSize) {
+  const int size = static_cast<int>(request.members.size());
+  if (ncclRank == request.rank && ncclSize == size) return {};
+  return "ncclCommSplit made rank " + std::to_string(ncclRank) + " of " + std::to_string(ncclSize) +
+         " where subgroup " + request.group + " has this rank as " + std::to_string(request.rank) + " of " +
+         std::to_string(size);
+}
+
+}  // namespace commhost::nccl_backend
