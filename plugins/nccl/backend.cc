@@ -82,6 +82,7 @@ NcclBackend::DeviceState& NcclBackend::deviceState(const OpContext& op, int devi
   DeviceGuard guard(device);
   Communicator::Setup setup;
   setup.device = device;
+  setup.ordinal = created_++;
   setup.rank = ctx_.rank;
   setup.worldSize = ctx_.worldSize;
   setup.store = ctx_.store.get();

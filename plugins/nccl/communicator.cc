@@ -18,15 +18,15 @@ namespace {
 // microseconds, and the poll is a cheap read of the communicator's state.
 constexpr auto kPollInterval = std::chrono::microseconds(50);
 
-std::string joinKey(int device, int rank) {
-  return "nccl_join/cuda" + std::to_string(device) + "/" + std::to_string(rank);
+std::string joinKey(int ordinal, int rank) {
+  return "nccl_join/" + std::to_string(ordinal) + "/" + std::to_string(rank);
 }
 
 // The ranks whose join key is missing: they never started creating this communicator.
-std::string missingRanks(Store& store, int device, int worldSize) {
+std::string missingRanks(Store& store, int ordinal, int worldSize) {
   std::string out;
   for (int r = 0; r < worldSize; ++r)
-    if (!store.check({joinKey(device, r)})) out += (out.empty() ? "" : ", ") + std::to_string(r);
+    if (!store.check({joinKey(ordinal, r)})) out += (out.empty() ? "" : ", ") + std::to_string(r);
   return out;
 }
 
@@ -46,8 +46,8 @@ std::shared_ptr<Communicator> Communicator::create(const Setup& s) {
   const auto deadline = Clock::now() + s.timeout;
   ErrorContext where = s.where;
   // Published before the id wait, so a timeout anywhere below can name who never came.
-  s.store->set(joinKey(s.device, s.rank), toBytes("1"));
-  const std::string idKey = uniqueIdKey(s.device);
+  s.store->set(joinKey(s.ordinal, s.rank), toBytes("1"));
+  const std::string idKey = uniqueIdKey(s.ordinal);
   ncclUniqueId id = exchangeUniqueId(*s.store, s.rank, idKey, s.timeout, s.idSource, where);
   ncclConfig_t config = configFor(*s.options);
   ncclComm_t comm = nullptr;
@@ -66,7 +66,7 @@ std::shared_ptr<Communicator> Communicator::create(const Setup& s) {
     ncclCommAbort(self->comm_);
     self->comm_ = nullptr;
     self->aborted_ = true;
-    const std::string missing = missingRanks(*s.store, s.device, s.worldSize);
+    const std::string missing = missingRanks(*s.store, s.ordinal, s.worldSize);
     raise(ErrorCode::Timeout, where,
           "creating the NCCL communicator of cuda:" + std::to_string(s.device) + " did not finish within " +
               std::to_string(s.timeout.count()) + " ms" +

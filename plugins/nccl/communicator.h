@@ -40,6 +40,10 @@ class Communicator {
  public:
   struct Setup {
     int device = 0;
+    // Which of the backend's communicators made through the store this is (0, 1, ...): the
+    // store keys' name. Equal on every rank, which uses its own device (cuda:r on rank r
+    // is common), because ranks create them in op order (c10d's ncclCommCounter_).
+    int ordinal = 0;
     int rank = 0;
     int worldSize = 1;
     Store* store = nullptr;  // the backend's private store: unique id and who joined

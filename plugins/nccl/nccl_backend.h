@@ -125,6 +125,7 @@ class NcclBackend final : public Backend {
   Mutex shutdownMutex_;              // one shutdown() at a time; the second finds nothing left
   Mutex mutex_;
   std::map<int, DeviceState> devices_ GUARDED_BY(mutex_);
+  int created_ = 0;  // group thread: communicators made through the store so far (Setup::ordinal)
   std::unique_ptr<Watchdog> watchdog_ GUARDED_BY(shutdownMutex_);  // set by the constructor
 };
 

@@ -17,7 +17,7 @@ IdSource ncclIdSource(const ErrorContext& where) {
   };
 }
 
-std::string uniqueIdKey(int device) { return "nccl_uid/cuda" + std::to_string(device); }
+std::string uniqueIdKey(int ordinal) { return "nccl_uid/" + std::to_string(ordinal); }
 
 ncclUniqueId exchangeUniqueId(Store& store, int rank, const std::string& key, std::chrono::milliseconds timeout,
                               const IdSource& source, const ErrorContext& where) {
@@ -35,8 +35,10 @@ ncclUniqueId exchangeUniqueId(Store& store, int rank, const std::string& key, st
     store.wait({key}, timeout);
   } catch (const TimeoutError&) {
     raise(ErrorCode::Timeout, at,
-          "rank 0 did not publish the NCCL unique id of this device within " + std::to_string(timeout.count()) + " ms",
-          "rank 0 creates it on its first op on this device (or at group creation with eager_init): check rank 0 "
+          "rank 0 did not publish the NCCL unique id of this communicator within " + std::to_string(timeout.count()) +
+              " ms",
+          "rank 0 creates it on its first op on a device it has no communicator for yet (or at group creation with "
+          "eager_init): check rank 0 "
           "is alive and issues the same ops, or raise init_timeout");
   }
   const Bytes value = store.get(key);

@@ -21,9 +21,10 @@ namespace commhost::nccl_backend {
 using IdSource = std::function<ncclUniqueId()>;
 IdSource ncclIdSource(const ErrorContext& where);
 
-// The store key of the id of device `device`'s communicator (one per device per group;
-// the store is the backend's private one, so groups never share a key).
-std::string uniqueIdKey(int device);
+// The store key of the id of the backend's `ordinal`-th communicator made through the
+// store (Communicator::Setup::ordinal): never the device index, which differs between
+// ranks on one host. The store is the backend's private one, so groups never share a key.
+std::string uniqueIdKey(int ordinal);
 
 // Rank 0 calls `source` and sets the id at `key`; other ranks wait up to `timeout` for
 // it. A TimeoutError names the key and says rank 0 has not created the communicator of

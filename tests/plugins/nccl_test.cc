@@ -146,7 +146,7 @@ TEST(NcclUniqueId, RankZerosIdReachesEveryRankThroughTheStore) {
   });
   for (int r = 1; r < kWorld; ++r) EXPECT_EQ(std::memcmp(ids[0].internal, ids[r].internal, sizeof(ids[0])), 0);
   EXPECT_TRUE(store->check({"group/backend/nccl/" + uniqueIdKey(0)}));
-  EXPECT_NE(uniqueIdKey(0), uniqueIdKey(1));  // one communicator (and id) per device
+  EXPECT_NE(uniqueIdKey(0), uniqueIdKey(1));  // one id per communicator the backend makes
 }
 
 TEST(NcclUniqueId, AMissingRankZeroTimesOutNamingTheKey) {
@@ -154,7 +154,7 @@ TEST(NcclUniqueId, AMissingRankZeroTimesOutNamingTheKey) {
   const IdSource never = []() -> ncclUniqueId { throw std::logic_error("only rank 0 makes the id"); };
   EXPECT_THROW_WITH(
       exchangeUniqueId(store, 1, uniqueIdKey(3), std::chrono::milliseconds(100), never, {"main", 1, "allreduce", 4}),
-      TimeoutError, "[group main rank 1] allreduce seq 4", "nccl_uid/cuda3", "rank 0", "init_timeout");
+      TimeoutError, "[group main rank 1] allreduce seq 4", "nccl_uid/3", "rank 0", "init_timeout");
 }
 
 TEST(NcclUniqueId, AValueOfTheWrongSizeIsRefused) {
