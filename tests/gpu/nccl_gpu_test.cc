@@ -6,7 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "../host/test_util.h"
 #include "../plugins/reference_data.h"
@@ -244,6 +248,49 @@ TEST(NcclGpuFaults, NanCheckNamesTheTensor) {
     }
   });
   for (auto& g : groups) g->shutdown();
+}
+
+// enable_timing: a work's device time is known once its end event fired, and the flight
+// recorder stores it (device_ms); without it there is none.
+TEST(NcclGpuTiming, TimedWorksReportTheirDeviceTimeToTheFlightRecorder) {
+  const int world = gpus();
+  for (bool timed : {true, false}) {
+    auto groups = makeGroups(config(timed ? "enable_timing: true" : ""), world);
+    std::vector<WorkPtr> works(world);
+    runRanks(world, [&](int rank) {
+      cudaSetDevice(rank);
+      Tensor t = toDevice(sourceTensor(DType::Float32, rank, 16 << 20), rank);  // 64 MiB
+      works[rank] = groups[rank]->allreduce(t);
+      works[rank]->wait();
+      cudaDeviceSynchronize();  // the op ended: its events fired
+    });
+    for (int rank = 0; rank < world; ++rank) {
+      const std::optional<double> ms = works[rank]->deviceMs();
+      if (timed) {
+        ASSERT_TRUE(ms.has_value()) << "rank " << rank;
+        EXPECT_GT(*ms, 0.0);
+        EXPECT_LT(*ms, 60000.0);
+      } else {
+        EXPECT_FALSE(ms.has_value()) << "rank " << rank << ": untimed events";
+      }
+    }
+    // The supervisor's watchdog records the end (and the time) when it sees the op done.
+    nlohmann::json entry;
+    for (int i = 0; i < 100; ++i) {
+      std::ifstream in(dumpFlightRecorder("test"));
+      const auto dump = nlohmann::json::parse(in);
+      for (const auto& e : dump["entries"])
+        if (e["op"] == "allreduce") entry = e;
+      if (entry.value("state", "") == "completed") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(entry.value("state", ""), "completed") << entry.dump();
+    EXPECT_EQ(entry.contains("device_ms"), timed) << entry.dump();
+    if (timed) {
+      EXPECT_GT(entry["device_ms"].get<double>(), 0.0);
+    }
+    for (auto& g : groups) g->shutdown();
+  }
 }
 
 }  // namespace
