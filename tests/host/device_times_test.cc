@@ -20,11 +20,12 @@ namespace {
 // go to the test's own directory (testDumpDir()).
 std::shared_ptr<ProcessGroup> group(const std::string& options) {
   auto registry = testRegistry();
-  auto config = configFrom("backends: { dev: { plugin: devtimed, options: { " + options +
-                               " } }, self: {} }\n"
-                               "routes: [{ device: cpu, backend: self }, { device: cpu, op: allreduce, backend: dev }]\n"
-                               "supervisor: { watchdog: { poll: 10ms } }\n",
-                           *registry);
+  auto config = configFrom(
+      "backends: { dev: { plugin: devtimed, options: { " + options +
+          " } }, self: {} }\n"
+          "routes: [{ device: cpu, backend: self }, { device: cpu, op: allreduce, backend: dev }]\n"
+          "supervisor: { watchdog: { poll: 10ms } }\n",
+      *registry);
   return ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
 }
 

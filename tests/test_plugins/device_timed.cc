@@ -18,11 +18,8 @@ namespace {
 
 using namespace commhost;
 
-constexpr Capabilities kCaps{{OpType::Allreduce, OpType::Barrier},
-                             {DType::Float32},
-                             {ReduceOp::Sum},
-                             {DeviceType::CPU},
-                             {Feature::Split}};
+constexpr Capabilities kCaps{
+    {OpType::Allreduce, OpType::Barrier}, {DType::Float32}, {ReduceOp::Sum}, {DeviceType::CPU}, {Feature::Split}};
 
 class TimedWork final : public AsyncWork {
  public:

@@ -73,8 +73,9 @@ class CudaMemory final : public BenchMemory {
 
 // The module's one entry point: the memory of cuda:(localRank mod the visible devices),
 // made current on the calling thread; or null with the CUDA runtime's reason in `why`.
-extern "C" __attribute__((visibility("default"))) commhost::cli::BenchMemory* commhost_bench_cuda_open(
-    int localRank, char* why, size_t whySize) {
+extern "C" __attribute__((visibility("default"))) commhost::cli::BenchMemory* commhost_bench_cuda_open(int localRank,
+                                                                                                       char* why,
+                                                                                                       size_t whySize) {
   const auto fail = [&](const std::string& text) -> commhost::cli::BenchMemory* {
     std::snprintf(why, whySize, "%s", text.c_str());
     return nullptr;
@@ -82,7 +83,8 @@ extern "C" __attribute__((visibility("default"))) commhost::cli::BenchMemory* co
   int count = 0;
   if (const cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess)
     return fail(commhost::cli::cudaText("cudaGetDeviceCount", e));
-  if (count <= 0) return fail("cudaGetDeviceCount: no CUDA-capable device is detected (none visible: CUDA_VISIBLE_DEVICES?)");
+  if (count <= 0)
+    return fail("cudaGetDeviceCount: no CUDA-capable device is detected (none visible: CUDA_VISIBLE_DEVICES?)");
   const int device = localRank % count;
   if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess)
     return fail(commhost::cli::cudaText(("cudaSetDevice(" + std::to_string(device) + ")").c_str(), e));
