@@ -14,6 +14,7 @@
 
 #include "../host/test_util.h"
 #include "../plugins/reference_data.h"
+#include "commhost/comm_hook.h"
 
 namespace commhost::test {
 namespace {
@@ -289,6 +290,38 @@ TEST(NcclGpuTiming, TimedWorksReportTheirDeviceTimeToTheFlightRecorder) {
     if (timed) {
       EXPECT_GT(entry["device_ms"].get<double>(), 0.0);
     }
+    for (auto& g : groups) g->shutdown();
+  }
+}
+
+// The fp16/bf16 compression hooks on CUDA buckets: cast on the device (the cast kernels),
+// averaged by nccl (premul_sum), cast back into the bucket.
+TEST(NcclGpuHooks, SixteenBitCompressionOfCudaBuckets) {
+  const int world = gpus();
+  constexpr int64_t n = 10007;
+  for (const char* plugin : {"fp16_compress", "bf16_compress"}) {
+    const double tolerance = std::string(plugin) == "fp16_compress" ? 4e-3 : 3e-2;
+    auto groups = makeGroups(config("") + "hooks: { gradient: { plugin: " + plugin + " } }\n", world);
+    runRanks(world, [&](int rank) {
+      cudaSetDevice(rank);
+      auto hook = makeCommHook(*groups[rank]);
+      Tensor cpu = Tensor::empty({n}, DType::Float32);
+      for (int64_t k = 0; k < n; ++k) cpu.data_as<float>()[k] = static_cast<float>(rank + 1 + k % 5);
+      GradBucket bucket;
+      bucket.group = groups[rank].get();
+      bucket.buffer = toDevice(cpu, rank);
+      bucket.gradients = {bucket.buffer};
+      bucket.offsets = {0};
+      bucket.params = {0};
+      const auto out = hook->runHook(bucket)->wait(std::chrono::seconds(60));
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].data(), bucket.buffer.data()) << "the result is the bucket's own buffer";
+      const Tensor h = toHost(bucket.buffer);
+      for (int64_t k = 0; k < n; ++k) {
+        const double want = (world + 1) / 2.0 + k % 5;
+        ASSERT_NEAR(h.data_as<float>()[k], want, tolerance * want) << plugin << " rank " << rank << " k " << k;
+      }
+    });
     for (auto& g : groups) g->shutdown();
   }
 }

@@ -3,7 +3,8 @@
 # The nccl backend's GPU tests, on any machine with GPUs and the CUDA toolkit + NCCL:
 #   tests/gpu/run.sh [BUILD_DIR]   (default: build-gpu beside the sources)
 # Builds with CUDA and the tests (tools/setup), then runs every op x dtype on all visible
-# GPUs as ranks, the timeout/abort/NaN-check tests, `commhost plugins inspect nccl`, and
+# GPUs as ranks, the timeout/abort/NaN-check/timing/compression-hook tests, the cast
+# kernels against the CPU casts, `commhost plugins inspect nccl`, and
 # `commhost bench --device cuda --op all --check` over nccl, one rank per GPU.
 # Exits 77 when no GPU is usable (the test program says why).
 set -euo pipefail
@@ -29,6 +30,9 @@ rc=$?
 set -e
 [ "$rc" -eq 77 ] && { echo "run.sh: skipped, no usable GPU"; exit 77; }
 [ "$rc" -ne 0 ] && exit "$rc"
+
+echo "== cast kernels against the CPU casts, bit for bit (and the hook SDK's casts of CUDA tensors)"
+"$build/bin/commhost_cast_gpu_tests"
 
 # commhost bench on GPU tensors over nccl: one rank per visible GPU (LOCAL_RANK mod the
 # device count), every op checked; barrier has no tensors and goes to gloo (cpu).
