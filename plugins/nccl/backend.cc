@@ -191,19 +191,27 @@ WorkPtr NcclBackend::run(const OpContext& op, Op desc, const Calls& calls) {
     raise(ErrorCode::Aborted, where, "the nccl backend was shut down", "create a new group to continue");
   DeviceState& state = deviceState(op, desc.device);
   DeviceGuard guard(desc.device);
-  cudaEvent_t start = nullptr, end = nullptr;
+  // Timing (enable_timing) only where asked: a timed event costs more to record.
+  const bool timed = options_.enableTiming;
+  const unsigned endFlags = timed ? cudaEventDefault : cudaEventDisableTiming;
+  cudaEvent_t start = nullptr, timedStart = nullptr, end = nullptr;
   CUDA_CHECK(where, cudaEventCreateWithFlags(&start, cudaEventDisableTiming));
-  if (const cudaError_t e = cudaEventCreateWithFlags(&end, cudaEventDisableTiming); e != cudaSuccess) {
+  cudaError_t created = cudaEventCreateWithFlags(&end, endFlags);
+  if (created == cudaSuccess && timed) created = cudaEventCreateWithFlags(&timedStart, cudaEventDefault);
+  if (created != cudaSuccess) {
     cudaEventDestroy(start);
-    cudaFailed(where, "cudaEventCreateWithFlags", e);
+    if (end) cudaEventDestroy(end);
+    cudaFailed(where, "cudaEventCreateWithFlags", created);
   }
   // The work owns the events from here, so an error below destroys them with it.
-  auto work = std::make_shared<NcclWork>(op, state.comm, start, end, options_.blockingWait || desc.blocking,
+  auto work = std::make_shared<NcclWork>(op, state.comm, start, timedStart, end, options_.blockingWait || desc.blocking,
                                          std::move(desc.keep), std::move(desc.outputs));
   // The NCCL stream runs after whatever the caller queued on its own stream so far.
   CUDA_CHECK(where, cudaEventRecord(start, static_cast<cudaStream_t>(op.stream)));
   CUDA_CHECK(where, cudaStreamWaitEvent(state.stream, start, 0));
   if (options_.nanCheck) checkNan(op, state, desc.nanInputs);
+  // The timed span is the NCCL calls alone: after the wait for the caller and the check.
+  if (timed) CUDA_CHECK(where, cudaEventRecord(timedStart, state.stream));
   cudaStream_t stream = state.stream;
   state.comm->enqueue([&](ncclComm_t comm) { return calls(comm, stream); }, Clock::now() + op.timeout, where);
   CUDA_CHECK(where, cudaEventRecord(end, state.stream));

@@ -14,11 +14,12 @@ namespace {
 constexpr auto kPoll = std::chrono::microseconds(100);
 }  // namespace
 
-NcclWork::NcclWork(const OpContext& ctx, std::shared_ptr<Communicator> comm, cudaEvent_t start, cudaEvent_t end,
-                   bool blockingWait, std::vector<Tensor> keep, std::vector<Tensor> outputs)
+NcclWork::NcclWork(const OpContext& ctx, std::shared_ptr<Communicator> comm, cudaEvent_t start, cudaEvent_t timedStart,
+                   cudaEvent_t end, bool blockingWait, std::vector<Tensor> keep, std::vector<Tensor> outputs)
     : AsyncWork(ctx),
       comm_(std::move(comm)),
       start_(start),
+      timedStart_(timedStart),
       end_(end),
       blockingWait_(blockingWait),
       deadline_(Clock::now() + ctx.timeout),
@@ -27,7 +28,20 @@ NcclWork::NcclWork(const OpContext& ctx, std::shared_ptr<Communicator> comm, cud
 
 NcclWork::~NcclWork() {
   if (start_) cudaEventDestroy(start_);
+  if (timedStart_) cudaEventDestroy(timedStart_);
   if (end_) cudaEventDestroy(end_);
+}
+
+std::optional<double> NcclWork::deviceMs() {
+  if (!timedStart_ || exception()) return std::nullopt;
+  DeviceGuard guard(comm_->device());
+  float ms = 0;
+  // cudaErrorNotReady until both events fired: not known yet, not an error of the op.
+  if (cudaEventElapsedTime(&ms, timedStart_, end_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return std::nullopt;
+  }
+  return ms;
 }
 
 void NcclWork::failWith(ErrorCode code, const std::string& what, const std::string& hint, bool abortComm) {

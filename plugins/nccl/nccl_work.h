@@ -3,6 +3,10 @@
 //
 // An op runs on its device's NCCL stream between two events: the stream first waits on
 // the caller's stream (OpContext::stream), and `end` is recorded after the NCCL calls.
+// With enable_timing, `timedStart` is recorded on the NCCL stream right before the NCCL
+// calls (after the wait and the NaN check) and `end` keeps its timing, so deviceMs() is
+// the NCCL calls' own time on the device; without it neither event carries timing, which
+// costs less per op (as c10d's TORCH_NCCL_ENABLE_TIMING).
 // isCompleted() queries `end` (never blocks). wait() either makes the caller's stream
 // wait on `end` and returns at once (the default), or, with blocking_wait (and always
 // for barrier), polls `end` on the CPU until it fires or the op's timeout passes (then
@@ -19,6 +23,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -30,10 +35,11 @@ namespace commhost::nccl_backend {
 
 class NcclWork final : public AsyncWork {
  public:
-  // `start` and `end` are owned by the work (destroyed with it). `keep` holds every
-  // tensor of the op until it ends; `outputs` is what the future completes with.
-  NcclWork(const OpContext& ctx, std::shared_ptr<Communicator> comm, cudaEvent_t start, cudaEvent_t end,
-           bool blockingWait, std::vector<Tensor> keep, std::vector<Tensor> outputs);
+  // `start`, `timedStart` (null unless timed) and `end` are owned by the work (destroyed
+  // with it). `keep` holds every tensor of the op until it ends; `outputs` is what the
+  // future completes with.
+  NcclWork(const OpContext& ctx, std::shared_ptr<Communicator> comm, cudaEvent_t start, cudaEvent_t timedStart,
+           cudaEvent_t end, bool blockingWait, std::vector<Tensor> keep, std::vector<Tensor> outputs);
   ~NcclWork() override;
 
   bool isCompleted() override;
@@ -41,6 +47,9 @@ class NcclWork final : public AsyncWork {
   // Fails the work with AbortedError and aborts the communicator: one NCCL op cannot be
   // cancelled alone.
   void abort(const std::string& reason) override;
+  // cudaEventElapsedTime(timedStart, end) once both fired and the work did not fail;
+  // nullopt without enable_timing. Never blocks.
+  std::optional<double> deviceMs() override;
 
   // The watchdog's step: true once the work is finished (done, failed or aborted).
   bool poll();
@@ -53,6 +62,7 @@ class NcclWork final : public AsyncWork {
 
   std::shared_ptr<Communicator> comm_;
   cudaEvent_t start_;
+  cudaEvent_t timedStart_;
   cudaEvent_t end_;
   const bool blockingWait_;
   const std::chrono::steady_clock::time_point deadline_;

@@ -13,6 +13,10 @@ OptionSchema<Options> Options::schema() {
               "TORCH_NCCL_BLOCKING_WAIT")
       .option("nan_check", &Options::nanCheck, "false",
               "Check floating-point inputs for NaN before each collective and fail the op naming the tensor")
+      .option("enable_timing", &Options::enableTiming, "false",
+              "Time each op on the device (CUDA events with timing right before and after its NCCL calls), so "
+              "the flight recorder (device_ms) and completion hooks show it; as TORCH_NCCL_ENABLE_TIMING. Off: "
+              "untimed events, which cost less")
       .option("eager_init", &Options::eagerInit, "false",
               "Create the communicator of the current CUDA device when the group is created, not on first use")
       .option("init_timeout", &Options::initTimeout, "0s",

@@ -16,6 +16,7 @@ struct Options {
   bool highPriorityStream = false;
   bool blockingWait = false;
   bool nanCheck = false;
+  bool enableTiming = false;
   bool eagerInit = false;
   std::chrono::milliseconds initTimeout{0};
   int cgaClusterSize = -1;

@@ -8,10 +8,15 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "../host/test_util.h"
 #include "../plugins/reference_data.h"
+#include "commhost/comm_hook.h"
 
 namespace commhost::test {
 namespace {
@@ -308,13 +313,87 @@ TEST(NcclGpuSubgroups, NewGroupAndSplitOfAParentWithCommunicators) {
         checkSubgroupAllreduce(*g, rank, members);  // and again, on the same communicator
         // A split communicator needs no unique-id exchange: this rank never joined one in
         // the subgroup's store.
-        const std::string joined = "backend/nccl/nccl_join/cuda" + std::to_string(rank) + "/" +
-                                   std::to_string(g->rank());
+        const std::string joined = "backend/nccl/nccl_join/0/" + std::to_string(g->rank());
         EXPECT_EQ(g->store()->check({joined}), !parentHasComm) << how << " " << g->name();
       }
       pg.barrier()->wait();  // the parent still works after the splits
       if (sub) sub->shutdown();
       half->shutdown();
+    });
+    for (auto& g : groups) g->shutdown();
+  }
+}
+
+// enable_timing: a work's device time is known once its end event fired, and the flight
+// recorder stores it (device_ms); without it there is none.
+TEST(NcclGpuTiming, TimedWorksReportTheirDeviceTimeToTheFlightRecorder) {
+  const int world = gpus();
+  for (bool timed : {true, false}) {
+    auto groups = makeGroups(config(timed ? "enable_timing: true" : ""), world);
+    std::vector<WorkPtr> works(world);
+    runRanks(world, [&](int rank) {
+      cudaSetDevice(rank);
+      Tensor t = toDevice(sourceTensor(DType::Float32, rank, 16 << 20), rank);  // 64 MiB
+      works[rank] = groups[rank]->allreduce(t);
+      works[rank]->wait();
+      cudaDeviceSynchronize();  // the op ended: its events fired
+    });
+    for (int rank = 0; rank < world; ++rank) {
+      const std::optional<double> ms = works[rank]->deviceMs();
+      if (timed) {
+        ASSERT_TRUE(ms.has_value()) << "rank " << rank;
+        EXPECT_GT(*ms, 0.0);
+        EXPECT_LT(*ms, 60000.0);
+      } else {
+        EXPECT_FALSE(ms.has_value()) << "rank " << rank << ": untimed events";
+      }
+    }
+    // The supervisor's watchdog records the end (and the time) when it sees the op done.
+    nlohmann::json entry;
+    for (int i = 0; i < 100; ++i) {
+      std::ifstream in(dumpFlightRecorder("test"));
+      const auto dump = nlohmann::json::parse(in);
+      for (const auto& e : dump["entries"])
+        if (e["op"] == "allreduce") entry = e;
+      if (entry.value("state", "") == "completed") break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_EQ(entry.value("state", ""), "completed") << entry.dump();
+    EXPECT_EQ(entry.contains("device_ms"), timed) << entry.dump();
+    if (timed) {
+      EXPECT_GT(entry["device_ms"].get<double>(), 0.0);
+    }
+    for (auto& g : groups) g->shutdown();
+  }
+}
+
+// The fp16/bf16 compression hooks on CUDA buckets: cast on the device (the cast kernels),
+// averaged by nccl (premul_sum), cast back into the bucket.
+TEST(NcclGpuHooks, SixteenBitCompressionOfCudaBuckets) {
+  const int world = gpus();
+  constexpr int64_t n = 10007;
+  for (const char* plugin : {"fp16_compress", "bf16_compress"}) {
+    const double tolerance = std::string(plugin) == "fp16_compress" ? 4e-3 : 3e-2;
+    auto groups = makeGroups(config("") + "hooks: { gradient: { plugin: " + plugin + " } }\n", world);
+    runRanks(world, [&](int rank) {
+      cudaSetDevice(rank);
+      auto hook = makeCommHook(*groups[rank]);
+      Tensor cpu = Tensor::empty({n}, DType::Float32);
+      for (int64_t k = 0; k < n; ++k) cpu.data_as<float>()[k] = static_cast<float>(rank + 1 + k % 5);
+      GradBucket bucket;
+      bucket.group = groups[rank].get();
+      bucket.buffer = toDevice(cpu, rank);
+      bucket.gradients = {bucket.buffer};
+      bucket.offsets = {0};
+      bucket.params = {0};
+      const auto out = hook->runHook(bucket)->wait(std::chrono::seconds(60));
+      ASSERT_EQ(out.size(), 1u);
+      EXPECT_EQ(out[0].data(), bucket.buffer.data()) << "the result is the bucket's own buffer";
+      const Tensor h = toHost(bucket.buffer);
+      for (int64_t k = 0; k < n; ++k) {
+        const double want = (world + 1) / 2.0 + k % 5;
+        ASSERT_NEAR(h.data_as<float>()[k], want, tolerance * want) << plugin << " rank " << rank << " k " << k;
+      }
     });
     for (auto& g : groups) g->shutdown();
   }

@@ -3,7 +3,9 @@
 # The nccl backend's GPU tests, on any machine with GPUs and the CUDA toolkit + NCCL:
 #   tests/gpu/run.sh [BUILD_DIR]   (default: build-gpu beside the sources)
 # Builds with CUDA and the tests (tools/setup), then runs every op x dtype on all visible
-# GPUs as ranks, the timeout/abort/NaN-check tests, and `commhost plugins inspect nccl`.
+# GPUs as ranks, the timeout/abort/NaN-check/timing/compression-hook tests, the cast
+# kernels against the CPU casts, `commhost plugins inspect nccl`, and
+# `commhost bench --device cuda --op all --check` over nccl, one rank per GPU.
 # Exits 77 when no GPU is usable (the test program says why).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,18 +31,30 @@ set -e
 [ "$rc" -eq 77 ] && { echo "run.sh: skipped, no usable GPU"; exit 77; }
 [ "$rc" -ne 0 ] && exit "$rc"
 
-# commhost bench measures CPU tensors only for now: it refuses a backend that serves
-# none (nccl serves cuda), which this shows rather than hides.
-echo "== commhost bench --backend nccl"
-cfg=$(mktemp --suffix=.yaml)
-trap 'rm -f "$cfg"' EXIT
-printf 'backends: { nccl: {} }\nroutes: [{ device: cuda, backend: nccl }]\n' >"$cfg"
-if out=$(COMMHOST_CONFIG="$cfg" "$build/bin/commhost" bench --backend nccl 2>&1); then
-  echo "$out"
-elif grep -q "does not serve cpu tensors" <<<"$out"; then
-  echo "bench: not measured (the bench drives CPU tensors; GPU tensors in bench are not done yet): $out"
-else
-  echo "$out" >&2
-  exit 1
-fi
+echo "== cast kernels against the CPU casts, bit for bit (and the hook SDK's casts of CUDA tensors)"
+"$build/bin/commhost_cast_gpu_tests"
+
+# commhost bench on GPU tensors over nccl: one rank per visible GPU (LOCAL_RANK mod the
+# device count), every op checked; barrier has no tensors and goes to gloo (cpu).
+ngpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+[ "${ngpus:-0}" -ge 1 ] || ngpus=1
+echo "== commhost bench --device cuda on nccl ($ngpus ranks)"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf 'backends: { nccl: {}, gloo: {} }\nroutes: [{ device: cuda, backend: nccl }, { device: cpu, backend: gloo }]\n' \
+  >"$tmp/nccl.yaml"
+"$build/bin/commhost" run -n "$ngpus" -c "$tmp/nccl.yaml" -- "$build/bin/commhost" bench --device cuda --op all \
+  --check --sizes 8:64M -f 8 -n 20 -w 5 --json "$tmp/rows.jsonl" | tee "$tmp/out"
+for op in allreduce broadcast reduce allgather reduce_scatter alltoall gather scatter sendrecv; do
+  grep -q "^\[0\] # $op -> nccl\$" "$tmp/out" || { echo "run.sh: bench did not route $op to nccl" >&2; exit 1; }
+done
+python3 - "$tmp/rows.jsonl" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ops = {r["op"] for r in rows}
+assert len(ops) == 10, ops
+for r in rows:
+    assert r["device"] == "cuda" and r["wrong"] == 0 and r["time_us"] > 0, r
+print(f"bench: {len(rows)} rows on cuda, all checked (0 wrong)")
+PY
 echo "run.sh: all GPU tests passed"

@@ -184,7 +184,9 @@ TEST(WorkQueue, StealOnWaitAbortedWhileTheCallerRunsTheJob) {
       } catch (const AbortedError&) {
       }
     }
-    if (aborted) EXPECT_NE(errorOf(work).find("aborted by the test"), std::string::npos);
+    if (aborted) {
+      EXPECT_NE(errorOf(work).find("aborted by the test"), std::string::npos);
+    }
   }
   ASSERT_TRUE(aborted) << "no waiting caller ran its op in 200 tries";
   queue.reset();  // returns: nothing runs any more

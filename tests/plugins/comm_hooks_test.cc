@@ -295,6 +295,35 @@ TEST(CommHooks, HookErrorsNameTheGroupRankAndHook) {
   EXPECT_THROW_WITH(hook->runHook(orphan), InvalidArgument, "powersgd: bucket 0 has no group", "GradBucket::group");
 }
 
+// A CUDA bucket takes the compression hooks' device path (the cast kernels, in a module
+// libcommhost opens on demand), never a CPU loop over device memory. No machine has
+// cuda:999, so the dispatch and its error are checked alike with and without a GPU.
+TEST(CommHooks, SixteenBitCompressionCastsACudaBucketOnTheDevice) {
+  auto groups = makeGroups(configWith("hooks: { gradient: { plugin: fp16_compress } }\n"), 1);
+  auto hook = makeCommHook(*groups[0]);
+  GradBucket b;
+  b.group = groups[0].get();
+  // Never dereferenced on the host: a CPU cast of it would crash this test.
+  b.buffer = Tensor::fromBlob(reinterpret_cast<void*>(0x1000), {8}, DType::Float32, Device::cuda(999));
+  b.gradients = {b.buffer};
+  b.offsets = {0};
+  b.params = {0};
+#if COMMHOST_TEST_WITH_CUDA
+  // The module loaded and CUDA said why cuda:999 cannot be used (no such device, or no
+  // device or driver at all here).
+  EXPECT_THROW_WITH(hook->runHook(b), BackendError,
+                    "cast of f32[8] on cuda:999 to f16 (cudaSetDevice) on cuda:999 failed: ");
+#else
+  EXPECT_THROW_WITH(hook->runHook(b), NotSupportedError, "castTo(f32[8] on cuda:999, f16)", "built without CUDA");
+#endif
+  // What the kernels do not cast is refused by name, whatever the build.
+  EXPECT_THROW_WITH(hooks::castTo(b.buffer, DType::Float64), NotSupportedError, "castTo(f32[8] on cuda:999, f64)",
+                    "between f32 and f16/bf16 only");
+  EXPECT_THROW_WITH(hooks::castTo(b.buffer, DType::Float16, 0.5), NotSupportedError, "without a factor");
+  EXPECT_THROW_WITH(hooks::copyCast(Tensor::empty({8}, DType::Float16), b.buffer), InvalidArgument,
+                    "different devices");
+}
+
 TEST(CommHooks, BadPowerSgdOptionsAreRefusedWhenCreated) {
   auto groups = makeGroups(configWith("hooks: { gradient: { plugin: powersgd, options: { start_iter: 1 } } }\n"), 1);
   EXPECT_THROW_WITH(makeCommHook(*groups[0]), PluginError, "powersgd", "start_iter is 1", "at least 2", "test.yaml:");

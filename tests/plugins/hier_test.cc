@@ -162,7 +162,9 @@ TEST_P(HierWorld, DataMovementOps) {
           want0 += patternValue(s, i);
           want1 += patternValue(s + 1, i);
         }
-        if (i < n) ASSERT_EQ(several[0].data_as<float>()[i], want0) << "allreduce_coalesced [0]" << at;
+        if (i < n) {
+          ASSERT_EQ(several[0].data_as<float>()[i], want0) << "allreduce_coalesced [0]" << at;
+        }
         ASSERT_EQ(several[1].data_as<float>()[i], want1) << "allreduce_coalesced [1]" << at;
       }
       pg.barrier()->wait();

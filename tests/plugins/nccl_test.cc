@@ -85,6 +85,7 @@ TEST(NcclOptions, DefaultsAndTheConfigBuiltFromThem) {
     EXPECT_FALSE(o.highPriorityStream);
     EXPECT_FALSE(o.blockingWait);
     EXPECT_FALSE(o.nanCheck);
+    EXPECT_FALSE(o.enableTiming);  // untimed events unless asked
     EXPECT_FALSE(o.eagerInit);
     EXPECT_FALSE(o.intraNode);
     EXPECT_EQ(o.initTimeout.count(), 0);
@@ -110,8 +111,10 @@ TEST(NcclOptions, SetValuesReachTheConfig) {
                                                     {"net_name", "Socket"},
                                                     {"init_timeout", "90s"},
                                                     {"blocking_wait", "true"},
-                                                    {"high_priority_stream", "true"}}));
+                                                    {"high_priority_stream", "true"},
+                                                    {"enable_timing", "true"}}));
   EXPECT_TRUE(o.blockingWait);
+  EXPECT_TRUE(o.enableTiming);
   EXPECT_TRUE(o.highPriorityStream);
   const ncclConfig_t c = configFor(o);
   EXPECT_EQ(c.blocking, 0);

@@ -220,6 +220,7 @@ def check_hooks(pg, r, n):
     ev = ar[-1]
     assert ev["group"] == "main" and ev["rank"] == r and ev["backend"] == BACKEND, ev
     assert ev["bytes"] == 1024 and ev["error"] is None and ev["duration"] >= 0 and ev["end"] >= ev["start"], ev
+    assert ev["device_duration"] is None, ev  # a cpu backend has no device time
     pg.remove_completion_hook(hook)
     pg.remove_completion_hook(bad)
     seen = len(events)

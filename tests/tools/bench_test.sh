@@ -32,13 +32,13 @@ python3 - "$tmp/rows.jsonl" "$tmp/table" <<'PY' || fail "JSON rows do not match 
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]  # every line a bare object: no "[0] " prefix
 table = [l.split()[1:3] for l in open(sys.argv[2]) if l.startswith("[0]") and l.split()[1].isdigit()]
-keys = {"op", "size", "count", "dtype", "redop", "root", "inplace", "time_us", "algbw", "busbw", "wrong", "iters",
+keys = {"op", "size", "count", "dtype", "device", "redop", "root", "inplace", "time_us", "algbw", "busbw", "wrong", "iters",
         "min_us", "p50_us", "p99_us", "max_us", "unstable"}
 assert len(rows) == 3 and len(table) == 3, (rows, table)
 for r, t in zip(rows, table):
     assert set(r) == keys, r
     assert [str(r["size"]), str(r["count"])] == t, (r, t)
-    assert r["op"] == "allgather" and r["dtype"] == "f32" and abs(r["busbw"] - r["algbw"] / 2) < 1e-3
+    assert r["op"] == "allgather" and r["dtype"] == "f32" and r["device"] == "cpu" and abs(r["busbw"] - r["algbw"] / 2) < 1e-3
     assert r["wrong"] is None and r["root"] is None and r["inplace"] is True, r
     # No -n: at least 20 iterations, more where 20 would not fill --min-time (0.1 s).
     assert r["iters"] >= 20, r
@@ -113,7 +113,7 @@ echo "ok: conflicting flags are refused"
 
 # Argument errors come before any store: with serve: never nobody serves the store, so a
 # bench that reached init() would wait up to group.timeout (60 s) for it.
-for bad in "--sizes bogus" "--redop bogus" "--iters 0" "--repeat 0" "--min-time -1" "--root 5" "-b 6" \
+for bad in "--sizes bogus" "--redop bogus" "--device gpu" "--iters 0" "--repeat 0" "--min-time -1" "--root 5" "-b 6" \
   "--json $tmp/no/such/dir/x.jsonl"; do
   start=$(date +%s)
   status=0

@@ -4,7 +4,9 @@
 #
 # The nccl plugin where no CUDA device is usable (no driver, or no GPU): it loads, `plugins
 # list` and `plugins inspect nccl` show "unavailable: <the CUDA runtime's reason>", and a
-# config routing cuda tensors to it passes `config check` with a warning naming the reason.
+# config routing cuda tensors to it passes `config check` with a warning naming the reason;
+# `commhost bench --device cuda` fails at once naming the same reason, and the commhost
+# binary itself does not link the CUDA runtime (only the bench's module, opened on demand).
 # Skipped (77) where a device is usable: tests/gpu/run.sh covers that machine.
 set -euo pipefail
 commhost=$1
@@ -57,4 +59,23 @@ YAML
 run "$commhost" config check "$tmp/bad.yaml"
 expect_rc_nonzero "config check (max_ctas 65)"
 expect_text "range" "max_ctas"
+step "the commhost binary does not need the CUDA runtime; the bench's cuda module does"
+run readelf -d "$commhost"
+expect_rc0 "readelf -d commhost"
+grep -q 'NEEDED.*libcudart' <<<"$out" && fail "commhost links libcudart: commands that need no GPU would need CUDA"
+module=$(dirname "$(dirname "$commhost")")/lib/libcommhost_bench_cuda.so
+[[ -f "$module" ]] || fail "no $module"
+run readelf -d "$module"
+expect_text "the module links the CUDA runtime" "libcudart"
+
+step "bench --device cuda fails at once, naming the CUDA runtime's reason and what to do"
+# No launcher variables: rank 0 of 1; no store is reached (serve: never would wait for one).
+start=$(date +%s)
+run timeout 30 "$commhost" bench --device cuda --sizes 8 -n 1 -w 0 --set store.options.serve=never
+[[ $rc -ne 124 ]] || fail "bench --device cuda waited (for the store?) instead of failing"
+expect_rc_nonzero "bench --device cuda"
+(( $(date +%s) - start < 10 )) || fail "bench --device cuda took over 10 s to fail"
+expect_text "who" "bench --device cuda (rank 0, local rank 0): no usable CUDA device: cudaGetDeviceCount: $reason"
+expect_text "what to do" "or use --device cpu"
+[[ "$out" != *"# commhost bench"* ]] || fail "the header was printed before the device was checked"
 echo "PASS"

@@ -26,15 +26,21 @@ COMMHOST_API ErrorContext hookContext(const GradBucket& bucket, const char* op);
 
 // Sums `tensor` (contiguous, in place) over `group`, then divides by the group's size.
 // The future's value is {tensor}. For f16/bf16 each rank's input is divided first (as
-// c10d's fp16_compress_hook does), so a sum whose mean fits cannot overflow.
+// c10d's fp16_compress_hook does), so a sum whose mean fits cannot overflow. A CUDA
+// tensor is reduced with premul_sum(1/size) (avg for integers): the backend divides
+// each input on the device.
 COMMHOST_API FuturePtr allreduceAverage(ProcessGroup& group, Tensor tensor);
 // Sums `tensor` in place over `group`; the future's value is {tensor}.
 COMMHOST_API FuturePtr allreduceSum(ProcessGroup& group, Tensor tensor);
 
-// A new tensor of `src`'s shape in `dtype`, each element converted (and multiplied by
-// `factor`); f16/bf16 round to nearest even.
+// A new tensor of `src`'s shape in `dtype` on src's device, each element converted (and
+// multiplied by `factor`); f16/bf16 round to nearest even. A CUDA tensor is cast by the
+// cast kernels (commhost/kernels/cast.h: f32 <-> f16/bf16, no factor, bit-exact with the
+// CPU), on the calling thread's current stream, and the call returns once it is done;
+// other casts of CUDA tensors throw NotSupportedError, and so does a build without CUDA.
 COMMHOST_API Tensor castTo(const Tensor& src, DType dtype, double factor = 1.0);
-// dst = src converted to dst's dtype (same element count; throws InvalidArgument otherwise).
+// dst = src converted to dst's dtype (same element count and device; throws
+// InvalidArgument otherwise). CUDA tensors as for castTo.
 COMMHOST_API void copyCast(const Tensor& dst, const Tensor& src);
 
 // `bucket` laid out over another flat buffer (e.g. its 16-bit copy): same index, offsets,

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "commhost/export.h"
@@ -37,6 +38,8 @@ struct CompletionEvent {
   std::chrono::microseconds duration{0};
   int64_t bytes = 0;
   std::string error;  // empty on success
+  // The op's time on its device (Work::deviceMs()), when its backend timed it.
+  std::optional<double> deviceMs;
 };
 using CompletionHook = std::function<void(const CompletionEvent&)>;
 

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "commhost/export.h"
 #include "commhost/future.h"
@@ -37,6 +38,14 @@ class COMMHOST_API Work {
   virtual FuturePtr future() = 0;
   // For recv_any_source: the rank the message came from; -1 otherwise.
   virtual int sourceRank() const { return -1; }
+  // How long the op ran on its device, in milliseconds: the time between events a device
+  // backend recorded on its stream right before and right after the op's kernels (e.g.
+  // cudaEventElapsedTime), so it leaves out the host's queueing and launch. Known only
+  // once those events completed and the op succeeded; std::nullopt before that, for a
+  // work that failed, for a backend that did not time this op (nccl without
+  // enable_timing), and for cpu backends (the default). Never blocks; any thread. The
+  // supervisor stores it in the flight recorder (device_ms) and completion events.
+  virtual std::optional<double> deviceMs() { return std::nullopt; }
 
   OpType op() const { return ctx_.op; }
   uint64_t seq() const { return ctx_.seq; }

@@ -128,6 +128,8 @@ CompletionHook pythonHook(py::handle fn) {
       d["end"] = secs(ev.end);
       d["duration"] = static_cast<double>(ev.duration.count()) / 1e6;
       d["bytes"] = ev.bytes;
+      // Seconds, like duration: the op's time on its device, when its backend timed it.
+      d["device_duration"] = ev.deviceMs ? py::object(py::float_(*ev.deviceMs / 1e3)) : py::object(py::none());
       d["error"] = ev.error.empty() ? py::object(py::none()) : py::object(py::str(ev.error));
       py::handle(callable.get())(d);
     } catch (py::error_already_set& e) {
@@ -259,8 +261,9 @@ void defineAdmin(PyGroupClass& cls) {
           "add_completion_hook",
           [](const PyGroup& g, py::function fn) { return g.group().addCompletionHook(pythonHook(fn)); }, arg("fn"),
           "Calls fn(event) for every work of this group that ends, on the supervisor's hook thread, one at a "
-          "time: event is a dict (group, rank, op, seq, backend, start, end, duration in seconds, bytes, error "
-          "or None). Returns an id for remove_completion_hook. An exception in fn is printed; the hook stays.")
+          "time: event is a dict (group, rank, op, seq, backend, start, end, duration in seconds, bytes, "
+          "device_duration in seconds (the op's time on its device) or None, error or None). Returns an id for "
+          "remove_completion_hook. An exception in fn is printed; the hook stays.")
       .def(
           "remove_completion_hook",
           [](const PyGroup& g, int id) {

@@ -4,8 +4,10 @@
 #include <utility>
 
 #include "commhost/errors.h"
+#include "commhost/kernels/cast.h"
 #include "commhost/kernels/convert.h"
 #include "commhost/process_group.h"
+#include "device_casts.h"
 
 namespace commhost::hooks {
 
@@ -18,6 +20,15 @@ FuturePtr allreduceAverage(ProcessGroup& group, Tensor tensor) {
   const int world = group.size();
   const bool half = tensor.dtype() == DType::Float16 || tensor.dtype() == DType::BFloat16;
   if (world == 1) return Future::completed({tensor});
+  if (tensor.device().type != DeviceType::CPU) {
+    // The host cannot scale device memory: the backend multiplies each rank's input by
+    // 1/world before the sum (premul_sum; what c10d's fp16 hook does with div_ first).
+    // Integer tensors ask for avg, which the backend serves or refuses.
+    AllreduceOptions opts;
+    opts.reduceOp = isFloating(tensor.dtype()) ? ReduceOp::preMulSum(1.0 / world) : ReduceOp(ReduceOp::Avg);
+    WorkPtr work = group.allreduce(tensor, opts);
+    return work->future()->then([tensor, work](Future&) { return std::vector<Tensor>{tensor}; });
+  }
   // 16-bit sums are kept in 16 bit by pairwise backends (Gloo): divide first.
   if (half)
     kernels::convertBuffer(tensor.data(), tensor.dtype(), tensor.data(), tensor.dtype(), tensor.numel(), 1.0 / world);
@@ -40,7 +51,22 @@ ErrorContext hookContext(const GradBucket& bucket, const char* op) {
   return where;
 }
 
+namespace {
+// On a CUDA tensor: the kernels' pairs (f32 <-> f16/bf16) without a factor, or why not.
+void checkDeviceCast(const std::string& what, DType dst, DType src, double factor) {
+  if (factor != 1.0 || !kernels::canCastOnDevice(dst, src))
+    throw NotSupportedError(what +
+                            ": CUDA tensors are cast on the device between f32 and f16/bf16 only, without a "
+                            "factor; copy the tensor to the CPU for other casts");
+}
+}  // namespace
+
 Tensor castTo(const Tensor& src, DType dtype, double factor) {
+  if (src.device().type == DeviceType::CUDA) {
+    const std::string what = "castTo(" + src.str() + ", " + dtypeName(dtype) + ")";
+    checkDeviceCast(what, dtype, src.dtype(), factor);
+    return deviceCasts(what).castTo(src, dtype);
+  }
   Tensor out = Tensor::empty(src.shape(), dtype);
   kernels::convertBuffer(out.data(), dtype, src.data(), src.dtype(), src.numel(), factor);
   return out;
@@ -50,6 +76,15 @@ void copyCast(const Tensor& dst, const Tensor& src) {
   if (dst.numel() != src.numel())
     throw InvalidArgument("copyCast: " + dst.str() + " and " + src.str() +
                           " differ in element count; cast between tensors of one size");
+  if (dst.device() != src.device())
+    throw InvalidArgument("copyCast: " + dst.str() + " and " + src.str() +
+                          " are on different devices; cast between tensors of one device");
+  if (src.device().type == DeviceType::CUDA) {
+    const std::string what = "copyCast(" + dst.str() + ", " + src.str() + ")";
+    checkDeviceCast(what, dst.dtype(), src.dtype(), 1.0);
+    deviceCasts(what).copyCast(dst, src);
+    return;
+  }
   kernels::convertBuffer(dst.data(), dst.dtype(), src.data(), src.dtype(), src.numel());
 }
 

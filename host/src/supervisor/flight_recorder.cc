@@ -59,12 +59,13 @@ uint64_t FlightRecorder::add(const OpRecord& record) {
   return id;
 }
 
-void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error) {
+void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs) {
   std::lock_guard<std::mutex> lock(mutex_);
   OpRecord& r = ring_[id % ring_.size()];
   if (r.id != id) return;  // overwritten by newer collectives
   r.state = state;
   r.endedUs = endedUs;
+  r.deviceMs = deviceMs;
   copyName(r.error, sizeof(r.error), error);
 }
 
@@ -149,6 +150,7 @@ nlohmann::json recordToJson(const OpRecord& r) {
       {"started_us", r.startedUs},
       {"ended_us", r.endedUs},
   };
+  if (r.deviceMs >= 0) j["device_ms"] = r.deviceMs;
   if (r.error[0]) j["error"] = r.error;
   return j;
 }

@@ -40,6 +40,9 @@ struct OpRecord {
   int64_t scheduledUs = 0;  // wall clock (us since the epoch), comparable across ranks
   int64_t startedUs = 0;    // when the backend returned the work
   int64_t endedUs = 0;      // 0 while in flight
+  // The op's time on its device (Work::deviceMs(): between the backend's events around
+  // its kernels), -1 when unknown: cpu backends, untimed or failed device works.
+  double deviceMs = -1;
   char error[240] = {};
 };
 
@@ -86,8 +89,8 @@ class FlightRecorder {
   explicit FlightRecorder(size_t entries);
   // Stores the record in the next slot (overwriting the oldest) and returns its id.
   uint64_t add(const OpRecord& record);
-  // Updates the record with this id, if the ring still holds it.
-  void finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error);
+  // Updates the record with this id, if the ring still holds it; `deviceMs` < 0: unknown.
+  void finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs = -1);
   std::vector<OpRecord> snapshot() const;  // oldest first
   void addSwap(SwapRecord record);
   std::vector<SwapRecord> swaps() const;  // oldest first

@@ -118,6 +118,10 @@ bool SupervisedWork::wait(Millis timeout) {
     // once the caller's WorkPtr is gone: the caller gets a copy made while it is alive.
     std::rethrow_exception(ownCopy(e.code(), e.what(), e.where()));
   }
+  // A stream-ordered device backend (nccl's default) returns once the caller's stream is
+  // ordered after the op, before the op ran: the watchdog records its end when it sees
+  // it, with its device time, rather than this wait's time as if the op had ended.
+  if (!inner_->isCompleted()) return true;
   noteEnd();
   if (auto sup = supervisor_.lock()) sup->complete(*this);
   return true;

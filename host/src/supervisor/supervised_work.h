@@ -36,6 +36,7 @@ class SupervisedWork final : public Work {
   void abort(const std::string& reason) override { inner_->abort(reason); }
   FuturePtr future() override { return inner_->future(); }
   int sourceRank() const override { return inner_->sourceRank(); }
+  std::optional<double> deviceMs() override { return inner_->deviceMs(); }
 
   // Watchdog thread: ends the work with `error` and wakes every waiter.
   void setVerdict(std::exception_ptr error, const std::string& message) EXCLUDES(mutex_);

@@ -259,8 +259,10 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   if (inner->isCompleted() && !inner->exception()) {
     r.state = OpState::Completed;
     r.endedUs = r.startedUs;
+    const std::optional<double> deviceMs = inner->deviceMs();
+    r.deviceMs = deviceMs.value_or(-1);
     recorder_.add(r);
-    publishCompletion(group, ctx, backend, bytes, r.scheduledUs, r.endedUs, std::string());
+    publishCompletion(group, ctx, backend, bytes, r.scheduledUs, r.endedUs, std::string(), deviceMs);
     return inner;
   }
   // The watchdog aborted this very call because a peer was lost: that is its verdict.
@@ -308,14 +310,17 @@ void Supervisor::complete(SupervisedWork& work) {
       message = "unknown error";
     }
   }
-  recorder_.finish(work.recordId(), error ? OpState::Failed : OpState::Completed, ended, message);
-  publishCompletion(work.group(), work.context(), work.backend, work.bytes(), work.issuedUs, ended, message);
+  // Asked after the backend said the work ended: a device backend's events are done then.
+  const std::optional<double> deviceMs = error ? std::nullopt : work.deviceMs();
+  recorder_.finish(work.recordId(), error ? OpState::Failed : OpState::Completed, ended, message,
+                   deviceMs.value_or(-1));
+  publishCompletion(work.group(), work.context(), work.backend, work.bytes(), work.issuedUs, ended, message, deviceMs);
 }
 
 // Progress and hooks of a work that ended (any thread; complete() or track()'s inline path).
 void Supervisor::publishCompletion(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx,
                                    const std::string& backend, int64_t bytes, int64_t issuedUs, int64_t endedUs,
-                                   const std::string& error) {
+                                   const std::string& error, std::optional<double> deviceMs) {
   GroupMonitor& g = *group;
   if (error.empty() && !isPointToPoint(ctx.op)) {
     uint64_t seen = g.lastCompleted.load(std::memory_order_relaxed);
@@ -335,6 +340,7 @@ void Supervisor::publishCompletion(const std::shared_ptr<GroupMonitor>& group, c
   ev.end = toTime(std::max(endedUs, issuedUs));
   ev.duration = std::chrono::duration_cast<std::chrono::microseconds>(ev.end - ev.start);
   ev.error = error;
+  ev.deviceMs = deviceMs;
   hooks_.post(group, std::move(ev));
 }
 

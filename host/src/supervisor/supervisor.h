@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,7 +100,8 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // Any thread that sees the work end; records it once (flight recorder, progress, hooks).
   void complete(SupervisedWork& work);
   void publishCompletion(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
-                         int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error);
+                         int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error,
+                         std::optional<double> deviceMs = std::nullopt);
 
   int addHook(const GroupMonitor* group, CompletionHook hook) { return hooks_.add(group, std::move(hook)); }
   void removeHook(int id) { hooks_.remove(id); }

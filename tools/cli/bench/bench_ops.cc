@@ -28,8 +28,8 @@ double tolerance(DType d) {
   }
 }
 
-// Counts elements of `t` (from `offset` in the formula's index space) that differ from `want`.
-int64_t countWrong(const Tensor& t, const std::function<double(int64_t)>& want) {
+// Counts elements of `t` (a host tensor) that differ from `want`.
+int64_t countWrongOnHost(const Tensor& t, const std::function<double(int64_t)>& want) {
   int64_t wrong = 0;
   const double tol = tolerance(t.dtype());
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -39,16 +39,31 @@ int64_t countWrong(const Tensor& t, const std::function<double(int64_t)>& want) 
   return wrong;
 }
 
+class CpuMemory final : public BenchMemory {
+ public:
+  Device device() const override { return Device::cpu(); }
+  Tensor allocate(int64_t count, DType dtype) override { return Tensor::empty({count}, dtype); }
+  Tensor toHost(const Tensor& t) override { return t; }
+  void fromHost(const Tensor&, Tensor&) override {}  // toHost handed out `to` itself
+  void synchronize() override {}
+};
+
 class Base : public BenchOp {
  public:
-  Base(ProcessGroup& pg, const BenchParams& p) : pg_(pg), p_(p), n_(pg.size()), rank_(pg.rank()) {}
+  Base(ProcessGroup& pg, const BenchParams& p, BenchMemory& memory)
+      : pg_(pg), p_(p), memory_(memory), n_(pg.size()), rank_(pg.rank()) {}
   int64_t size() const override { return count_ * static_cast<int64_t>(elementSize(p_.dtype)); }
   int64_t count() const override { return count_; }
 
  protected:
-  Tensor make(int64_t count) const { return Tensor::empty({count}, p_.dtype); }
+  Tensor make(int64_t count) const { return memory_.allocate(count, p_.dtype); }
   void fillRank(Tensor& t, int rank, int64_t offset = 0) const {
-    for (int64_t i = 0; i < t.numel(); ++i) setValue(t, i, sourceValue(rank, offset + i));
+    Tensor host = memory_.toHost(t);
+    for (int64_t i = 0; i < host.numel(); ++i) setValue(host, i, sourceValue(rank, offset + i));
+    memory_.fromHost(host, t);
+  }
+  int64_t countWrong(const Tensor& t, const std::function<double(int64_t)>& want) const {
+    return countWrongOnHost(memory_.toHost(t), want);
   }
   // The reduction over ranks of element i, as the backend must compute it.
   double reduced(int64_t i) const {
@@ -84,6 +99,7 @@ class Base : public BenchOp {
 
   ProcessGroup& pg_;
   BenchParams p_;
+  BenchMemory& memory_;
   int n_, rank_;
   int64_t count_ = 0;
 };
@@ -337,17 +353,19 @@ bool benchOpUsesReduceOp(const std::string& name) {
   return name == "allreduce" || name == "reduce" || name == "reduce_scatter";
 }
 
-std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, const BenchParams& p) {
-  if (name == "allreduce") return std::make_unique<Allreduce>(pg, p);
-  if (name == "broadcast") return std::make_unique<Broadcast>(pg, p);
-  if (name == "reduce") return std::make_unique<Reduce>(pg, p);
-  if (name == "allgather") return std::make_unique<Allgather>(pg, p);
-  if (name == "reduce_scatter") return std::make_unique<ReduceScatter>(pg, p);
-  if (name == "alltoall") return std::make_unique<Alltoall>(pg, p);
-  if (name == "gather") return std::make_unique<Gather>(pg, p);
-  if (name == "scatter") return std::make_unique<Scatter>(pg, p);
-  if (name == "sendrecv") return std::make_unique<SendRecv>(pg, p);
-  if (name == "barrier") return std::make_unique<Barrier>(pg, p);
+std::unique_ptr<BenchMemory> cpuMemory() { return std::make_unique<CpuMemory>(); }
+
+std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, const BenchParams& p, BenchMemory& m) {
+  if (name == "allreduce") return std::make_unique<Allreduce>(pg, p, m);
+  if (name == "broadcast") return std::make_unique<Broadcast>(pg, p, m);
+  if (name == "reduce") return std::make_unique<Reduce>(pg, p, m);
+  if (name == "allgather") return std::make_unique<Allgather>(pg, p, m);
+  if (name == "reduce_scatter") return std::make_unique<ReduceScatter>(pg, p, m);
+  if (name == "alltoall") return std::make_unique<Alltoall>(pg, p, m);
+  if (name == "gather") return std::make_unique<Gather>(pg, p, m);
+  if (name == "scatter") return std::make_unique<Scatter>(pg, p, m);
+  if (name == "sendrecv") return std::make_unique<SendRecv>(pg, p, m);
+  if (name == "barrier") return std::make_unique<Barrier>(pg, p, m);
   requireBenchOp(name);
   return nullptr;
 }

@@ -13,11 +13,34 @@
 namespace commhost::cli {
 
 struct BenchParams {
+  DeviceType device = DeviceType::CPU;  // where the tensors live (--device)
   DType dtype = DType::Float32;
   ReduceOp reduceOp;
   int root = 0;
   bool inPlace = true;
 };
+
+// Where the bench's tensors live: cpu memory, or the rank's GPU (bench_memory.h opens
+// that one). fill() and check() work on host copies, so the ops' formulas are the same
+// everywhere; the copies happen outside the timed loop.
+class BenchMemory {
+ public:
+  virtual ~BenchMemory() = default;
+  virtual Device device() const = 0;
+  // `count` elements of `dtype`, contents unspecified, freed with the last view.
+  virtual Tensor allocate(int64_t count, DType dtype) = 0;
+  // The contents of `t` on the host (`t` itself for cpu memory), once the ops queued on
+  // the caller's stream before it ended.
+  virtual Tensor toHost(const Tensor& t) = 0;
+  // Copies the host tensor `from` (as toHost returned it) into `to`.
+  virtual void fromHost(const Tensor& from, Tensor& to) = 0;
+  // Returns once everything queued on the caller's current stream ended: after a work's
+  // wait(), the op itself (stream-ordered backends return from wait() before that).
+  // Nothing to do for cpu memory.
+  virtual void synchronize() = 0;
+};
+// Tensor::empty; toHost is the tensor itself.
+std::unique_ptr<BenchMemory> cpuMemory();
 
 class BenchOp {
  public:
@@ -43,6 +66,8 @@ void requireBenchOp(const std::string& name);
 // The ops a bench op issues (sendrecv: send and recv), what routes and manifests name.
 std::vector<OpType> benchOpTypes(const std::string& name);
 bool benchOpUsesReduceOp(const std::string& name);
-std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, const BenchParams& params);
+// The op allocates, fills and checks its tensors through `memory`, which outlives it.
+std::unique_ptr<BenchOp> makeBenchOp(const std::string& name, ProcessGroup& pg, const BenchParams& params,
+                                     BenchMemory& memory);
 
 }  // namespace commhost::cli

@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "../commands.h"
+#include "bench_memory.h"
 #include "bench_ops.h"
 #include "bookkeeping.h"
 #include "commhost/errors.h"
@@ -25,8 +26,11 @@ namespace {
 
 // What is about to be measured, printed before the job is joined, so that any later
 // error (a store that cannot be reached, a backend that fails) follows it.
-void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int worldSize) {
-  std::fprintf(out, "# commhost bench: %d ranks, config %s\n", worldSize, plan.configSource.c_str());
+void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int worldSize, const Device& device) {
+  const std::string where = device.type == DeviceType::CPU
+                                ? "cpu tensors"
+                                : "cuda tensors (rank 0 on " + device.str() + "; each op timed to its stream's end)";
+  std::fprintf(out, "# commhost bench: %d ranks, config %s, %s\n", worldSize, plan.configSource.c_str(), where.c_str());
   char iters[96];
   if (plan.fixedIters) std::snprintf(iters, sizeof iters, "iters %d", plan.iters);
   else std::snprintf(iters, sizeof iters, "iters >= %d filling %g s", plan.iters, plan.minTimeS);
@@ -109,7 +113,8 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
   return m;
 }
 
-int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& report, Swapper* swapper) {
+int measure(const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory, Injector& inject, Report& report,
+            Swapper* swapper) {
   const bool leader = pg.rank() == 0;
   // Progress only to a terminal: under `commhost run` stderr is the rank's log.
   const bool progress = leader && plan.sizes.size() > 8 && ::isatty(STDERR_FILENO);
@@ -121,7 +126,7 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& r
     for (bool inPlace : plan.placements) {
       BenchParams params = plan.params;
       params.inPlace = inPlace;
-      columns.push_back(makeBenchOp(name, pg, params));
+      columns.push_back(makeBenchOp(name, pg, params, memory));
     }
     double busSum = 0;
     int measured = 0;
@@ -137,17 +142,26 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& r
           if (auto injected = inject.before(pg)) return injected;
           return op.run();
         };
+        // An iteration ends when the op did: wait(), then, on a GPU, the caller's stream
+        // synchronized (a stream-ordered backend such as nccl returns from wait() once
+        // the stream is ordered after the op, before it ran). The host clock around both
+        // times what an application sees from issue to result, as on cpu; CUDA events
+        // would time only the device part, and not comparably across backends.
+        const auto complete = [&](const WorkPtr& work) {
+          work->wait();
+          memory.synchronize();
+        };
         // While swapping, --check checks every run: a result lost, applied twice or wrong
         // around a swap shows in #wrong (the times then include the fill and check).
         int64_t wrong = 0;
         const auto once = [&] {
           if (swapper && plan.check) op.fill();
-          run()->wait();
+          complete(run());
           if (swapper && plan.check) wrong += op.check();
         };
         const auto checkOnce = [&] {
           op.fill();
-          run()->wait();
+          complete(run());
           wrong += op.check();
         };
         const std::string what = name + " at " + std::to_string(bytes) + " bytes" +
@@ -167,6 +181,7 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, Injector& inject, Report& r
       }
       line.op = name;
       line.dtype = dtypeName(plan.params.dtype);
+      line.device = deviceTypeName(plan.params.device);
       report.line(line);
     }
     report.endOp(name, measured ? busSum / measured : 0);
@@ -188,8 +203,10 @@ int bench(const BenchArgs& a) {
   BenchPlan plan = planBench(a, launch.worldSize);
   resolveRoutes(a, launch.configPath, plan);
   const bool leader = launch.rank == 0;
+  // Before the store too: a rank without a usable GPU fails at once, with CUDA's reason.
+  std::unique_ptr<BenchMemory> memory = openBenchMemory(plan.params.device, launch.rank, launch.localRank);
   Report report(leader, plan.placements.size() > 1, a.jsonFile);
-  if (leader) printHeader(a.jsonFile == "-" ? stderr : stdout, a, plan, launch.worldSize);
+  if (leader) printHeader(a.jsonFile == "-" ? stderr : stdout, a, plan, launch.worldSize, memory->device());
   Injector inject(plan.injections);
   std::unique_ptr<Swapper> swapper;
   if (a.swapEvery > 0) swapper = std::make_unique<Swapper>(loadSwapConfigs(a.configs, plan.sets), a.swapEvery);
@@ -198,7 +215,7 @@ int bench(const BenchArgs& a) {
   init.overrides.set = plan.sets;
   auto pg = commhost::init(init);
   try {
-    const int rc = measure(plan, *pg, inject, report, swapper.get());
+    const int rc = measure(plan, *pg, *memory, inject, report, swapper.get());
     if (swapper && leader) swapper->print(a.jsonFile == "-" ? stderr : stdout);
     if (leader) printShadows(a.jsonFile == "-" ? stderr : stdout, pg->shadowReport(std::chrono::seconds(30)));
     return rc;
@@ -227,6 +244,10 @@ void addBenchCommand(CLI::App& app) {
   auto* factor = cmd->add_option("-f,--factor", a.factor, "Multiply the size by this between rows")
                      ->capture_default_str();
   auto* step = cmd->add_option("-i,--step", a.step, "Add this size between rows instead of multiplying");
+  cmd->add_option("--device", a.device,
+                  "cpu, or cuda: tensors on each rank's local GPU (LOCAL_RANK mod the visible devices), filled "
+                  "and checked through host copies, each iteration timed to the stream's synchronize")
+      ->capture_default_str();
   cmd->add_option("--dtype", a.dtype, "f32 f64 f16 bf16 i8 u8 i32 i64")->capture_default_str();
   cmd->add_option("--redop", a.redop, "sum product min max avg band bor bxor")->capture_default_str();
   cmd->add_option("--root", a.root, "Root of rooted ops")->capture_default_str();
@@ -274,6 +295,7 @@ void addBenchCommand(CLI::App& app) {
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --op all --check\n"
       "  commhost run -n 2 -c configs/shm.yaml -- commhost bench -b 8 -e 128M -f 2 -n 20 -w 5 -c 1 --side-by-side\n"
       "  commhost run -n 2 -c configs/shm.yaml -- commhost bench --op all --backend shm --json shm.jsonl\n"
+      "  commhost run -n 8 -c nccl.yaml -- commhost bench --device cuda --op all --check\n"
       "  commhost run -n 4 -c configs/gloo.yaml -- commhost bench --sizes 4K --iters 200 --check --swap-every 10 \\\n"
       "      --configs configs/shm.yaml,configs/gloo.yaml\n"
       "Bookkeeping (barriers, timings, #wrong) goes through the store, never the routes.");

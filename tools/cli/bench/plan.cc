@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 
+#include "bench_memory.h"
 #include "commhost/dispatcher.h"
 #include "commhost/errors.h"
 #include "commhost/registry.h"
@@ -96,13 +97,20 @@ std::string routeYaml(const RouteSpec& r) {
   return out + "backend: [" + list + "] }";
 }
 
+// The device an op of the bench is routed by: its tensors', but a barrier (no tensors)
+// goes where ProcessGroup::barrier sends it, cpu whenever some route serves cpu.
+DeviceType deviceOf(const RouteTable& table, OpType t, const BenchParams& params) {
+  if (t == OpType::Barrier) return table.servesDevice(DeviceType::CPU) ? DeviceType::CPU : DeviceType::CUDA;
+  return params.device;
+}
+
 // "gloo", or "shm up to 1MiB, gloo above 1MiB" when the route depends on the size.
 // Routes may depend on dtype and reduce op too: the cells of the bench's own dtype and op.
 std::string describeRoute(const RouteTable& table, const std::vector<OpType>& types, const BenchParams& params) {
   std::vector<std::string> each;
   for (OpType t : types) {
     std::string one;
-    const auto& segments = table.segments(t, DeviceType::CPU, params.dtype, params.reduceOp.kind);
+    const auto& segments = table.segments(t, deviceOf(table, t, params), params.dtype, params.reduceOp.kind);
     for (const auto& s : segments) {
       std::string range;
       if (segments.size() > 1)
@@ -148,6 +156,7 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   if (a.op != "all") requireBenchOp(a.op);
   plan.ops = a.op == "all" ? benchOpNames() : std::vector<std::string>{a.op};
   BenchParams& p = plan.params;
+  p.device = parseBenchDevice(a.device);
   try {
     p.dtype = parseDType(a.dtype);
     p.reduceOp = ReduceOp(parseReduceOp(a.redop));
@@ -211,9 +220,11 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
     const PluginEntry* entry = registry.find(config.backends.at(a.backend).plugin);
     if (entry && entry->descriptor) caps = entry->descriptor->capabilities;
     const std::string who = "--backend " + a.backend + " (plugin " + config.backends.at(a.backend).plugin + ")";
-    if (!caps.devices.has(DeviceType::CPU))
-      throw InvalidArgument(who + " does not serve cpu tensors, which the bench measures; it serves " +
-                            listNames(caps.devices, kNumDeviceTypes, deviceTypeName));
+    const DeviceType device = plan.params.device;
+    if (!caps.devices.has(device))
+      throw InvalidArgument(
+          who + " does not serve " + deviceTypeName(device) + " tensors, which the bench measures; it serves " +
+          listNames(caps.devices, kNumDeviceTypes, deviceTypeName) + " (the bench measures what --device names)");
     if (!caps.dtypes.has(plan.params.dtype))
       throw InvalidArgument(who + " does not serve dtype " + a.dtype +
                             "; give --dtype one of: " + listNames(caps.dtypes, kNumDTypes, dtypeName));
@@ -233,21 +244,22 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
                             listNames(caps.ops, kNumOpTypes, opName) + " with reduce ops " +
                             listNames(caps.reduceOps, ReduceOp::kNumKinds, reduceOpName));
     plan.ops = kept;
-    // Only the ops under test move to the backend: their cpu routes are replaced by one
-    // naming op and device (which beats any route naming fewer), every other route (and
-    // so every other op, and these ops on other devices) stays as configured.
+    // Only the ops under test move to the backend: their routes on the bench's device are
+    // replaced by one naming op and device (which beats any route naming fewer), every
+    // other route (and so every other op, and these ops on other devices) stays as
+    // configured.
     std::vector<OpType> moved;
     for (const auto& op : kept)
       for (OpType t : benchOpTypes(op)) moved.push_back(t);
     std::vector<RouteSpec> routes;
     for (const auto& r : config.routes)
-      if (!r.op || r.device != DeviceType::CPU || std::find(moved.begin(), moved.end(), *r.op) == moved.end())
+      if (!r.op || r.device != device || std::find(moved.begin(), moved.end(), *r.op) == moved.end())
         routes.push_back(r);
     for (OpType t : moved) {
       // Naming every key the bench's cells have (dtype, reduce op) too: no kept route
       // (one without a device, say) can be more specific and win the measured cell.
       RouteSpec r;
-      r.device = DeviceType::CPU;
+      r.device = device;
       r.op = t;
       if (carriesData(t)) r.dtype = plan.params.dtype;
       if (isReduction(t)) r.reduceOp = plan.params.reduceOp.kind;
@@ -267,12 +279,14 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
   if (lo != plan.sizes.end())
     for (const auto& op : plan.ops)
       for (OpType t : benchOpTypes(op))
-        for (const auto& seg : table.segments(t, DeviceType::CPU, plan.params.dtype, plan.params.reduceOp.kind))
+        for (const auto& seg :
+             table.segments(t, deviceOf(table, t, plan.params), plan.params.dtype, plan.params.reduceOp.kind))
           if (seg.backend < 0 && seg.maxBytes >= *lo && seg.minBytes <= *hi)
             throw InvalidArgument("bench --op " + op + ": " +
-                                  table.whyUnserved(t, DeviceType::CPU, std::max(seg.minBytes, *lo), plan.params.dtype,
-                                                    plan.params.reduceOp.kind) +
-                                  "; add such a route to " + config.source + ", or pick another --dtype/--redop");
+                                  table.whyUnserved(t, deviceOf(table, t, plan.params), std::max(seg.minBytes, *lo),
+                                                    plan.params.dtype, plan.params.reduceOp.kind) +
+                                  "; add such a route to " + config.source +
+                                  ", or pick another --dtype/--redop/--device");
   for (const auto& op : plan.ops) plan.routes.emplace_back(op, describeRoute(table, benchOpTypes(op), plan.params));
 }
 

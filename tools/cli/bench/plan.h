@@ -20,6 +20,7 @@ struct BenchArgs {
   std::string minBytes, maxBytes;  // -b / -e (nccl-tests), each side of the default sweep
   double factor = 2;
   std::string step;
+  std::string device = "cpu";  // --device cpu|cuda
   std::string dtype = "f32";
   std::string redop = "sum";
   int root = 0;

@@ -50,6 +50,7 @@ void Report::line(const ResultLine& l) {
       j["size"] = l.size;
       j["count"] = l.count;
       j["dtype"] = l.dtype;
+      j["device"] = l.device;
       j["redop"] = l.redop;
       j["root"] = l.root >= 0 ? nlohmann::ordered_json(l.root) : nlohmann::ordered_json();
       j["inplace"] = m.inPlace;

@@ -34,8 +34,9 @@ struct Measurement {
 struct ResultLine {
   std::string op;
   int64_t size = 0, count = 0;
-  std::string dtype, redop;  // redop "none" for ops without one
-  int root = -1;             // -1 for unrooted ops
+  std::string dtype, redop;    // redop "none" for ops without one
+  std::string device = "cpu";  // where the tensors were: "cpu" or "cuda"
+  int root = -1;               // -1 for unrooted ops
   std::vector<Measurement> results;
 };
 

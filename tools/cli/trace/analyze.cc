@@ -113,6 +113,29 @@ std::string describeShadows(const std::vector<RankDump>& dumps) {
   return out.str();
 }
 
+// "Device times ...", then one line per (group, op, backend) over all ranks: how many ops
+// its backend timed on the device, their median and the slowest (rank and seq). Empty
+// when no entry has a device time (cpu backends; nccl without enable_timing).
+std::string describeDeviceTimes(const std::vector<RankDump>& dumps) {
+  std::map<std::string, std::vector<const Entry*>> timed;
+  for (const auto& d : dumps)
+    for (const auto& e : d.entries)
+      if (e.deviceMs >= 0) timed["group " + e.group + ", " + e.op + " on " + e.backend].push_back(&e);
+  if (timed.empty()) return "";
+  std::ostringstream out;
+  out << "Device times (device_ms: each op's time on its device, from its backend's events):\n";
+  for (auto& [key, entries] : timed) {
+    std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->deviceMs < b->deviceMs; });
+    const Entry& slowest = *entries.back();
+    char text[160];
+    std::snprintf(text, sizeof text, ": %zu timed, median %.3f ms, max %.3f ms (rank %d seq %llu)", entries.size(),
+                  entries[(entries.size() - 1) / 2]->deviceMs, slowest.deviceMs, slowest.rank,
+                  static_cast<unsigned long long>(slowest.seq));
+    out << "  " << key << text << "\n";
+  }
+  return out.str();
+}
+
 using Timeline = std::map<int, std::map<uint64_t, const Entry*>>;  // group rank -> seq -> entry
 
 std::string describeDivergence(const std::string& group, const Timeline& byRank, uint64_t seq) {
@@ -203,6 +226,7 @@ std::string analyze(const std::vector<RankDump>& dumps) {
   if (!swaps.empty()) out << swaps;
   const std::string shadows = describeShadows(dumps);
   if (!shadows.empty()) out << shadows;
+  out << describeDeviceTimes(dumps);
   for (const auto& [group, byRank] : groups) {
     std::vector<int> noData;
     for (int r = 0; r < sizes[group]; ++r)

@@ -47,6 +47,7 @@ std::string chromeTrace(const std::vector<RankDump>& dumps) {
                              {"dtype", e.dtype}, {"bytes", e.bytes},     {"numel", e.numel},
                              {"state", e.state}};
       if (!e.error.empty()) args["error"] = e.error;
+      if (e.deviceMs >= 0) args["device_ms"] = e.deviceMs;
       events.push_back({{"ph", "X"},
                         {"name", e.op + " #" + std::to_string(e.seq)},
                         {"cat", e.state},

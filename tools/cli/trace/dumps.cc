@@ -48,6 +48,7 @@ RankDump parseDump(const nlohmann::json& j, const std::string& path) {
     x.scheduledUs = e.value("scheduled_us", int64_t(0));
     x.startedUs = e.value("started_us", int64_t(0));
     x.endedUs = e.value("ended_us", int64_t(0));
+    x.deviceMs = e.value("device_ms", -1.0);  // only device works a backend timed have it
     d.entries.push_back(std::move(x));
   }
   for (const auto& e : j.value("swaps", nlohmann::json::array())) {  // absent in dumps before hot swap

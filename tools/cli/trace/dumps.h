@@ -18,6 +18,7 @@ struct Entry {
   uint64_t generation = 0;  // the group's config generation that routed it (hot swap)
   int64_t bytes = 0, numel = 0;
   int64_t scheduledUs = 0, startedUs = 0, endedUs = 0;
+  double deviceMs = -1;  // the op's time on its device (device_ms), -1 when the dump has none
   bool pointToPoint() const { return op == "send" || op == "recv" || op == "recv_any_source"; }
 };
 
