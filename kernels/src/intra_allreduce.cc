@@ -34,7 +34,8 @@ IntraLayout intraLayout(const IntraConfig& c) {
   l.posted = static_cast<size_t>(c.depth) * c.slotBytes;
   l.consumed = l.posted + roundUp(perBlock, kAlign);
   l.signatures = l.consumed + roundUp(perBlock, kAlign);
-  l.bytes = l.signatures + roundUp(perBlock * static_cast<size_t>(c.depth), kAlign);
+  l.claim = l.signatures + roundUp(perBlock * static_cast<size_t>(c.depth), kAlign);
+  l.bytes = l.claim + kAlign;
   l.flagBytes = l.bytes - l.posted;
   return l;
 }

@@ -286,9 +286,10 @@ TEST(NcclIntraConfig, TheLayoutKeepsSlotsAndFlagsApartAndAligned) {
     EXPECT_EQ(l.posted, 3 * c.slotBytes);
     EXPECT_GE(l.consumed, l.posted + table);
     EXPECT_GE(l.signatures, l.consumed + table);
-    EXPECT_GE(l.bytes, l.signatures + 3 * table);
+    EXPECT_GE(l.claim, l.signatures + 3 * table);
+    EXPECT_GE(l.bytes, l.claim + sizeof(uint32_t));
     EXPECT_EQ(l.flagBytes, l.bytes - l.posted);
-    for (size_t off : {l.posted, l.consumed, l.signatures, l.bytes}) EXPECT_EQ(off % 256, 0u);
+    for (size_t off : {l.posted, l.consumed, l.signatures, l.claim, l.bytes}) EXPECT_EQ(off % 256, 0u);
   }
 }
 

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The intra-node one-shot / two-shot allreduce on GPUs (commhost_kernels_cuda): every
 // thread of the grid runs intra::oneShot / intra::twoShot (intra_protocol.h) over a
-// device Net whose buffers are this rank's and its peers' GPU memory (CUDA IPC). This
-// header is plain C++ (no CUDA headers), so the nccl plugin launches the kernels and the
-// unit tests check the layout and config choices without nvcc or a GPU.
+// device Net whose buffers are this rank's and its peers' GPU memory (CUDA IPC); the Net
+// is in intra_device_net.h, written against an execution environment so that the unit
+// tests run the very same code on CPU threads. This header is plain C++ (no CUDA
+// headers), so the nccl plugin launches the kernels and the unit tests check the layout
+// and config choices without nvcc or a GPU.
 //
 // Memory. Each rank owns ONE region (cudaMalloc'd, peers map it): `depth` data slots of
 // `slotBytes`, then a flag area of uint64 counters, per thread block b and peer p:
@@ -11,25 +13,25 @@
 //                   region, release, system scope), so waits spin on local memory;
 //   consumed[b][p]  p's block b finished reading step s (s + 1), likewise;
 //   sigs[slot][b][p]  p's signature of the op whose first step uses `slot`, written
-//                   before that step's posted store (the release publishes it).
+//                   before that step's posted store (the release publishes it);
+//   claim           set once by the block that records a failure (below).
 // Counters only grow: the host hands each launch a step base (IntraSteps), advanced by
 // the algorithm's step count, so nothing is ever reset and a zeroed region starts at 0.
 //
 // Ordering (why the result is right). A block writes its part of a slot, __syncthreads,
 // then one thread per peer does st.release.sys of the step into that peer's posted: the
 // barrier plus release cumulativity publish every thread's writes. The reader's thread 0
-// spins with ld.acquire.sys on its own posted, then __syncthreads, so the whole block
-// reads after the acquire. Copies and reductions split each range over blocks by index
-// within the range, identically on every rank, so block b only reads what block b of the
-// writer wrote and per-block posted flags suffice. begin() waits for consumed of EVERY
-// block of every peer: a slot's next writer may partition another call's range
-// differently, so any reader block may overlap it (kernels of one rank are ordered by the
-// stream, but a peer's blocks of one call are not ordered among themselves).
+// spins (relaxed) on its own posted, then ld.acquire.sys, then __syncthreads, so the whole
+// block reads after the acquire. Copies and reductions split each range over blocks by
+// index within the range, identically on every rank, so block b only reads what block b
+// of the writer wrote and per-block posted flags suffice. end() is the mirror image
+// (barrier, then release of consumed), and begin() acquires consumed of every block of
+// every peer before a slot is rewritten (see DeviceNet::begin in intra_device_net.h).
 //
-// Failure. A spin gives up after the launch's timeout (%globaltimer) or when the host sets
-// the abort word (host-mapped); then, or when a peer's signature differs, the kernel
-// records an IntraError (host-mapped, first failure wins) and that block stops touching
-// memory: the user's data is written only after every wait of the call succeeded
+// Failure. A spin gives up after the launch's timeout (%globaltimer), when the host sets
+// the abort word (host-mapped), or when another block recorded a failure; on the first two,
+// or when a peer's signature differs, the kernel records an IntraError (host-mapped, first
+// failure wins) and that block stops touching memory: the user's data is written only after every wait of the call succeeded
 // (two-shot: step B's copies). A kernel launched after a recorded error does nothing. The
 // host fails every work whose step base is at or after the error's (never a wrong result
 // reported as success); the communicator's intra path is unusable after an error.
@@ -69,6 +71,7 @@ struct IntraLayout {
   size_t posted = 0;      // uint64 posted[blocks][kIntraMaxRanks]
   size_t consumed = 0;    // uint64 consumed[blocks][kIntraMaxRanks]
   size_t signatures = 0;  // uint64 sigs[depth][blocks][kIntraMaxRanks]
+  size_t claim = 0;       // uint32: non-zero once a launch recorded a failure (IntraError)
   size_t bytes = 0;       // the whole region
   size_t flagBytes = 0;   // from `posted` to the end: zeroed before first use
 };
@@ -95,8 +98,10 @@ class IntraSteps {
   uint64_t next_ = 0;
 };
 
-// The first failure of any launch of a communicator, in host-mapped memory: the thread
-// whose atomicCAS on `claim` succeeds fills the fields, fences, then stores `code`.
+// The first failure of any launch of a communicator, in host-mapped memory. The thread
+// whose atomicCAS on the region's claim word (device memory: GPU atomics on host memory
+// are not atomic over PCIe) succeeds fills the fields, fences, then stores `code` (release),
+// so a host that reads a non-zero code reads the fields it guards.
 enum IntraErrorCode : uint32_t {
   kIntraOk = 0,
   kIntraTimeout = 1,   // a wait ran past the launch's timeout
@@ -105,8 +110,7 @@ enum IntraErrorCode : uint32_t {
 };
 enum IntraWait : uint32_t { kIntraWaitPosted = 1, kIntraWaitConsumed = 2 };
 struct IntraError {
-  uint32_t claim = 0;        // the kernel's atomicCAS target; `code` is stored last, so a
-  uint32_t code = kIntraOk;  // host that reads a non-zero code reads the fields it guards
+  uint32_t code = kIntraOk;
   uint32_t block = 0;
   int32_t peer = -1;
   uint32_t wait = 0;      // IntraWait for timeouts and aborts
@@ -115,7 +119,7 @@ struct IntraError {
   uint64_t mine = 0;      // signatures, for kIntraMismatch
   uint64_t theirs = 0;
 };
-// "peer 2 (block 3) did not post step 17 within the timeout" and the like.
+// "peer 2 did not post its step within the timeout (block 3, step 17)" and the like.
 std::string describeIntraError(const IntraError& e);
 
 // One launch. Pointers are device pointers as this process sees them.
