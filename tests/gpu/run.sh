@@ -3,7 +3,9 @@
 # The nccl backend's GPU tests, on any machine with GPUs and the CUDA toolkit + NCCL:
 #   tests/gpu/run.sh [BUILD_DIR]   (default: build-gpu beside the sources)
 # Builds with CUDA and the tests (tools/setup), then runs every op x dtype on all visible
-# GPUs as ranks, the timeout/abort/NaN-check tests, and `commhost plugins inspect nccl`.
+# GPUs as ranks, the timeout/abort/NaN-check tests, the intra-node one-/two-shot kernels
+# (IntraKernel* on one GPU; IntraCommGpu*, IntraGroup* with 2+), and
+# `commhost plugins inspect nccl`.
 # Exits 77 when no GPU is usable (the test program says why).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
