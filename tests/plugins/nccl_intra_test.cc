@@ -5,6 +5,8 @@
 // HashStore with ranks as threads, the step accounting, the kernel config every rank must
 // share, the region layout, signatures and error texts, and the launch API's refusals.
 // The kernels themselves run in tests/gpu (nccl_intra_gpu_test.cc).
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <set>
 
@@ -14,6 +16,7 @@
 #include "commhost/kernels/intra_protocol.h"
 #include "intra_comm.h"
 #include "intra_setup.h"
+#include "nvml_links.h"
 
 namespace commhost::test {
 namespace {
@@ -354,6 +357,16 @@ TEST(NcclIntraLaunch, ArgumentsTheKernelsDoNotServeAreRefusedBeforeAnyDeviceWork
   EXPECT_EQ(with([](auto& b) { b.regions[1] = nullptr; }), invalid);
   EXPECT_EQ(with([](auto& b) { b.count = (2 << 20) / 4; }), invalid);  // larger than a slot
   EXPECT_EQ(with([](auto& b) { b.config.depth = 2; }), invalid);
+}
+
+TEST(NcclIntraSetup, NvmlLoadedAtRunTimeSaysWhyItHasNoReading) {
+  // No GPU sits at this bus id anywhere; without NVML (here) the reason names the library,
+  // with it the lookup. Either way no reading and a reason, never a crash or a link error.
+  std::string why;
+  EXPECT_FALSE(readNvLinks("0000:ff:1f.7", &why).has_value());
+  EXPECT_FALSE(why.empty());
+  void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!nvml) EXPECT_NE(why.find("libnvidia-ml.so.1"), std::string::npos) << why;
 }
 
 TEST(NcclIntraSetup, HexRoundTripsAndRefusesGarbage) {
