@@ -31,10 +31,12 @@
 // Failure. A spin gives up after the launch's timeout (%globaltimer), when the host sets
 // the abort word (host-mapped), or when another block recorded a failure; on the first two,
 // or when a peer's signature differs, the kernel records an IntraError (host-mapped, first
-// failure wins) and that block stops touching memory: the user's data is written only after every wait of the call succeeded
-// (two-shot: step B's copies). A kernel launched after a recorded error does nothing. The
-// host fails every work whose step base is at or after the error's (never a wrong result
-// reported as success); the communicator's intra path is unusable after an error.
+// failure wins) and that block stops touching memory. The signatures are compared in the
+// first step, before the user's data is written, so ranks that disagree leave it as it
+// was; a two-shot ended by a timeout or abort in step B may have copied some slices. A
+// kernel launched after a recorded error does nothing. The host fails every work whose
+// step base is at or after the error's (never a wrong result reported as success); the
+// communicator's intra path is unusable after an error.
 #pragma once
 
 #include <cstddef>
