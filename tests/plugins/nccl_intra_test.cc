@@ -366,7 +366,9 @@ TEST(NcclIntraSetup, NvmlLoadedAtRunTimeSaysWhyItHasNoReading) {
   EXPECT_FALSE(readNvLinks("0000:ff:1f.7", &why).has_value());
   EXPECT_FALSE(why.empty());
   void* nvml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
-  if (!nvml) EXPECT_NE(why.find("libnvidia-ml.so.1"), std::string::npos) << why;
+  if (!nvml) {
+    EXPECT_NE(why.find("libnvidia-ml.so.1"), std::string::npos) << why;
+  }
 }
 
 TEST(NcclIntraSetup, HexRoundTripsAndRefusesGarbage) {
