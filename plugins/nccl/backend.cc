@@ -98,6 +98,9 @@ NcclBackend::DeviceState& NcclBackend::addDevice(const ErrorContext& where, int 
   DeviceGuard guard(device);
   DeviceState state;
   state.comm = std::move(comm);
+  // Every rank adds its communicators in the same order, so the count names the setup.
+  if (options_.intraNode)
+    state.intra = IntraComm::create({&ctx_, device, "nccl_intra/" + std::to_string(intraSetups_++), {}});
   int least = 0, greatest = 0;
   CUDA_CHECK(where, cudaDeviceGetStreamPriorityRange(&least, &greatest));
   CUDA_CHECK(where, cudaStreamCreateWithPriority(&state.stream, cudaStreamNonBlocking,
@@ -206,6 +209,7 @@ WorkPtr NcclBackend::run(const OpContext& op, Op desc, const Calls& calls) {
   // The work owns the events from here, so an error below destroys them with it.
   auto work = std::make_shared<NcclWork>(op, state.comm, start, timedStart, end, options_.blockingWait || desc.blocking,
                                          std::move(desc.keep), std::move(desc.outputs));
+  work->setHooks(std::move(desc.hooks));
   // The NCCL stream runs after whatever the caller queued on its own stream so far.
   CUDA_CHECK(where, cudaEventRecord(start, static_cast<cudaStream_t>(op.stream)));
   CUDA_CHECK(where, cudaStreamWaitEvent(state.stream, start, 0));
@@ -278,7 +282,10 @@ void NcclBackend::abort(const std::string&) {
   std::vector<std::shared_ptr<Communicator>> comms;
   {
     MutexLock lock(&mutex_);
-    for (auto& [device, state] : devices_) comms.push_back(state.comm);
+    for (auto& [device, state] : devices_) {
+      comms.push_back(state.comm);
+      if (state.intra) state.intra->abort();  // a kernel waiting on a peer returns
+    }
   }
   // Outside the lock: an abort may take a moment, and the group's thread may be waiting
   // in deviceState() for the lock.
@@ -291,7 +298,7 @@ void NcclBackend::shutdown() {
   if (!watchdog_) return;
   const auto deadline = Clock::now() + ctx_.timeout;
   // Works in flight end (or time out and abort their communicator) before teardown.
-  watchdog_->drain(deadline);
+  const bool drained = watchdog_->drain(deadline);
   watchdog_.reset();
   std::map<int, DeviceState> devices;
   {
@@ -301,6 +308,8 @@ void NcclBackend::shutdown() {
   for (auto& [device, state] : devices) {
     DeviceGuard guard(device);
     state.comm->destroy(deadline);
+    // After the communicator, whose abort (when it could not finish) ends NCCL's kernels.
+    if (state.intra) state.intra->close(state.stream, drained && !aborted_.load());
     if (state.stream) cudaStreamDestroy(state.stream);
     if (state.barrierBuf) cudaFree(state.barrierBuf);
     if (state.nanFlag) cudaFree(state.nanFlag);

@@ -27,6 +27,7 @@
 #include "commhost/plugin.h"
 #include "commhost/typed_options.h"
 #include "communicator.h"
+#include "intra_comm.h"
 #include "nccl_types.h"
 #include "nccl_work.h"
 #include "options.h"
@@ -88,6 +89,8 @@ class NcclBackend final : public Backend {
     cudaStream_t stream = nullptr;
     int* nanFlag = nullptr;       // device int the NaN check sets (nan_check only)
     float* barrierBuf = nullptr;  // the one element barrier reduces
+    // Set when intra_node is on and every rank could take part (intra_comm.h).
+    std::shared_ptr<IntraComm> intra;
   };
   // The NCCL calls of one op, on its communicator and the device's NCCL stream.
   using Calls = std::function<ncclResult_t(ncclComm_t, cudaStream_t)>;
@@ -97,6 +100,7 @@ class NcclBackend final : public Backend {
     std::vector<Tensor> outputs;    // what the future completes with
     std::vector<Tensor> nanInputs;  // checked when nan_check is on
     bool blocking = false;          // wait() blocks the CPU whatever blocking_wait says
+    WorkHooks hooks;                // for ops that are not only NCCL calls
   };
 
   // The device's state, creating the communicator and stream on first use.
@@ -114,6 +118,8 @@ class NcclBackend final : public Backend {
   ncclRedOp_t redOp(const ReduceOp& op, DType dtype, ncclComm_t comm, bool* created);
   WorkPtr reduction(const OpContext& op, Op desc, const ReduceOp& reduceOp, DType dtype,
                     const std::function<ncclResult_t(ncclComm_t, cudaStream_t, ncclRedOp_t)>& calls);
+  // The intra-node kernels' allreduce (intra_ops.cc), or null when NCCL should run it.
+  WorkPtr intraAllreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts);
   // cudaGetDevice, for ops without a tensor (barrier) before any communicator exists.
   int currentDevice(const OpContext& op) const;
 
@@ -126,6 +132,7 @@ class NcclBackend final : public Backend {
   Mutex mutex_;
   std::map<int, DeviceState> devices_ GUARDED_BY(mutex_);
   int created_ = 0;  // group thread: communicators made through the store so far (Setup::ordinal)
+  int intraSetups_ = 0;  // the group's thread only (deviceState): names each setup's store keys
   std::unique_ptr<Watchdog> watchdog_ GUARDED_BY(shutdownMutex_);  // set by the constructor
 };
 

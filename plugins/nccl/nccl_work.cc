@@ -50,7 +50,22 @@ void NcclWork::failWith(ErrorCode code, const std::string& what, const std::stri
   } catch (...) {
     fail(std::current_exception());
   }
-  if (abortComm) comm_->abort();
+  if (abortComm) abortAll();
+}
+
+void NcclWork::setHooks(WorkHooks hooks) {
+  MutexLock lock(&mutex_);
+  hooks_ = std::move(hooks);
+}
+
+void NcclWork::abortAll() {
+  std::function<void()> hook;
+  {
+    MutexLock lock(&mutex_);
+    hook = hooks_.abort;
+  }
+  if (hook) hook();
+  comm_->abort();
 }
 
 int NcclWork::queryEnd() {
@@ -69,10 +84,18 @@ bool NcclWork::poll() {
   if (state < 0) return true;
   if (state > 0) {
     std::vector<Tensor> outputs;
+    std::function<void()> verify;
     {
       MutexLock lock(&mutex_);
       outputs = std::move(outputs_);
       keep_.clear();
+      verify = hooks_.verify;
+    }
+    try {
+      if (verify) verify();
+    } catch (...) {
+      fail(std::current_exception());
+      return true;
     }
     finish(std::move(outputs));
     return true;
@@ -137,7 +160,7 @@ bool NcclWork::wait(std::chrono::milliseconds timeout) {
 
 void NcclWork::abort(const std::string& reason) {
   AsyncWork::abort(reason);
-  comm_->abort();
+  abortAll();
 }
 
 Watchdog::Watchdog() : thread_([this] { run(); }) {}

@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -32,6 +33,13 @@
 #include "communicator.h"
 
 namespace commhost::nccl_backend {
+
+// What an op that is not only NCCL calls (the intra-node kernels, intra_comm.h) adds to
+// its work; either may be empty.
+struct WorkHooks {
+  std::function<void()> verify;  // once `end` fired: throws the op's error if it failed on the device
+  std::function<void()> abort;   // beside the communicator's abort: ends a kernel waiting on a peer
+};
 
 class NcclWork final : public AsyncWork {
  public:
@@ -53,12 +61,16 @@ class NcclWork final : public AsyncWork {
 
   // The watchdog's step: true once the work is finished (done, failed or aborted).
   bool poll();
+  // Set before the work is shared (given to the watchdog or returned).
+  void setHooks(WorkHooks hooks);
 
  private:
   // Fails the work with `code` and `what`, aborting the communicator when asked.
   void failWith(ErrorCode code, const std::string& what, const std::string& hint, bool abortComm);
   // cudaEventQuery(end_): 1 done, 0 pending, -1 failed (the work is failed then).
   int queryEnd();
+  // The abort hook, then the communicator's abort.
+  void abortAll();
 
   std::shared_ptr<Communicator> comm_;
   cudaEvent_t start_;
@@ -69,6 +81,7 @@ class NcclWork final : public AsyncWork {
   Mutex mutex_;
   std::vector<Tensor> keep_ GUARDED_BY(mutex_);  // released once the op ended
   std::vector<Tensor> outputs_ GUARDED_BY(mutex_);
+  WorkHooks hooks_ GUARDED_BY(mutex_);
 };
 
 // Owns a thread that polls the works in flight until each is finished.

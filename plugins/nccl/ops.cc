@@ -21,6 +21,8 @@ std::vector<Tensor> concat(std::vector<Tensor> a, const std::vector<Tensor>& b) 
 }  // namespace
 
 WorkPtr NcclBackend::allreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts) {
+  if (options_.intraNode)
+    if (WorkPtr work = intraAllreduce(op, tensor, opts)) return work;
   Op d{deviceOf(tensor), {tensor}, {tensor}, {tensor}};
   const Tensor t = tensor;
   return reduction(op, std::move(d), opts.reduceOp, t.dtype(), [t](ncclComm_t c, cudaStream_t s, ncclRedOp_t r) {

@@ -3,8 +3,9 @@
 # The nccl backend's GPU tests, on any machine with GPUs and the CUDA toolkit + NCCL:
 #   tests/gpu/run.sh [BUILD_DIR]   (default: build-gpu beside the sources)
 # Builds with CUDA and the tests (tools/setup), then runs every op x dtype on all visible
-# GPUs as ranks, the timeout/abort/NaN-check/timing/compression-hook tests, the cast
-# kernels against the CPU casts, `commhost plugins inspect nccl`, and
+# GPUs as ranks, the timeout/abort/NaN-check/timing/compression-hook tests, the intra-node
+# one-/two-shot kernels (IntraKernel* on one GPU; IntraCommGpu*, IntraGroup* with 2+), the
+# cast kernels against the CPU casts, `commhost plugins inspect nccl`, and
 # `commhost bench --device cuda --op all --check` over nccl, one rank per GPU.
 # Exits 77 when no GPU is usable (the test program says why).
 set -euo pipefail
