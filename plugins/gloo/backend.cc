@@ -47,9 +47,6 @@ OptionSchema<Options> Options::schema() {
               "of its own (the group's size <= CPUs this process may run on: a multi-host group counts every host's "
               "ranks, so set it there), else 0",
               {-1, 100000})
-      .option("steal_on_wait", &Options::stealOnWait, "false",
-              "A caller waiting for an op no worker has started runs it itself (no hand-off and wake-up); ops "
-              "not yet waited for still run on the worker")
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
               {0, 86400 * 7});
 }
@@ -89,8 +86,7 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   const int spinUs = options.workerSpinUs >= 0                  ? options.workerSpinUs
                      : ctx.worldSize <= WorkQueue::usableCpus() ? 100
                                                                 : 0;
-  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks, std::chrono::microseconds(spinUs),
-                                       options.stealOnWait);
+  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks, std::chrono::microseconds(spinUs));
   p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooks);
   registerForFatalHint(this);
 }

@@ -29,7 +29,6 @@ struct Options {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::Auto;
   int64_t ringThreshold = 0;
   int workerSpinUs = -1;
-  bool stealOnWait = false;
   std::chrono::milliseconds timeout{0};
   static OptionSchema<Options> schema();
 };

@@ -62,16 +62,7 @@ class COMMHOST_API WorkQueue {
   // and the worker's CPU does not go idle between ops (in a VM an idle vCPU can take
   // 4-8 ms to wake for the transport's next packet). Worth it only while each rank has a
   // CPU of its own (see usableCpus()); 0: sleep at once.
-  //
-  // `stealOnWait`: a thread that waits (Work::wait with no timeout shorter than the op's)
-  // for an op still queued, next in line, with no op running, runs it itself, as if
-  // submitted inline: no hand-off to a worker and back (two wake-ups). An op nobody waits
-  // for yet is still run by a worker, so issuing stays asynchronous and ops overlap
-  // caller work as before. A thread inside a stolen job is the job's thread: abort()
-  // fails its Work at once, but wait() returns only when the job does (the backend's abort
-  // must make it return, as for a worker); the destructor waits for it as for a worker.
-  WorkQueue(std::string name, int threads, Hooks hooks, std::chrono::microseconds idleSpin = {},
-            bool stealOnWait = false);
+  WorkQueue(std::string name, int threads, Hooks hooks, std::chrono::microseconds idleSpin = {});
   // CPUs this process may run on (its affinity mask), at least 1: what a backend compares
   // its ranks per host with before it spins.
   static int usableCpus();
@@ -120,14 +111,8 @@ class COMMHOST_API WorkQueue {
     Job job;
     OpContext context;
   };
-  class StealableWork;
-  struct Anchor;  // what a StealableWork reaches the queue through; cleared by the destructor
   WorkPtr enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work);
   void workerLoop();
-  // Runs a dequeued item (already in running_) on this thread, then reports it done.
-  void runItem(Item item, bool stolen);
-  // For stealOnWait: the item of `work` if it is next in line and nothing runs.
-  bool claim(const AsyncWork* work, Item* item) EXCLUDES(mutex_);
   std::exception_ptr describe(const OpContext& ctx, const std::exception_ptr& error) const;
   [[noreturn]] void throwAborted(const OpContext& ctx);
 
@@ -148,10 +133,7 @@ class COMMHOST_API WorkQueue {
   std::vector<std::shared_ptr<AsyncWork>> running_ GUARDED_BY(mutex_);  // the workers' current items
   std::string abortReason_ GUARDED_BY(mutex_);
   bool stopping_ GUARDED_BY(mutex_) = false;
-  int stolenRunning_ GUARDED_BY(mutex_) = 0;  // items running on waiting callers' threads
-  CondVar stolenDone_;                        // the destructor: stolenRunning_ reached 0
-  std::shared_ptr<Anchor> anchor_;            // null unless stealOnWait
-  std::vector<std::thread> workers_;          // started by the constructor, joined by the destructor
+  std::vector<std::thread> workers_;  // started by the constructor, joined by the destructor
 };
 
 }  // namespace commhost

@@ -9,58 +9,16 @@
 
 namespace commhost {
 
-// Lets a work reach its queue while the queue exists: the destructor clears `queue`
-// under `mutex` first, so a waiter either claims its item before that or not at all.
-struct WorkQueue::Anchor {
-  std::mutex mutex;
-  WorkQueue* queue = nullptr;  // guarded by mutex
-};
-
-class WorkQueue::StealableWork final : public AsyncWork {
- public:
-  StealableWork(const OpContext& ctx, std::shared_ptr<Anchor> anchor) : AsyncWork(ctx), anchor_(std::move(anchor)) {}
-  bool wait(std::chrono::milliseconds timeout) override {
-    // A shorter wait than the op's own must be able to give up, which a thread running
-    // the job cannot: leave the op to the worker.
-    if (!isCompleted() && (timeout.count() <= 0 || timeout >= this->timeout())) tryRun();
-    return AsyncWork::wait(timeout);
-  }
-
- private:
-  void tryRun() {
-    WorkQueue* queue = nullptr;
-    Item item;
-    {
-      std::lock_guard<std::mutex> lock(anchor_->mutex);
-      if (anchor_->queue && anchor_->queue->claim(this, &item)) queue = anchor_->queue;
-    }
-    // The queue outlives the item: its destructor waits for stolen items to end.
-    if (queue) queue->runItem(std::move(item), true);
-  }
-  std::shared_ptr<Anchor> anchor_;
-};
-
-WorkQueue::WorkQueue(std::string name, int threads, Hooks hooks, std::chrono::microseconds idleSpin, bool stealOnWait)
+WorkQueue::WorkQueue(std::string name, int threads, Hooks hooks, std::chrono::microseconds idleSpin)
     : name_(std::move(name)), threads_(threads), idleSpin_(idleSpin), hooks_(std::move(hooks)) {
-  if (stealOnWait && threads > 0) {
-    anchor_ = std::make_shared<Anchor>();
-    anchor_->queue = this;
-  }
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
 }
 
 WorkQueue::~WorkQueue() {
-  if (anchor_) {
-    std::lock_guard<std::mutex> lock(anchor_->mutex);
-    anchor_->queue = nullptr;
-  }
   drain();
   {
     MutexLock lock(&mutex_);
     stopping_ = true;
-    // drain() returns at abort() even while a job runs: a stolen one must end before the
-    // queue goes, as joining waits for a worker's.
-    while (stolenRunning_ > 0) stolenDone_.wait(&mutex_);
   }
   wake_.signalAll();
   for (auto& t : workers_) t.join();
@@ -81,7 +39,7 @@ std::exception_ptr WorkQueue::describe(const OpContext& ctx, const std::exceptio
 }
 
 WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work) {
-  if (!work) work = anchor_ ? std::make_shared<StealableWork>(ctx, anchor_) : std::make_shared<AsyncWork>(ctx);
+  if (!work) work = std::make_shared<AsyncWork>(ctx);
   bool queued = false;
   {
     MutexLock lock(&mutex_);
@@ -119,46 +77,29 @@ void WorkQueue::workerLoop() {
       queue_.pop_front();
       running_.push_back(item.work);
     }
-    runItem(std::move(item), false);
-  }
-}
-
-bool WorkQueue::claim(const AsyncWork* work, Item* item) {
-  MutexLock lock(&mutex_);
-  if (aborted_.load(std::memory_order_relaxed) || !running_.empty() || queue_.empty() ||
-      queue_.front().work.get() != work)
-    return false;
-  *item = std::move(queue_.front());
-  queue_.pop_front();
-  running_.push_back(item->work);
-  ++stolenRunning_;
-  return true;
-}
-
-void WorkQueue::runItem(Item item, bool stolen) {
-  try {
-    if (hooks_.beforeEach) hooks_.beforeEach(item.context);
-    item.work->finish(item.job());
-  } catch (...) {
-    // After abort() the work has failed already, and the backend behind describe may
-    // be gone (a backend leaks a queue stuck in its transport rather than wait):
-    // describe only while not aborted, under the lock stuckAfterAbort() takes, so the
-    // backend cannot decide it is stuck and return from its destructor in between. The
-    // work fails outside the lock (its callbacks may submit).
-    std::exception_ptr error;
+    try {
+      if (hooks_.beforeEach) hooks_.beforeEach(item.context);
+      item.work->finish(item.job());
+    } catch (...) {
+      // After abort() the work has failed already, and the backend behind describe may
+      // be gone (a backend leaks a queue stuck in its transport rather than wait):
+      // describe only while not aborted, under the lock stuckAfterAbort() takes, so the
+      // backend cannot decide it is stuck and return from its destructor in between. The
+      // work fails outside the lock (its callbacks may submit).
+      std::exception_ptr error;
+      {
+        MutexLock lock(&mutex_);
+        if (!aborted_.load(std::memory_order_relaxed)) error = describe(item.context, std::current_exception());
+      }
+      if (error) item.work->fail(error);
+    }
+    std::shared_ptr<AsyncWork> done = std::move(item.work);
+    item = Item{};  // release the op's tensors before reporting idle
     {
       MutexLock lock(&mutex_);
-      if (!aborted_.load(std::memory_order_relaxed)) error = describe(item.context, std::current_exception());
+      running_.erase(std::find(running_.begin(), running_.end(), done));
+      if (pending_.fetch_sub(1, std::memory_order_release) == 1) idle_.signalAll();
     }
-    if (error) item.work->fail(error);
-  }
-  std::shared_ptr<AsyncWork> done = std::move(item.work);
-  item = Item{};  // release the op's tensors before reporting idle
-  {
-    MutexLock lock(&mutex_);
-    running_.erase(std::find(running_.begin(), running_.end(), done));
-    if (pending_.fetch_sub(1, std::memory_order_release) == 1) idle_.signalAll();
-    if (stolen && --stolenRunning_ == 0) stolenDone_.signalAll();
   }
 }
 
