@@ -98,9 +98,8 @@ NcclBackend::DeviceState& NcclBackend::addDevice(const ErrorContext& where, int 
   DeviceGuard guard(device);
   DeviceState state;
   state.comm = std::move(comm);
-  // Every rank adds its communicators in the same order, so the count names the setup.
-  if (options_.intraNode)
-    state.intra = IntraComm::create({&ctx_, device, "nccl_intra/" + std::to_string(intraSetups_++), {}});
+  // The communicator's id is alike on all its ranks (fresh or split), so it names the setup.
+  if (options_.intraNode) state.intra = IntraComm::create({&ctx_, device, "nccl_intra/" + state.comm->id(), {}});
   int least = 0, greatest = 0;
   CUDA_CHECK(where, cudaDeviceGetStreamPriorityRange(&least, &greatest));
   CUDA_CHECK(where, cudaStreamCreateWithPriority(&state.stream, cudaStreamNonBlocking,

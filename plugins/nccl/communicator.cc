@@ -191,13 +191,20 @@ void Communicator::enqueue(const std::function<ncclResult_t(ncclComm_t)>& calls,
           hintFor(r) + "; the communicator is unusable now: abort the group and create a new one");
 }
 
-ncclResult_t Communicator::asyncError(std::string* message) {
-  MutexLock lock(&mutex_);
-  if (!comm_) return ncclSuccess;
-  ncclResult_t state = ncclSuccess;
-  const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
-  const ncclResult_t result = r != ncclSuccess ? r : state;
-  if (message && result != ncclSuccess && result != ncclInProgress) *message = describeNccl(result, comm_);
+ncclResult_t Communicator::asyncError(std::string* message, bool ifFree) {
+  if (ifFree) {
+    if (!mutex_.tryLock()) return ncclInProgress;
+  } else {
+    mutex_.lock();
+  }
+  ncclResult_t result = ncclSuccess;
+  if (comm_) {
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm_, &state);
+    result = r != ncclSuccess ? r : state;
+    if (message && result != ncclSuccess && result != ncclInProgress) *message = describeNccl(result, comm_);
+  }
+  mutex_.unlock();
   return result;
 }
 

@@ -83,8 +83,10 @@ class Communicator {
                const ErrorContext& where);
 
   // ncclCommGetAsyncError: ncclSuccess, ncclInProgress or the error; with `message` the
-  // describeNccl text. After abort(): ncclSuccess (nothing more to report).
-  ncclResult_t asyncError(std::string* message = nullptr);
+  // describeNccl text. After abort(): ncclSuccess (nothing more to report). `ifFree`
+  // (the watchdog): while another call holds the handle, ncclInProgress at once instead
+  // of waiting, since a split holds it while it polls, up to the init timeout.
+  ncclResult_t asyncError(std::string* message = nullptr, bool ifFree = false) EXCLUDES(mutex_);
 
   // ncclCommRevoke (where nccl.h has it) then ncclCommAbort, once; every later call is
   // refused. Returns at once even when an op is stuck on the device.

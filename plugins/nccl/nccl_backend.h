@@ -132,7 +132,6 @@ class NcclBackend final : public Backend {
   Mutex mutex_;
   std::map<int, DeviceState> devices_ GUARDED_BY(mutex_);
   int created_ = 0;  // group thread: communicators made through the store so far (Setup::ordinal)
-  int intraSetups_ = 0;  // the group's thread only (deviceState): names each setup's store keys
   std::unique_ptr<Watchdog> watchdog_ GUARDED_BY(shutdownMutex_);  // set by the constructor
 };
 

@@ -78,30 +78,38 @@ int NcclWork::queryEnd() {
   return -1;
 }
 
+void NcclWork::finishEnded() {
+  std::vector<Tensor> outputs;
+  std::function<void()> verify;
+  {
+    MutexLock lock(&mutex_);
+    // One thread finishes (the watchdog, a blocking wait() or isCompleted()); the others
+    // see the future complete once it has the verdict.
+    if (ending_) return;
+    ending_ = true;
+    outputs = std::move(outputs_);
+    keep_.clear();
+    verify = hooks_.verify;
+  }
+  try {
+    if (verify) verify();
+  } catch (...) {
+    fail(std::current_exception());
+    return;
+  }
+  finish(std::move(outputs));
+}
+
 bool NcclWork::poll() {
   if (future()->isCompleted()) return true;
   const int state = queryEnd();
   if (state < 0) return true;
   if (state > 0) {
-    std::vector<Tensor> outputs;
-    std::function<void()> verify;
-    {
-      MutexLock lock(&mutex_);
-      outputs = std::move(outputs_);
-      keep_.clear();
-      verify = hooks_.verify;
-    }
-    try {
-      if (verify) verify();
-    } catch (...) {
-      fail(std::current_exception());
-      return true;
-    }
-    finish(std::move(outputs));
-    return true;
+    finishEnded();
+    return future()->isCompleted();
   }
   std::string message;
-  const ncclResult_t r = comm_->asyncError(&message);
+  const ncclResult_t r = comm_->asyncError(&message, true);
   if (r != ncclSuccess && r != ncclInProgress) {
     failWith(ErrorCode::Backend, message, hintFor(r) + "; the communicator was aborted: create a new group", true);
     return true;
@@ -121,9 +129,13 @@ bool NcclWork::poll() {
   return false;
 }
 
+// Completed only with its verdict: an intra-node kernel's failure (hooks_.verify) is
+// known only after its end event fired, and the supervisor records a work that says
+// "completed" with no exception as a success.
 bool NcclWork::isCompleted() {
   if (future()->isCompleted()) return true;
-  return queryEnd() != 0;
+  if (queryEnd() > 0) finishEnded();
+  return future()->isCompleted();
 }
 
 bool NcclWork::wait(std::chrono::milliseconds timeout) {

@@ -61,6 +61,8 @@ class NcclWork final : public AsyncWork {
 
   // The watchdog's step: true once the work is finished (done, failed or aborted).
   bool poll();
+  // After `end` fired: runs the verify hook and finishes or fails the future, once.
+  void finishEnded();
   // Set before the work is shared (given to the watchdog or returned).
   void setHooks(WorkHooks hooks);
 
@@ -82,6 +84,7 @@ class NcclWork final : public AsyncWork {
   std::vector<Tensor> keep_ GUARDED_BY(mutex_);  // released once the op ended
   std::vector<Tensor> outputs_ GUARDED_BY(mutex_);
   WorkHooks hooks_ GUARDED_BY(mutex_);
+  bool ending_ GUARDED_BY(mutex_) = false;  // a thread took the outputs to finish the work
 };
 
 // Owns a thread that polls the works in flight until each is finished.

@@ -20,6 +20,14 @@ std::string agreedParent(const std::vector<std::string>& votes) {
 
 std::string agreeOnSplit(const BackendContext& parent, const std::string& round, const char* op,
                          const std::string& vote) {
+  // Without a communicator of its own this rank already knows the rule's answer (""), and
+  // a communicator exists only where every rank joined it: so no rank holds one when some
+  // rank has no backend at all (no GPU there) and never votes. Voting and leaving keeps
+  // such a rank from making the others wait; a rank with one still reads every vote.
+  if (vote.empty()) {
+    parent.store->set(splitKey(round) + "/" + std::to_string(parent.rank), toBytes(""));
+    return "";
+  }
   try {
     return agreedParent(exchangeAll(parent, splitKey(round), vote, op));
   } catch (const TimeoutError& e) {

@@ -45,8 +45,11 @@ std::string splitChildId(const std::string& round, int color);
 std::string agreedParent(const std::vector<std::string>& votes);
 
 // Publishes `vote` and reads every rank's (exchangeAll through `parent.store`, under
-// splitKey(round)), then applies agreedParent(). A TimeoutError names the ranks that
-// never voted: they did not call newGroup/split (`op`), members or not.
+// splitKey(round)), then applies agreedParent(). An empty vote is published and "" is
+// returned at once (the rule's answer whatever the others vote), so a rank whose nccl
+// backend is missing (no GPU there: it never votes) delays nobody, since then no rank
+// can hold a communicator of the whole group. A TimeoutError names the ranks that never
+// voted: they did not call newGroup/split (`op`), members or not.
 std::string agreeOnSplit(const BackendContext& parent, const std::string& round, const char* op,
                          const std::string& vote);
 

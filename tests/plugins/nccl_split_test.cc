@@ -167,6 +167,23 @@ TEST(NcclSplitAgreement, ARankThatNeverTakesPartTimesOutTheOthersNamingIt) {
   });
 }
 
+// A rank whose nccl backend does not exist (no GPU there) never votes; then nobody holds
+// a communicator of the whole group, and ranks without one vote and go on at once
+// instead of waiting for it until the timeout.
+TEST(NcclSplitAgreement, RanksWithoutACommunicatorDoNotWaitForARankThatNeverVotes) {
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  constexpr int kWorld = 3;
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::string> out(kWorld, "unset");
+  runRanks(kWorld, [&](int r) {
+    if (r == 2) return;  // no backend: prepareSplit is never called here
+    out[r] = agreeOnSplit(parentContext(store, r, kWorld, std::chrono::seconds(20)), "sub1", "new_group", "");
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(5));
+  EXPECT_EQ(out, (std::vector<std::string>{"", "", "unset"}));
+  EXPECT_TRUE(store->check({"main/1/backend/nccl/" + splitKey("sub1") + "/1"}));
+}
+
 TEST(NcclSplitAgreement, ARankThatCannotVoteFailsTheOthersBeforeTheTimeout) {
   auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
   constexpr int kWorld = 3;
@@ -177,7 +194,7 @@ TEST(NcclSplitAgreement, ARankThatCannotVoteFailsTheOthersBeforeTheTimeout) {
       publishFailure(ctx, splitKey("split1"), "could not vote: cudaGetDevice failed");
       return;
     }
-    EXPECT_THROW_WITH(agreeOnSplit(ctx, "split1", "split", ""), PluginError,
+    EXPECT_THROW_WITH(agreeOnSplit(ctx, "split1", "split", uniqueIdKey(0)), PluginError,
                       "rank 1 could not vote: cudaGetDevice failed");
   });
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));

@@ -23,6 +23,7 @@ class CAPABILITY("mutex") Mutex {
 
   void lock() ACQUIRE() { mu_.lock(); }
   void unlock() RELEASE() { mu_.unlock(); }
+  bool tryLock() TRY_ACQUIRE(true) { return mu_.try_lock(); }
   // Tells the analysis that the caller holds the mutex (no run-time check).
   void assertHeld() ASSERT_CAPABILITY(this) {}
 

@@ -28,6 +28,7 @@
 #endif
 #ifndef RELEASE
 #define RELEASE(...) COMMHOST_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+#define TRY_ACQUIRE(...) COMMHOST_THREAD_ANNOTATION(try_acquire_capability(__VA_ARGS__))
 #endif
 #ifndef ASSERT_CAPABILITY
 #define ASSERT_CAPABILITY(x) COMMHOST_THREAD_ANNOTATION(assert_capability(x))
