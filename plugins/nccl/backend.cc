@@ -97,6 +97,16 @@ NcclBackend::DeviceState& NcclBackend::addDevice(const ErrorContext& where, int 
                                                  std::shared_ptr<Communicator> comm) {
   DeviceGuard guard(device);
   DeviceState state;
+  // Until the state is stored, a failure below frees what was made so far.
+  struct Release {
+    DeviceState* state;
+    ~Release() {
+      if (!state) return;
+      if (state->stream) cudaStreamDestroy(state->stream);
+      if (state->barrierBuf) cudaFree(state->barrierBuf);
+      if (state->nanFlag) cudaFree(state->nanFlag);
+    }
+  } release{&state};
   state.comm = std::move(comm);
   // The communicator's id is alike on all its ranks (fresh or split), so it names the setup.
   if (options_.intraNode) state.intra = IntraComm::create({&ctx_, device, "nccl_intra/" + state.comm->id(), {}});
@@ -112,7 +122,9 @@ NcclBackend::DeviceState& NcclBackend::addDevice(const ErrorContext& where, int 
     raise(ErrorCode::Aborted, where, "the backend was aborted while the communicator was being created",
           "create a new group to continue");
   }
-  return devices_.emplace(device, state).first->second;
+  DeviceState& stored = devices_.emplace(device, state).first->second;
+  release.state = nullptr;
+  return stored;
 }
 
 std::shared_ptr<Communicator> NcclBackend::liveComm(int device) {
