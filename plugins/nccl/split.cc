@@ -25,7 +25,7 @@ std::string agreeOnSplit(const BackendContext& parent, const std::string& round,
   // rank has no backend at all (no GPU there) and never votes. Voting and leaving keeps
   // such a rank from making the others wait; a rank with one still reads every vote.
   if (vote.empty()) {
-    parent.store->set(splitKey(round) + "/" + std::to_string(parent.rank), toBytes(""));
+    publishForExchange(parent, splitKey(round), "");
     return "";
   }
   try {

@@ -22,6 +22,9 @@ COMMHOST_API std::string hostIdentity();
 // PluginError "rank R <why>" within 0.1 s, rather than wait for it until the timeout.
 COMMHOST_API std::vector<std::string> exchangeAll(const BackendContext& ctx, const std::string& key,
                                                   const std::string& mine, const char* what);
+// This rank's part of exchangeAll under `key`, without waiting for the others': for a
+// rank that already knows it need not read theirs (their exchangeAll still gets it).
+COMMHOST_API void publishForExchange(const BackendContext& ctx, const std::string& key, const std::string& mine);
 // Published by a rank that cannot take part in the exchange under `key` (`why`, e.g.
 // "could not create its part: ..."); it then throws its own error.
 COMMHOST_API void publishFailure(const BackendContext& ctx, const std::string& key, const std::string& why);

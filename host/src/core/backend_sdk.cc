@@ -29,9 +29,13 @@ void publishFailure(const BackendContext& ctx, const std::string& key, const std
   ctx.store->set(key + "/failed", toBytes("rank " + std::to_string(ctx.rank) + " " + why));
 }
 
+void publishForExchange(const BackendContext& ctx, const std::string& key, const std::string& mine) {
+  ctx.store->set(key + "/" + std::to_string(ctx.rank), toBytes(mine));
+}
+
 std::vector<std::string> exchangeAll(const BackendContext& ctx, const std::string& key, const std::string& mine,
                                      const char* what) {
-  ctx.store->set(key + "/" + std::to_string(ctx.rank), toBytes(mine));
+  publishForExchange(ctx, key, mine);
   std::vector<std::string> keys;
   keys.reserve(static_cast<size_t>(ctx.worldSize));
   for (int r = 0; r < ctx.worldSize; ++r) keys.push_back(key + "/" + std::to_string(r));
