@@ -77,4 +77,14 @@ std::string hintFor(ncclResult_t result) {
   }
 }
 
+std::string initHintFor(ncclResult_t result, const std::string& described) {
+  if (described.find("Duplicate GPU") != std::string::npos)
+    return "NCCL needs one GPU per rank: start at most as many ranks per host as it has GPUs (nvidia-smi -L), or "
+           "give each rank its own device (torch.cuda.set_device / CUDA_VISIBLE_DEVICES by LOCAL_RANK)";
+  if (result == ncclInvalidUsage || result == ncclInvalidArgument)
+    return "the ranks disagree on the communicator (world size, rank numbers) or two share a GPU: NCCL's last error "
+           "names which; NCCL_DEBUG=WARN gives more";
+  return hintFor(result);
+}
+
 }  // namespace commhost::nccl_backend

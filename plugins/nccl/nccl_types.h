@@ -34,4 +34,10 @@ std::string describeNccl(ncclResult_t result, ncclComm_t comm);
 // What to do next for a failed NCCL call, by result (system, internal, remote, ...).
 std::string hintFor(ncclResult_t result);
 
+// What to do next when creating a communicator failed: `described` is describeNccl's text,
+// whose last error tells the likely causes apart. Invalid usage at creation is not a
+// disagreement on an op (hintFor's reading) but, most often, two ranks of one host on one
+// GPU (NCCL: "Duplicate GPU detected"), as when more ranks than GPUs are started.
+std::string initHintFor(ncclResult_t result, const std::string& described);
+
 }  // namespace commhost::nccl_backend

@@ -167,6 +167,19 @@ TEST(NcclUniqueId, AValueOfTheWrongSizeIsRefused) {
                     BackendError, "has 5 bytes", "same NCCL build");
 }
 
+// Seen on a one-GPU machine (two ranks started on it): NCCL's invalid usage at creation is
+// a shared GPU, not a disagreement on an op, and the hint says so.
+TEST(NcclTypes, CreationHintsNameTheSharedGpuAndKeepTheOpHintForOps) {
+  const std::string duplicate =
+      "NCCL error: invalid usage (last error: Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 60)";
+  EXPECT_NE(nccl_backend::initHintFor(ncclInvalidUsage, duplicate).find("one GPU per rank"), std::string::npos);
+  const std::string other = nccl_backend::initHintFor(ncclInvalidUsage, "NCCL error: invalid usage");
+  EXPECT_NE(other.find("disagree on the communicator"), std::string::npos) << other;
+  EXPECT_EQ(other.find("debug.check_collectives"), std::string::npos) << other;
+  EXPECT_NE(nccl_backend::hintFor(ncclInvalidUsage).find("debug.check_collectives"), std::string::npos);
+  EXPECT_EQ(nccl_backend::initHintFor(ncclSystemError, "x"), nccl_backend::hintFor(ncclSystemError));
+}
+
 // What the CUDA runtime says here: "" with a usable device.
 std::string runtimeReason() {
   int count = 0;

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// NOLINTBEGIN(concurrency-mt-unsafe): the launcher runs on one thread (it forks the ranks, then waits on
-// them and on signals through a signalfd), and a forked child has one thread until it execs.
+// NOLINTBEGIN(concurrency-mt-unsafe): the launcher's loop runs on one thread (it forks the ranks, then waits
+// on them and on signals through a signalfd). Other threads may exist in the process: a plugin's probe,
+// run while the config is checked, may start some (the CUDA driver does, behind the nccl plugin's). So the
+// child prepares nothing between fork and exec (see ChildPlan), and signals that land on another
+// thread are forwarded to the loop's (see LoopSignals).
 #include "launcher.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/inotify.h>
 #include <sys/signalfd.h>
@@ -21,6 +25,8 @@
 #include <iostream>
 #include <stdexcept>
 #include <system_error>
+
+extern char** environ;
 
 #include "reach_lines.h"
 
@@ -108,7 +114,66 @@ void signalRank(const Rank& r, int sig) {
   if (::kill(-r.pid, sig) != 0) ::kill(r.pid, sig);
 }
 
-pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, const sigset_t& parentMask) {
+// Everything a rank's child process needs, built before fork. After fork in a process with
+// other threads, the child may only make async-signal-safe calls until it execs (another
+// thread may have held malloc's lock at the fork): no setenv, no strings, no iostreams.
+struct ChildPlan {
+  std::string path;                    // the program, resolved through PATH here
+  std::vector<std::string> args, env;  // env: this process's, with the launch variables set
+  std::string failure;                 // "commhost run: cannot start '<prog>' for rank <r>: "
+  std::vector<char*> argv, envp;       // into args and env, null-terminated
+};
+
+// The first PATH entry holding an executable `program`; `program` itself when it has a
+// '/' or none does (execve then fails, and the child says why).
+std::string resolveProgram(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = ::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t at = 0; at <= dirs.size();) {
+    size_t end = dirs.find(':', at);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > at ? dirs.substr(at, end - at) : ".";
+    const std::string candidate = dir + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    at = end + 1;
+  }
+  return program;
+}
+
+ChildPlan childPlan(const LaunchPlan& plan, const Rank& rank, int localRank, int worldSize) {
+  ChildPlan c;
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"RANK", std::to_string(rank.globalRank)},        {"WORLD_SIZE", std::to_string(worldSize)},
+      {"LOCAL_RANK", std::to_string(localRank)},        {"LOCAL_WORLD_SIZE", std::to_string(plan.localRanks)},
+      {"GROUP_RANK", std::to_string(plan.nodeRank)},    {"MASTER_ADDR", plan.masterAddr},
+      {"MASTER_PORT", std::to_string(plan.masterPort)},
+  };
+  if (!plan.configPath.empty()) vars.emplace_back("COMMHOST_CONFIG", plan.configPath);
+  std::string overrides;
+  for (const auto& o : plan.overrides) overrides += o + "\n";
+  if (!overrides.empty()) vars.emplace_back("COMMHOST_OVERRIDES", overrides);
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry = *e;
+    const std::string key = entry.substr(0, entry.find('='));
+    if (std::none_of(vars.begin(), vars.end(), [&](const auto& v) { return v.first == key; })) c.env.push_back(entry);
+  }
+  for (const auto& [k, v] : vars) c.env.push_back(k + "=" + v);
+  c.args = plan.command;
+  c.path = resolveProgram(c.args.at(0));
+  c.failure = "commhost run: cannot start '" + c.args[0] + "' for rank " + std::to_string(rank.globalRank) + ": ";
+  for (auto& a : c.args) c.argv.push_back(a.data());
+  c.argv.push_back(nullptr);
+  for (auto& e : c.env) c.envp.push_back(e.data());
+  c.envp.push_back(nullptr);
+  return c;
+}
+
+void writeAll(int fd, const char* text) { (void)!::write(fd, text, std::strlen(text)); }
+
+pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, const sigset_t& parentMask,
+            const sigset_t& handled) {
+  ChildPlan child = childPlan(plan, rank, localRank, worldSize);
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::generic_category().message(errno));
@@ -117,27 +182,20 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
   if (pid == 0) {
     // Its own process group, so stopping a rank reaches the processes it started too.
     ::setpgid(0, 0);
+    // The launcher's forwarding handlers go before the mask is lifted (exec would reset
+    // them, but a signal could arrive first).
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sigismember(&handled, sig) == 1) ::sigaction(sig, &dfl, nullptr);
     ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
-    auto set = [](const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); };
-    set("RANK", std::to_string(rank.globalRank));
-    set("WORLD_SIZE", std::to_string(worldSize));
-    set("LOCAL_RANK", std::to_string(localRank));
-    set("LOCAL_WORLD_SIZE", std::to_string(plan.localRanks));
-    set("GROUP_RANK", std::to_string(plan.nodeRank));
-    set("MASTER_ADDR", plan.masterAddr);
-    set("MASTER_PORT", std::to_string(plan.masterPort));
-    if (!plan.configPath.empty()) set("COMMHOST_CONFIG", plan.configPath);
-    std::string overrides;
-    for (const auto& o : plan.overrides) overrides += o + "\n";
-    if (!overrides.empty()) set("COMMHOST_OVERRIDES", overrides);
-    std::vector<char*> argv;
-    for (const auto& a : plan.command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "commhost run: cannot start '%s' for rank %d: %s\n", argv[0], rank.globalRank,
-                 std::strerror(errno));
+    ::execve(child.path.c_str(), child.argv.data(), child.envp.data());
+    const int error = errno;
+    writeAll(STDERR_FILENO, child.failure.c_str());
+    writeAll(STDERR_FILENO, std::strerror(error));
+    writeAll(STDERR_FILENO, "\n");
     ::_exit(127);
   }
   ::setpgid(pid, pid);  // also here, so a signal sent right away finds the group
@@ -147,6 +205,64 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
   rank.start = Clock::now();
   return pid;
 }
+
+// The launcher's signals (SIGCHLD, SIGINT, SIGTERM, and SIGHUP with --watch) reach the loop
+// through a signalfd, which sees only signals that every thread blocks, or that are sent
+// to the loop's thread. This one blocks them on the loop's thread, but a thread started
+// earlier (a plugin probe's: the CUDA driver's) keeps them unblocked, and the kernel hands
+// a process-wide signal to such a thread: SIGCHLD was lost there (seen on an H200 machine:
+// `commhost run` waited forever for a rank that had exited, 2 runs in 5), and SIGINT would
+// end the launcher without stopping its ranks. So each handled signal also gets a handler
+// that, on any other thread, sends it on to the loop's thread, where the signalfd reads it.
+pthread_t gLoopThread;  // set before the handlers are installed; read by them
+
+void forwardToLoop(int sig) {
+  const int saved = errno;
+  if (!pthread_equal(pthread_self(), gLoopThread)) ::pthread_kill(gLoopThread, sig);
+  errno = saved;
+}
+
+class LoopSignals {
+ public:
+  explicit LoopSignals(const sigset_t& handled) : handled_(handled) {
+    ::sigprocmask(SIG_BLOCK, &handled_, &parentMask_);
+    gLoopThread = pthread_self();
+    struct sigaction forward {};
+    forward.sa_handler = forwardToLoop;
+    sigemptyset(&forward.sa_mask);
+    forward.sa_flags = SA_RESTART;
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sigismember(&handled_, sig) == 1) ::sigaction(sig, &forward, &previous_[sig]);
+    fd_ = ::signalfd(-1, &handled_, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd_ < 0) {
+      const int error = errno;
+      restore();
+      throw std::runtime_error(std::string("signalfd: ") + std::generic_category().message(error));
+    }
+  }
+  ~LoopSignals() {
+    ::close(fd_);
+    restore();
+  }
+  LoopSignals(const LoopSignals&) = delete;
+  LoopSignals& operator=(const LoopSignals&) = delete;
+  int fd() const { return fd_; }
+  const sigset_t& parentMask() const { return parentMask_; }
+  const sigset_t& handled() const { return handled_; }
+
+ private:
+  void restore() {
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (sigismember(&handled_, sig) == 1) ::sigaction(sig, &previous_[sig], nullptr);
+    ::sigprocmask(SIG_SETMASK, &parentMask_, nullptr);
+  }
+  sigset_t handled_, parentMask_;
+  struct sigaction previous_[NSIG] = {};
+  int fd_ = -1;
+};
+
+// The loop also reaps on a timer, so a lost SIGCHLD (whatever the cause) costs at most this.
+constexpr int kReapSweepMs = 1000;
 
 // inotify on the folder of plan.watchPath: editors often write a new file and rename it
 // over the old one, which a watch on the file itself would lose after the first save.
@@ -203,7 +319,7 @@ int pickFreePort() {
 int launch(const LaunchPlan& plan) {
   const int worldSize = plan.localRanks * plan.nodes;
   // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd, read in the poll loop.
-  sigset_t handled, parentMask;
+  sigset_t handled;
   sigemptyset(&handled);
   sigaddset(&handled, SIGCHLD);
   sigaddset(&handled, SIGINT);
@@ -211,12 +327,8 @@ int launch(const LaunchPlan& plan) {
   const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
   if (watching) sigaddset(&handled, SIGHUP);
   const Watch watch(watching ? plan.watchPath : "");
-  ::sigprocmask(SIG_BLOCK, &handled, &parentMask);
-  const int sigFd = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sigFd < 0) {
-    ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
-    throw std::runtime_error(std::string("signalfd: ") + std::generic_category().message(errno));
-  }
+  const LoopSignals signals(handled);
+  const int sigFd = signals.fd();
 
   std::vector<Rank> ranks(plan.localRanks);
   int firstFailure = -1;  // index into ranks
@@ -251,7 +363,7 @@ int launch(const LaunchPlan& plan) {
   for (int i = 0; i < plan.localRanks; ++i) {
     ranks[i].globalRank = plan.nodeRank * plan.localRanks + i;
     try {
-      ranks[i].pid = spawn(plan, ranks[i], i, worldSize, parentMask);
+      ranks[i].pid = spawn(plan, ranks[i], i, worldSize, signals.parentMask(), signals.handled());
       ++running;
     } catch (const std::exception& e) {
       for (int j = i; j < plan.localRanks; ++j) ranks[j].exited = true;
@@ -266,11 +378,12 @@ int launch(const LaunchPlan& plan) {
     if (watch.fd >= 0 && !stopping) fds.push_back({watch.fd, POLLIN, 0});
     for (auto& r : ranks)
       if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
-    int timeoutMs = -1;
+    int timeoutMs = kReapSweepMs;
     if (stopping && !killed)
-      timeoutMs = std::max<int>(0, static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        (termed ? killAt : termAt) - Clock::now())
-                                                        .count()));
+      timeoutMs = std::clamp<int>(
+          static_cast<int>(
+              std::chrono::duration_cast<std::chrono::milliseconds>((termed ? killAt : termAt) - Clock::now()).count()),
+          0, kReapSweepMs);
     ::poll(fds.data(), fds.size(), timeoutMs);
 
     for (auto& r : ranks)
@@ -320,8 +433,6 @@ int launch(const LaunchPlan& plan) {
       ::close(r.outFd);
     }
   }
-  ::close(sigFd);
-  ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
 
   if (!stopping) return 0;
   std::cerr << "commhost run: stopped the job: " << stopReason << "\n"

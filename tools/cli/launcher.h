@@ -5,7 +5,9 @@
 //
 // Threading: one thread (the caller's) does everything: a poll loop over the ranks'
 // output pipes, a signalfd for SIGCHLD/SIGINT/SIGTERM (and SIGHUP with --watch), an
-// inotify fd with --watch, and timers for the grace period.
+// inotify fd with --watch, and timers for the grace period. Other threads of the process
+// (a plugin probe's, such as the CUDA driver's) are allowed: those signals, wherever the
+// kernel delivers them, are forwarded to the caller's thread while launch() runs.
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `commhost run` when its process has another thread, as on every GPU host: the nccl
+# plugin's probe starts the CUDA driver's threads while the launcher checks the config.
+# Here a test plugin's probe does the same (tests/test_plugins/probe_thread.cc). Before the
+# launcher forwarded its signals, such a thread took them: a rank's SIGCHLD was lost (the
+# launcher waited forever for a rank that had exited; seen 2 runs in 5 on an H200 machine)
+# and Ctrl-C killed the launcher without stopping its ranks.
+#   launcher_signals_test.sh <commhost binary> <folder holding the probe_thread plugin>
+set -euo pipefail
+commhost=$1
+plugins=$2
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/check_lib.sh"
+tmp=$(mktemp -d)
+launcher=
+cleanup() {
+  if [[ -n "$launcher" ]]; then kill -KILL "$launcher" 2>/dev/null || true; fi
+  pkill -KILL -f "sleep 37.25" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+for v in $(env | grep -oE '^(COMMHOST_|OMPI_|PMI_|SLURM_)[A-Z_]*'); do unset "$v"; done
+unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+cat >"$tmp/job.yaml" <<YAML
+plugin_path: [ "$plugins" ]
+backends: { gloo: {} }
+routes: [{ device: cpu, backend: gloo }]
+YAML
+
+step "ranks that exit at once are reaped: 10 jobs of 2 ranks, none left waiting"
+for i in $(seq 10); do
+  run timeout 20 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sh -c 'echo rank $RANK done'
+  [[ $rc -ne 124 ]] || fail "job $i: commhost run still waited 20 s after its ranks exited (a lost SIGCHLD)"
+  expect_rc0 "job $i"
+  expect_text "job $i, rank 1" "[1] rank 1 done"
+done
+pass "10 jobs ended"
+
+step "the launcher has the probe's thread (else this test proves nothing)"
+"$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/int.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do
+  [[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] && grep -qx probe-thread /proc/$launcher/task/*/comm 2>/dev/null && break
+  sleep 0.1
+done
+grep -qx probe-thread /proc/$launcher/task/*/comm || fail "no probe-thread in the launcher ($(cat /proc/$launcher/task/*/comm | tr '\n' ' '))"
+[[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+pass "launcher $launcher has a probe-thread and 2 ranks"
+
+step "Ctrl-C (SIGINT) reaches the launcher's loop: it stops the ranks and says why"
+kill -INT "$launcher"
+set +e
+timeout 20 tail --pid="$launcher" -f /dev/null
+waited=$?
+wait "$launcher"
+rc=$?
+set -e
+launcher=
+out=$(cat "$tmp/int.log")
+[[ $waited -ne 124 ]] || fail "the launcher did not end within 20 s of SIGINT"
+expect_text "the reason" "commhost run: stopped the job: the launcher got Interrupt"
+[[ $rc -ne 0 ]] || fail "the launcher exited 0 after SIGINT"
+for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; done
+! pgrep -f "sleep 37.25" >/dev/null || fail "ranks still run after the launcher ended: $(pgrep -af 'sleep 37.25')"
+pass "stopped (exit $rc), no rank left"
+echo "PASS"
