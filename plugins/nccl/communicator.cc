@@ -9,7 +9,7 @@
 
 #include "nccl_types.h"
 
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#if defined(NCCL_REVOKE_DEFAULT)  // nccl.h declares ncclCommRevoke (2.28.x; not every 2.28)
 // Weak: built against nccl.h 2.28.9, the plugin runs on whatever libnccl.so.2 the machine
 // has, and some lack ncclCommRevoke. A strong reference made the whole plugin fail to load
 // ("undefined symbol: ncclCommRevoke", seen with a CUDA image's system NCCL 2.28.3) for one
@@ -243,7 +243,7 @@ void Communicator::abortLocked() noexcept {
   aborted_.store(true, std::memory_order_release);
   if (!comm_) return;
   DeviceGuard guard(device_);
-#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#if defined(NCCL_REVOKE_DEFAULT)
   // Stops in-flight kernels first, so the abort below never waits on a stuck one.
   if (&ncclCommRevoke != nullptr) (void)ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
 #endif

@@ -88,8 +88,8 @@ class Communicator {
   // of waiting, since a split holds it while it polls, up to the init timeout.
   ncclResult_t asyncError(std::string* message = nullptr, bool ifFree = false) EXCLUDES(mutex_);
 
-  // ncclCommRevoke (where nccl.h and the loaded NCCL have it) then ncclCommAbort, once; every later call is
-  // refused. Returns at once even when an op is stuck on the device.
+  // ncclCommRevoke (where nccl.h and the loaded NCCL have it) then ncclCommAbort, once;
+  // every later call is refused. Returns at once even when an op is stuck on the device.
   void abort() noexcept;
   bool aborted() const { return aborted_.load(std::memory_order_acquire); }
 

@@ -20,11 +20,11 @@ if [ "${1:-}" = --prebuilt ]; then
   [ -d "$build/extra" ] && export LD_LIBRARY_PATH="$build/extra${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   if ! ldconfig -p | grep -q 'libnccl\.so\.2' && [ ! -e /usr/local/cuda/lib/libnccl.so.2 ]; then
     wheel=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null || true)
-    [ -n "$wheel" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$wheel"
+    [ -n "$wheel" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:$wheel"
   fi
-  [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:/usr/local/cuda/lib64"
+  [ -d /usr/local/cuda/lib64 ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}:/usr/local/cuda/lib64"
   if ldd "$build/lib/commhost/plugins/libcommhost_nccl.so" | grep "not found"; then
-    echo "run.sh: the libraries above are missing for $build (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" >&2
+    echo "run.sh: the libraries above are missing for $build (LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-})" >&2
     exit 1
   fi
 else

@@ -26,9 +26,9 @@
 #include <stdexcept>
 #include <system_error>
 
-extern char** environ;
-
 #include "reach_lines.h"
+
+extern char** environ;  // the launcher's environment, copied into each rank's (unistd.h with _GNU_SOURCE)
 
 namespace commhost::cli {
 namespace {
