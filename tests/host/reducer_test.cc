@@ -571,5 +571,20 @@ TEST(ReducerErrors, RanksThatDisagreeOnTheParametersAreNamed) {
   });
 }
 
+// In a subgroup the ranks are named by their group rank and their global one, which is
+// what the launcher's output and the logs use.
+TEST(ReducerErrors, ASubgroupsDisagreementNamesGlobalRanksToo) {
+  constexpr int n = 4;
+  World world(n);
+  runRanks(n, [&](int rank) {
+    auto sub = world.groups[rank]->newGroup({1, 3});
+    if (!sub) return;
+    std::vector<ParamInfo> p = {f32({4}), f32({5}, "bias")};
+    if (rank == 3) p[1].shape = Shape{6};
+    EXPECT_THROW_WITH(Reducer(sub, p, world.options(rank)), InvalidArgument, "param 1 'bias' differs",
+                      "rank 0 (global 1) has f32[5]", "rank 1 (global 3) has f32[6]");
+  });
+}
+
 }  // namespace
 }  // namespace commhost::test

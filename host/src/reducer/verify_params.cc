@@ -52,9 +52,17 @@ int64_t digestOf(const std::vector<ParamInfo>& params) {
   return static_cast<int64_t>(h);
 }
 
-std::string rankList(const std::vector<int>& ranks) {
+// "rank 1", or "rank 1 (global 3)" in a subgroup, where users know ranks by their global
+// numbers (the launcher's, the logs').
+std::string rankName(const ProcessGroup& group, int rank) {
+  const std::vector<int>& global = group.globalRanks();
+  const bool renumbered = rank < static_cast<int>(global.size()) && global[rank] != rank;
+  return std::to_string(rank) + (renumbered ? " (global " + std::to_string(global[rank]) + ")" : "");
+}
+
+std::string rankList(const ProcessGroup& group, const std::vector<int>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + rankName(group, ranks[i]);
   return out;
 }
 
@@ -104,7 +112,7 @@ void verifyParamsAcrossRanks(ProcessGroup& group, const std::vector<ParamInfo>& 
 
   std::string counts;
   for (int r = 0; r < world; ++r)
-    counts += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + ": " +
+    counts += (r ? ", " : "") + std::string("rank ") + rankName(group, r) + ": " +
               std::to_string(all[r].data_as<int64_t>()[0]);
   for (int64_t i = 0; i < maxCount; ++i) {
     // Ranks grouped by what they have at index i, in rank order.
@@ -119,8 +127,8 @@ void verifyParamsAcrossRanks(ProcessGroup& group, const std::vector<ParamInfo>& 
     std::string what = "the ranks passed different parameter lists (parameter counts " + counts + "); " +
                        describeParam(params, static_cast<size_t>(i)) + " differs: ";
     for (size_t k = 0; k < order.size(); ++k)
-      what += (k ? "; " : "") + rankList(byValue[order[k]]) + (byValue[order[k]].size() == 1 ? " has " : " have ") +
-              order[k];
+      what += (k ? "; " : "") + rankList(group, byValue[order[k]]) +
+              (byValue[order[k]].size() == 1 ? " has " : " have ") + order[k];
     raise(ErrorCode::InvalidArgument, where, what,
           "every rank must construct its Reducer with the same parameters (shapes, dtypes, device types) in the "
           "same order");
