@@ -46,6 +46,13 @@ for r, t in zip(rows, table):
 print("ok: --json FILE rows parse and match the table, with the spread")
 PY
 grep -q "iters >= 20 filling 0.1 s, warmup 5" "$tmp/table" || fail "the header does not say how iterations are chosen"
+
+# At 1 rank sendrecv has no peer (a barrier stands in): its bus bandwidth is 0, not size/time.
+"$commhost" run -n 1 -c "$config" -- "$commhost" bench --op sendrecv --sizes 1M -n 3 -w 1 \
+  --json "$tmp/one.jsonl" >"$tmp/out" 2>&1 || fail "bench --op sendrecv at 1 rank"
+python3 -c 'import json, sys; r = json.loads(open(sys.argv[1]).readline()); assert r["busbw"] == 0, r' "$tmp/one.jsonl" ||
+  fail "sendrecv at 1 rank reports a bus bandwidth"
+echo "ok: sendrecv at 1 rank reports no bus bandwidth"
 # Each single-placement row: [0] size count type redop root inplc time p50 p99 algbw busbw #wrong.
 awk '/^\[0\] +[0-9]+ +[0-9]+ / && (NF != 13 || $9 > $10) { bad = 1 } END { exit bad }' "$tmp/table" ||
   fail "a row lacks the p50 and p99 columns"
