@@ -128,7 +128,7 @@ struct ChildPlan {
 // '/' or none does (execve then fails, and the child says why).
 std::string resolveProgram(const std::string& program) {
   if (program.find('/') != std::string::npos) return program;
-  const char* path = ::getenv("PATH");
+  const char* path = ::getenv("PATH");  // the lookup execvp does (not a commhost setting), before fork
   std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
   for (size_t at = 0; at <= dirs.size();) {
     size_t end = dirs.find(':', at);
