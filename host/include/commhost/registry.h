@@ -55,6 +55,11 @@ struct PluginEntry {
   bool usable() const { return descriptor != nullptr && unavailable.empty(); }
 };
 
+// The directory libcommhost was loaded from (lib/ of the build tree and of the install
+// tree alike): the default plugin folder (commhost/plugins) and the CUDA modules opened on
+// demand (libcommhost_cuda_casts.so, libcommhost_bench_cuda.so) are installed beside it.
+COMMHOST_API std::string libcommhostDirectory();
+
 class COMMHOST_API PluginRegistry {
  public:
   PluginRegistry();  // holds the built-in plugins (the hash store)

@@ -6,22 +6,15 @@
 #include <mutex>
 
 #include "commhost/errors.h"
+#include "commhost/registry.h"
 
 namespace commhost::hooks {
 namespace {
 
 #ifdef COMMHOST_CUDA_CASTS_MODULE
-// The module is installed beside libcommhost (build tree and install tree alike).
-std::string libraryDir() {
-  Dl_info info{};
-  if (!::dladdr(reinterpret_cast<void*>(&deviceCasts), &info) || !info.dli_fname) return ".";
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
 DeviceCasts* open(std::string* why) {
-  const std::string path = libraryDir() + "/" COMMHOST_CUDA_CASTS_MODULE;
+  // Installed beside libcommhost (build tree and install tree alike).
+  const std::string path = libcommhostDirectory() + "/" COMMHOST_CUDA_CASTS_MODULE;
   void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!module) {
     const char* error = ::dlerror();

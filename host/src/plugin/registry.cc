@@ -178,12 +178,14 @@ PluginRegistry::PluginRegistry() {
     entries_.push_back({"<built-in>", d->name, d, "", nullptr, kBuildFingerprint});
 }
 
+std::string libcommhostDirectory() {
+  return boost::filesystem::canonical(boost::dll::this_line_location()).parent_path().string();
+}
+
 std::vector<std::string> PluginRegistry::searchPath(const std::vector<std::string>& configPaths) {
   std::vector<std::string> dirs = configPaths;
   for (const auto& d : config::pluginPathFromEnv()) dirs.push_back(d);
-  // libcommhost lives in <prefix>/lib (build and install trees alike); plugins beside it.
-  const auto self = boost::filesystem::canonical(boost::dll::this_line_location());
-  dirs.push_back((self.parent_path() / "commhost" / "plugins").string());
+  dirs.push_back(libcommhostDirectory() + "/commhost/plugins");
   return dirs;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../core/rank_name.h"
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 
@@ -52,17 +53,9 @@ int64_t digestOf(const std::vector<ParamInfo>& params) {
   return static_cast<int64_t>(h);
 }
 
-// "rank 1", or "rank 1 (global 3)" in a subgroup, where users know ranks by their global
-// numbers (the launcher's, the logs').
-std::string rankName(const ProcessGroup& group, int rank) {
-  const std::vector<int>& global = group.globalRanks();
-  const bool renumbered = rank < static_cast<int>(global.size()) && global[rank] != rank;
-  return std::to_string(rank) + (renumbered ? " (global " + std::to_string(global[rank]) + ")" : "");
-}
-
 std::string rankList(const ProcessGroup& group, const std::vector<int>& ranks) {
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + rankName(group, ranks[i]);
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + rankName(ranks[i], group.globalRanks());
   return out;
 }
 
@@ -112,7 +105,7 @@ void verifyParamsAcrossRanks(ProcessGroup& group, const std::vector<ParamInfo>& 
 
   std::string counts;
   for (int r = 0; r < world; ++r)
-    counts += (r ? ", " : "") + std::string("rank ") + rankName(group, r) + ": " +
+    counts += (r ? ", " : "") + std::string("rank ") + rankName(r, group.globalRanks()) + ": " +
               std::to_string(all[r].data_as<int64_t>()[0]);
   for (int64_t i = 0; i < maxCount; ++i) {
     // Ranks grouped by what they have at index i, in rank order.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "../core/rank_name.h"
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
 #include "messages.h"
@@ -47,8 +48,7 @@ std::string rankList(const GroupMonitor& g, const std::vector<int>& ranks) {
   std::string out;
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (i) out += i + 1 == ranks.size() ? " and " : ", ";
-    out += std::to_string(ranks[i]);
-    if (g.globalRank(ranks[i]) != ranks[i]) out += " (global " + std::to_string(g.globalRank(ranks[i])) + ")";
+    out += rankName(ranks[i], g.globalRanks);
   }
   return out;
 }

@@ -4,24 +4,9 @@
 #include <dlfcn.h>
 
 #include "commhost/errors.h"
-#include "commhost/stream.h"
+#include "commhost/registry.h"
 
 namespace commhost::cli {
-namespace {
-
-#ifdef COMMHOST_BENCH_CUDA_MODULE
-// The directory libcommhost was loaded from: the module is installed beside it, in the
-// build tree (lib/) as in the install tree (whatever CMAKE_INSTALL_LIBDIR is).
-std::string libraryDir() {
-  Dl_info info{};
-  if (!::dladdr(reinterpret_cast<void*>(&currentStream), &info) || !info.dli_fname) return ".";
-  const std::string path = info.dli_fname;
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-#endif
-
-}  // namespace
 
 DeviceType parseBenchDevice(const std::string& text) {
   if (text == "cpu") return DeviceType::CPU;
@@ -41,7 +26,8 @@ std::unique_ptr<BenchMemory> openBenchMemory(DeviceType device, int rank, int lo
                         "--device cpu");
 #else
   // Never closed: the tensors' deleters and the memory object live in it.
-  const std::string path = libraryDir() + "/" COMMHOST_BENCH_CUDA_MODULE;
+  // Installed beside libcommhost (build tree and install tree alike).
+  const std::string path = libcommhostDirectory() + "/" COMMHOST_BENCH_CUDA_MODULE;
   void* module = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!module) {
     const char* why = ::dlerror();
