@@ -97,17 +97,23 @@ void Channel::postLine() {
 
 void Channel::awaitLine(int p, const Line& line) {
   if (p == rank_ || postedSeen_[p] >= step_ + 1) return;
+  // As waitAtLeast's spin (sync.h): the clock every 8 pauses, none for spin 0.
   const auto until = Clock::now() + spin_;
-  do {
-    for (int i = 0; i < 64; ++i) {
+  while (spin_.count() > 0) {
+    for (int i = 0; i < 8; ++i) {
       if (line.step.load(std::memory_order_acquire) >= step_ + 1) {
         postedSeen_[p] = step_ + 1;  // p began step s, so it ended s - 1: the bound begin() uses
         return;
       }
       cpuRelax();
     }
-  } while (Clock::now() < until);
-  peer(p);  // the slow path: sleep on p's posted counter, which p stores after the line
+    if (Clock::now() >= until) break;
+  }
+  // The slow path: yield, then sleep on p's posted counter, which p stores after the
+  // line. The spin is spent: spinning again there would keep the CPU from a peer
+  // sharing it for as long again.
+  if (postedSeen_[p] < step_ + 1)
+    await(p, segment_.control(p).posted, step_ + 1, "publish its data", std::chrono::microseconds(0));
 }
 
 const uint8_t* Channel::peerLine(int p) {
@@ -172,12 +178,13 @@ void Channel::barrier() {
   end();
 }
 
-void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what) {
+void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what,
+                    std::chrono::microseconds spin) {
   RankControl& control = segment_.control(peer);
   std::vector<uint64_t>& seen = &counter == &control.posted ? postedSeen_ : consumedSeen_;
   auto nextLivenessCheck = Clock::now();
   auto lastCheck = nextLivenessCheck;
-  seen[peer] = waitAtLeast(counter, target, control.sleepers, spin_, yield_, [&] {
+  seen[peer] = waitAtLeast(counter, target, control.sleepers, spin, yield_, [&] {
     const auto now = Clock::now();
     // Checks come at least every few ms; a gap of seconds means this process was not
     // running (SIGSTOP, a debugger, a suspended host), which the error must say.

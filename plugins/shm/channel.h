@@ -84,7 +84,11 @@ class Channel {
   // ending the step) when a peer issued something else.
   void verifySignatures();
   void awaitLine(int p, const Line& line);
-  void await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what);
+  void await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what) {
+    await(peer, counter, target, what, spin_);
+  }
+  void await(int peer, const std::atomic<uint64_t>& counter, uint64_t target, const char* what,
+             std::chrono::microseconds spin);
   [[noreturn]] void fail(int peer, const char* what, bool peerDead);
 
   const Segment& segment_;
