@@ -86,7 +86,8 @@ echo "ok: without a warmup the first timed pass sets the count"
 # nccl-tests' flags: -b -e -f -n -w -c, and both placements side by side.
 "$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allgather -b 8 -e 1K -f 4 -n 2 -w 1 -c 1 --side-by-side \
   --json "$tmp/both.jsonl" >"$tmp/out" 2>&1 || fail "bench -b -e -f -n -w -c --side-by-side"
-grep -q "iters 2, warmup 1, out-of-place and in-place, checked" "$tmp/out" || fail "the header does not show -n/-w/-c"
+grep -qF "iters 2, warmup 1 (the first size settles 0.2 s), out-of-place and in-place, checked" "$tmp/out" ||
+  fail "the header does not show -n/-w/-c"
 sizes=$(grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/out" | awk '{print $2}' | tr '\n' ' ')
 [ "$sizes" = "8 32 128 512 " ] || fail "-b 8 -e 1K -f 4 ran sizes '$sizes'"
 grep -q "out-of-place *in-place" "$tmp/out" || fail "no side-by-side column titles"
@@ -100,6 +101,20 @@ assert [r["inplace"] for r in rows] == [False, True] * 4, rows
 assert all(r["wrong"] == 0 for r in rows), rows
 ' "$tmp/both.jsonl" || fail "side-by-side JSON rows"
 echo "ok: -b -e -f -n -w -c and --side-by-side"
+
+# --settle S: the first size runs untimed until the slowest rank spent S on it, before
+# anything is timed, so the job lasts at least S (a lower bound settling guarantees, not a
+# speed figure); 0 turns it off. (--swap-every, which counts runs, leaves it out:
+# swap_test.sh counts the swaps.)
+start=$(date +%s%N)
+"$commhost" run -n 2 -c "$config" -- "$commhost" bench --sizes 8 -n 2 -w 0 --settle 2 >"$tmp/out" 2>&1 ||
+  fail "bench --settle 2"
+[ $((($(date +%s%N) - start) / 1000000)) -ge 2000 ] || fail "--settle 2: the job ended within 2 s"
+grep -qF "warmup 0 (the first size settles 2 s)," "$tmp/out" || fail "the header does not show --settle 2"
+"$commhost" run -n 2 -c "$config" -- "$commhost" bench --sizes 8 -n 2 -w 0 --settle 0 >"$tmp/out" 2>&1 ||
+  fail "bench --settle 0"
+grep -qF "iters 2, warmup 0, in-place" "$tmp/out" || fail "--settle 0: the header still shows settling"
+echo "ok: --settle runs the first size untimed for that long; 0 does not"
 
 # Conflicting flags are refused, naming both.
 refused() { # refused "message" bench-args...
@@ -120,7 +135,8 @@ echo "ok: conflicting flags are refused"
 
 # Argument errors come before any store: with serve: never nobody serves the store, so a
 # bench that reached init() would wait up to group.timeout (60 s) for it.
-for bad in "--sizes bogus" "--redop bogus" "--device gpu" "--iters 0" "--repeat 0" "--min-time -1" "--root 5" "-b 6" \
+for bad in "--sizes bogus" "--redop bogus" "--device gpu" "--iters 0" "--repeat 0" "--min-time -1" "--settle -1" \
+  "--root 5" "-b 6" \
   "--json $tmp/no/such/dir/x.jsonl"; do
   start=$(date +%s)
   status=0

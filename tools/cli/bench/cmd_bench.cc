@@ -34,9 +34,12 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
   char iters[96];
   if (plan.fixedIters) std::snprintf(iters, sizeof iters, "iters %d", plan.iters);
   else std::snprintf(iters, sizeof iters, "iters >= %d filling %g s", plan.iters, plan.minTimeS);
+  char warmup[64];
+  std::snprintf(warmup, sizeof warmup, "warmup %d (the first size settles %g s)", a.warmup, plan.settleS);
+  if (plan.settleS <= 0) std::snprintf(warmup, sizeof warmup, "warmup %d", a.warmup);
   std::fprintf(
-      out, "# dtype %s, redop %s, root %d, %s%s, warmup %d, %s, %s\n", a.dtype.c_str(), a.redop.c_str(), a.root, iters,
-      plan.repeat > 1 ? (", " + std::to_string(plan.repeat) + " rounds (the median shown)").c_str() : "", a.warmup,
+      out, "# dtype %s, redop %s, root %d, %s%s, %s, %s, %s\n", a.dtype.c_str(), a.redop.c_str(), a.root, iters,
+      plan.repeat > 1 ? (", " + std::to_string(plan.repeat) + " rounds (the median shown)").c_str() : "", warmup,
       plan.placements.size() > 1 ? "out-of-place and in-place"
       : plan.placements[0]       ? "in-place"
                                  : "out-of-place",
@@ -52,6 +55,27 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
   for (const auto& [op, why] : plan.skipped)
     std::fprintf(out, "# skipped %s: --backend %s %s\n", op.c_str(), a.backend.c_str(), why.c_str());
   std::fflush(out);
+}
+
+// A job's first runs of an op are slower than its steady state: the first size of a run
+// measured 190-260 us where the same size right after took 135-150 (8 B gloo allreduce,
+// 2 ranks; shm at 4 ranks on 2 CPUs: 5.9 against 4.1 us), with the supervisor off too,
+// and 200 warmup iterations removed it. Before the first timed loop the op runs untimed
+// until the slowest rank has spent `settleS` on it, in batches sized from the pace so
+// far; every rank runs the same batches (the agreed maximum sets them).
+void settle(const BenchPlan& plan, StoreRounds& rounds, const std::function<void()>& once, const std::string& what) {
+  using Clock = std::chrono::steady_clock;
+  const double goalUs = plan.settleS * 1e6;
+  double spentUs = 0;
+  for (int batch = std::max(plan.warmup, 1);;) {
+    const auto start = Clock::now();
+    for (int i = 0; i < batch; ++i) once();
+    const double slowestUs = rounds.agreeMax(std::chrono::duration<double, std::micro>(Clock::now() - start).count(),
+                                             "settling " + what);
+    spentUs += slowestUs;
+    if (spentUs >= goalUs) return;
+    batch = iterationsFor(1, false, (goalUs - spentUs) / 1e6, slowestUs / batch);
+  }
 }
 
 // One column of a row: warmup, the timed rounds (every iteration clocked on its own), the
@@ -119,6 +143,7 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory, Inject
   // Progress only to a terminal: under `commhost run` stderr is the rank's log.
   const bool progress = leader && plan.sizes.size() > 8 && ::isatty(STDERR_FILENO);
   StoreRounds rounds(pg);
+  bool settled = plan.settleS <= 0;
   int64_t wrongTotal = 0;
   for (size_t o = 0; o < plan.ops.size(); ++o) {
     const std::string& name = plan.ops[o];
@@ -168,6 +193,8 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory, Inject
                                  (plan.placements[c] ? "" : " out-of-place");
         op.prepare(bytes);
         op.fill();
+        if (!settled) settle(plan, rounds, once, what);
+        settled = true;
         Measurement m = measureColumn(plan, op, rounds, once, checkOnce, wrong, what);
         m.inPlace = plan.placements[c];
         if (plan.check) wrongTotal += m.wrong;
@@ -264,6 +291,11 @@ void addBenchCommand(CLI::App& app) {
                   "size whose rounds disagree by over 25%")
       ->capture_default_str();
   cmd->add_option("-w,--warmup", a.warmup, "Untimed iterations per size")->capture_default_str();
+  cmd->add_option("--settle", a.settle,
+                  "Seconds of untimed runs of the first size before the first timed loop, so the job's start-up "
+                  "(threads settling on CPUs, fresh connections) stays out of the figures; 0: none. Not with "
+                  "--swap-every or --inject, which count runs")
+      ->capture_default_str();
   cmd->add_flag("--out-of-place", a.outOfPlace, "Separate input and output buffers where the op allows it");
   cmd->add_flag("--inplace", a.inPlace, "In-place buffers (the default)");
   cmd->add_flag("--side-by-side", a.sideBySide,

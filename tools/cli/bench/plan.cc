@@ -183,12 +183,16 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   plan.warmup = a.warmup;
   plan.repeat = a.repeat;
   plan.minTimeS = a.minTime;
+  if (!(a.settle >= 0 && a.settle <= 3600))
+    throw InvalidArgument("--settle " + std::to_string(a.settle) + ": want 0 to 3600 seconds");
   // While swapping, the count stays --iters unless --min-time asks otherwise: the warmup
   // does not see the swaps' cost, and a count from time would mean hundreds of swaps.
   plan.fixedIters = (a.itersGiven || a.swapEvery > 0) && !a.minTimeGiven;
   plan.sizes = sweep(a, static_cast<int64_t>(elementSize(p.dtype)));
   plan.placements = a.sideBySide ? std::vector<bool>{false, true} : std::vector<bool>{!a.outOfPlace};
   for (const auto& spec : a.injections) plan.injections.push_back(parseInjection(spec));
+  // Swaps and injections happen at counted runs of the op: settling would shift them.
+  plan.settleS = a.swapEvery > 0 || !plan.injections.empty() ? 0 : a.settle;
   return plan;
 }
 

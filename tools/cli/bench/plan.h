@@ -27,6 +27,7 @@ struct BenchArgs {
   int iters = 20;  // timed iterations per size: exactly this with -n, else at least this
   int warmup = 5;
   double minTime = 0.1;  // --min-time S: without -n (or with --min-time), time each size this long at least
+  double settle = 0.2;   // --settle S: untimed runs of the first size before anything is timed
   int repeat = 1;        // --repeat K: K timed rounds per size; the row shows the median round
   bool outOfPlace = false;
   bool inPlace = false;
@@ -53,6 +54,7 @@ struct BenchPlan {
   int iters = 20, warmup = 5, repeat = 1;
   bool fixedIters = false;  // -n without --min-time: exactly `iters`, as nccl-tests
   double minTimeS = 0.1;
+  double settleS = 0.2;  // 0 with --swap-every or --inject: their run counts stay as given
   std::vector<Injection> injections;
   // Filled by resolveRoutes.
   std::string configSource;
