@@ -80,7 +80,7 @@ ShmBackend::ShmBackend(const Settings& settings, const BackendContext& ctx) : ct
   WorkQueue::Hooks hooks;
   hooks.beforeEach = [this](const OpContext& op) {
     checkUsable(op);  // an op queued behind a failure or abort never touches the segment
-    channel_->start({&op, Clock::now() + op.timeout});
+    channel_->start(op);
   };
   hooks.describe = [this](const OpContext& op, const std::exception_ptr& error) { return failed(op, error); };
   queue_ = std::make_unique<WorkQueue>("shm backend", 1, std::move(hooks));

@@ -60,8 +60,8 @@ uint8_t* Channel::begin() {
 }
 
 void Channel::expect(Signature sig) {
-  sig.op = static_cast<uint8_t>(scope_.op->op);
-  sig.seq = static_cast<uint8_t>(scope_.op->seq);
+  sig.op = static_cast<uint8_t>(op_->op);
+  sig.seq = static_cast<uint8_t>(op_->seq);
   sig_ = sig;
   signedStep_ = step_;
 }
@@ -97,18 +97,21 @@ void Channel::postLine() {
 
 void Channel::awaitLine(int p, const Line& line) {
   if (p == rank_ || postedSeen_[p] >= step_ + 1) return;
-  // As waitAtLeast's spin (sync.h): the clock every 8 pauses, none for spin 0.
-  const auto until = Clock::now() + spin_;
-  while (spin_.count() > 0) {
+  // As waitAtLeast's spin (sync.h): 8 pauses before the first clock read, then the clock
+  // every 8 pauses until spin_ has passed.
+  const auto posted = [&] {
     for (int i = 0; i < 8; ++i) {
       if (line.step.load(std::memory_order_acquire) >= step_ + 1) {
         postedSeen_[p] = step_ + 1;  // p began step s, so it ended s - 1: the bound begin() uses
-        return;
+        return true;
       }
       cpuRelax();
     }
-    if (Clock::now() >= until) break;
-  }
+    return false;
+  };
+  if (posted()) return;
+  for (const auto until = Clock::now() + spin_; Clock::now() < until;)
+    if (posted()) return;
   // The slow path: yield, then sleep on p's posted counter, which p stores after the
   // line. The spin is spent: spinning again there would keep the CPU from a peer
   // sharing it for as long again.
@@ -157,7 +160,7 @@ void Channel::verifySignatures() {
                                                          " mod 256; "
                                                          "coalesced ops must pass as many tensors on every rank)";
   end();  // every rank ends this step: the step counters still agree for the next op
-  const OpContext& op = *scope_.op;
+  const OpContext& op = *op_;
   raise(ErrorCode::InvalidArgument, {group_, rank_, opName(op.op), op.seq, first == rank_ ? 0 : first, ""},
         "the ranks issued different collectives: " + describe(0, zeros) + " but " + describe(first, theirs) + seqs +
             "; nothing was exchanged and the group stays usable",
@@ -191,7 +194,8 @@ void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t tar
     if (now - lastCheck > std::chrono::seconds(1)) paused_ = std::max(paused_, now - lastCheck);
     lastCheck = now;
     if (abort_.isSet()) fail(peer, what, false);
-    if (now >= scope_.deadline) fail(peer, what, false);
+    if (deadline_ == Clock::time_point::max()) deadline_ = now + op_->timeout;
+    if (now >= deadline_) fail(peer, what, false);
     if (now >= nextLivenessCheck) {
       nextLivenessCheck = now + std::chrono::milliseconds(50);
       const int64_t pid = control.pid.load(std::memory_order_acquire);
@@ -201,7 +205,7 @@ void Channel::await(int peer, const std::atomic<uint64_t>& counter, uint64_t tar
 }
 
 void Channel::fail(int peer, const char* what, bool peerDead) {
-  const OpContext& op = *scope_.op;
+  const OpContext& op = *op_;
   const ErrorContext where{group_, rank_, opName(op.op), op.seq, peer, ""};
   std::string waiting = "while waiting for rank " + std::to_string(peer) + " to " + what + " (step " +
                         std::to_string(step_) + ")";

@@ -35,12 +35,6 @@
 
 namespace commhost::shm {
 
-// One op's identity and deadline, for waits and their errors.
-struct OpScope {
-  const OpContext* op = nullptr;
-  Clock::time_point deadline;
-};
-
 class Channel {
  public:
   Channel(const Segment& segment, int rank, std::string group, const AbortFlag& abort, std::chrono::microseconds spin,
@@ -50,9 +44,12 @@ class Channel {
   int world() const { return world_; }
   size_t chunk() const { return segment_.layout().chunk; }
 
-  // The op the following steps belong to (for deadlines and errors).
-  void start(const OpScope& scope) {
-    scope_ = scope;
+  // The op the following steps belong to (for deadlines and errors; `op` outlives them).
+  // Its deadline, op.timeout on, is set by its first wait that yields: an op whose waits
+  // all end spinning reads no clock for it (25 ns a read, a twentieth of a small op).
+  void start(const OpContext& op) {
+    op_ = &op;
+    deadline_ = Clock::time_point::max();
     paused_ = Clock::duration::zero();
   }
   // The next step is the first of an op (or of one tensor of a coalesced op) that must
@@ -104,8 +101,9 @@ class Channel {
   std::vector<uint64_t> consumedSeen_;  // last consumed[p] this rank loaded (acquire)
   std::vector<uint64_t> postedSeen_;
   std::vector<const void*> sources_;
-  OpScope scope_;
-  Clock::duration paused_{};  // the longest time this op's waits were not scheduled
+  const OpContext* op_ = nullptr;  // the op running now
+  Clock::time_point deadline_;     // max() until the op's first yielding wait
+  Clock::duration paused_{};       // the longest time this op's waits were not scheduled
 };
 
 }  // namespace commhost::shm

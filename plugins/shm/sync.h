@@ -90,14 +90,18 @@ uint64_t waitAtLeast(const std::atomic<uint64_t>& counter, uint64_t target, std:
   if (value >= target) return value;
   // The clock is read every 8 pauses: a pause takes 25-140 ns (AMD / Intel), so a batch
   // of 64 would overshoot a 1 us spin several times over, time the rank sharing this CPU
-  // (ranks outnumbering CPUs) then waits for. spin 0 goes straight to yielding.
+  // (ranks outnumbering CPUs) then waits for. The first batch runs before any clock read
+  // (most waits of a rank with a CPU of its own end there); spin 0 yields after it.
+  for (int i = 0; i < 8; ++i) {
+    if ((value = counter.load(std::memory_order_acquire)) >= target) return value;
+    cpuRelax();
+  }
   const auto spinUntil = Clock::now() + spin;
-  while (spin.count() > 0) {
+  while (Clock::now() < spinUntil) {
     for (int i = 0; i < 8; ++i) {
       if ((value = counter.load(std::memory_order_acquire)) >= target) return value;
       cpuRelax();
     }
-    if (Clock::now() >= spinUntil) break;
   }
   // Yielding keeps this CPU busy, so a peer preempted here runs at once, and a wake-up
   // does not pay for an idle (virtual) CPU to come back, which costs 50-100 us in a VM.
