@@ -97,21 +97,10 @@ void Channel::postLine() {
 
 void Channel::awaitLine(int p, const Line& line) {
   if (p == rank_ || postedSeen_[p] >= step_ + 1) return;
-  // As waitAtLeast's spin (sync.h): 8 pauses before the first clock read, then the clock
-  // every 8 pauses until spin_ has passed.
-  const auto posted = [&] {
-    for (int i = 0; i < 8; ++i) {
-      if (line.step.load(std::memory_order_acquire) >= step_ + 1) {
-        postedSeen_[p] = step_ + 1;  // p began step s, so it ended s - 1: the bound begin() uses
-        return true;
-      }
-      cpuRelax();
-    }
-    return false;
-  };
-  if (posted()) return;
-  for (const auto until = Clock::now() + spin_; Clock::now() < until;)
-    if (posted()) return;
+  if (spinFor(spin_, [&] { return line.step.load(std::memory_order_acquire) >= step_ + 1; })) {
+    postedSeen_[p] = step_ + 1;  // p began step s, so it ended s - 1: the bound begin() uses
+    return;
+  }
   // The slow path: yield, then sleep on p's posted counter, which p stores after the
   // line. The spin is spent: spinning again there would keep the CPU from a peer
   // sharing it for as long again.

@@ -80,6 +80,25 @@ class AbortFlag {
   std::string reason_;
 };
 
+// Polls `done` for `spin`, a pause between polls; true as soon as it returns true. The
+// clock is read every 8 pauses: a pause takes 25-140 ns (AMD / Intel), so a batch of 64
+// would overshoot a 1 us spin several times over, time the rank sharing this CPU (ranks
+// outnumbering CPUs) then waits for. The first batch runs before any clock read (most
+// waits of a rank with a CPU of its own end there), also for spin 0.
+template <class Done> bool spinFor(std::chrono::microseconds spin, Done&& done) {
+  const auto batch = [&] {
+    for (int i = 0; i < 8; ++i) {
+      if (done()) return true;
+      cpuRelax();
+    }
+    return false;
+  };
+  if (batch()) return true;
+  for (const auto until = Clock::now() + spin; Clock::now() < until;)
+    if (batch()) return true;
+  return false;
+}
+
 // Returns the counter's value once it is >= target. Spins for `spin`, yields for
 // `yield`, then sleeps on the counter's futex (at most 1 ms per sleep). check() runs
 // during the yields and before every sleep, and throws to give up.
@@ -88,21 +107,7 @@ uint64_t waitAtLeast(const std::atomic<uint64_t>& counter, uint64_t target, std:
                      std::chrono::microseconds spin, std::chrono::microseconds yield, Check&& check) {
   uint64_t value = counter.load(std::memory_order_acquire);
   if (value >= target) return value;
-  // The clock is read every 8 pauses: a pause takes 25-140 ns (AMD / Intel), so a batch
-  // of 64 would overshoot a 1 us spin several times over, time the rank sharing this CPU
-  // (ranks outnumbering CPUs) then waits for. The first batch runs before any clock read
-  // (most waits of a rank with a CPU of its own end there); spin 0 yields after it.
-  for (int i = 0; i < 8; ++i) {
-    if ((value = counter.load(std::memory_order_acquire)) >= target) return value;
-    cpuRelax();
-  }
-  const auto spinUntil = Clock::now() + spin;
-  while (Clock::now() < spinUntil) {
-    for (int i = 0; i < 8; ++i) {
-      if ((value = counter.load(std::memory_order_acquire)) >= target) return value;
-      cpuRelax();
-    }
-  }
+  if (spinFor(spin, [&] { return (value = counter.load(std::memory_order_acquire)) >= target; })) return value;
   // Yielding keeps this CPU busy, so a peer preempted here runs at once, and a wake-up
   // does not pay for an idle (virtual) CPU to come back, which costs 50-100 us in a VM.
   const auto yieldUntil = Clock::now() + yield;
