@@ -38,7 +38,7 @@ void LeaseKeeper::forget(int64_t id) {
 }
 
 bool LeaseKeeper::renew(int64_t id) {
-  const auto deadline = Clock::now() + std::chrono::seconds(ttlSeconds_) / 3;
+  const auto deadline = Clock::now() + renewalBudget(ttlSeconds_);
   const nlohmann::json answer = post(endpoint_, "/v3/lease/keepalive", {{"ID", std::to_string(id)}}, deadline);
   // One keepalive answers {"result": {"ID", "TTL"}}; TTL absent (0): the lease is gone.
   return int64Field(answer.value("result", nlohmann::json::object()), "TTL") > 0;

@@ -32,6 +32,12 @@ class LeaseKeeper {
   int64_t current(Clock::time_point deadline) EXCLUDES(mu_);
   // etcd said `id` is gone: the next current() grants a new lease.
   void forget(int64_t id) EXCLUDES(mu_);
+  // How long one keepalive may take: a third of the TTL, so a slow one still leaves time
+  // for another before the lease ends. In milliseconds: whole seconds / 3 made it 0 for
+  // a TTL of 1 or 2 s, and every renewal failed at once.
+  static std::chrono::milliseconds renewalBudget(int ttlSeconds) {
+    return std::chrono::milliseconds(ttlSeconds * 1000 / 3);
+  }
 
  private:
   void run() EXCLUDES(mu_);  // the keepalive thread

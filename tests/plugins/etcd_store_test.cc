@@ -103,14 +103,24 @@ TEST_F(EtcdStoreTest, HeartbeatKeysExpireWithTheirLease) {
     // A watcher reading a peer's absent heartbeat does not create it (on its own lease).
     EXPECT_EQ(watcher->add("main/0/supervisor/heartbeat/2", 0), 0);
     EXPECT_FALSE(watcher->check({"main/0/supervisor/heartbeat/2"}));
-    // The keepalive thread holds the key past its TTL while the process lives.
-    std::this_thread::sleep_for(Millis(2600));
+    // The keepalive thread holds the key past its TTL while the process lives: twice the
+    // TTL, so an unrenewed lease is surely gone (etcd revokes expired leases lazily, and a
+    // key outlived its 2 s lease by 0.6 s in most runs while every renewal failed).
+    std::this_thread::sleep_for(Millis(4000));
     EXPECT_EQ(watcher->add(beat, 0), 1);
   }  // the rank's process "dies": no more keepalives (the lease is not revoked)
   const auto start = std::chrono::steady_clock::now();
   while (watcher->check({beat}) && since(start) < Millis(10000)) std::this_thread::sleep_for(Millis(50));
   EXPECT_FALSE(watcher->check({beat})) << "the dead rank's heartbeat key outlived its lease";
   EXPECT_TRUE(watcher->check({"main/0/plain"})) << "a key not on the lease expired";
+}
+
+TEST(EtcdLease, EveryTtlLeavesARenewalTime) {
+  // A third of the TTL for each keepalive, also for the shortest TTLs (lease_ttl_s allows
+  // 1): whole seconds / 3 gave 1 and 2 s TTLs no time, and keys expired while alive.
+  EXPECT_EQ(etcdstore::LeaseKeeper::renewalBudget(1), Millis(333));
+  EXPECT_EQ(etcdstore::LeaseKeeper::renewalBudget(2), Millis(666));
+  EXPECT_EQ(etcdstore::LeaseKeeper::renewalBudget(10), Millis(3333));
 }
 
 TEST_F(EtcdStoreTest, PrefixesKeepJobsApart) {
