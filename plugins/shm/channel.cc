@@ -104,8 +104,7 @@ void Channel::awaitLine(int p, const Line& line) {
   // The slow path: yield, then sleep on p's posted counter, which p stores after the
   // line. The spin is spent: spinning again there would keep the CPU from a peer
   // sharing it for as long again.
-  if (postedSeen_[p] < step_ + 1)
-    await(p, segment_.control(p).posted, step_ + 1, "publish its data", std::chrono::microseconds(0));
+  await(p, segment_.control(p).posted, step_ + 1, "publish its data", std::chrono::microseconds(0));
 }
 
 const uint8_t* Channel::peerLine(int p) {

@@ -105,8 +105,7 @@ template <class Done> bool spinFor(std::chrono::microseconds spin, Done&& done) 
 template <class Check>
 uint64_t waitAtLeast(const std::atomic<uint64_t>& counter, uint64_t target, std::atomic<uint32_t>& sleepers,
                      std::chrono::microseconds spin, std::chrono::microseconds yield, Check&& check) {
-  uint64_t value = counter.load(std::memory_order_acquire);
-  if (value >= target) return value;
+  uint64_t value = 0;
   if (spinFor(spin, [&] { return (value = counter.load(std::memory_order_acquire)) >= target; })) return value;
   // Yielding keeps this CPU busy, so a peer preempted here runs at once, and a wake-up
   // does not pay for an idle (virtual) CPU to come back, which costs 50-100 us in a VM.

@@ -35,8 +35,9 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
   if (plan.fixedIters) std::snprintf(iters, sizeof iters, "iters %d", plan.iters);
   else std::snprintf(iters, sizeof iters, "iters >= %d filling %g s", plan.iters, plan.minTimeS);
   char warmup[64];
-  std::snprintf(warmup, sizeof warmup, "warmup %d (the first size settles %g s)", a.warmup, plan.settleS);
-  if (plan.settleS <= 0) std::snprintf(warmup, sizeof warmup, "warmup %d", a.warmup);
+  if (plan.settleS > 0)
+    std::snprintf(warmup, sizeof warmup, "warmup %d (the first size settles %g s)", a.warmup, plan.settleS);
+  else std::snprintf(warmup, sizeof warmup, "warmup %d", a.warmup);
   std::fprintf(
       out, "# dtype %s, redop %s, root %d, %s%s, %s, %s, %s\n", a.dtype.c_str(), a.redop.c_str(), a.root, iters,
       plan.repeat > 1 ? (", " + std::to_string(plan.repeat) + " rounds (the median shown)").c_str() : "", warmup,
