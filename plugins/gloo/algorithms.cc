@@ -28,9 +28,13 @@ std::function<void(void*, const void*, const void*, size_t)> reduceFunction(DTyp
   };
 }
 
-template <class Options> void common(Options& o, const Call& call) {
-  o.setTag(call.tag);
-  o.setTimeout(call.timeout);
+// On the heap, so that once the op has succeeded its buffers can be retired rather than
+// destroyed on the spot (see retired.h); a failed op's go with the exception.
+template <class Options> std::shared_ptr<Options> optionsFor(const Call& call) {
+  auto o = std::make_shared<Options>(call.context);
+  o->setTag(call.tag);
+  o->setTimeout(call.timeout);
+  return o;
 }
 
 }  // namespace
@@ -40,8 +44,8 @@ void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgori
   const kernels::ScaleSplit scale = kernels::pairwiseScale(op, call.size(), buf.dtype);
   kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.input);
   if (call.size() > 1 && buf.count > 0) {
-    ::gloo::AllreduceOptions o(call.context);
-    common(o, call);
+    auto held = optionsFor<::gloo::AllreduceOptions>(call);
+    auto& o = *held;
     kernels::withStorageType(buf.dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       o.setOutput(static_cast<T*>(buf.data), buf.count);
@@ -53,6 +57,7 @@ void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgori
     o.setAlgorithm(algorithm == AllreduceAlgorithm::Ring ? ::gloo::AllreduceOptions::Algorithm::RING
                                                          : ::gloo::AllreduceOptions::Algorithm::BCUBE);
     ::gloo::allreduce(o);
+    call.retire(std::move(held));
   }
   kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.output);
 }
@@ -61,8 +66,8 @@ void reduce(const Call& call, Buffer buf, const ReduceOp& op, int root) {
   const kernels::ScaleSplit scale = kernels::pairwiseScale(op, call.size(), buf.dtype);
   kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.input);
   if (call.size() > 1 && buf.count > 0) {
-    ::gloo::ReduceOptions o(call.context);
-    common(o, call);
+    auto held = optionsFor<::gloo::ReduceOptions>(call);
+    auto& o = *held;
     kernels::withStorageType(buf.dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       o.setOutput(static_cast<T*>(buf.data), buf.count);
@@ -70,14 +75,15 @@ void reduce(const Call& call, Buffer buf, const ReduceOp& op, int root) {
     o.setRoot(root);
     o.setReduceFunction(reduceFunction(buf.dtype, op.kind));
     ::gloo::reduce(o);
+    call.retire(std::move(held));
   }
   if (call.rank() == root) kernels::scaleBuffer(buf.data, buf.count, buf.dtype, scale.output);
 }
 
 void broadcast(const Call& call, Buffer buf, int root) {
   if (call.size() == 1 || buf.count == 0) return;
-  ::gloo::BroadcastOptions o(call.context);
-  common(o, call);
+  auto held = optionsFor<::gloo::BroadcastOptions>(call);
+  auto& o = *held;
   // Gloo wants an output on the root too, and copies the input into it while sending
   // the input: so in place, the root sends from a copy rather than from the buffer
   // being copied onto itself.
@@ -90,31 +96,34 @@ void broadcast(const Call& call, Buffer buf, int root) {
   o.setOutput(bytes, buf.bytes());
   o.setRoot(root);
   ::gloo::broadcast(o);
+  call.retire(std::move(held));
 }
 
 void allgather(const Call& call, Buffer in, void* out) {
   if (in.bytes() == 0) return;
-  ::gloo::AllgatherOptions o(call.context);
-  common(o, call);
+  auto held = optionsFor<::gloo::AllgatherOptions>(call);
+  auto& o = *held;
   o.setInput(static_cast<uint8_t*>(in.data), in.bytes());
   o.setOutput(static_cast<uint8_t*>(out), in.bytes() * call.size());
   ::gloo::allgather(o);
+  call.retire(std::move(held));
 }
 
 void gather(const Call& call, Buffer in, void* out, int root) {
   if (in.bytes() == 0) return;
-  ::gloo::GatherOptions o(call.context);
-  common(o, call);
+  auto held = optionsFor<::gloo::GatherOptions>(call);
+  auto& o = *held;
   o.setInput(static_cast<uint8_t*>(in.data), in.bytes());
   if (call.rank() == root) o.setOutput(static_cast<uint8_t*>(out), in.bytes() * call.size());
   o.setRoot(root);
   ::gloo::gather(o);
+  call.retire(std::move(held));
 }
 
 void scatter(const Call& call, const std::vector<void*>& ins, Buffer out, int root) {
   if (out.bytes() == 0) return;
-  ::gloo::ScatterOptions o(call.context);
-  common(o, call);
+  auto held = optionsFor<::gloo::ScatterOptions>(call);
+  auto& o = *held;
   if (!ins.empty()) {
     std::vector<uint8_t*> ptrs;
     for (void* p : ins) ptrs.push_back(static_cast<uint8_t*>(p));
@@ -123,6 +132,7 @@ void scatter(const Call& call, const std::vector<void*>& ins, Buffer out, int ro
   o.setOutput(static_cast<uint8_t*>(out.data), out.bytes());
   o.setRoot(root);
   ::gloo::scatter(o);
+  call.retire(std::move(held));
 }
 
 void alltoallv(const Call& call, const void* in, const std::vector<int64_t>& inCounts, void* out,
@@ -131,17 +141,19 @@ void alltoallv(const Call& call, const void* in, const std::vector<int64_t>& inC
   std::vector<int64_t> inBytes, outBytes;
   for (int64_t c : inCounts) inBytes.push_back(c * es);
   for (int64_t c : outCounts) outBytes.push_back(c * es);
-  ::gloo::AlltoallvOptions o(call.context);
-  common(o, call);
+  auto held = optionsFor<::gloo::AlltoallvOptions>(call);
+  auto& o = *held;
   o.setInput(static_cast<uint8_t*>(const_cast<void*>(in)), inBytes);
   o.setOutput(static_cast<uint8_t*>(out), outBytes);
   ::gloo::alltoallv(o);
+  call.retire(std::move(held));
 }
 
 void barrier(const Call& call) {
-  ::gloo::BarrierOptions o(call.context);
-  common(o, call);
+  auto held = optionsFor<::gloo::BarrierOptions>(call);
+  auto& o = *held;
   ::gloo::barrier(o);
+  call.retire(std::move(held));
 }
 
 }  // namespace commhost::gloo_backend

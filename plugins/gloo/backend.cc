@@ -120,10 +120,11 @@ GlooBackend::~GlooBackend() {
   }
   queue_.reset();
   p2pQueue_.reset();
+  retired_->clear();
 }
 
 Call GlooBackend::callFor(const OpContext& op) const {
-  return {contexts_[op.seq % contexts_.size()], static_cast<uint32_t>(op.seq), op.timeout};
+  return {contexts_[op.seq % contexts_.size()], static_cast<uint32_t>(op.seq), op.timeout, retired_};
 }
 
 int GlooBackend::peerNamedIn(const std::string& what) const {
@@ -211,6 +212,7 @@ void GlooBackend::abort(const std::string& reason) {
 void GlooBackend::shutdown() {
   queue_->drain();
   p2pQueue_->drain();
+  retired_->clear();
 }
 
 }  // namespace commhost::gloo_backend

@@ -114,6 +114,8 @@ class GlooBackend final : public Backend {
   std::unique_ptr<WorkQueue> queue_;
   std::unique_ptr<WorkQueue> p2pQueue_;       // one thread: send/recv completion waits
   std::map<std::string, int> peerByAddress_;  // every connection endpoint of every peer
+  // Shared with the ops' calls: a queue left behind after an abort may still retire.
+  std::shared_ptr<Retired> retired_ = std::make_shared<Retired>();
   std::atomic<int> lastOp_{-1};
   std::atomic<uint64_t> lastSeq_{0};
 };

@@ -190,8 +190,8 @@ WorkPtr GlooBackend::send(const OpContext& op, const Tensor& tensor, int dst, co
         buf->send(dst, static_cast<uint64_t>(opts.tag));
       }))
     return failed;
-  return submitP2P(op, [buf, t = tensor, timeout = op.timeout] {
-    buf->waitSend(timeout);
+  return submitP2P(op, [buf, t = tensor, timeout = op.timeout, retired = retired_] {
+    if (buf->waitSend(timeout)) retired->keep(buf);  // false only if aborted: maybe still posted
     return std::vector<Tensor>{};
   });
 }
@@ -203,8 +203,8 @@ WorkPtr GlooBackend::recv(const OpContext& op, Tensor& tensor, int src, const Re
         buf->recv(src, static_cast<uint64_t>(opts.tag));
       }))
     return failed;
-  return submitP2P(op, [buf, t = tensor, timeout = op.timeout] {
-    buf->waitRecv(timeout);
+  return submitP2P(op, [buf, t = tensor, timeout = op.timeout, retired = retired_] {
+    if (buf->waitRecv(timeout)) retired->keep(buf);
     return std::vector<Tensor>{t};
   });
 }
@@ -224,9 +224,9 @@ WorkPtr GlooBackend::recvAnySource(const OpContext& op, Tensor& tensor, const Re
   auto work = std::make_shared<AsyncWork>(op);
   return submitP2P(
       op,
-      [buf, t = tensor, timeout = op.timeout, work] {
+      [buf, t = tensor, timeout = op.timeout, work, retired = retired_] {
         int source = -1;
-        buf->waitRecv(&source, timeout);
+        if (buf->waitRecv(&source, timeout)) retired->keep(buf);
         work->finish({t}, source);
         return std::vector<Tensor>{t};
       },
