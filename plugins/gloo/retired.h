@@ -7,7 +7,7 @@
 // op's options (and so its buffers) destroyed the moment the op returns therefore race
 // the device thread on every op. Measured with raw Gloo, 2 ranks on this 2-vCPU VM, 1 MiB
 // allreduce, options made per op (as commhost and torch's ProcessGroupGloo do): about 600
-// sched_yield and 1.5 million epoll_wait calls per 1000 ops and a mean of 1.7-2.6 ms in 8
+// sched_yield and 1.5 million epoll_wait calls per 1000 ops and a mean of 1.4-2.7 ms in 8
 // of 8 runs; the same options destroyed one op later: 1 sched_yield, 0.3 million
 // epoll_wait, 0.9-1.1 ms (raw Gloo's own peer, which reuses one options object, is there).
 //
