@@ -18,7 +18,7 @@ namespace commhost::gloo_backend {
 enum class AllreduceAlgorithm { Auto, Ring, Bcube };
 
 // One op's Gloo context, tag (equal on every rank) and deadline, and where its Gloo
-// buffers go once it has succeeded (see retired.h; null: destroyed at once).
+// buffers go once it has succeeded (see retired.h).
 struct Call {
   std::shared_ptr<::gloo::Context> context;
   uint32_t tag;
@@ -26,9 +26,7 @@ struct Call {
   std::shared_ptr<Retired> retired;
   int rank() const { return context->rank; }
   int size() const { return context->size; }
-  void retire(std::shared_ptr<void> finished) const {
-    if (retired != nullptr) retired->keep(std::move(finished));
-  }
+  void retire(std::shared_ptr<void> finished) const { retired->keep(std::move(finished)); }
 };
 
 struct Buffer {

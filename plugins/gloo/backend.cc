@@ -120,7 +120,6 @@ GlooBackend::~GlooBackend() {
   }
   queue_.reset();
   p2pQueue_.reset();
-  retired_->clear();
 }
 
 Call GlooBackend::callFor(const OpContext& op) const {
