@@ -43,10 +43,15 @@ OptionSchema<Options> Options::schema() {
       .size("ring_threshold", &Options::ringThreshold, "256KiB", "Message size from which auto allreduce uses ring")
       .option("worker_spin_us", &Options::workerSpinUs, "-1",
               "Microseconds an idle worker polls for the next op (yielding its CPU) before it sleeps, so back-to-back "
-              "small ops skip a wake-up and the CPU does not idle between them; -1: 100 when every rank has a CPU "
-              "of its own (the group's size <= CPUs this process may run on: a multi-host group counts every host's "
-              "ranks, so set it there), else 0",
+              "small ops skip a wake-up and the CPU does not idle between them; -1: 100 when every rank of the group "
+              "on this host has a CPU of its own (CPUs this process may run on), else 0",
               {-1, 100000})
+      .choice("thread_placement", &Options::placement, "auto",
+              "split: Gloo's transport thread on the upper half of the CPUs this process may run on, the op workers "
+              "on the lower half, so that a transport thread never preempts an op thread holding its connection "
+              "(Gloo then spins); auto: split when this host's ranks of the group have fewer than two CPUs each; "
+              "off: leave it to the scheduler",
+              {{"auto", ThreadPlacement::Auto}, {"split", ThreadPlacement::Split}, {"off", ThreadPlacement::Off}})
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
               {0, 86400 * 7});
 }
@@ -71,23 +76,45 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   auto timeout = options.timeout;
   if (timeout.count() == 0) timeout = ctx.timeout;
   contextTimeout_ = timeout;
-  auto device = createDevice(options.device, ctx);
+  // Worth a store exchange only when a default depends on it.
+  const bool needsHostCount = options.placement == ThreadPlacement::Auto || options.workerSpinUs < 0;
+  const int onHost = needsHostCount ? ranksOnThisHost(ctx) : ctx.worldSize;
+  const auto cpus = allowedCpus();
+  const std::optional<Placement> placement = plan(options.placement, onHost, cpus);
+  if (placement && ctx.logger)
+    ctx.logger->info("gloo placement: " + std::to_string(onHost) + " rank(s) of the group on this host share CPU " +
+                     cpuList(cpus) + ": " + placement->describe() + " (backends." + ctx.backendName +
+                     ".options.thread_placement: off leaves it to the scheduler)");
+  auto device = createDevice(options.device, ctx, placement ? placement->transport : std::vector<int>{});
   contexts_ = connectContexts(ctx_, device, options.contexts + 1, timeout);
   peerByAddress_ = exchangeEndpoints(ctx_, contexts_, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();
   // The queue runs beforeEach, the job and describe on one thread: the op's start time
   // travels from the first to the last in a thread_local.
-  WorkQueue::Hooks hooks;
-  hooks.beforeEach = [](const OpContext&) { tlOpStarted = std::chrono::steady_clock::now(); };
-  hooks.describe = [this](const OpContext& op, const std::exception_ptr& e) {
-    return this->describe(op, e, tlOpStarted);
+  // A worker moves to its CPUs before its first op; the hooks of a queue without workers
+  // run on the caller's thread, which is the application's and stays where it is.
+  auto hooksPinningTo = [this](std::vector<int> cpus) {
+    WorkQueue::Hooks hooks;
+    hooks.beforeEach = [cpus = std::move(cpus)](const OpContext&) {
+      thread_local bool placed = false;
+      if (!placed && !cpus.empty()) pinCurrentThread(cpus);  // refused: the transport's warning says so
+      placed = true;
+      tlOpStarted = std::chrono::steady_clock::now();
+    };
+    hooks.describe = [this](const OpContext& op, const std::exception_ptr& e) {
+      return this->describe(op, e, tlOpStarted);
+    };
+    return hooks;
   };
-  const int spinUs = options.workerSpinUs >= 0                  ? options.workerSpinUs
-                     : ctx.worldSize <= WorkQueue::usableCpus() ? 100
-                                                                : 0;
-  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooks, std::chrono::microseconds(spinUs));
-  p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooks);
+  const std::vector<int> workerCpus = placement ? placement->workers : std::vector<int>{};
+  const int spinUs = options.workerSpinUs >= 0                                   ? options.workerSpinUs
+                     : onHost <= std::max<int>(1, static_cast<int>(cpus.size())) ? 100
+                                                                                 : 0;
+  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads,
+                                       hooksPinningTo(options.threads > 0 ? workerCpus : std::vector<int>{}),
+                                       std::chrono::microseconds(spinUs));
+  p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooksPinningTo(workerCpus));
   registerForFatalHint(this);
 }
 

@@ -16,6 +16,7 @@
 #include "commhost/plugin.h"
 #include "commhost/typed_options.h"
 #include "commhost/work_queue.h"
+#include "placement.h"
 
 namespace commhost::gloo_backend {
 
@@ -29,6 +30,7 @@ struct Options {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::Auto;
   int64_t ringThreshold = 0;
   int workerSpinUs = -1;
+  ThreadPlacement placement = ThreadPlacement::Auto;
   std::chrono::milliseconds timeout{0};
   static OptionSchema<Options> schema();
 };

@@ -3,9 +3,15 @@
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <thread>
+
+#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "placement.h"
 
 namespace commhost::gloo_backend {
 
@@ -30,7 +36,8 @@ void StoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono:
   store_->wait(full, timeout);
 }
 
-std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx) {
+std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx,
+                                                        const std::vector<int>& transportCpus) {
   ::gloo::transport::tcp::attr attr;
   struct stat st {};
   if (device.empty()) {
@@ -40,13 +47,37 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
   } else {
     attr.hostname = device;
   }
-  try {
-    return ::gloo::transport::tcp::CreateDevice(attr);
-  } catch (const std::exception& e) {
+  // Gloo starts its transport thread in the device's constructor, with no say in where it
+  // runs: made from a thread of our own, it inherits that thread's name and CPUs.
+  std::shared_ptr<::gloo::transport::Device> created;
+  std::string error;
+  bool pinned = true;
+  std::thread maker([&] {
+    ::prctl(PR_SET_NAME, "gloo transport", 0, 0, 0);
+    if (!transportCpus.empty()) pinned = pinCurrentThread(transportCpus);
+    try {
+      created = ::gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  maker.join();
+  if (!created)
     raise(ErrorCode::Config, ErrorContext::of(ctx, "gloo device"),
-          "cannot create a TCP device on '" + (device.empty() ? "127.0.0.1" : device) + "': " + e.what(),
+          "cannot create a TCP device on '" + (device.empty() ? "127.0.0.1" : device) + "': " + error,
           "Set backends." + ctx.backendName + ".options.device to an interface or address of this host");
-  }
+  if (!pinned && ctx.logger)
+    ctx.logger->warn("gloo placement: cannot keep the transport thread on CPU " + cpuList(transportCpus) +
+                     " (sched_setaffinity refused it); it runs on any CPU. Set backends." + ctx.backendName +
+                     ".options.thread_placement: off to silence this");
+  return created;
+}
+
+int ranksOnThisHost(const BackendContext& ctx) {
+  if (ctx.worldSize == 1) return 1;
+  const std::string mine = hostIdentity();
+  const auto all = exchangeAll(ctx, "placement/host", mine, "gloo thread placement");
+  return static_cast<int>(std::count(all.begin(), all.end(), mine));
 }
 
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,

@@ -33,7 +33,13 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
 };
 
 // `device`: an interface name (e.g. eth0), a hostname or an address; "" is loopback.
-std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx);
+// Gloo's transport thread, which the device starts, is named "gloo transport" (top -H,
+// gdb) and runs on `transportCpus` (empty: any CPU); see placement.h.
+std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx,
+                                                        const std::vector<int>& transportCpus);
+
+// How many ranks of ctx's group run on this host (hostIdentity()), this one included.
+int ranksOnThisHost(const BackendContext& ctx);
 
 // `count` contexts, each a full mesh over the group, rendezvoused through `store`.
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
