@@ -44,12 +44,13 @@ OptionSchema<Options> Options::schema() {
       .option("worker_spin_us", &Options::workerSpinUs, "-1",
               "Microseconds an idle worker polls for the next op (yielding its CPU) before it sleeps, so back-to-back "
               "small ops skip a wake-up and the CPU does not idle between them; -1: 100 when every rank of the group "
-              "on this host has a CPU of its own (CPUs this process may run on), else 0",
+              "that shares this process's CPUs (same host, same affinity) has a CPU of its own, else 0",
               {-1, 100000})
       .choice("thread_placement", &Options::placement, "auto",
               "split: Gloo's transport thread on the upper half of the CPUs this process may run on, the op workers "
               "on the lower half, so that a transport thread never preempts an op thread holding its connection "
-              "(Gloo then spins); auto: split when this host's ranks of the group have fewer than two CPUs each; "
+              "(Gloo then spins); auto: split when the ranks of the group sharing these CPUs (same host, same "
+              "affinity) have fewer than two each; "
               "off: leave it to the scheduler",
               {{"auto", ThreadPlacement::Auto}, {"split", ThreadPlacement::Split}, {"off", ThreadPlacement::Off}})
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
@@ -77,13 +78,13 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   if (timeout.count() == 0) timeout = ctx.timeout;
   contextTimeout_ = timeout;
   // Worth a store exchange only when a default depends on it.
-  const bool needsHostCount = options.placement == ThreadPlacement::Auto || options.workerSpinUs < 0;
-  const int onHost = needsHostCount ? ranksOnThisHost(ctx) : ctx.worldSize;
+  const bool needsSharing = options.placement == ThreadPlacement::Auto || options.workerSpinUs < 0;
   const auto cpus = allowedCpus();
-  const std::optional<Placement> placement = plan(options.placement, onHost, cpus);
+  const int sharing = needsSharing ? ranksSharingCpus(ctx, cpus) : ctx.worldSize;
+  const std::optional<Placement> placement = plan(options.placement, sharing, cpus);
   if (placement && ctx.logger)
-    ctx.logger->info("gloo placement: " + std::to_string(onHost) + " rank(s) of the group on this host share CPU " +
-                     cpuList(cpus) + ": " + placement->describe() + " (backends." + ctx.backendName +
+    ctx.logger->info("gloo placement: " + std::to_string(sharing) + " rank(s) of the group share CPU " + cpuList(cpus) +
+                     ": " + placement->describe() + " (backends." + ctx.backendName +
                      ".options.thread_placement: off leaves it to the scheduler)");
   auto device = createDevice(options.device, ctx, placement ? placement->transport : std::vector<int>{});
   contexts_ = connectContexts(ctx_, device, options.contexts + 1, timeout);
@@ -108,9 +109,9 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
     return hooks;
   };
   const std::vector<int> workerCpus = placement ? placement->workers : std::vector<int>{};
-  const int spinUs = options.workerSpinUs >= 0                                   ? options.workerSpinUs
-                     : onHost <= std::max<int>(1, static_cast<int>(cpus.size())) ? 100
-                                                                                 : 0;
+  const int spinUs = options.workerSpinUs >= 0                                    ? options.workerSpinUs
+                     : sharing <= std::max<int>(1, static_cast<int>(cpus.size())) ? 100
+                                                                                  : 0;
   queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads,
                                        hooksPinningTo(options.threads > 0 ? workerCpus : std::vector<int>{}),
                                        std::chrono::microseconds(spinUs));

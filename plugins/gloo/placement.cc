@@ -15,10 +15,10 @@ std::vector<int> allowedCpus() {
   return cpus;
 }
 
-std::optional<Placement> plan(ThreadPlacement mode, int ranksOnHost, const std::vector<int>& cpus) {
+std::optional<Placement> plan(ThreadPlacement mode, int ranksSharing, const std::vector<int>& cpus) {
   const int n = static_cast<int>(cpus.size());
   if (mode == ThreadPlacement::Off || n < 2) return std::nullopt;
-  if (mode == ThreadPlacement::Auto && n >= 2 * ranksOnHost) return std::nullopt;
+  if (mode == ThreadPlacement::Auto && n >= 2 * ranksSharing) return std::nullopt;
   // Only the 2-CPU case is measured (README); halves are its plain generalisation. The
   // transport threads get the upper half: a launcher's own binding usually fills CPUs
   // from 0 up.

@@ -24,7 +24,7 @@
 namespace commhost::gloo_backend {
 
 enum class ThreadPlacement {
-  Auto,   // split when the host's ranks have fewer than two CPUs each, else leave it to the scheduler
+  Auto,   // split when the ranks sharing the CPUs have fewer than two each, else leave it to the scheduler
   Split,  // always split (when there are at least two CPUs)
   Off,    // never pin
 };
@@ -38,10 +38,10 @@ struct Placement {
 // The CPUs this process may run on (its affinity mask), ascending; empty if unknown.
 std::vector<int> allowedCpus();
 
-// The split for `ranksOnHost` ranks of the group on this host sharing `cpus`, or nothing
+// The split for `ranksSharing` ranks of the group sharing `cpus` (ranksSharingCpus()), or nothing
 // (leave placement to the scheduler): Off, fewer than two CPUs, or Auto with at least
 // two CPUs per rank.
-std::optional<Placement> plan(ThreadPlacement mode, int ranksOnHost, const std::vector<int>& cpus);
+std::optional<Placement> plan(ThreadPlacement mode, int ranksSharing, const std::vector<int>& cpus);
 
 // Restricts the calling thread to `cpus` (threads it creates inherit it). False, with
 // errno set, when the kernel refuses (e.g. a CPU outside this process's cpuset).

@@ -73,9 +73,9 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
   return created;
 }
 
-int ranksOnThisHost(const BackendContext& ctx) {
+int ranksSharingCpus(const BackendContext& ctx, const std::vector<int>& cpus) {
   if (ctx.worldSize == 1) return 1;
-  const std::string mine = hostIdentity();
+  const std::string mine = hostIdentity() + " cpus " + cpuList(cpus);
   const auto all = exchangeAll(ctx, "placement/host", mine, "gloo thread placement");
   return static_cast<int>(std::count(all.begin(), all.end(), mine));
 }

@@ -38,8 +38,10 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
 std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx,
                                                         const std::vector<int>& transportCpus);
 
-// How many ranks of ctx's group run on this host (hostIdentity()), this one included.
-int ranksOnThisHost(const BackendContext& ctx);
+// How many ranks of ctx's group share this process's CPUs, this one included: ranks on
+// this host (hostIdentity()) whose affinity is `cpus` too. Ranks a launcher bound to CPUs
+// of their own (mpirun --bind-to core) do not compete, so they do not count.
+int ranksSharingCpus(const BackendContext& ctx, const std::vector<int>& cpus);
 
 // `count` contexts, each a full mesh over the group, rendezvoused through `store`.
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
