@@ -59,6 +59,8 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
       created = ::gloo::transport::tcp::CreateDevice(attr);
     } catch (const std::exception& e) {
       error = e.what();
+    } catch (...) {
+      error = "an unknown exception";
     }
   });
   maker.join();
