@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
 #include "fatal.h"
 #include "gloo_backend.h"

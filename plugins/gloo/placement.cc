@@ -5,16 +5,6 @@
 
 namespace commhost::gloo_backend {
 
-std::vector<int> allowedCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  return cpus;
-}
-
 std::optional<Placement> plan(ThreadPlacement mode, int ranksSharing, const std::vector<int>& cpus) {
   const int n = static_cast<int>(cpus.size());
   if (mode == ThreadPlacement::Off || n < 2) return std::nullopt;

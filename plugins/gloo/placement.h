@@ -35,10 +35,8 @@ struct Placement {
   std::string describe() const;  // "transport thread on CPU 1, op workers on CPU 0"
 };
 
-// The CPUs this process may run on (its affinity mask), ascending; empty if unknown.
-std::vector<int> allowedCpus();
-
-// The split for `ranksSharing` ranks of the group sharing `cpus` (ranksSharingCpus()), or nothing
+// The split for `ranksSharing` ranks of the group sharing `cpus` (allowedCpus() in the
+// host SDK; ranksSharingCpus()), or nothing
 // (leave placement to the scheduler): Off, fewer than two CPUs, or Auto with at least
 // two CPUs per rank.
 std::optional<Placement> plan(ThreadPlacement mode, int ranksSharing, const std::vector<int>& cpus);

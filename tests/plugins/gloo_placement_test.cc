@@ -10,6 +10,7 @@
 
 #include "../../plugins/gloo/placement.h"
 #include "../host/test_util.h"
+#include "commhost/backend_sdk.h"
 
 namespace commhost::gloo_backend {
 namespace {

@@ -15,6 +15,10 @@ namespace commhost {
 // across hosts (and across UTS namespaces, which is how the multi-host tests make hosts).
 COMMHOST_API std::string hostIdentity();
 
+// The CPUs the calling thread may run on (its affinity mask, normally the process's),
+// ascending; empty if the kernel does not say.
+COMMHOST_API std::vector<int> allowedCpus();
+
 // Every rank of ctx's group publishes `mine` under "<key>/<rank>" of the backend's store
 // and gets every rank's value, in rank order. Waits up to ctx.timeout; a TimeoutError
 // names the ranks that never published (`what` says what the exchange was for). A rank

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/backend_sdk.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,16 @@ std::string hostIdentity() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::getline(in, boot);
   return std::string(host) + " boot " + (boot.empty() ? "unknown" : boot);
+}
+
+std::vector<int> allowedCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  return cpus;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
 
 namespace commhost {
@@ -54,11 +55,7 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncW
   return work;
 }
 
-int WorkQueue::usableCpus() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  return ::sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? std::max(1, CPU_COUNT(&cpus)) : 1;
-}
+int WorkQueue::usableCpus() { return std::max(1, static_cast<int>(allowedCpus().size())); }
 
 void WorkQueue::workerLoop() {
   while (true) {
