@@ -24,6 +24,10 @@ using FuturePtr = std::shared_ptr<Future>;
 
 class COMMHOST_API Future : public std::enable_shared_from_this<Future> {
  public:
+  // User-provided, so that make_shared initialises member by member instead of first
+  // zeroing the whole object with `rep stos` (slow to start: a tenth of a small op's
+  // Future). No layout change.
+  Future() noexcept {}
   static FuturePtr create() { return std::make_shared<Future>(); }
   static FuturePtr completed(std::vector<Tensor> value);
 

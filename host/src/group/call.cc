@@ -123,7 +123,7 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   // whose seq must stay equal on every rank.
   ctx.seq = (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
   pg.bytesIssued_.fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed);
-  ctx.timeout = timeout.count() > 0 ? timeout : st.config->timeout();
+  ctx.timeout = timeout.count() > 0 ? timeout : st.timeout;
   backendIndex = index;
   if (segment->shadow >= 0) {
     const RouteSpec& route = st.config->routes[static_cast<size_t>(segment->route)];

@@ -126,6 +126,7 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(
     std::vector<std::string>* kept, std::vector<std::string>* built, const SplitHandles* splitFrom) {
   auto st = std::make_shared<State>();
   st->config = std::move(config);
+  st->timeout = st->config->timeout();
   st->generation = generation;
   const Config& cfg = *st->config;
   st->routes = RouteTable::forConfig(cfg, registry);
