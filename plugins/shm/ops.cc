@@ -36,11 +36,11 @@ Signature agree(size_t bytes, DType dtype, int reduceKind = -1, int root = -1) {
 
 WorkPtr ShmBackend::allreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts) {
   const bool oneShot = tensor.nbytes() <= settings_.oneShotMax;
-  return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, oneShot] {
+  return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, oneShot]() mutable {
     channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
     if (oneShot) allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
     else allreduceTwoShot(*channel_, t.data(), count(t), t.dtype(), r);
-    return std::vector<Tensor>{t};
+    return jobOutput(std::move(t));
   });
 }
 
@@ -48,51 +48,51 @@ WorkPtr ShmBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>&
                                        const AllreduceCoalescedOptions& opts) {
   size_t bytes = 0;
   for (const auto& t : tensors) bytes += t.nbytes();
-  return run(op, small(bytes), [this, ts = tensors, r = opts.reduceOp] {
+  return run(op, small(bytes), [this, ts = tensors, r = opts.reduceOp]() mutable {
     for (const auto& t : ts) {  // same tensors on every rank: the steps stay in lockstep
       channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
       if (t.nbytes() <= settings_.oneShotMax) allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
       else allreduceTwoShot(*channel_, t.data(), count(t), t.dtype(), r);
     }
-    return ts;
+    return std::move(ts);
   });
 }
 
 WorkPtr ShmBackend::broadcast(const OpContext& op, Tensor& tensor, const BroadcastOptions& opts) {
-  return run(op, small(tensor.nbytes()), [this, t = tensor, root = opts.root] {
+  return run(op, small(tensor.nbytes()), [this, t = tensor, root = opts.root]() mutable {
     channel_->expect(agree(t.nbytes(), t.dtype(), -1, root));
     shm::broadcast(*channel_, t.data(), t.nbytes(), root);
-    return std::vector<Tensor>{t};
+    return jobOutput(std::move(t));
   });
 }
 
 WorkPtr ShmBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOptions& opts) {
-  return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, root = opts.root] {
+  return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, root = opts.root]() mutable {
     channel_->expect(agree(t.nbytes(), t.dtype(), r.kind, root));
     shm::reduce(*channel_, t.data(), count(t), t.dtype(), r, root);
-    return std::vector<Tensor>{t};
+    return jobOutput(std::move(t));
   });
 }
 
 WorkPtr ShmBackend::allgather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                               const AllgatherOptions&) {
-  return run(op, small(input.nbytes() * outputs.size()), [this, outs = outputs, in = input] {
+  return run(op, small(input.nbytes() * outputs.size()), [this, outs = outputs, in = input]() mutable {
     std::vector<void*> ptrs;
     for (const auto& t : outs) ptrs.push_back(t.data());
     channel_->expect(agree(in.nbytes(), in.dtype()));
     shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), -1);
-    return outs;
+    return std::move(outs);
   });
 }
 
 WorkPtr ShmBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, const Tensor& input,
                                         const AllgatherOptions&) {
-  return run(op, small(output.nbytes()), [this, out = output, in = input] {
+  return run(op, small(output.nbytes()), [this, out = output, in = input]() mutable {
     std::vector<void*> ptrs;
     for (int r = 0; r < ctx_.worldSize; ++r) ptrs.push_back(static_cast<uint8_t*>(out.data()) + r * in.nbytes());
     channel_->expect(agree(in.nbytes(), in.dtype()));
     shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), -1);
-    return std::vector<Tensor>{out};
+    return jobOutput(std::move(out));
   });
 }
 
@@ -103,45 +103,48 @@ WorkPtr ShmBackend::allgatherCoalesced(const OpContext& op, std::vector<std::vec
 
 WorkPtr ShmBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                            const GatherOptions& opts) {
-  return run(op, small(input.nbytes() * ctx_.worldSize), [this, outs = outputs, in = input, root = opts.root] {
-    std::vector<void*> ptrs;
-    for (const auto& t : outs) ptrs.push_back(t.data());
-    channel_->expect(agree(in.nbytes(), in.dtype(), -1, root));
-    shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), root);
-    return outs;
-  });
+  return run(op, small(input.nbytes() * ctx_.worldSize),
+             [this, outs = outputs, in = input, root = opts.root]() mutable {
+               std::vector<void*> ptrs;
+               for (const auto& t : outs) ptrs.push_back(t.data());
+               channel_->expect(agree(in.nbytes(), in.dtype(), -1, root));
+               shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), root);
+               return std::move(outs);
+             });
 }
 
 WorkPtr ShmBackend::scatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
                             const ScatterOptions& opts) {
-  return run(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, root = opts.root] {
-    std::vector<const void*> ptrs;
-    for (const auto& t : ins) ptrs.push_back(t.data());
-    channel_->expect(agree(out.nbytes(), out.dtype(), -1, root));
-    shm::scatter(*channel_, ptrs.data(), out.data(), out.nbytes(), root);
-    return std::vector<Tensor>{out};
-  });
+  return run(op, small(output.nbytes() * ctx_.worldSize),
+             [this, out = output, ins = inputs, root = opts.root]() mutable {
+               std::vector<const void*> ptrs;
+               for (const auto& t : ins) ptrs.push_back(t.data());
+               channel_->expect(agree(out.nbytes(), out.dtype(), -1, root));
+               shm::scatter(*channel_, ptrs.data(), out.data(), out.nbytes(), root);
+               return jobOutput(std::move(out));
+             });
 }
 
 WorkPtr ShmBackend::reduceScatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
                                   const ReduceScatterOptions& opts) {
-  return run(op, small(output.nbytes() * ctx_.worldSize), [this, out = output, ins = inputs, r = opts.reduceOp] {
-    std::vector<const void*> ptrs;
-    for (const auto& t : ins) ptrs.push_back(t.data());
-    channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
-    shm::reduceScatter(*channel_, ptrs.data(), out.data(), count(out), out.dtype(), r);
-    return std::vector<Tensor>{out};
-  });
+  return run(op, small(output.nbytes() * ctx_.worldSize),
+             [this, out = output, ins = inputs, r = opts.reduceOp]() mutable {
+               std::vector<const void*> ptrs;
+               for (const auto& t : ins) ptrs.push_back(t.data());
+               channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
+               shm::reduceScatter(*channel_, ptrs.data(), out.data(), count(out), out.dtype(), r);
+               return jobOutput(std::move(out));
+             });
 }
 
 WorkPtr ShmBackend::reduceScatterTensor(const OpContext& op, Tensor& output, const Tensor& input,
                                         const ReduceScatterOptions& opts) {
-  return run(op, small(input.nbytes()), [this, out = output, in = input, r = opts.reduceOp] {
+  return run(op, small(input.nbytes()), [this, out = output, in = input, r = opts.reduceOp]() mutable {
     std::vector<const void*> ptrs;
     for (int d = 0; d < ctx_.worldSize; ++d) ptrs.push_back(static_cast<const uint8_t*>(in.data()) + d * out.nbytes());
     channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
     shm::reduceScatter(*channel_, ptrs.data(), out.data(), count(out), out.dtype(), r);
-    return std::vector<Tensor>{out};
+    return jobOutput(std::move(out));
   });
 }
 
@@ -149,7 +152,7 @@ WorkPtr ShmBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, 
                              const AlltoallOptions&) {
   size_t bytes = 0;
   for (const auto& t : inputs) bytes += t.nbytes();
-  return run(op, small(bytes), [this, outs = outputs, ins = inputs] {
+  return run(op, small(bytes), [this, outs = outputs, ins = inputs]() mutable {
     std::vector<const void*> in;
     std::vector<void*> out;
     std::vector<size_t> inBytes, outBytes;
@@ -157,13 +160,13 @@ WorkPtr ShmBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, 
     for (const auto& t : ins) in.push_back(t.data()), inBytes.push_back(t.nbytes());
     for (const auto& t : outs) out.push_back(t.data()), outBytes.push_back(t.nbytes());
     shm::alltoall(*channel_, in.data(), inBytes.data(), out.data(), outBytes.data());
-    return outs;
+    return std::move(outs);
   });
 }
 
 WorkPtr ShmBackend::alltoallSingle(const OpContext& op, Tensor& output, const Tensor& input,
                                    const AlltoallSingleOptions& opts) {
-  return run(op, small(input.nbytes()), [this, out = output, in = input, opts] {
+  return run(op, small(input.nbytes()), [this, out = output, in = input, opts]() mutable {
     std::vector<const void*> ins;
     std::vector<void*> outs;
     std::vector<size_t> inBytes, outBytes;
@@ -182,7 +185,7 @@ WorkPtr ShmBackend::alltoallSingle(const OpContext& op, Tensor& output, const Te
       at += rows * outRow;
     }
     shm::alltoall(*channel_, ins.data(), inBytes.data(), outs.data(), outBytes.data());
-    return std::vector<Tensor>{out};
+    return jobOutput(std::move(out));
   });
 }
 

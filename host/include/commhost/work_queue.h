@@ -42,6 +42,15 @@
 
 namespace commhost {
 
+// A job's one output tensor, moved into the vector the job returns (from a `mutable`
+// job's capture): `std::vector<Tensor>{t}` copies out of its initializer list, an
+// atomic refcount increment and decrement more on every small op's path.
+inline std::vector<Tensor> jobOutput(Tensor&& t) {
+  std::vector<Tensor> out;
+  out.push_back(std::move(t));
+  return out;
+}
+
 class COMMHOST_API WorkQueue {
  public:
   using Job = std::function<std::vector<Tensor>()>;

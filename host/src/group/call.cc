@@ -121,8 +121,14 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   ctx.stream = currentStream();
   // Point-to-point ops involve two ranks only, so they count apart from collectives,
   // whose seq must stay equal on every rank.
-  ctx.seq = (isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_).fetch_add(1, std::memory_order_relaxed) + 1;
-  pg.bytesIssued_.fetch_add(static_cast<uint64_t>(bytes), std::memory_order_relaxed);
+  // One thread at a time issues on a group (process_group.h; the Reducer hands the
+  // launcher role over under its mutex), so a load and a store suffice: each atomic
+  // read-modify-write costs ~7 ns, 2% of an 8 B shm op. Atomic for other threads' reads.
+  std::atomic<uint64_t>& counter = isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_;
+  ctx.seq = counter.load(std::memory_order_relaxed) + 1;
+  counter.store(ctx.seq, std::memory_order_relaxed);
+  pg.bytesIssued_.store(pg.bytesIssued_.load(std::memory_order_relaxed) + static_cast<uint64_t>(bytes),
+                        std::memory_order_relaxed);
   ctx.timeout = timeout.count() > 0 ? timeout : st.timeout;
   backendIndex = index;
   if (segment->shadow >= 0) {
