@@ -4,20 +4,23 @@
 // with Sum it does no work on the data either, so this is the host's own cost), with the
 // supervisor (watchdog, flight recorder, heartbeat) on and off: the difference is its cost.
 // Also the same with a shadow route whose sample rate picks no call (shadow mode's cost
-// when unsampled: one hash of the seq per call), and ProcessGroup::syncPoint() when nothing was published, with the config poller off
-// and polling the store every millisecond.
+// when unsampled: one hash of the seq per call), the supervisor with its flight recorder
+// off (entries 0: no per-op record, no clock read), and ProcessGroup::syncPoint() when
+// nothing was published, with the config poller off and polling the store every millisecond.
 #include <benchmark/benchmark.h>
 
 #include "commhost/commhost.h"
 
 namespace {
 
+// `set`: more "key=value" overrides.
 std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const std::string& more = "",
-                                                  bool shadow = false) {
+                                                  bool shadow = false, std::vector<std::string> set = {}) {
   using namespace commhost;
   auto registry = std::make_shared<PluginRegistry>();
   ConfigOverrides overrides;
   overrides.fromEnvironment = false;
+  overrides.set = std::move(set);
   const std::string routes = shadow ? "backends: { self: {}, ref: { plugin: self } }\n"
                                       "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
                                     : "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
@@ -28,7 +31,10 @@ std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const 
 }
 
 void BM_AllreduceDispatch(benchmark::State& state) {
-  auto pg = selfGroup(state.range(1) != 0, "", state.range(2) != 0);
+  const bool recorderOff = state.range(3) != 0;
+  auto pg = selfGroup(
+      state.range(1) != 0, "", state.range(2) != 0,
+      recorderOff ? std::vector<std::string>{"supervisor.flight_recorder.entries=0"} : std::vector<std::string>{});
   commhost::Tensor t = commhost::Tensor::empty({state.range(0) / 4}, commhost::DType::Float32);
   for (auto _ : state) {
     auto work = pg->allreduce(t);
@@ -36,10 +42,11 @@ void BM_AllreduceDispatch(benchmark::State& state) {
     benchmark::DoNotOptimize(work);
   }
   state.SetLabel(std::to_string(state.range(0)) + " B, supervisor " + (state.range(1) ? "on" : "off") +
-                 (state.range(2) ? ", unsampled shadow route" : ""));
+                 (state.range(2) ? ", unsampled shadow route" : "") + (recorderOff ? ", flight recorder off" : ""));
 }
-BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}, {0}});
-BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8}, {1}, {1}});
+BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}, {0}, {0}});
+BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 1, 0});
+BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 0, 1});
 
 void BM_RouteLookup(benchmark::State& state) {
   auto pg = selfGroup();

@@ -301,8 +301,8 @@ TEST(Config, RangesInTheKeysUnit) {
   // group.timeout's minimum is 1 ms: "[0, 604800]" said neither the bound nor the unit.
   EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"group.timeout=0s"}), ConfigError,
                     "'group.timeout': '0s' is out of range; allowed: 1ms to 168h");
-  EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"supervisor.flight_recorder.entries=0"}), ConfigError,
-                    "'0' is out of range; allowed: 1 to 1048576");
+  EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"supervisor.flight_recorder.entries=-1"}), ConfigError,
+                    "'-1' is out of range; allowed: 0 to 1048576");
   EXPECT_THROW_WITH(configFrom(kSelfConfig, *registry, {"group.timeout=soon"}), ConfigError,
                     "'soon' is not a duration; write e.g. 30s, 100ms, 2m or 1h (allowed: 1ms to 168h)");
 }

@@ -108,6 +108,35 @@ TEST(Supervisor, RankThatNeverJoinsIsNamedWithTheSeq) {
   removeQuietly(dir);
 }
 
+// flight_recorder.entries 0 turns the per-op records off (and with them the clock reads
+// of ops a backend completes inline), not the watchdog, the heartbeat or the progress
+// counters the verdicts are made of.
+TEST(Supervisor, FlightRecorderOffStillCatchesAHang) {
+  const std::string dir = tempDir("off");
+  std::string config = glooConfig(dir, "", "1s");
+  config.replace(config.find("entries: 16"), 11, "entries: 0");
+  auto groups = makeGroups(config, 2);
+  runRanks(2, [&](int r) {
+    for (int i = 0; i < 3; ++i) allreduceOnes(*groups[r]);
+    if (r == 1) return;  // rank 1 skips seq 4
+    EXPECT_THROW_WITH(allreduceOnes(*groups[r]), TimeoutError, "allreduce seq 4", "Rank 1 never joined allreduce seq 4",
+                      "last reported allreduce seq 3 (completed)");
+  });
+  const auto dump = readJson(onlyDump(dir));
+  EXPECT_EQ(dump["entries_capacity"], 0);
+  EXPECT_TRUE(dump["entries"].empty()) << dump.dump(1);
+  bool sawRank1 = false;
+  for (const auto& g : dump["groups"])
+    if (g["rank"] == 1) {
+      sawRank1 = true;
+      EXPECT_EQ(g["last_completed"], 3);
+    }
+  EXPECT_TRUE(sawRank1) << dump.dump(1);
+  groups[0].reset();
+  groups[1].reset();
+  removeQuietly(dir);
+}
+
 // One rank's view of the job's store that can be cut off, as a crashed process is: from
 // then on nothing it would say reaches the store (not even that it left its group).
 class CuttableStore final : public Store {

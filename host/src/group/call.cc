@@ -144,7 +144,7 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
     supervisor::checkFingerprints(*pg.monitor_, ctx.seq, op, std::string(opName(op)) + "(" + fingerprint + ")",
                                   ctx.timeout);
   if (pg.supervisor_) {
-    issued = pg.supervisor_->clock().now();
+    if (pg.supervisor_->wantsIssueTime()) issued = pg.supervisor_->clock().now();
     // Until supervise(): the watchdog aborts the backends if a peer is lost meanwhile.
     pg.monitor_->inBackendCallOp.store(static_cast<uint8_t>(op), std::memory_order_relaxed);
     pg.monitor_->inBackendCall.store(ctx.seq, std::memory_order_relaxed);

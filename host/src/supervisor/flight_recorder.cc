@@ -48,9 +48,10 @@ int64_t wallMicros(std::chrono::steady_clock::time_point t) {
   return duration_cast<microseconds>(t.time_since_epoch()).count() + wallMinusSteadyUs.load(std::memory_order_relaxed);
 }
 
-FlightRecorder::FlightRecorder(size_t entries) : ring_(std::max<size_t>(entries, 1)) {}
+FlightRecorder::FlightRecorder(size_t entries) : ring_(entries) {}
 
 uint64_t FlightRecorder::add(const OpRecord& record) {
+  if (ring_.empty()) return 0;
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = nextId_++;
   OpRecord& slot = ring_[id % ring_.size()];
@@ -60,6 +61,7 @@ uint64_t FlightRecorder::add(const OpRecord& record) {
 }
 
 void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs) {
+  if (id == 0) return;  // not recorded (entries 0)
   std::lock_guard<std::mutex> lock(mutex_);
   OpRecord& r = ring_[id % ring_.size()];
   if (r.id != id) return;  // overwritten by newer collectives

@@ -86,6 +86,8 @@ constexpr size_t kShadowEntries = 1024;
 
 class FlightRecorder {
  public:
+  // `entries` 0: records nothing (add returns id 0, finish(0) does nothing); swaps and
+  // shadow comparisons are kept all the same.
   explicit FlightRecorder(size_t entries);
   // Stores the record in the next slot (overwriting the oldest) and returns its id.
   uint64_t add(const OpRecord& record);
@@ -94,6 +96,7 @@ class FlightRecorder {
   // must set every other field (supervisor.cc's static_assert on the size is the
   // reminder when a field is added).
   template <class Fill> uint64_t emplace(Fill&& fill) {
+    if (ring_.empty()) return 0;
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t id = nextId_++;
     OpRecord& slot = ring_[id % ring_.size()];

@@ -237,8 +237,6 @@ std::string Supervisor::waitGroupIdle(const GroupMonitor* group, TimePoint deadl
 
 WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                           uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) {
-  const int64_t scheduledUs = wallMicros(issued);
-  const int64_t startedUs = wallMicros(SteadyClock::now());
   if (!isPointToPoint(ctx.op)) {
     group->lastIssued.store(ctx.seq, std::memory_order_relaxed);
     group->lastIssuedOp.store(static_cast<uint8_t>(ctx.op), std::memory_order_relaxed);
@@ -247,6 +245,14 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // left to watch, so it is recorded as completed and handed back as it is.
   const bool done = inner->isCompleted() && !inner->exception();
   const std::optional<double> deviceMs = done ? inner->deviceMs() : std::nullopt;
+  int64_t scheduledUs = 0, startedUs = 0;
+  if (issued != TimePoint{}) {
+    scheduledUs = wallMicros(issued);
+    startedUs = wallMicros(SteadyClock::now());
+  } else if (!done || hooks_.any()) {  // not read at issue (wantsIssueTime); a hook came since
+    issued = clock_->now();
+    scheduledUs = startedUs = wallMicros(issued);
+  }
   // Written into the ring in place: this is on every op's path, and a record built on
   // the stack and copied in cost a third of the supervisor's share of an 8 B op.
   static_assert(sizeof(OpRecord) == 416, "OpRecord changed: set the new field below");

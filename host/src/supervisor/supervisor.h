@@ -87,7 +87,13 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   void attach(const std::shared_ptr<GroupMonitor>& group) EXCLUDES(mutex_);
   void detach(const GroupMonitor* group) EXCLUDES(mutex_);
 
-  // Caller thread: records the op and returns the work the caller gets.
+  // Whether Call::issue reads the clock before calling the backend: the flight recorder
+  // and completion hooks show when each op was issued. Without either (entries 0, no
+  // hooks) an op the backend completes inline costs no clock read, and track() reads
+  // one for an op that goes on running (the watchdog's start).
+  bool wantsIssueTime() const { return settings_.entries > 0 || hooks_.any(); }
+  // Caller thread: records the op and returns the work the caller gets. `issued`:
+  // TimePoint{} when not read (wantsIssueTime() was false).
   WorkPtr track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                 uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) EXCLUDES(mutex_);
 
