@@ -71,16 +71,6 @@ TEST(BenchTiming, IterationsFillTheMinimumTimeUnlessFixed) {
   EXPECT_EQ(iterationsFor(20, false, 0, 10), 20);       // --min-time 0
 }
 
-TEST(BenchTiming, SubTenMicrosecondOpsAreClockedInBatchesOfAboutTenMicroseconds) {
-  EXPECT_EQ(clockBatch(0.3), 34);  // an 8 B shm allreduce: one clock pair per ~10 us
-  EXPECT_EQ(clockBatch(2.5), 4);   // exactly 10 us
-  EXPECT_EQ(clockBatch(9.9), 2);
-  EXPECT_EQ(clockBatch(10), 1);  // 10 us and slower: every iteration on its own
-  EXPECT_EQ(clockBatch(150), 1);
-  EXPECT_EQ(clockBatch(0.001), 1000);  // capped
-  EXPECT_EQ(clockBatch(0), 1);         // no warmup, no estimate
-}
-
 TEST(BenchTiming, MedianOfEvenAndOddCounts) {
   EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
   EXPECT_DOUBLE_EQ(median({4, 1, 2, 3}), 2.5);

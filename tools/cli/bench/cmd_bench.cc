@@ -79,9 +79,8 @@ void settle(const BenchPlan& plan, StoreRounds& rounds, const std::function<void
   }
 }
 
-// One column of a row: warmup, the timed rounds (every iteration clocked on its own, or
-// sub-10 us ops in batches: clockBatch), the check after the clock stopped, and the
-// ranks' agreement on the figures.
+// One column of a row: warmup, the timed rounds (every iteration clocked on its own), the
+// check after the clock stopped, and the ranks' agreement on the figures.
 Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& rounds, const std::function<void()>& once,
                           const std::function<void()>& checkOnce, int64_t& wrong, const std::string& what) {
   using Clock = std::chrono::steady_clock;
@@ -99,21 +98,17 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
   // before the timed loop; every rank gets the same count from it.
   const double slowestWarm = rounds.agreeMax(median(warm), "before the timed loop of " + what);
   int iters = iterationsFor(plan.iters, plan.fixedIters, plan.minTimeS, slowestWarm);
-  const int batch = clockBatch(slowestWarm);  // from the agreed figure: alike on every rank
   std::vector<double> samples;
   std::vector<double> roundMeans;
   for (int r = 0; r < plan.repeat; ++r) {
     double sum = 0;
     int done = 0;
     for (int target = iters;;) {
-      while (done < target) {
-        const int n = std::min(batch, target - done);
+      for (; done < target; ++done) {
         const auto start = Clock::now();
-        for (int i = 0; i < n; ++i) once();
-        const double us = micros(start);
-        samples.push_back(us / n);
-        sum += us;
-        done += n;
+        once();
+        samples.push_back(micros(start));
+        sum += samples.back();
       }
       // The first round checks the warmup's estimate: when the slowest rank's loop fell
       // short of --min-time (the warmup caught slow first ops), it runs on to the count
@@ -134,7 +129,6 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
   Measurement m;
   m.stats = agreed.slowest;
   m.iters = iters;
-  m.batch = batch;
   m.roundMeansUs = roundMeans;
   m.timeUs = roundMeans.empty() ? m.stats.meanUs : median(roundMeans);
   m.algbw = m.timeUs > 0 ? static_cast<double>(op.size()) / (m.timeUs * 1e-6) / 1e9 : 0;
@@ -287,8 +281,7 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_option("--root", a.root, "Root of rooted ops")->capture_default_str();
   auto* iters = cmd->add_option("-n,--iters", a.iters,
                                 "Timed iterations per size: exactly N (as nccl-tests); without -n, at least N and "
-                                "enough to fill --min-time. Ops under 10 us are clocked in batches of about 10 us "
-                                "(a clock read would add a tenth to a 0.3 us op); p50/p99 are then of batch means")
+                                "enough to fill --min-time")
                     ->capture_default_str();
   auto* minTime = cmd->add_option(
                          "--min-time", a.minTime,

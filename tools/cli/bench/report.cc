@@ -59,7 +59,6 @@ void Report::line(const ResultLine& l) {
       j["busbw"] = m.busbw;
       j["wrong"] = m.wrong >= 0 ? nlohmann::ordered_json(m.wrong) : nlohmann::ordered_json();
       j["iters"] = m.iters;
-      j["batch"] = m.batch;
       j["min_us"] = m.stats.minUs;
       j["p50_us"] = m.stats.p50Us;
       j["p99_us"] = m.stats.p99Us;
@@ -81,7 +80,6 @@ void Report::line(const ResultLine& l) {
   }
   std::printf("\n");
   for (const auto& m : l.results) {
-    if (m.batch > 1) batchedInOp_ = true;
     if (m.unstable.empty()) continue;
     unstableInOp_ = true;
     const std::string rounds = m.roundMeansUs.size() > 1 ? " x " + std::to_string(m.roundMeansUs.size()) + " rounds"
@@ -101,10 +99,7 @@ void Report::endOp(const std::string& op, double avgBusbw) {
         "# ! rows above spread widely across iterations: their mean is not a stable figure (other load on the "
         "machine, or more ranks than cores); rerun with --repeat 5 for the median of 5 rounds, or a longer "
         "--min-time\n");
-  if (batchedInOp_)
-    std::printf("# rows of ops under 10 us were clocked in batches of about 10 us: their p50/p99 are of batch means\n");
   unstableInOp_ = false;
-  batchedInOp_ = false;
   std::fflush(stdout);
 }
 

@@ -26,7 +26,6 @@ struct Measurement {
   double timeUs = 0, algbw = 0, busbw = 0;
   LoopStats stats;                   // over every timed iteration, the slowest rank's per figure
   int iters = 0;                     // timed iterations per round
-  int batch = 1;                     // iterations per clock reading (clockBatch); stats are of batch means
   std::vector<double> roundMeansUs;  // --repeat K: each round's mean (K > 1 only)
   std::string unstable;              // why the figure is not to be trusted, or ""
   int64_t wrong = -1;                // -1: not checked
@@ -56,7 +55,6 @@ class Report {
  private:
   bool leader_, sideBySide_;
   bool unstableInOp_ = false;
-  bool batchedInOp_ = false;  // a row of this op was clocked in batches (its p50/p99 are of batch means)
   std::FILE* json_ = nullptr;
   std::string jsonPath_;
 };

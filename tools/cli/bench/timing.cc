@@ -82,11 +82,6 @@ std::string instability(const LoopStats& s, const std::vector<double>& roundMean
   return "";
 }
 
-int clockBatch(double perIterUs) {
-  if (perIterUs <= 0 || perIterUs >= kBatchUs) return 1;
-  return static_cast<int>(std::min(std::ceil(kBatchUs / perIterUs), 1000.0));
-}
-
 int iterationsFor(int iters, bool fixed, double minTimeS, double perIterUs) {
   if (fixed || minTimeS <= 0 || perIterUs <= 0) return iters;
   const double byTime = std::ceil(minTimeS * 1e6 / perIterUs);

@@ -34,14 +34,6 @@ LoopStats decode(const std::string& text);
 // "" when it is stable.
 std::string instability(const LoopStats& s, const std::vector<double>& roundMeansUs);
 
-// How many iterations one clock reading spans in a timed loop: 1, or for ops under
-// kBatchUs (at `perIterUs`, the slowest rank's warmup time per iteration) enough to
-// last about kBatchUs. A steady_clock read costs ~25 ns on a VM, which two reads per
-// iteration would add to an 8 B shm allreduce of ~300 ns (the peers time whole loops);
-// a sample is then the mean of its batch, so min/p50/p99/max are over batch means.
-constexpr double kBatchUs = 10;
-int clockBatch(double perIterUs);
-
 // Iterations for a timed loop: `iters` when fixed (-n given, no --min-time); otherwise
 // at least `iters` and enough to last `minTimeS` at `perIterUs` (the slowest rank's
 // warmup time per iteration), capped at 100000 (or `iters`, when that is more).
