@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Each op of the shm backend: map tensors to raw buffers and run the algorithm through
-// the work queue (run()). Jobs capture tensors by value, keeping them alive while queued. Ops
+// the work queue (run()). Jobs capture tensors by value, keeping them alive while queued,
+// and move them into their outputs (jobOutput: no refcount traffic on the small-op path). Ops
 // outside the manifest are never routed here; they throw if called directly.
 #include <numeric>
 

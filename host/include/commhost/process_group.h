@@ -277,7 +277,7 @@ class COMMHOST_API ProcessGroup {
   uint64_t swapAttempts_ = 0;                   // calling thread only: names each attempt's store keys
   std::shared_ptr<Logger> logger_;
   std::atomic<uint64_t> seq_{0};          // collectives; written by the calling thread only, atomic for readers
-  std::atomic<uint64_t> p2pSeq_{0};       // send/recv, counted apart (only two ranks take part); the same
+  std::atomic<uint64_t> p2pSeq_{0};       // send/recv, counted apart (only two ranks take part); as seq_
   std::atomic<uint64_t> bytesIssued_{0};  // the issuing thread of the moment adds; any thread reads
   uint64_t subgroupCount_ = 0;            // calling thread only
   // Shared with the supervisor, which may abort the group from its watchdog thread.

@@ -122,8 +122,9 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   // Point-to-point ops involve two ranks only, so they count apart from collectives,
   // whose seq must stay equal on every rank.
   // One thread at a time issues on a group (process_group.h; the Reducer hands the
-  // launcher role over under its mutex), so a load and a store suffice: each atomic
-  // read-modify-write costs ~7 ns, 2% of an 8 B shm op. Atomic for other threads' reads.
+  // launcher role over under its mutex), so a load and a store suffice where a
+  // read-modify-write would be a locked instruction on every op. Atomic for other
+  // threads' reads.
   std::atomic<uint64_t>& counter = isPointToPoint(op) ? pg.p2pSeq_ : pg.seq_;
   ctx.seq = counter.load(std::memory_order_relaxed) + 1;
   counter.store(ctx.seq, std::memory_order_relaxed);
