@@ -5,7 +5,8 @@
 # rank at the same sync count; SIGHUP re-reads the file (a new epoch, a new generation);
 # an invalid file is printed with its config errors and the job finishes on the config
 # it had. Rank 0 sleeps 100 ms every 25 iterations (bench --inject slow) so the job
-# outlives the edits; every wait is bounded.
+# outlives the edits; every wait is bounded. Then a job whose store never answers: the
+# edit is reported unpublished within seconds, and the launcher still obeys SIGTERM.
 #   watch_test.sh <commhost binary>
 set -euo pipefail
 commhost=$1
@@ -82,4 +83,22 @@ pid=
 row=$(grep -E '^\[0\] +1024 +256 ' "$tmp/out") || fail "no result row"
 [ "$(echo "$row" | awk '{print $NF}')" = 0 ] || fail "wrong elements: $row"
 [ "$(count 'applied epoch 3|syncPoint: .*(rolled back|is invalid)|\[error\]')" -eq 0 ] || fail "an epoch after the invalid file"
-echo "watch: OK (swap at sync count $(switchCounts 1), SIGHUP swap at $(switchCounts 2))"
+
+# A store that does not answer (no rank serves one: `sleep` makes no group): publishing
+# gives up after 5 s, not group.timeout (60 s), while the launcher's loop waits on it;
+# it says so, and the launcher still ends the job at once on SIGTERM.
+printf 'group: { name: main, timeout: 60s }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n' >"$job"
+"$commhost" run -n 1 --watch "$job" -- sleep 60 >"$tmp/out" 2>&1 &
+pid=$!
+waitFor "watching $job" 1 30
+start=$SECONDS
+printf '# edited\n' >>"$job"
+waitFor 'edited\): not published \(the job goes on with its current config; save the file again or send SIGHUP' 1 20
+[ $((SECONDS - start)) -le 15 ] || fail "publishing to an unreachable store took $((SECONDS - start)) s"
+kill -TERM "$pid"
+for ((i = 0; i < 100; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && fail "the launcher did not end the job within 10 s of SIGTERM"
+wait "$pid" || true
+pid=
+
+echo "watch: OK (swap at sync count $(switchCounts 1), SIGHUP swap at $(switchCounts 2), unreachable store reported)"

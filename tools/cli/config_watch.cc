@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "config_watch.h"
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -10,6 +12,12 @@
 
 namespace commhost::cli {
 namespace {
+
+// How long a publication may wait for the ranks' store: the launcher's poll loop (which
+// watches the ranks and forwards signals) waits while it runs, so a store that does not
+// answer (its rank stopped, or not serving yet) costs at most this, not group.timeout;
+// the next edit or SIGHUP tries again.
+constexpr std::chrono::milliseconds kPublishTimeout{5000};
 
 std::string readFile(const std::string& path) {
   std::ifstream in(path);
@@ -37,15 +45,21 @@ Store& ConfigWatch::store(const Config& config) {
   if (store_) return *store_;
   const PluginEntry& entry = registry_.require(config.store.plugin, PluginKind::Store);
   OptionValues options = config.store.options;
-  // A client of the ranks' store: never the server (rank 0 hosts it with serve: auto).
-  for (const auto& spec : entry.descriptor->options)
-    if (std::string(spec.key) == "serve") options.set("serve", std::string("never"));
+  // A client of the ranks' store: never the server (rank 0 hosts it with serve: auto),
+  // and one that gives up after kPublishTimeout (a store's own timeout, as tcp's, rules
+  // its connect and its calls; ctx.timeout is for stores without one).
+  for (const auto& spec : entry.descriptor->options) {
+    const std::string key = spec.key;
+    if (key == "serve") options.set("serve", std::string("never"));
+    if (key == "timeout" && spec.type == OptionType::Duration)
+      options.set("timeout", std::min(options.getDuration("timeout"), kPublishTimeout));
+  }
   StoreContext ctx;
   ctx.rank = -1;
   ctx.worldSize = worldSize_;
   ctx.masterAddr = masterAddr_;
   ctx.masterPort = masterPort_;
-  ctx.timeout = config.timeout();
+  ctx.timeout = std::min(config.timeout(), kPublishTimeout);
   ctx.logger = std::make_shared<Logger>("commhost." + config.store.plugin, "commhost run --watch");
   store_ = entry.descriptor->createStore(options, ctx);
   storeLibrary_ = entry.library;
@@ -79,7 +93,11 @@ void ConfigWatch::changed(const std::string& why, bool force) {
     lastText_ = text;  // reported once; the next edit is read again
     std::cerr << name << ": invalid, the job goes on with its current config:\n" << e.what() << std::endl;
   } catch (const std::exception& e) {
-    std::cerr << name << ": not published: " << e.what() << std::endl;
+    store_.reset();  // reconnects next time (before its plugin's code may go)
+    std::cerr << name
+              << ": not published (the job goes on with its current config; save the file again or send "
+                 "SIGHUP to retry): "
+              << e.what() << std::endl;
   }
 }
 

@@ -42,7 +42,7 @@ class ConfigWatch {
   std::string lastText_;  // the text published last (at first: the one the job started with)
   PluginRegistry registry_;
   std::shared_ptr<void> storeLibrary_;  // the store plugin's code, outliving store_
-  StorePtr store_;                      // connected at the first publication (the ranks serve it)
+  StorePtr store_;  // connected at the first publication (the ranks serve it); dropped when one fails
   uint64_t epoch_ = 0;
 };
 
