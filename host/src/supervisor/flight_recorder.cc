@@ -51,13 +51,7 @@ int64_t wallMicros(std::chrono::steady_clock::time_point t) {
 FlightRecorder::FlightRecorder(size_t entries) : ring_(entries) {}
 
 uint64_t FlightRecorder::add(const OpRecord& record) {
-  if (ring_.empty()) return 0;
-  std::lock_guard<std::mutex> lock(mutex_);
-  const uint64_t id = nextId_++;
-  OpRecord& slot = ring_[id % ring_.size()];
-  slot = record;
-  slot.id = id;
-  return id;
+  return emplace([&](OpRecord& slot) { slot = record; });
 }
 
 void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs) {

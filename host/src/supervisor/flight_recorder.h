@@ -92,17 +92,17 @@ class FlightRecorder {
   // Stores the record in the next slot (overwriting the oldest) and returns its id.
   uint64_t add(const OpRecord& record);
   // The same without a record on the caller's stack (the per-op path): `fill(OpRecord&)`
-  // runs under the lock on the slot itself, whose error is cleared and id set here; it
-  // must set every other field (supervisor.cc's static_assert on the size is the
-  // reminder when a field is added).
+  // runs under the lock on the slot itself, after its error is cleared and before its id
+  // is set; it must set every other field (supervisor.cc's static_assert on the size is
+  // the reminder when a field is added).
   template <class Fill> uint64_t emplace(Fill&& fill) {
     if (ring_.empty()) return 0;
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t id = nextId_++;
     OpRecord& slot = ring_[id % ring_.size()];
+    slot.error[0] = '\0';
     fill(slot);
     slot.id = id;
-    slot.error[0] = '\0';
     return id;
   }
   // Updates the record with this id, if the ring still holds it; `deviceMs` < 0: unknown.
