@@ -254,7 +254,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     scheduledUs = startedUs = wallMicros(issued);
   }
   // Written into the ring in place: this is on every op's path, and a record built on
-  // the stack and copied in cost a third of the supervisor's share of an 8 B op.
+  // the stack and copied in cost about 17 ns of the supervisor's ~100 ns per 8 B op.
   static_assert(sizeof(OpRecord) == 416, "OpRecord changed: set the new field below");
   const uint64_t id = recorder_.emplace([&](OpRecord& r) {
     r.generation = generation;
