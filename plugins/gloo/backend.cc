@@ -54,6 +54,11 @@ OptionSchema<Options> Options::schema() {
               "affinity) have fewer than two each; "
               "off: leave it to the scheduler",
               {{"auto", ThreadPlacement::Auto}, {"split", ThreadPlacement::Split}, {"off", ThreadPlacement::Off}})
+      .size("inline_max", &Options::inlineMax, "64KiB",
+            "Collectives up to this size run on the calling thread when no op is queued or running (no hand-off to "
+            "the worker and back, as raw Gloo); such a call returns when the op is done, so it waits for its peers. "
+            "0: every op on the worker (issuing never blocks)",
+            {0, 1e15})
       .option("timeout", &Options::timeout, "0s", "Rendezvous and default op timeout; 0s: the group's timeout",
               {0, 86400 * 7});
 }
@@ -71,10 +76,13 @@ std::unique_ptr<Backend> create(const Options& options, const BackendContext& ct
 namespace {
 // When the op the calling thread runs started (set by the work queue's beforeEach hook).
 thread_local std::chrono::steady_clock::time_point tlOpStarted;
+// Set on the queues' workers as they start: an op described elsewhere ran on its caller.
+thread_local bool tlOnWorker = false;
 }  // namespace
 
 GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
-    : ctx_(ctx), algorithm_(options.algorithm), ringThreshold_(options.ringThreshold) {
+    : ctx_(ctx), algorithm_(options.algorithm), ringThreshold_(options.ringThreshold),
+      inlineMax_(static_cast<size_t>(options.inlineMax)) {
   auto timeout = options.timeout;
   if (timeout.count() == 0) timeout = ctx.timeout;
   contextTimeout_ = timeout;
@@ -93,19 +101,18 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   p2p_ = contexts_.back();
   contexts_.pop_back();
   // The queue runs beforeEach, the job and describe on one thread: the op's start time
-  // travels from the first to the last in a thread_local.
-  // A worker moves to its CPUs before its first op; the hooks of a queue without workers
-  // run on the caller's thread, which is the application's and stays where it is.
+  // travels from the first to the last in a thread_local. A worker moves to its CPUs as
+  // it starts; a caller that runs an op (threads: 0, inline_max) is the application's
+  // thread and stays where it is.
   auto hooksPinningTo = [this](std::vector<int> cpus) {
     WorkQueue::Hooks hooks;
-    hooks.beforeEach = [cpus = std::move(cpus)](const OpContext&) {
-      thread_local bool placed = false;
-      if (!placed && !cpus.empty()) pinCurrentThread(cpus);  // refused: the transport's warning says so
-      placed = true;
-      tlOpStarted = std::chrono::steady_clock::now();
+    hooks.workerStart = [cpus = std::move(cpus)] {
+      tlOnWorker = true;
+      if (!cpus.empty()) pinCurrentThread(cpus);  // refused: the transport's warning says so
     };
+    hooks.beforeEach = [](const OpContext&) { tlOpStarted = std::chrono::steady_clock::now(); };
     hooks.describe = [this](const OpContext& op, const std::exception_ptr& e) {
-      return this->describe(op, e, tlOpStarted);
+      return this->describe(op, e, tlOpStarted, !tlOnWorker);
     };
     return hooks;
   };
@@ -113,8 +120,7 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
   const int spinUs = options.workerSpinUs >= 0                                    ? options.workerSpinUs
                      : sharing <= std::max<int>(1, static_cast<int>(cpus.size())) ? 100
                                                                                   : 0;
-  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads,
-                                       hooksPinningTo(options.threads > 0 ? workerCpus : std::vector<int>{}),
+  queue_ = std::make_unique<WorkQueue>("gloo backend", options.threads, hooksPinningTo(workerCpus),
                                        std::chrono::microseconds(spinUs));
   p2pQueue_ = std::make_unique<WorkQueue>("gloo backend", 1, hooksPinningTo(workerCpus));
   registerForFatalHint(this);
@@ -178,7 +184,7 @@ std::string GlooBackend::inFlight() const {
 // (EnforceNotMet and the rest are other failures); classify them so callers can catch by
 // kind, and name the peer when the text carries its address.
 std::exception_ptr GlooBackend::describe(const OpContext& op, const std::exception_ptr& error,
-                                         std::chrono::steady_clock::time_point started) const {
+                                         std::chrono::steady_clock::time_point started, bool onCaller) const {
   ErrorContext where{ctx_.groupName, ctx_.rank, opName(op.op), op.seq};
   try {
     std::rethrow_exception(error);
@@ -193,11 +199,21 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, const std::excepti
     // begins after the op started, so Gloo can have timed out only once that deadline has
     // passed since `started`. An I/O error before that is a lost connection.
     const Millis deadline = isPointToPoint(op.op) ? op.timeout : contextTimeout_;
-    if (std::chrono::steady_clock::now() - started >= deadline)
+    if (std::chrono::steady_clock::now() - started >= deadline) {
+      // Run on its caller, the op held that thread until its peers came: a rank that
+      // issues ops on several groups in another order than its peers waits here.
+      const std::string held =
+          onCaller && !isPointToPoint(op.op)
+              ? ". It ran on the calling thread, which waits for every peer to issue it: if ranks issue "
+                "collectives on several groups in different orders, set backends." +
+                    ctx_.backendName + ".options.inline_max: 0 (and threads >= 1) so that issuing never blocks"
+              : "";
       return std::make_exception_ptr(TimeoutError(where.format() + what +
                                                       ". A peer may not have joined this collective; "
-                                                      "check every rank issues the same ops in the same order",
+                                                      "check every rank issues the same ops in the same order" +
+                                                      held,
                                                   where));
+    }
     where.peer = peerNamedIn(what);
     const std::string peer = std::to_string(where.peer);
     return std::make_exception_ptr(PeerLostError(

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gloo backend: every collective on CPU over Gloo's TCP transport (the role of
 // c10d's ProcessGroupGloo). Ops are queued to worker threads and run on one of several
-// Gloo contexts chosen by seq, so independent collectives overlap.
+// Gloo contexts chosen by seq, so independent collectives overlap; a collective up to
+// inline_max runs on the caller instead when nothing is queued or running (as shm's).
 //
-// Threading: calls come from the group's thread; ops run on the WorkQueue's workers
-// (commhost/work_queue.h).
+// Threading: calls come from the group's thread, one at a time in seq order (which the
+// WorkQueue's inline path needs); ops run on the WorkQueue's workers
+// (commhost/work_queue.h) or, inline, on that thread.
 // contexts_ is fixed after construction. Tensors must stay alive until works finish.
 #pragma once
 
@@ -30,6 +32,7 @@ struct Options {
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::Auto;
   int64_t ringThreshold = 0;
   int workerSpinUs = -1;
+  int64_t inlineMax = 0;
   ThreadPlacement placement = ThreadPlacement::Auto;
   std::chrono::milliseconds timeout{0};
   static OptionSchema<Options> schema();
@@ -76,9 +79,14 @@ class GlooBackend final : public Backend {
  private:
   Call callFor(const OpContext& op) const;
   void closeConnections() noexcept;  // every pair of every context, hard (RST)
-  WorkPtr submit(const OpContext& op, WorkQueue::Job job) {
+  // A collective of `bytes` (what inline_max is compared with) on the collectives' queue.
+  // Gloo's collectives wait for their peers as long as the contexts' timeout, whatever
+  // the op's own: an op with a shorter deadline (a hier step) is queued, so that its
+  // caller's wait can give up on time.
+  template <class F>
+  WorkPtr submit(const OpContext& op, size_t bytes, F&& job) {
     noteIssued(op);
-    return queue_->submit(op, std::move(job));
+    return queue_->submit(op, std::forward<F>(job), bytes <= inlineMax_ && op.timeout >= contextTimeout_);
   }
   // Point-to-point waits run on their own thread: a receive waiting for a send the peer
   // issues after a collective must not hold the collectives' worker (or, with threads: 0,
@@ -90,9 +98,10 @@ class GlooBackend final : public Backend {
   // Runs `post` (Gloo calls on the caller's thread); nullptr, or a work failed with
   // the described error when Gloo threw.
   WorkPtr postP2P(const OpContext& op, const std::function<void()>& post) const;
-  // The error a Gloo exception of `op` (which started running at `started`) fails with.
+  // The error a Gloo exception of `op` (which started running at `started`, on the
+  // caller's thread when `onCaller`) fails with.
   std::exception_ptr describe(const OpContext& op, const std::exception_ptr& error,
-                              std::chrono::steady_clock::time_point started) const;
+                              std::chrono::steady_clock::time_point started, bool onCaller) const;
   // The rank whose end of a connection Gloo's message names ("[addr]:port"), or -1.
   int peerNamedIn(const std::string& what) const;
   // Two relaxed stores per op: what the fatal-error hint names if Gloo's own thread
@@ -110,6 +119,7 @@ class GlooBackend final : public Backend {
   BackendContext ctx_;
   AllreduceAlgorithm algorithm_;
   int64_t ringThreshold_;
+  size_t inlineMax_;  // a collective up to this many bytes runs on the caller when the queue is idle
   std::chrono::milliseconds contextTimeout_{0};             // every context's: Gloo's collectives wait this long
   std::vector<std::shared_ptr<::gloo::Context>> contexts_;  // collectives use contexts_[seq % size]
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order

@@ -4,6 +4,7 @@
 // pack into one contiguous buffer. Jobs capture tensors by value to keep them alive.
 #include <gloo/transport/unbound_buffer.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "gloo_backend.h"
@@ -12,6 +13,12 @@ namespace commhost::gloo_backend {
 namespace {
 
 Buffer buffer(const Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.dtype()}; }
+
+size_t totalBytes(const std::vector<Tensor>& ts) {
+  size_t bytes = 0;
+  for (const auto& t : ts) bytes += t.nbytes();
+  return bytes;
+}
 
 int64_t rowElements(const Tensor& t) { return t.shape().ndim() && t.shape()[0] ? t.numel() / t.shape()[0] : 0; }
 
@@ -38,7 +45,7 @@ void unpack(const uint8_t* from, std::vector<Tensor>& parts) {
 }  // namespace
 
 WorkPtr GlooBackend::allreduce(const OpContext& op, Tensor& tensor, const AllreduceOptions& opts) {
-  return submit(op, [this, call = callFor(op), t = tensor, r = opts.reduceOp] {
+  return submit(op, tensor.nbytes(), [this, call = callFor(op), t = tensor, r = opts.reduceOp] {
     gloo_backend::allreduce(call, buffer(t), r, algorithm_, ringThreshold_);
     return std::vector<Tensor>{t};
   });
@@ -46,7 +53,7 @@ WorkPtr GlooBackend::allreduce(const OpContext& op, Tensor& tensor, const Allred
 
 WorkPtr GlooBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>& tensors,
                                         const AllreduceCoalescedOptions& opts) {
-  return submit(op, [this, call = callFor(op), ts = tensors, r = opts.reduceOp]() mutable {
+  return submit(op, totalBytes(tensors), [this, call = callFor(op), ts = tensors, r = opts.reduceOp]() mutable {
     Tensor flat = pack(ts);
     gloo_backend::allreduce(call, buffer(flat), r, algorithm_, ringThreshold_);
     unpack(static_cast<uint8_t*>(flat.data()), ts);
@@ -55,14 +62,14 @@ WorkPtr GlooBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>
 }
 
 WorkPtr GlooBackend::broadcast(const OpContext& op, Tensor& tensor, const BroadcastOptions& opts) {
-  return submit(op, [call = callFor(op), t = tensor, root = opts.root] {
+  return submit(op, tensor.nbytes(), [call = callFor(op), t = tensor, root = opts.root] {
     gloo_backend::broadcast(call, buffer(t), root);
     return std::vector<Tensor>{t};
   });
 }
 
 WorkPtr GlooBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOptions& opts) {
-  return submit(op, [call = callFor(op), t = tensor, r = opts.reduceOp, root = opts.root] {
+  return submit(op, tensor.nbytes(), [call = callFor(op), t = tensor, r = opts.reduceOp, root = opts.root] {
     gloo_backend::reduce(call, buffer(t), r, root);
     return std::vector<Tensor>{t};
   });
@@ -70,7 +77,7 @@ WorkPtr GlooBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOpt
 
 WorkPtr GlooBackend::allgather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                                const AllgatherOptions&) {
-  return submit(op, [call = callFor(op), outs = outputs, in = input]() mutable {
+  return submit(op, totalBytes(outputs), [call = callFor(op), outs = outputs, in = input]() mutable {
     Tensor flat = Tensor::empty({in.numel() * call.size()}, in.dtype());
     gloo_backend::allgather(call, buffer(in), flat.data());
     unpack(static_cast<uint8_t*>(flat.data()), outs);
@@ -80,7 +87,7 @@ WorkPtr GlooBackend::allgather(const OpContext& op, std::vector<Tensor>& outputs
 
 WorkPtr GlooBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, const Tensor& input,
                                          const AllgatherOptions&) {
-  return submit(op, [call = callFor(op), out = output, in = input] {
+  return submit(op, output.nbytes(), [call = callFor(op), out = output, in = input] {
     gloo_backend::allgather(call, buffer(in), out.data());
     return std::vector<Tensor>{out};
   });
@@ -88,7 +95,7 @@ WorkPtr GlooBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, co
 
 WorkPtr GlooBackend::allgatherCoalesced(const OpContext& op, std::vector<std::vector<Tensor>>& outputs,
                                         const std::vector<Tensor>& inputs, const AllgatherOptions&) {
-  return submit(op, [call = callFor(op), outs = outputs, ins = inputs]() mutable {
+  return submit(op, totalBytes(inputs) * ctx_.worldSize, [call = callFor(op), outs = outputs, ins = inputs]() mutable {
     // One allgather of every input packed together; rank r's block holds its inputs in order.
     Tensor mine = pack(ins);
     Tensor all = Tensor::empty({mine.numel() * call.size()}, mine.dtype());
@@ -106,7 +113,7 @@ WorkPtr GlooBackend::allgatherCoalesced(const OpContext& op, std::vector<std::ve
 
 WorkPtr GlooBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                             const GatherOptions& opts) {
-  return submit(op, [call = callFor(op), outs = outputs, in = input, root = opts.root]() mutable {
+  return submit(op, input.nbytes() * ctx_.worldSize, [call = callFor(op), outs = outputs, in = input, root = opts.root]() mutable {
     Tensor flat;
     if (call.rank() == root) flat = Tensor::empty({in.numel() * call.size()}, in.dtype());
     gloo_backend::gather(call, buffer(in), flat.data(), root);
@@ -117,7 +124,7 @@ WorkPtr GlooBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, c
 
 WorkPtr GlooBackend::scatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
                              const ScatterOptions& opts) {
-  return submit(op, [call = callFor(op), out = output, ins = inputs, root = opts.root] {
+  return submit(op, output.nbytes() * ctx_.worldSize, [call = callFor(op), out = output, ins = inputs, root = opts.root] {
     std::vector<void*> ptrs;
     for (const auto& t : ins) ptrs.push_back(t.data());
     gloo_backend::scatter(call, ptrs, buffer(out), root);
@@ -127,7 +134,7 @@ WorkPtr GlooBackend::scatter(const OpContext& op, Tensor& output, const std::vec
 
 WorkPtr GlooBackend::reduceScatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
                                    const ReduceScatterOptions& opts) {
-  return submit(op, [this, call = callFor(op), out = output, ins = inputs, r = opts.reduceOp] {
+  return submit(op, totalBytes(inputs), [this, call = callFor(op), out = output, ins = inputs, r = opts.reduceOp] {
     Tensor all = pack(ins);
     gloo_backend::allreduce(call, buffer(all), r, algorithm_, ringThreshold_);
     std::memcpy(out.data(), static_cast<uint8_t*>(all.data()) + call.rank() * out.nbytes(), out.nbytes());
@@ -137,7 +144,7 @@ WorkPtr GlooBackend::reduceScatter(const OpContext& op, Tensor& output, const st
 
 WorkPtr GlooBackend::reduceScatterTensor(const OpContext& op, Tensor& output, const Tensor& input,
                                          const ReduceScatterOptions& opts) {
-  return submit(op, [this, call = callFor(op), out = output, in = input, r = opts.reduceOp] {
+  return submit(op, input.nbytes(), [this, call = callFor(op), out = output, in = input, r = opts.reduceOp] {
     Tensor all = pack({in});
     gloo_backend::allreduce(call, buffer(all), r, algorithm_, ringThreshold_);
     std::memcpy(out.data(), static_cast<uint8_t*>(all.data()) + call.rank() * out.nbytes(), out.nbytes());
@@ -147,7 +154,7 @@ WorkPtr GlooBackend::reduceScatterTensor(const OpContext& op, Tensor& output, co
 
 WorkPtr GlooBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                               const AlltoallOptions&) {
-  return submit(op, [call = callFor(op), outs = outputs, ins = inputs]() mutable {
+  return submit(op, std::max(totalBytes(inputs), totalBytes(outputs)), [call = callFor(op), outs = outputs, ins = inputs]() mutable {
     std::vector<int64_t> inCounts, outCounts;
     for (const auto& t : ins) inCounts.push_back(t.numel());
     for (const auto& t : outs) outCounts.push_back(t.numel());
@@ -163,7 +170,7 @@ WorkPtr GlooBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs,
 
 WorkPtr GlooBackend::alltoallSingle(const OpContext& op, Tensor& output, const Tensor& input,
                                     const AlltoallSingleOptions& opts) {
-  return submit(op, [call = callFor(op), out = output, in = input, opts] {
+  return submit(op, std::max(input.nbytes(), output.nbytes()), [call = callFor(op), out = output, in = input, opts] {
     std::vector<int64_t> inCounts, outCounts;
     for (int64_t rows : opts.inputSplitSizes) inCounts.push_back(rows * rowElements(in));
     for (int64_t rows : opts.outputSplitSizes) outCounts.push_back(rows * rowElements(out));
@@ -173,7 +180,7 @@ WorkPtr GlooBackend::alltoallSingle(const OpContext& op, Tensor& output, const T
 }
 
 WorkPtr GlooBackend::barrier(const OpContext& op, const BarrierOptions&) {
-  return submit(op, [call = callFor(op)] {
+  return submit(op, 0, [call = callFor(op)] {
     gloo_backend::barrier(call);
     return std::vector<Tensor>{};
   });
@@ -242,7 +249,7 @@ WorkPtr GlooBackend::postP2P(const OpContext& op, const std::function<void()>& p
     return nullptr;
   } catch (...) {
     auto work = std::make_shared<AsyncWork>(op);
-    work->fail(describe(op, std::current_exception(), std::chrono::steady_clock::now()));  // a post never waits
+    work->fail(describe(op, std::current_exception(), std::chrono::steady_clock::now(), true));  // a post never waits
     return work;
   }
 }

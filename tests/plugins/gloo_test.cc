@@ -2,7 +2,9 @@
 // The gloo backend with ranks as threads over a HashStore: every dtype x reduce op for
 // allreduce and reduce, and every other op, at world sizes 1 to 5. Each rank computes
 // the expected result from the same formula the inputs come from.
+#include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "../host/test_util.h"
 #include "commhost/kernels/reduce.h"
@@ -16,17 +18,27 @@ const char* kGlooConfig =
     "backends: { gloo: { options: { threads: 2, contexts: 2 } } }\n"
     "routes: [{ device: cpu, backend: gloo }]\n";
 
-class GlooWorld : public ::testing::TestWithParam<int> {
+// Every op both ways: small ones on the caller (inline_max's default) and every op
+// queued to the workers (inline_max: 0).
+class GlooWorld : public ::testing::TestWithParam<std::tuple<int, bool>> {
  protected:
-  void SetUp() override { groups = makeGroups(kGlooConfig, GetParam()); }
+  void SetUp() override {
+    const std::string config = std::get<1>(GetParam())
+                                   ? kGlooConfig
+                                   : "group: { timeout: 20s }\n"
+                                     "backends: { gloo: { options: { threads: 2, contexts: 2, inline_max: 0 } } }\n"
+                                     "routes: [{ device: cpu, backend: gloo }]\n";
+    groups = makeGroups(config, worldSize());
+  }
+  int worldSize() const { return std::get<0>(GetParam()); }
   void each(const std::function<void(ProcessGroup&, int)>& fn) {
-    runRanks(GetParam(), [&](int r) { fn(*groups[r], r); });
+    runRanks(worldSize(), [&](int r) { fn(*groups[r], r); });
   }
   std::vector<std::shared_ptr<ProcessGroup>> groups;
 };
 
 TEST_P(GlooWorld, AllreduceAndReduceEveryDTypeAndOp) {
-  const int world = GetParam();
+  const int world = worldSize();
   constexpr int64_t n = 37;  // not a multiple of anything the algorithms chunk by
   each([&](ProcessGroup& pg, int rank) {
     for (int d = 0; d < kNumDTypes; ++d) {
@@ -57,7 +69,7 @@ TEST_P(GlooWorld, AllreduceAndReduceEveryDTypeAndOp) {
 // Avg of f16 values whose sum overflows f16 (max 65504) but whose mean fits: Gloo folds
 // through f16 partial sums, so the inputs are scaled first (kernels::pairwiseScale).
 TEST_P(GlooWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
-  const int world = GetParam();
+  const int world = worldSize();
   each([&](ProcessGroup& pg, int rank) {
     constexpr int64_t n = 37;
     auto filled = [] {
@@ -82,7 +94,7 @@ TEST_P(GlooWorld, HalfAvgOfLargeValuesDoesNotOverflow) {
 }
 
 TEST_P(GlooWorld, EveryOtherOp) {
-  const int world = GetParam();
+  const int world = worldSize();
   constexpr int64_t n = 13;
   auto v = [](int rank, int64_t i) { return static_cast<float>(rank * 1000 + i); };
   auto filled = [&](int rank, int64_t count) {
@@ -214,8 +226,11 @@ TEST(Gloo, InlineModeExchangesAndAnySourceErrors) {
   EXPECT_THROW_WITH(aborted->wait(), AbortedError, "operator stop");
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooWorld, ::testing::Values(1, 2, 3, 4, 5),
-                         [](const auto& info) { return "ranks" + std::to_string(info.param); });
+INSTANTIATE_TEST_SUITE_P(WorldSizes, GlooWorld, ::testing::Combine(::testing::Values(1, 2, 3, 4, 5), ::testing::Bool()),
+                         [](const auto& info) {
+                           return "ranks" + std::to_string(std::get<0>(info.param)) +
+                                  (std::get<1>(info.param) ? "" : "Queued");
+                         });
 
 TEST(Gloo, SubgroupsGetTheirOwnContexts) {
   auto groups = makeGroups(kGlooConfig, 3);
@@ -238,9 +253,12 @@ TEST(Gloo, SubgroupsGetTheirOwnContexts) {
 }
 
 TEST(Gloo, AbortFailsWaitersAndLaterCalls) {
-  // The aborted allreduce keeps its worker inside Gloo until Gloo's own timeout.
-  auto groups = makeGroups("group: { timeout: 3s }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n",
-                           2);
+  // The aborted allreduce keeps its worker inside Gloo until Gloo's own timeout. Queued
+  // (inline_max: 0): on the caller it would return only then.
+  auto groups = makeGroups(
+      "group: { timeout: 3s }\nbackends: { gloo: { options: { inline_max: 0 } } }\n"
+      "routes: [{ device: cpu, backend: gloo }]\n",
+      2);
   Tensor t = Tensor::empty({16}, DType::Float32);
   auto work = groups[0]->allreduce(t);  // rank 1 never joins
   groups[0]->abort("test abort");
@@ -259,24 +277,62 @@ TEST(Gloo, ADeadlineIsATimeoutAndADroppedConnectionAPeerLoss) {
       "routes: [{ device: cpu, backend: gloo }]\n";
   auto groups = makeGroups(config, 2);
   Tensor t = Tensor::empty({16}, DType::Float32);
-  // Rank 1 never joins: Gloo gives up after 2 s.
+  // Rank 1 never joins: Gloo gives up after 2 s. The op is small and the backend idle, so
+  // it ran on this thread, and the error says how to keep issuing from blocking.
   auto late = groups[0]->allreduce(t);
+  EXPECT_TRUE(late->isCompleted()) << "a small op on an idle backend returns when done";
   EXPECT_THROW_WITH(late->wait(std::chrono::seconds(10)), TimeoutError, "[group main rank 0] allreduce seq 1", "(gloo)",
-                    "A peer may not have joined");
+                    "A peer may not have joined", "ran on the calling thread", "backends.gloo.options.inline_max: 0");
   Tensor r = Tensor::empty({4}, DType::Float32);
   auto unsent = groups[0]->recv(r, 1, {0, std::chrono::milliseconds(300)});
   EXPECT_THROW_WITH(unsent->wait(std::chrono::seconds(10)), TimeoutError, "recv seq", "(gloo)");
 
   // Rank 1 goes away while rank 0 waits in an allreduce with 20 s to go: its closed
-  // connections fail rank 0's op long before the deadline, as a lost peer, named.
-  auto pair = makeGroups(
-      "group: { timeout: 20s }\nsupervisor: { enabled: false }\nbackends: { gloo: {} }\n"
+  // connections fail rank 0's op long before the deadline, as a lost peer, named; queued
+  // or run on the caller alike.
+  for (const char* inlineMax : {"0", "64KiB"}) {
+    SCOPED_TRACE(std::string("inline_max ") + inlineMax);
+    auto pair = makeGroups(std::string("group: { timeout: 20s }\nsupervisor: { enabled: false }\n") +
+                               "backends: { gloo: { options: { inline_max: " + inlineMax + " } } }\n" +
+                               "routes: [{ device: cpu, backend: gloo }]\n",
+                           2);
+    WorkPtr waiting;
+    std::thread caller([&] { waiting = pair[0]->allreduce(t); });  // inline: returns only at the loss
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    pair[1].reset();
+    caller.join();
+    EXPECT_THROW_WITH(waiting->wait(std::chrono::seconds(10)), PeerLostError, "allreduce seq 1 (peer 1)",
+                      "peer 1 lost: (gloo)");
+  }
+}
+
+// inline_max: a small collective on an idle backend runs on its caller and returns done;
+// one above it, or one whose deadline is shorter than Gloo's wait (it could not give up
+// on time), is queued and returns at once, so its rank may issue it before its peer.
+TEST(Gloo, OnlySmallOpsOnAnIdleBackendRunOnTheCaller) {
+  auto groups = makeGroups(
+      "group: { timeout: 20s }\nbackends: { gloo: { options: { inline_max: 1KiB } } }\n"
       "routes: [{ device: cpu, backend: gloo }]\n",
       2);
-  auto waiting = pair[0]->allreduce(t);
-  pair[1].reset();
-  EXPECT_THROW_WITH(waiting->wait(std::chrono::seconds(10)), PeerLostError, "allreduce seq 1 (peer 1)",
-                    "peer 1 lost: (gloo)");
+  runRanks(2, [&](int r) {
+    Tensor small = Tensor::empty({256}, DType::Float32);  // 1 KiB
+    std::fill_n(small.data_as<float>(), 256, static_cast<float>(r + 1));
+    auto work = groups[r]->allreduce(small);
+    EXPECT_TRUE(work->isCompleted()) << "rank " << r;
+    work->wait();
+    EXPECT_EQ(small.data_as<float>()[255], 3.0f);
+  });
+  auto issueFirst = [&](Tensor t, AllreduceOptions opts) {
+    auto first = groups[0]->allreduce(t, opts);
+    EXPECT_FALSE(first->isCompleted()) << "queued, so rank 0 issued it before rank 1";
+    Tensor other = Tensor::empty(t.shape(), DType::Float32);
+    groups[1]->allreduce(other, opts)->wait();
+    first->wait();
+  };
+  issueFirst(Tensor::empty({257}, DType::Float32), {});  // 1028 bytes
+  AllreduceOptions shortDeadline;
+  shortDeadline.timeout = std::chrono::seconds(10);
+  issueFirst(Tensor::empty({4}, DType::Float32), shortDeadline);
 }
 
 }  // namespace

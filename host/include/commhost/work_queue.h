@@ -62,6 +62,10 @@ class COMMHOST_API WorkQueue {
     // (alive until the job returns); what it throws fails the op like the job's own
     // error. E.g. refuse ops queued behind a failure, or bind the op to a channel.
     std::function<void(const OpContext&)> beforeEach;
+    // Runs once on each worker thread as it starts, before any op (e.g. moves it to the
+    // CPUs meant for workers). Never on a caller's thread, which is the application's,
+    // also when an op runs inline there.
+    std::function<void()> workerStart;
   };
 
   // `name` (e.g. "gloo backend") is named in errors. threads == 0: every op runs inside

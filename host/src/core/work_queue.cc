@@ -58,6 +58,7 @@ WorkPtr WorkQueue::enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncW
 int WorkQueue::usableCpus() { return std::max(1, static_cast<int>(allowedCpus().size())); }
 
 void WorkQueue::workerLoop() {
+  if (hooks_.workerStart) hooks_.workerStart();
   while (true) {
     Item item;
     // Poll for the next op before sleeping (see idleSpin in the header). pending_ counts
