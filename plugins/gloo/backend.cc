@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gloo backend's lifecycle: options, rendezvous, error description, abort, shutdown.
+#include <dirent.h>
 #include <gloo/common/error.h>
+#include <gloo/transport/tcp/address.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cctype>
 #include <csignal>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "commhost/backend_sdk.h"
@@ -81,8 +85,11 @@ thread_local bool tlOnWorker = false;
 }  // namespace
 
 GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
-    : ctx_(ctx), algorithm_(options.algorithm), ringThreshold_(options.ringThreshold),
-      inlineMax_(static_cast<size_t>(options.inlineMax)) {
+    : ctx_(ctx),
+      algorithm_(options.algorithm),
+      ringThreshold_(options.ringThreshold),
+      inlineMax_(static_cast<size_t>(options.inlineMax)),
+      callerRunsAll_(options.threads == 0) {
   auto timeout = options.timeout;
   if (timeout.count() == 0) timeout = ctx.timeout;
   contextTimeout_ = timeout;
@@ -192,6 +199,18 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, const std::excepti
     return error;
   } catch (const ::gloo::IoException& e) {
     const std::string what = std::string("(gloo) ") + e.what();
+    if (onCaller && aborted_.load()) {
+      // abort() closed the connections to end this op's wait (see there).
+      std::string reason;
+      {
+        MutexLock lock(&abortMutex_);
+        reason = abortReason_;
+      }
+      return std::make_exception_ptr(AbortedError(where.format() + "the gloo backend was aborted (" + reason +
+                                                      ") while this op ran on the calling thread: " + what +
+                                                      ". Create a new group to continue",
+                                                  where));
+    }
     // This Gloo (libgloo-dev 0.0~git20220518) has no exception type for a timeout, only
     // IoException with the text "Timed out ...", so the backend goes by the deadlines it
     // set rather than by Gloo's wording: a Gloo wait of an op lasts op.timeout (p2p
@@ -246,11 +265,76 @@ void GlooBackend::closeConnections() noexcept {
   close(p2p_);
 }
 
-// The connections stay open: closing them here would make the peers' ops fail with
-// "peer <this rank> lost", hiding the real cause (a hang elsewhere) behind this rank.
+// The connections stay open while no caller is inside Gloo: closing them would make the
+// peers' ops fail with "peer <this rank> lost", hiding the real cause (a hang elsewhere)
+// behind this rank. A collective running on its caller's thread, though, holds that
+// thread until Gloo returns, and only a failed connection makes Gloo return before its
+// timeout: then the connections are shut down (the supervisor aborts for a
+// peer lost or a hang, when this rank's peers are failing too), and the op fails with
+// this abort, not as a lost peer. A queued op's worker is left in Gloo, as before; its
+// work has failed already.
 void GlooBackend::abort(const std::string& reason) {
+  {
+    MutexLock lock(&abortMutex_);
+    if (!aborted_.load()) abortReason_ = reason.empty() ? "no reason given" : reason;
+    aborted_.store(true);  // seq_cst: see submit()
+  }
   queue_->abort(reason);
   p2pQueue_->abort(reason);
+  if (callersInGloo_.load() > 0) interruptConnections();
+}
+
+// Gloo offers no call that ends a local wait: its tcp pair fails the buffers waiting on
+// it only when the connection fails (closing the pair does not wake them), and the
+// header that declares the pair's signalling is missing from Debian's libgloo-dev. So
+// this finds the backend's connected sockets by their two ends (a pair's address() is its
+// own end; peerByAddress_ holds the peers' ends, recorded to name lost peers) and shuts
+// them down: Gloo's device thread reads the end of stream and fails every waiting buffer,
+// and the peers see the connection drop. Only Gloo's threads close these sockets, and
+// not while an op runs, so the descriptor cannot be reused between the check and the
+// shutdown.
+void GlooBackend::interruptConnections() noexcept {
+  std::set<std::string> ours;
+  auto collect = [&](const std::shared_ptr<::gloo::Context>& context) {
+    for (int peer = 0; peer < ctx_.worldSize; ++peer)
+      if (peer != ctx_.rank) ours.insert(context->getPair(peer)->address().str());
+  };
+  try {
+    for (const auto& context : contexts_) collect(context);
+    collect(p2p_);
+  } catch (const std::exception&) {
+    return;  // a pair Gloo no longer has: nothing left to interrupt on it
+  }
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  int interrupted = 0;
+  while (dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const int fd = std::atoi(entry->d_name);
+    sockaddr_storage local{}, remote{};
+    socklen_t localLen = sizeof(local), remoteLen = sizeof(remote);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &localLen) != 0) continue;    // not a socket
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remoteLen) != 0) continue;  // not connected
+    if (local.ss_family != AF_INET && local.ss_family != AF_INET6) continue;
+    const std::string localEnd = ::gloo::transport::tcp::Address(reinterpret_cast<sockaddr*>(&local), localLen).str();
+    const std::string remoteEnd = ::gloo::transport::tcp::Address(reinterpret_cast<sockaddr*>(&remote), remoteLen)
+                                      .str();
+    if (ours.count(localEnd) && peerByAddress_.count(remoteEnd) && ::shutdown(fd, SHUT_RDWR) == 0) ++interrupted;
+  }
+  ::closedir(dir);
+  if (ctx_.logger)
+    ctx_.logger->warn("abort: ended the wait of a collective running on its caller by shutting down " +
+                      std::to_string(interrupted) + " connection(s); the peers see them drop");
+}
+
+void GlooBackend::throwAborted(const OpContext& op) const {
+  std::string reason;
+  {
+    MutexLock lock(&abortMutex_);
+    reason = abortReason_;
+  }
+  raise(ErrorCode::Aborted, ErrorContext::of(op), "the gloo backend was aborted (" + reason + ")",
+        "Create a new group to continue");
 }
 
 void GlooBackend::shutdown() {

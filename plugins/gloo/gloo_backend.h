@@ -79,15 +79,35 @@ class GlooBackend final : public Backend {
  private:
   Call callFor(const OpContext& op) const;
   void closeConnections() noexcept;  // every pair of every context, hard (RST)
+  // Shuts down this backend's connections, failing whatever waits on them (see abort()).
+  void interruptConnections() noexcept;
   // A collective of `bytes` (what inline_max is compared with) on the collectives' queue.
   // Gloo's collectives wait for their peers as long as the contexts' timeout, whatever
   // the op's own: an op with a shorter deadline (a hier step) is queued, so that its
   // caller's wait can give up on time.
-  template <class F>
-  WorkPtr submit(const OpContext& op, size_t bytes, F&& job) {
+  // One run on the caller counts itself in callersInGloo_, so that abort() can end it
+  // (idle() is exact for the one submitting thread: the queue then runs it inline).
+  template <class F> WorkPtr submit(const OpContext& op, size_t bytes, F&& job) {
     noteIssued(op);
-    return queue_->submit(op, std::forward<F>(job), bytes <= inlineMax_ && op.timeout >= contextTimeout_);
+    const bool onCaller = callerRunsAll_ || (bytes <= inlineMax_ && op.timeout >= contextTimeout_ && queue_->idle());
+    if (!onCaller) return queue_->submit(op, std::forward<F>(job));
+    return queue_->submit(
+        op,
+        [this, &op, job = std::forward<F>(job)]() mutable {
+          CallerInGloo counted(callersInGloo_);
+          // abort() sets aborted_ then reads callersInGloo_; this counts then reads
+          // aborted_ (both seq_cst): one of the two sees the other.
+          if (aborted_.load()) throwAborted(op);
+          return job();
+        },
+        true);
   }
+  struct CallerInGloo {
+    explicit CallerInGloo(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+    ~CallerInGloo() { n_.fetch_sub(1); }
+    std::atomic<int>& n_;
+  };
+  [[noreturn]] void throwAborted(const OpContext& op) const;
   // Point-to-point waits run on their own thread: a receive waiting for a send the peer
   // issues after a collective must not hold the collectives' worker (or, with threads: 0,
   // the caller) hostage.
@@ -119,7 +139,8 @@ class GlooBackend final : public Backend {
   BackendContext ctx_;
   AllreduceAlgorithm algorithm_;
   int64_t ringThreshold_;
-  size_t inlineMax_;  // a collective up to this many bytes runs on the caller when the queue is idle
+  size_t inlineMax_;    // a collective up to this many bytes runs on the caller when the queue is idle
+  bool callerRunsAll_;  // threads: 0
   std::chrono::milliseconds contextTimeout_{0};             // every context's: Gloo's collectives wait this long
   std::vector<std::shared_ptr<::gloo::Context>> contexts_;  // collectives use contexts_[seq % size]
   std::shared_ptr<::gloo::Context> p2p_;                    // send/recv, so pairs keep their order
@@ -128,6 +149,12 @@ class GlooBackend final : public Backend {
   std::map<std::string, int> peerByAddress_;  // every connection endpoint of every peer
   // Shared with the ops' calls: a queue left behind after an abort may still retire.
   std::shared_ptr<Retired> retired_ = std::make_shared<Retired>();
+  // Collectives running inside Gloo on their callers' threads (inline_max, threads: 0).
+  // Gloo's waits cannot be interrupted, so abort() closes the connections when one runs.
+  std::atomic<int> callersInGloo_{0};
+  std::atomic<bool> aborted_{false};
+  mutable Mutex abortMutex_;
+  std::string abortReason_ GUARDED_BY(abortMutex_);  // the first abort()'s
   std::atomic<int> lastOp_{-1};
   std::atomic<uint64_t> lastSeq_{0};
 };

@@ -113,23 +113,25 @@ WorkPtr GlooBackend::allgatherCoalesced(const OpContext& op, std::vector<std::ve
 
 WorkPtr GlooBackend::gather(const OpContext& op, std::vector<Tensor>& outputs, const Tensor& input,
                             const GatherOptions& opts) {
-  return submit(op, input.nbytes() * ctx_.worldSize, [call = callFor(op), outs = outputs, in = input, root = opts.root]() mutable {
-    Tensor flat;
-    if (call.rank() == root) flat = Tensor::empty({in.numel() * call.size()}, in.dtype());
-    gloo_backend::gather(call, buffer(in), flat.data(), root);
-    if (call.rank() == root) unpack(static_cast<uint8_t*>(flat.data()), outs);
-    return outs;
-  });
+  return submit(op, input.nbytes() * ctx_.worldSize,
+                [call = callFor(op), outs = outputs, in = input, root = opts.root]() mutable {
+                  Tensor flat;
+                  if (call.rank() == root) flat = Tensor::empty({in.numel() * call.size()}, in.dtype());
+                  gloo_backend::gather(call, buffer(in), flat.data(), root);
+                  if (call.rank() == root) unpack(static_cast<uint8_t*>(flat.data()), outs);
+                  return outs;
+                });
 }
 
 WorkPtr GlooBackend::scatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
                              const ScatterOptions& opts) {
-  return submit(op, output.nbytes() * ctx_.worldSize, [call = callFor(op), out = output, ins = inputs, root = opts.root] {
-    std::vector<void*> ptrs;
-    for (const auto& t : ins) ptrs.push_back(t.data());
-    gloo_backend::scatter(call, ptrs, buffer(out), root);
-    return std::vector<Tensor>{out};
-  });
+  return submit(op, output.nbytes() * ctx_.worldSize,
+                [call = callFor(op), out = output, ins = inputs, root = opts.root] {
+                  std::vector<void*> ptrs;
+                  for (const auto& t : ins) ptrs.push_back(t.data());
+                  gloo_backend::scatter(call, ptrs, buffer(out), root);
+                  return std::vector<Tensor>{out};
+                });
 }
 
 WorkPtr GlooBackend::reduceScatter(const OpContext& op, Tensor& output, const std::vector<Tensor>& inputs,
@@ -154,18 +156,19 @@ WorkPtr GlooBackend::reduceScatterTensor(const OpContext& op, Tensor& output, co
 
 WorkPtr GlooBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                               const AlltoallOptions&) {
-  return submit(op, std::max(totalBytes(inputs), totalBytes(outputs)), [call = callFor(op), outs = outputs, ins = inputs]() mutable {
-    std::vector<int64_t> inCounts, outCounts;
-    for (const auto& t : ins) inCounts.push_back(t.numel());
-    for (const auto& t : outs) outCounts.push_back(t.numel());
-    Tensor in = pack(ins);
-    int64_t outTotal = 0;
-    for (int64_t c : outCounts) outTotal += c;
-    Tensor out = Tensor::empty({outTotal}, in.dtype());  // received into, so nothing to copy in
-    gloo_backend::alltoallv(call, in.data(), inCounts, out.data(), outCounts, in.dtype());
-    unpack(static_cast<uint8_t*>(out.data()), outs);
-    return outs;
-  });
+  return submit(op, std::max(totalBytes(inputs), totalBytes(outputs)),
+                [call = callFor(op), outs = outputs, ins = inputs]() mutable {
+                  std::vector<int64_t> inCounts, outCounts;
+                  for (const auto& t : ins) inCounts.push_back(t.numel());
+                  for (const auto& t : outs) outCounts.push_back(t.numel());
+                  Tensor in = pack(ins);
+                  int64_t outTotal = 0;
+                  for (int64_t c : outCounts) outTotal += c;
+                  Tensor out = Tensor::empty({outTotal}, in.dtype());  // received into, so nothing to copy in
+                  gloo_backend::alltoallv(call, in.data(), inCounts, out.data(), outCounts, in.dtype());
+                  unpack(static_cast<uint8_t*>(out.data()), outs);
+                  return outs;
+                });
 }
 
 WorkPtr GlooBackend::alltoallSingle(const OpContext& op, Tensor& output, const Tensor& input,

@@ -306,6 +306,29 @@ TEST(Gloo, ADeadlineIsATimeoutAndADroppedConnectionAPeerLoss) {
   }
 }
 
+// A collective on its caller's thread waits inside Gloo, which nothing but a closed
+// connection ends before Gloo's timeout: abort() (what the supervisor calls for a lost
+// peer) ends it at once, with the abort's reason, also with threads: 0.
+TEST(Gloo, AbortEndsAnOpRunningOnItsCaller) {
+  for (const char* options : {"{}", "{ threads: 0 }"}) {
+    SCOPED_TRACE(options);
+    auto groups = makeGroups(std::string("group: { timeout: 60s }\nsupervisor: { enabled: false }\n") +
+                                 "backends: { gloo: { options: " + options + " } }\n" +
+                                 "routes: [{ device: cpu, backend: gloo }]\n",
+                             2);
+    Tensor t = Tensor::empty({4}, DType::Float32);
+    WorkPtr work;
+    std::thread caller([&] { work = groups[0]->allreduce(t); });  // rank 1 never joins
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto aborted = std::chrono::steady_clock::now();
+    groups[0]->abort("peer 1 lost (test)");
+    caller.join();
+    EXPECT_LT(std::chrono::steady_clock::now() - aborted, std::chrono::seconds(20)) << "not Gloo's 60 s timeout";
+    EXPECT_THROW_WITH(work->wait(), AbortedError, "allreduce seq 1", "peer 1 lost (test)", "calling thread");
+    EXPECT_THROW(groups[0]->allreduce(t), AbortedError);
+  }
+}
+
 // inline_max: a small collective on an idle backend runs on its caller and returns done;
 // one above it, or one whose deadline is shorter than Gloo's wait (it could not give up
 // on time), is queued and returns at once, so its rank may issue it before its peer.
