@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // The gloo backend's lifecycle: options, rendezvous, error description, abort, shutdown.
 #include <dirent.h>
+#include <fcntl.h>
 #include <gloo/common/error.h>
 #include <gloo/transport/tcp/address.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -200,7 +202,7 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, const std::excepti
   } catch (const ::gloo::IoException& e) {
     const std::string what = std::string("(gloo) ") + e.what();
     if (onCaller && aborted_.load()) {
-      // abort() closed the connections to end this op's wait (see there).
+      // abort() shut the connections down to end this op's wait (see there).
       std::string reason;
       {
         MutexLock lock(&abortMutex_);
@@ -290,9 +292,7 @@ void GlooBackend::abort(const std::string& reason) {
 // this finds the backend's connected sockets by their two ends (a pair's address() is its
 // own end; peerByAddress_ holds the peers' ends, recorded to name lost peers) and shuts
 // them down: Gloo's device thread reads the end of stream and fails every waiting buffer,
-// and the peers see the connection drop. Only Gloo's threads close these sockets, and
-// not while an op runs, so the descriptor cannot be reused between the check and the
-// shutdown.
+// and the peers see the connection drop.
 void GlooBackend::interruptConnections() noexcept {
   std::set<std::string> ours;
   auto collect = [&](const std::shared_ptr<::gloo::Context>& context) {
@@ -310,16 +310,20 @@ void GlooBackend::interruptConnections() noexcept {
   int interrupted = 0;
   while (dirent* entry = ::readdir(dir)) {
     if (entry->d_name[0] == '.') continue;
-    const int fd = std::atoi(entry->d_name);
+    // A duplicate: the socket checked is the one shut down, even if another thread closes
+    // and reuses the number meanwhile.
+    const int fd = ::fcntl(std::atoi(entry->d_name), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) continue;
     sockaddr_storage local{}, remote{};
     socklen_t localLen = sizeof(local), remoteLen = sizeof(remote);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &localLen) != 0) continue;    // not a socket
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remoteLen) != 0) continue;  // not connected
-    if (local.ss_family != AF_INET && local.ss_family != AF_INET6) continue;
-    const std::string localEnd = ::gloo::transport::tcp::Address(reinterpret_cast<sockaddr*>(&local), localLen).str();
-    const std::string remoteEnd = ::gloo::transport::tcp::Address(reinterpret_cast<sockaddr*>(&remote), remoteLen)
-                                      .str();
-    if (ours.count(localEnd) && peerByAddress_.count(remoteEnd) && ::shutdown(fd, SHUT_RDWR) == 0) ++interrupted;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &localLen) == 0 &&    // a socket
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remoteLen) == 0 &&  // connected
+        (local.ss_family == AF_INET || local.ss_family == AF_INET6) &&
+        ours.count(::gloo::transport::tcp::Address(reinterpret_cast<sockaddr*>(&local), localLen).str()) &&
+        peerByAddress_.count(::gloo::transport::tcp::Address(reinterpret_cast<sockaddr*>(&remote), remoteLen).str()) &&
+        ::shutdown(fd, SHUT_RDWR) == 0)
+      ++interrupted;
+    ::close(fd);
   }
   ::closedir(dir);
   if (ctx_.logger)

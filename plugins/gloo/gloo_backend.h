@@ -93,6 +93,8 @@ class GlooBackend final : public Backend {
     if (!onCaller) return queue_->submit(op, std::forward<F>(job));
     return queue_->submit(
         op,
+        // Runs inside this call (the queue is idle, and this is its one submitting thread),
+        // so `op` is still alive.
         [this, &op, job = std::forward<F>(job)]() mutable {
           CallerInGloo counted(callersInGloo_);
           // abort() sets aborted_ then reads callersInGloo_; this counts then reads
@@ -150,7 +152,7 @@ class GlooBackend final : public Backend {
   // Shared with the ops' calls: a queue left behind after an abort may still retire.
   std::shared_ptr<Retired> retired_ = std::make_shared<Retired>();
   // Collectives running inside Gloo on their callers' threads (inline_max, threads: 0).
-  // Gloo's waits cannot be interrupted, so abort() closes the connections when one runs.
+  // Gloo's waits cannot be interrupted, so abort() shuts the connections down when one runs.
   std::atomic<int> callersInGloo_{0};
   std::atomic<bool> aborted_{false};
   mutable Mutex abortMutex_;
