@@ -7,18 +7,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "commhost/backend_sdk.h"
 #include "gloo_backend.h"
 
 namespace commhost::gloo_backend {
 namespace {
 
 Buffer buffer(const Tensor& t) { return {t.data(), static_cast<size_t>(t.numel()), t.dtype()}; }
-
-size_t totalBytes(const std::vector<Tensor>& ts) {
-  size_t bytes = 0;
-  for (const auto& t : ts) bytes += t.nbytes();
-  return bytes;
-}
 
 int64_t rowElements(const Tensor& t) { return t.shape().ndim() && t.shape()[0] ? t.numel() / t.shape()[0] : 0; }
 

@@ -5,6 +5,7 @@
 // outside the manifest are never routed here; they throw if called directly.
 #include <numeric>
 
+#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
 #include "shm_backend.h"
 
@@ -47,9 +48,7 @@ WorkPtr ShmBackend::allreduce(const OpContext& op, Tensor& tensor, const Allredu
 
 WorkPtr ShmBackend::allreduceCoalesced(const OpContext& op, std::vector<Tensor>& tensors,
                                        const AllreduceCoalescedOptions& opts) {
-  size_t bytes = 0;
-  for (const auto& t : tensors) bytes += t.nbytes();
-  return run(op, small(bytes), [this, ts = tensors, r = opts.reduceOp]() mutable {
+  return run(op, small(totalBytes(tensors)), [this, ts = tensors, r = opts.reduceOp]() mutable {
     for (const auto& t : ts) {  // same tensors on every rank: the steps stay in lockstep
       channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
       if (t.nbytes() <= settings_.oneShotMax) allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
@@ -151,9 +150,7 @@ WorkPtr ShmBackend::reduceScatterTensor(const OpContext& op, Tensor& output, con
 
 WorkPtr ShmBackend::alltoall(const OpContext& op, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                              const AlltoallOptions&) {
-  size_t bytes = 0;
-  for (const auto& t : inputs) bytes += t.nbytes();
-  return run(op, small(bytes), [this, outs = outputs, ins = inputs]() mutable {
+  return run(op, small(totalBytes(inputs)), [this, outs = outputs, ins = inputs]() mutable {
     std::vector<const void*> in;
     std::vector<void*> out;
     std::vector<size_t> inBytes, outBytes;

@@ -306,7 +306,7 @@ TEST(Gloo, ADeadlineIsATimeoutAndADroppedConnectionAPeerLoss) {
   }
 }
 
-// A collective on its caller's thread waits inside Gloo, which nothing but a closed
+// A collective on its caller's thread waits inside Gloo, which nothing but a failed
 // connection ends before Gloo's timeout: abort() (what the supervisor calls for a lost
 // peer) ends it at once, with the abort's reason, also with threads: 0.
 TEST(Gloo, AbortEndsAnOpRunningOnItsCaller) {

@@ -15,6 +15,14 @@ namespace commhost {
 // across hosts (and across UTS namespaces, which is how the multi-host tests make hosts).
 COMMHOST_API std::string hostIdentity();
 
+// The bytes of every tensor in `tensors` together: what an op's size-dependent choice
+// (e.g. inline_max) compares for a list of tensors.
+inline size_t totalBytes(const std::vector<Tensor>& tensors) {
+  size_t bytes = 0;
+  for (const auto& t : tensors) bytes += t.nbytes();
+  return bytes;
+}
+
 // The CPUs the calling thread may run on (its affinity mask, normally the process's),
 // ascending; empty if the kernel does not say.
 COMMHOST_API std::vector<int> allowedCpus();
