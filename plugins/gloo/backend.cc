@@ -203,12 +203,7 @@ std::exception_ptr GlooBackend::describe(const OpContext& op, const std::excepti
     const std::string what = std::string("(gloo) ") + e.what();
     if (onCaller && aborted_.load()) {
       // abort() shut the connections down to end this op's wait (see there).
-      std::string reason;
-      {
-        MutexLock lock(&abortMutex_);
-        reason = abortReason_;
-      }
-      return std::make_exception_ptr(AbortedError(where.format() + "the gloo backend was aborted (" + reason +
+      return std::make_exception_ptr(AbortedError(where.format() + "the gloo backend was aborted (" + abortReason() +
                                                       ") while this op ran on the calling thread: " + what +
                                                       ". Create a new group to continue",
                                                   where));
@@ -331,13 +326,13 @@ void GlooBackend::interruptConnections() noexcept {
                       std::to_string(interrupted) + " connection(s); the peers see them drop");
 }
 
+std::string GlooBackend::abortReason() const {
+  MutexLock lock(&abortMutex_);
+  return abortReason_;
+}
+
 void GlooBackend::throwAborted(const OpContext& op) const {
-  std::string reason;
-  {
-    MutexLock lock(&abortMutex_);
-    reason = abortReason_;
-  }
-  raise(ErrorCode::Aborted, ErrorContext::of(op), "the gloo backend was aborted (" + reason + ")",
+  raise(ErrorCode::Aborted, ErrorContext::of(op), "the gloo backend was aborted (" + abortReason() + ")",
         "Create a new group to continue");
 }
 

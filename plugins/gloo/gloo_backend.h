@@ -110,6 +110,7 @@ class GlooBackend final : public Backend {
     std::atomic<int>& n_;
   };
   [[noreturn]] void throwAborted(const OpContext& op) const;
+  std::string abortReason() const;  // the first abort()'s
   // Point-to-point waits run on their own thread: a receive waiting for a send the peer
   // issues after a collective must not hold the collectives' worker (or, with threads: 0,
   // the caller) hostage.
