@@ -35,6 +35,28 @@ TEST(Future, WaitTimesOut) {
   EXPECT_THROW(f->wait(std::chrono::milliseconds(20)), TimeoutError);
 }
 
+// Its Future is made on the first ask: every caller, from any thread, gets the same one,
+// completed with the outputs the backend returned.
+TEST(CompletedWork, EveryThreadGetsOneFutureHoldingTheOutputs) {
+  Tensor t = Tensor::empty({4}, DType::Float32);
+  t.data_as<float>()[2] = 7;
+  OpContext ctx;
+  ctx.timeout = std::chrono::milliseconds(1000);
+  auto work = std::make_shared<CompletedWork>(ctx, std::vector<Tensor>{t});
+  EXPECT_TRUE(work->wait());
+  std::vector<FuturePtr> seen(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&, i] { seen[i] = work->future(); });
+  for (auto& th : threads) th.join();
+  for (const auto& f : seen) EXPECT_EQ(f, seen[0]);
+  ASSERT_TRUE(seen[0]->isCompleted());
+  const auto& outputs = seen[0]->wait();
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(outputs[0].data(), t.data());
+  EXPECT_EQ(outputs[0].data_as<float>()[2], 7);
+  EXPECT_EQ(work->future(), seen[0]);
+}
+
 TEST(AsyncWork, FirstOfFinishFailAbortWins) {
   OpContext ctx;
   ctx.op = OpType::Allreduce;

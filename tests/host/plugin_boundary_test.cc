@@ -64,6 +64,19 @@ TEST(BuildFingerprint, ComparesLayoutsAndTheDualAbiButNotTheCompiler) {
   BuildFingerprint vector = kBuildFingerprint;
   vector.layouts[static_cast<int>(BoundaryType::Vector)].size = 48;  // _GLIBCXX_DEBUG's vector, say
   EXPECT_NE(abiDifferences(vector, kBuildFingerprint, 0).find("std::vector: 48/8"), std::string::npos);
+
+  // A plugin built from this minor's headers before CompletedWork and AsyncWork were on
+  // record (it allocates CompletedWork at its old size): refused within the minor, while a
+  // plugin of an older minor may hold fewer types.
+  BuildFingerprint fewer = kBuildFingerprint;
+  fewer.size -= 2 * sizeof(TypeLayout);
+  EXPECT_EQ(fewer.layoutCount(), kNumBoundaryTypes - 2);
+  EXPECT_NE(abiDifferences(fewer, kBuildFingerprint, COMMHOST_ABI_MINOR)
+                .find("boundary types on record: 27 in the plugin, 29"),
+            std::string::npos);
+  if (COMMHOST_ABI_MINOR > 0) {
+    EXPECT_EQ(abiDifferences(fewer, kBuildFingerprint, COMMHOST_ABI_MINOR - 1), "");
+  }
 }
 
 TEST(StructPrefix, EveryStructThatCrossesStartsWithSizeMagicAndVersion) {

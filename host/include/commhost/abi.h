@@ -70,11 +70,13 @@ enum class BoundaryType : uint8_t {
   ErrorContext,
   Future,
   GradBucket,
-  Backend,       // the base class: its data members sit before every plugin's own
-  WorkQueue,     // the SDK queue: plugins allocate it, and its inline submit() reads its members
-  SplitRequest,  // what Backend::prepareSplit reads (backend.h)
+  Backend,        // the base class: its data members sit before every plugin's own
+  WorkQueue,      // the SDK queue: plugins allocate it, and its inline submit() reads its members
+  SplitRequest,   // what Backend::prepareSplit reads (backend.h)
+  CompletedWork,  // plugins allocate it (make_shared), libcommhost constructs it
+  AsyncWork,      // plugins derive their works from it: its members sit before theirs
 };
-constexpr int kNumBoundaryTypes = 27;
+constexpr int kNumBoundaryTypes = 29;
 // "std::string", "BackendContext", ...
 COMMHOST_API const char* boundaryTypeName(BoundaryType type);
 // Types of the standard library (and void*): their layout never changes with a minor

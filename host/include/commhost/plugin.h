@@ -227,6 +227,8 @@ constexpr BuildFingerprint kBuildFingerprint = {
         abi_detail::layoutOf<Backend>(),
         abi_detail::layoutOf<WorkQueue>(),
         abi_detail::layoutOf<SplitRequest>(),
+        abi_detail::layoutOf<CompletedWork>(),
+        abi_detail::layoutOf<AsyncWork>(),
     },
 };
 static_assert(sizeof(kBuildFingerprint.layouts) / sizeof(TypeLayout) == kNumBoundaryTypes,

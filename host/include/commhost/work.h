@@ -15,6 +15,7 @@
 #include <chrono>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include "commhost/export.h"
@@ -56,7 +57,9 @@ class COMMHOST_API Work {
 };
 using WorkPtr = std::shared_ptr<Work>;
 
-// A work finished before it is returned.
+// A work finished before it is returned. Its Future is made on the first future() call:
+// most callers only wait(), and making one per op (an allocation, a mutex and a condition
+// variable, made and destroyed) was about a fifth of the host's own cost of an 8 B op.
 class COMMHOST_API CompletedWork final : public Work {
  public:
   CompletedWork(const OpContext& ctx, std::vector<Tensor> outputs);
@@ -64,9 +67,11 @@ class COMMHOST_API CompletedWork final : public Work {
   bool wait(std::chrono::milliseconds = std::chrono::milliseconds(0)) override { return true; }
   std::exception_ptr exception() override { return nullptr; }
   void abort(const std::string&) override {}
-  FuturePtr future() override { return future_; }
+  FuturePtr future() override;  // the same Future on every call, from any thread
 
  private:
+  std::once_flag made_;
+  std::vector<Tensor> outputs_;  // moved into future_ when it is made
   FuturePtr future_;
 };
 

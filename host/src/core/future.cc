@@ -7,8 +7,7 @@ namespace commhost {
 
 FuturePtr Future::completed(std::vector<Tensor> value) {
   auto f = create();
-  // No other thread holds `f` yet: nothing to lock and no waiter or callback to run (a
-  // CompletedWork makes one per inline op, so this is on every small op's path).
+  // No other thread holds `f` yet: nothing to lock and no waiter or callback to run.
   f->value_ = std::move(value);
   f->done_ = true;
   return f;

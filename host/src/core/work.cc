@@ -7,7 +7,12 @@
 namespace commhost {
 
 CompletedWork::CompletedWork(const OpContext& ctx, std::vector<Tensor> outputs)
-    : Work(ctx), future_(Future::completed(std::move(outputs))) {}
+    : Work(ctx), outputs_(std::move(outputs)) {}
+
+FuturePtr CompletedWork::future() {
+  std::call_once(made_, [this] { future_ = Future::completed(std::move(outputs_)); });
+  return future_;
+}
 
 bool AsyncWork::wait(std::chrono::milliseconds timeout) {
   if (timeout.count() <= 0) timeout = ctx_.timeout;

@@ -35,6 +35,8 @@ const char* boundaryTypeName(BoundaryType type) {
     case BoundaryType::Backend: return "Backend";
     case BoundaryType::WorkQueue: return "WorkQueue";
     case BoundaryType::SplitRequest: return "SplitRequest";
+    case BoundaryType::CompletedWork: return "CompletedWork";
+    case BoundaryType::AsyncWork: return "AsyncWork";
   }
   return "?";
 }
@@ -93,6 +95,12 @@ std::string abiDifferences(const BuildFingerprint& plugin, const BuildFingerprin
         std::to_string(host.cxx11Abi) + " in commhost");
   const int n = std::min({plugin.layoutCount(), host.layoutCount(), kNumBoundaryTypes});
   const uint32_t hostMinor = COMMHOST_ABI_MINOR;
+  // A minor's list of types is frozen once released, so within one minor another count
+  // means the plugin was built from that minor's headers before a type was added (while
+  // it was unreleased): a type it allocates may have changed without its layout on record.
+  if (pluginMinor == hostMinor && plugin.layoutCount() != host.layoutCount())
+    add("boundary types on record: " + std::to_string(plugin.layoutCount()) + " in the plugin, " +
+        std::to_string(host.layoutCount()) + " in commhost (the plugin was built from other headers of this ABI)");
   for (int i = 0; i < n; ++i) {
     const auto type = static_cast<BoundaryType>(i);
     const TypeLayout p = plugin.layouts[i];
