@@ -29,9 +29,12 @@
 #include <mutex>
 #include <string>
 
+#include "commhost/fast_clock.h"
+
 namespace commhost::shm {
 
-using Clock = std::chrono::steady_clock;
+// Read between polls of a spin and at every wait: FastClock costs half of steady_clock.
+using Clock = FastClock;
 
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Time for the supervisor's loops, injectable: the real steady clock in production, a
-// ManualClock in tests, so that a test moves heartbeats and deadlines forward itself
-// instead of sleeping on real ones.
+// Time for the supervisor's loops, injectable: FastClock (steady_clock's time, read from
+// the CPU's counter where it can be) in production, a ManualClock in tests, so that a
+// test moves heartbeats and deadlines forward itself instead of sleeping on real ones.
 #pragma once
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "commhost/export.h"
+#include "commhost/fast_clock.h"
 #include "commhost/mutex.h"
 
 namespace commhost::supervisor {

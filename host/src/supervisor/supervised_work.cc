@@ -24,7 +24,7 @@ SupervisedWork::SupervisedWork(const OpContext& ctx, WorkPtr inner, std::shared_
 void SupervisedWork::noteEnd() {
   if (endedUs_.load(std::memory_order_acquire) != 0) return;
   int64_t expected = 0;
-  endedUs_.compare_exchange_strong(expected, wallMicros(SteadyClock::now()), std::memory_order_acq_rel);
+  endedUs_.compare_exchange_strong(expected, wallMicros(FastClock::now()), std::memory_order_acq_rel);
 }
 
 bool SupervisedWork::hasVerdict() { return verdictSet_.load(std::memory_order_acquire); }

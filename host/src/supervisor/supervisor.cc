@@ -248,7 +248,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   int64_t scheduledUs = 0, startedUs = 0;
   if (issued != TimePoint{}) {
     scheduledUs = wallMicros(issued);
-    startedUs = wallMicros(SteadyClock::now());
+    startedUs = wallMicros(FastClock::now());
   } else if (!done || hooks_.any()) {  // not read at issue (wantsIssueTime); a hook came since
     issued = clock_->now();
     scheduledUs = startedUs = wallMicros(issued);
@@ -309,7 +309,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
 // Called once per work, by whichever thread first sees it end (a waiter or the watchdog).
 void Supervisor::complete(SupervisedWork& work) {
   if (!work.claimFinalize()) return;
-  const int64_t ended = work.endedUs() ? work.endedUs() : wallMicros(SteadyClock::now());
+  const int64_t ended = work.endedUs() ? work.endedUs() : wallMicros(FastClock::now());
   std::exception_ptr error = work.exception();
   std::string message;
   if (error) {
