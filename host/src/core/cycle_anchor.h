@@ -65,9 +65,11 @@ class CycleAnchor {
         baseNs_ = ns;
       } else if (ns - baseNs_ >= refreshNs_ - refreshNs_ / 8) {  // the read that finds the line expired
         const auto measured = (static_cast<__int128>(ns - baseNs_) << 32) / (ticks - baseTicks_);  // ns/tick << 32
-        const __int128 refreshTicks = (static_cast<__int128>(refreshNs_) << 32) / measured;
-        const __int128 steer = (static_cast<__int128>(ns - anchorNs) << 32) / refreshTicks;
-        mult = static_cast<uint64_t>(std::max<__int128>(measured + steer, measured / 2));
+        const __int128 refreshTicks = measured > 0 ? (static_cast<__int128>(refreshNs_) << 32) / measured : 0;
+        if (refreshTicks > 0) {
+          const __int128 steer = (static_cast<__int128>(ns - anchorNs) << 32) / refreshTicks;
+          mult = static_cast<uint64_t>(std::max<__int128>(measured + steer, measured / 2));
+        }
         baseTicks_ = ticks;
         baseNs_ = ns;
       }

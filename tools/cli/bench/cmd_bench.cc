@@ -80,11 +80,11 @@ void settle(const BenchPlan& plan, StoreRounds& rounds, const std::function<void
   }
 }
 
-// One column of a row: warmup, the timed rounds (every iteration clocked on its own), the
-// check after the clock stopped, and the ranks' agreement on the figures.
+// One column of a row: warmup, the timed rounds (every iteration clocked on its own, back
+// to back), the check after the clock stopped, and the ranks' agreement on the figures.
 Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& rounds, const std::function<void()>& once,
                           const std::function<void()>& checkOnce, int64_t& wrong, const std::string& what) {
-  using Clock = FastClock;                           // two reads per timed iteration: half the cost of steady_clock
+  using Clock = FastClock;                           // read once per timed iteration: half the cost of steady_clock
   const auto micros = [](Clock::time_point since) {  // FastClock is not is_steady: clamped
     return std::max(0.0, std::chrono::duration<double, std::micro>(Clock::now() - since).count());
   };
@@ -105,11 +105,15 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
     double sum = 0;
     int done = 0;
     for (int target = iters;;) {
-      for (; done < target; ++done) {
-        const auto start = Clock::now();
+      // Back to back: one clock read per iteration, and the samples add up to the loop's
+      // time, as nccl-tests and the peers (which time the whole loop) count it.
+      samples.reserve(samples.size() + static_cast<size_t>(target - done));
+      for (auto start = Clock::now(); done < target; ++done) {
         once();
-        samples.push_back(micros(start));
+        const auto end = Clock::now();
+        samples.push_back(std::max(0.0, std::chrono::duration<double, std::micro>(end - start).count()));
         sum += samples.back();
+        start = end;
       }
       // The first round checks the warmup's estimate: when the slowest rank's loop fell
       // short of --min-time (the warmup caught slow first ops), it runs on to the count
