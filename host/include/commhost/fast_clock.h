@@ -8,15 +8,17 @@
 // CPU), now() reads the counter and converts it through an anchor, a (counter, steady
 // time) pair, and the counter's rate between the last two anchors. Elsewhere (another
 // clocksource, another architecture) now() is steady_clock::now().
-// Measured on a 2-vCPU KVM guest: steady_clock::now() 25 ns, FastClock::now() 12 ns; at 2
-// ranks the flight recorder's two reads per op were a quarter of an 8 B shm allreduce.
+// Measured on a 2-vCPU KVM guest: steady_clock::now() 24 ns, FastClock::now() 10-11 ns
+// (commhost_bench_dispatch --benchmark_filter=Clock). In a process's first 10 ms, before
+// two anchors gave a rate, a read takes six of steady_clock's (three tries at a pair).
 //
-// Accuracy: a read that finds its anchor older than 10 ms takes a new one, so a reading is
-// within about a microsecond of steady_clock's (the rate, measured over >= 10 ms between
-// pairs each known to ~50 ns, applied over < 10 ms; NTP may slew CLOCK_MONOTONIC by up to
-// 500 ppm, which adds at most 5 us). Two readings on either side of a new anchor may step
-// back by that much, so FastClock is not is_steady: clamp durations at zero, and keep on
-// steady_clock deadlines that must never be seen early.
+// Accuracy: a read that finds its anchor older than 10 ms takes a new one. The line goes
+// on from where it is at the new anchor, its rate measured between anchors and steered to
+// meet steady_clock one anchor later, so readings follow steady_clock (within ~1 us: pairs
+// known to ~50 ns, NTP slewing CLOCK_MONOTONIC by up to 500 ppm) without steps. Only when
+// the line is over 100 us off (a long pause at a rate since changed, a suspended VM) does it
+// restart at steady_clock's time, which may be a step back. So FastClock is not is_steady:
+// clamp durations at zero, and keep on steady_clock deadlines that must never be early.
 //
 // Thread-safe: any thread reads; the thread that finds the anchor old takes the next one
 // while the others keep converting through the old one.
