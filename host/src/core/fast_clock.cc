@@ -50,9 +50,10 @@ FastClock::time_point reanchor() {
       bestTicks = ticks;
     }
   }
-  // Read back through the line, which update() may continue rather than move to bestNs.
+  // Read back through the line, which update() may continue rather than move to bestNs
+  // (toNs() leaves ns as it is when there is no rate yet).
   int64_t ns = bestNs;
-  if (!anchor().update(bestTicks, bestNs, bestWindow) || !anchor().toNs(bestTicks, ns)) ns = bestNs;
+  if (anchor().update(bestTicks, bestNs, bestWindow)) anchor().toNs(bestTicks, ns);
   return FastClock::time_point(std::chrono::nanoseconds(ns));
 }
 #endif

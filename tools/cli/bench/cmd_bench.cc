@@ -84,15 +84,16 @@ void settle(const BenchPlan& plan, StoreRounds& rounds, const std::function<void
 // to back), the check after the clock stopped, and the ranks' agreement on the figures.
 Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& rounds, const std::function<void()>& once,
                           const std::function<void()>& checkOnce, int64_t& wrong, const std::string& what) {
-  using Clock = FastClock;                           // read once per timed iteration: half the cost of steady_clock
-  const auto micros = [](Clock::time_point since) {  // FastClock is not is_steady: clamped
-    return std::max(0.0, std::chrono::duration<double, std::micro>(Clock::now() - since).count());
+  using Clock = FastClock;  // read once per timed iteration: half the cost of steady_clock
+  // FastClock is not is_steady: a duration is clamped at zero.
+  const auto micros = [](Clock::time_point from, Clock::time_point to) {
+    return std::max(0.0, std::chrono::duration<double, std::micro>(to - from).count());
   };
   std::vector<double> warm;
   for (int i = 0; i < plan.warmup; ++i) {
     const auto start = Clock::now();
     once();
-    warm.push_back(micros(start));
+    warm.push_back(micros(start, Clock::now()));
   }
   // The median, not the mean: a job's first ops wait for late peers and cold buffers, and
   // would make a 1 us op look like 200 us and get too few iterations. Also the barrier
@@ -111,7 +112,7 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
       for (auto start = Clock::now(); done < target; ++done) {
         once();
         const auto end = Clock::now();
-        samples.push_back(std::max(0.0, std::chrono::duration<double, std::micro>(end - start).count()));
+        samples.push_back(micros(start, end));
         sum += samples.back();
         start = end;
       }
