@@ -59,6 +59,14 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
   std::fflush(out);
 }
 
+// The bench's clock: read once per timed iteration, at half the cost of steady_clock.
+using Clock = FastClock;
+
+// Microseconds from `from` to `to`. FastClock is not is_steady: clamped at zero.
+double micros(Clock::time_point from, Clock::time_point to) {
+  return std::max(0.0, std::chrono::duration<double, std::micro>(to - from).count());
+}
+
 // A job's first runs of an op are slower than its steady state: the first size of a run
 // measured 190-260 us where the same size right after took 135-150 (8 B gloo allreduce,
 // 2 ranks; shm at 4 ranks on 2 CPUs: 5.9 against 4.1 us), with the supervisor off too,
@@ -66,14 +74,12 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
 // until the slowest rank has spent `settleS` on it, in batches sized from the pace so
 // far; every rank runs the same batches (the agreed maximum sets them).
 void settle(const BenchPlan& plan, StoreRounds& rounds, const std::function<void()>& once, const std::string& what) {
-  using Clock = FastClock;
   const double goalUs = plan.settleS * 1e6;
   double spentUs = 0;
   for (int batch = std::max(plan.warmup, 1);;) {
     const auto start = Clock::now();
     for (int i = 0; i < batch; ++i) once();
-    const double slowestUs = rounds.agreeMax(std::chrono::duration<double, std::micro>(Clock::now() - start).count(),
-                                             "settling " + what);
+    const double slowestUs = rounds.agreeMax(micros(start, Clock::now()), "settling " + what);
     spentUs += slowestUs;
     if (spentUs >= goalUs) return;
     batch = iterationsFor(1, false, (goalUs - spentUs) / 1e6, slowestUs / batch);
@@ -84,11 +90,6 @@ void settle(const BenchPlan& plan, StoreRounds& rounds, const std::function<void
 // to back), the check after the clock stopped, and the ranks' agreement on the figures.
 Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& rounds, const std::function<void()>& once,
                           const std::function<void()>& checkOnce, int64_t& wrong, const std::string& what) {
-  using Clock = FastClock;  // read once per timed iteration: half the cost of steady_clock
-  // FastClock is not is_steady: a duration is clamped at zero.
-  const auto micros = [](Clock::time_point from, Clock::time_point to) {
-    return std::max(0.0, std::chrono::duration<double, std::micro>(to - from).count());
-  };
   std::vector<double> warm;
   for (int i = 0; i < plan.warmup; ++i) {
     const auto start = Clock::now();
