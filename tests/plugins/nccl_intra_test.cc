@@ -226,7 +226,9 @@ TEST(NcclIntraAgreement, WithoutAUsableDeviceEveryRankDeclinesForTheSameReason) 
   constexpr int kWorld = 3;
   auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
   std::vector<std::string> why(kWorld);
-  std::vector<bool> made(kWorld, true);
+  // One char per rank, not vector<bool>: its elements share words, so rank threads
+  // writing different elements would race (ThreadSanitizer reported it).
+  std::vector<char> made(kWorld, 1);
   runRanks(kWorld, [&](int rank) {
     const BackendContext ctx = contextFor(rank, kWorld, store);
     made[rank] = IntraComm::create({&ctx, 0, "nccl_intra/0", {}}, &why[rank]) != nullptr;
