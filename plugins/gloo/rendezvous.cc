@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rendezvous.h"
 
+#include <arpa/inet.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <netdb.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <thread>
@@ -36,6 +40,54 @@ void StoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono:
   store_->wait(full, timeout);
 }
 
+namespace {
+// Whether this host can bind `addr` (so it is one of its own addresses), as Gloo checks.
+bool bindable(const addrinfo& addr) {
+  const int fd = ::socket(addr.ai_family, addr.ai_socktype, addr.ai_protocol);
+  if (fd < 0) return false;
+  const bool ok = ::bind(fd, addr.ai_addr, addr.ai_addrlen) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string addressText(const addrinfo& addr) {
+  char text[INET6_ADDRSTRLEN] = {};
+  const void* raw = addr.ai_family == AF_INET6
+                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(addr.ai_addr)->sin6_addr)
+                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(addr.ai_addr)->sin_addr);
+  return ::inet_ntop(addr.ai_family, raw, text, sizeof text) ? std::string(text) : std::string();
+}
+}  // namespace
+
+std::string numericAddress(const std::string& device, const BackendContext& ctx) {
+  const std::string hint = "Set backends." + ctx.backendName +
+                           ".options.device to an interface (ip -br link), a local address or a hostname of this host";
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int rv = ::getaddrinfo(device.c_str(), nullptr, &hints, &found);
+  if (rv != 0 || found == nullptr)
+    raise(ErrorCode::Config, ErrorContext::of(ctx, "gloo device"),
+          "device '" + device + "' is neither a network interface of this host (none in /sys/class/net) nor a " +
+              "hostname or address it can resolve (" + (rv != 0 ? ::gai_strerror(rv) : "no address") + ")",
+          hint);
+  std::string chosen, seen;
+  for (const addrinfo* a = found; a != nullptr && chosen.empty(); a = a->ai_next) {
+    const std::string text = addressText(*a);
+    if (text.empty()) continue;
+    if (bindable(*a)) chosen = text;
+    else seen += (seen.empty() ? "" : ", ") + text;
+  }
+  ::freeaddrinfo(found);
+  if (chosen.empty())
+    raise(ErrorCode::Config, ErrorContext::of(ctx, "gloo device"),
+          "device '" + device + "' resolves to " + (seen.empty() ? std::string("no usable address") : seen) +
+              ", none of them an address of this host (bind failed)",
+          hint);
+  return chosen;
+}
+
 std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx,
                                                         const std::vector<int>& transportCpus) {
   ::gloo::transport::tcp::attr attr;
@@ -45,7 +97,11 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
   } else if (::stat(("/sys/class/net/" + device).c_str(), &st) == 0) {
     attr.iface = device;
   } else {
-    attr.hostname = device;
+    // Debian's Gloo reads getaddrinfo's result even when the lookup failed (it checks for
+    // -1, which getaddrinfo never returns), so a name that does not resolve walked an
+    // uninitialized pointer: every rank crashed on the second mistyped device. Resolved
+    // here instead, Gloo gets a numeric address, whose lookup cannot fail.
+    attr.hostname = numericAddress(device, ctx);
   }
   // Gloo starts its transport thread in the device's constructor, with no say in where it
   // runs: made from a thread of our own, it inherits that thread's name and CPUs.

@@ -32,9 +32,14 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-// `device`: an interface name (e.g. eth0), a hostname or an address; "" is loopback.
+// `device`: an interface name (e.g. eth0), a hostname or an address; "" is loopback. A
+// name that is not an interface and does not resolve is a ConfigError naming it.
 // Gloo's transport thread, which the device starts, is named "gloo transport" (top -H,
 // gdb) and runs on `transportCpus` (empty: any CPU); see placement.h.
+// A hostname or address as the numeric address it resolves to (Gloo is handed only
+// those); ConfigError when it does not resolve.
+std::string numericAddress(const std::string& device, const BackendContext& ctx);
+
 std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx,
                                                         const std::vector<int>& transportCpus);
 

@@ -252,6 +252,36 @@ TEST(Gloo, SubgroupsGetTheirOwnContexts) {
   });
 }
 
+// Debian's Gloo walked an uninitialized pointer when a device name did not resolve (all
+// ranks crashed on the second attempt of a swap to a mistyped interface): the backend
+// resolves names itself and hands Gloo numeric addresses only.
+TEST(Gloo, ADeviceThatIsNeitherAnInterfaceNorAHostIsAConfigErrorEveryTime) {
+  const std::string config =
+      "group: { timeout: 5s }\nbackends: { gloo: { options: { device: chadv_nodev0 } } }\n"
+      "routes: [{ device: cpu, backend: gloo }]\n";
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    EXPECT_THROW_WITH(makeGroups(config, 2), ConfigError, "device 'chadv_nodev0' is neither a network interface",
+                      "backends.gloo.options.device");
+  }
+  // A resolvable name that is no address of this host is refused as well, naming what it
+  // resolved to; a name of this host works and is used by its address.
+  EXPECT_THROW_WITH(makeGroups("backends: { gloo: { options: { device: 192.0.2.1 } } }\n"
+                               "routes: [{ device: cpu, backend: gloo }]\n",
+                               2),
+                    ConfigError, "resolves to 192.0.2.1, none of them an address of this host");
+  auto groups = makeGroups(
+      "group: { timeout: 20s }\nbackends: { gloo: { options: { device: localhost } } }\n"
+      "routes: [{ device: cpu, backend: gloo }]\n",
+      2);
+  runRanks(2, [&](int r) {
+    Tensor t = Tensor::empty({4}, DType::Float32);
+    for (int i = 0; i < 4; ++i) t.data_as<float>()[i] = static_cast<float>(r + 1);
+    groups[r]->allreduce(t)->wait();
+    EXPECT_EQ(t.data_as<float>()[3], 3.0f);
+  });
+}
+
 TEST(Gloo, AbortFailsWaitersAndLaterCalls) {
   // The aborted allreduce keeps its worker inside Gloo until Gloo's own timeout. Queued
   // (inline_max: 0): on the caller it would return only then.
