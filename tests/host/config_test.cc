@@ -110,6 +110,29 @@ TEST(Config, HashIsStableAndSensitive) {
   EXPECT_NE(a->hash, c->hash);
 }
 
+// Ranks compare hashes at start: what is per host (the dump directory, by default under
+// each host's own TMPDIR) must not make equal configs differ.
+TEST(Config, HashLeavesOutTheDumpDirectoryAndItsTmpdirDefault) {
+  auto registry = testRegistry();
+  const char* saved = ::getenv("TMPDIR");
+  const std::string before = saved ? saved : "";
+  ::setenv("TMPDIR", "/tmp/host-a", 1);
+  auto a = configFrom(kSelfConfig, *registry, {"supervisor.flight_recorder.dump_dir=\"\""});
+  ::setenv("TMPDIR", "/var/tmp/host-b", 1);
+  auto b = configFrom(kSelfConfig, *registry, {"supervisor.flight_recorder.dump_dir=\"\""});
+  if (saved) ::setenv("TMPDIR", before.c_str(), 1);
+  else ::unsetenv("TMPDIR");
+  EXPECT_EQ(a->host.getString("supervisor.flight_recorder.dump_dir"),
+            "/tmp/host-a/commhost-traces-" + std::to_string(::getuid()));
+  EXPECT_EQ(b->host.getString("supervisor.flight_recorder.dump_dir"),
+            "/var/tmp/host-b/commhost-traces-" + std::to_string(::getuid()));
+  EXPECT_EQ(a->hash, b->hash);
+  auto c = configFrom(kSelfConfig, *registry, {"supervisor.flight_recorder.dump_dir=/scratch/node7"});
+  EXPECT_EQ(a->hash, c->hash);
+  // The effective config still shows this rank's own directory.
+  EXPECT_NE(c->effectiveYaml.find("/scratch/node7"), std::string::npos);
+}
+
 TEST(Config, PluginOptionsValidatedWithDefaults) {
   auto registry = testRegistry();
   auto cfg = configFrom(

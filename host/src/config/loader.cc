@@ -419,6 +419,15 @@ std::string effectiveYaml(const Config& cfg) {
   return std::string(out.c_str()) + "\n";
 }
 
+// The hash stands for what every rank must agree on, so it leaves out what is per host:
+// where this rank writes its dumps (by default under its own TMPDIR). Otherwise hosts
+// whose TMPDIR differ, or a dump_dir set per host, would refuse to form one job.
+uint64_t agreedHash(const Config& cfg) {
+  Config agreed = cfg;
+  if (agreed.host.has(kDumpDirKey)) agreed.host.set(kDumpDirKey, std::string());
+  return fnv1a(effectiveYaml(agreed));
+}
+
 // The plugin used by an entry of store:, backends: or hooks: (before it is checked).
 std::string pluginOf(const YAML::Node& entry, const std::string& fallback) {
   if (entry.IsScalar()) return entry.Scalar();
@@ -642,7 +651,7 @@ Config loadConfig(const std::string& text, const std::string& source, const std:
   problems.throwIfAny();
 
   cfg.effectiveYaml = effectiveYaml(cfg);
-  cfg.hash = fnv1a(cfg.effectiveYaml);
+  cfg.hash = agreedHash(cfg);
   return cfg;
 }
 
