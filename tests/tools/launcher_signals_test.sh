@@ -64,4 +64,38 @@ expect_text "the reason" "commhost run: stopped the job: the launcher got Interr
 for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; done
 ! pgrep -f "sleep 37.25" >/dev/null || fail "ranks still run after the launcher ended: $(pgrep -af 'sleep 37.25')"
 pass "stopped (exit $rc), no rank left"
+
+# A closed terminal sends SIGHUP to the launcher alone (each rank has its process group).
+step "SIGHUP without --watch stops the job as SIGTERM does"
+"$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/hup.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do [[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
+[[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+kill -HUP "$launcher"
+set +e
+timeout 20 tail --pid="$launcher" -f /dev/null
+waited=$?
+wait "$launcher"
+rc=$?
+set -e
+launcher=
+out=$(cat "$tmp/hup.log")
+[[ $waited -ne 124 ]] || fail "the launcher did not end within 20 s of SIGHUP"
+expect_text "the reason" "commhost run: stopped the job: the launcher got Hangup"
+[[ $rc -eq 129 ]] || fail "the launcher exited $rc after SIGHUP, not 129"
+for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; done
+! pgrep -f "sleep 37.25" >/dev/null || fail "ranks still run after SIGHUP: $(pgrep -af 'sleep 37.25')"
+pass "stopped (exit $rc), no rank left"
+
+step "a launcher killed with SIGKILL takes its ranks with it"
+"$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/kill.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do [[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
+[[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+kill -KILL "$launcher"
+wait "$launcher" 2>/dev/null || true
+launcher=
+for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; done
+! pgrep -f "sleep 37.25" >/dev/null || fail "ranks outlived their SIGKILLed launcher: $(pgrep -af 'sleep 37.25')"
+pass "no rank left"
 echo "PASS"

@@ -19,6 +19,17 @@ grep -Eq "^\[0\] R=0 W=2 L=0 LW=2 M=127.0.0.1:[0-9]+ C=$src/configs/gloo.yaml$" 
 grep -Eq "^\[1\] R=1 W=2 L=1 LW=2 M=127.0.0.1:[0-9]+ C=" "$tmp/out" || fail "rank 1 environment"
 echo "ok: ranks see RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR/PORT, COMMHOST_CONFIG"
 
+# As torchrun: one OpenMP thread per rank when ranks share the host, unless the user chose.
+( unset OMP_NUM_THREADS
+  "$commhost" run -n 2 -- sh -c 'echo "omp=${OMP_NUM_THREADS:-unset}"' >"$tmp/out" 2>&1 ) || fail "the OMP job failed"
+[ "$(grep -c '^\[[01]\] omp=1$' "$tmp/out")" = 2 ] || fail "ranks sharing a host did not get OMP_NUM_THREADS=1"
+( unset OMP_NUM_THREADS
+  "$commhost" run -n 1 -- sh -c 'echo "omp=${OMP_NUM_THREADS:-unset}"' >"$tmp/out" 2>&1 ) || fail "the OMP job failed"
+grep -q '^\[0\] omp=unset$' "$tmp/out" || fail "a rank alone on its host got OMP_NUM_THREADS"
+OMP_NUM_THREADS=3 "$commhost" run -n 2 -- sh -c 'echo "omp=$OMP_NUM_THREADS"' >"$tmp/out" 2>&1 || fail "the OMP job failed"
+[ "$(grep -c '^\[[01]\] omp=3$' "$tmp/out")" = 2 ] || fail "the user's OMP_NUM_THREADS was not kept"
+echo "ok: OMP_NUM_THREADS=1 per rank when ranks share the host, as torchrun; the user's value kept"
+
 "$commhost" run -n 1 -- sh -c 'printf "part1-"; sleep 0.3; echo part2; printf "no newline at exit"' >"$tmp/out" 2>&1
 grep -q "^\[0\] part1-part2$" "$tmp/out" || fail "a line written in two pieces was not kept whole"
 grep -q "^\[0\] no newline at exit$" "$tmp/out" || fail "the last partial line was lost"

@@ -129,7 +129,10 @@ int run(const RunArgs& args, std::vector<std::string> command) {
 }  // namespace
 
 void addRunCommand(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "Start N local ranks of PROGRAM (torchrun-style environment)");
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Start N local ranks of PROGRAM (torchrun-style environment: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, ...; "
+      "OMP_NUM_THREADS=1 when several ranks share the host and it is not set)");
   static RunArgs args;
   cmd->add_option("-n,--nproc", args.ranks, "Ranks to start on this node")->required()->check(CLI::Range(1, 4096));
   cmd->add_option("-c,--config", args.config, "Config file given to every rank (COMMHOST_CONFIG)");

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -149,6 +150,9 @@ ChildPlan childPlan(const LaunchPlan& plan, const Rank& rank, int localRank, int
       {"GROUP_RANK", std::to_string(plan.nodeRank)},    {"MASTER_ADDR", plan.masterAddr},
       {"MASTER_PORT", std::to_string(plan.masterPort)},
   };
+  // As torchrun: ranks sharing a host get one OpenMP thread each unless the user chose,
+  // so N ranks' intra-op pools do not oversubscribe the host's cores N times over.
+  if (plan.localRanks > 1 && ::getenv("OMP_NUM_THREADS") == nullptr) vars.emplace_back("OMP_NUM_THREADS", "1");
   if (!plan.configPath.empty()) vars.emplace_back("COMMHOST_CONFIG", plan.configPath);
   std::string overrides;
   for (const auto& o : plan.overrides) overrides += o + "\n";
@@ -177,9 +181,16 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::generic_category().message(errno));
+  const pid_t launcher = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::generic_category().message(errno));
   if (pid == 0) {
+    // A rank dies with its launcher: a launcher killed in a way its loop never sees
+    // (SIGKILL, an OOM kill) must not leave the job running. The signal follows the thread
+    // that forked, launch()'s, which lives as long as the launcher. The launcher may have
+    // died before the prctl: then this process already has another parent.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != launcher) ::_exit(128 + SIGKILL);
     // Its own process group, so stopping a rank reaches the processes it started too.
     ::setpgid(0, 0);
     // The launcher's forwarding handlers go before the mask is lifted (exec would reset
@@ -206,7 +217,7 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
   return pid;
 }
 
-// The launcher's signals (SIGCHLD, SIGINT, SIGTERM, and SIGHUP with --watch) reach the loop
+// The launcher's signals (SIGCHLD, SIGINT, SIGTERM and SIGHUP) reach the loop
 // through a signalfd, which sees only signals that every thread blocks, or that are sent
 // to the loop's thread. This one blocks them on the loop's thread, but a thread started
 // earlier (a plugin probe's: the CUDA driver's) keeps them unblocked, and the kernel hands
@@ -318,14 +329,16 @@ int pickFreePort() {
 
 int launch(const LaunchPlan& plan) {
   const int worldSize = plan.localRanks * plan.nodes;
-  // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd, read in the poll loop.
+  // SIGCHLD, SIGINT, SIGTERM and SIGHUP arrive through a signalfd, read in the poll loop.
   sigset_t handled;
   sigemptyset(&handled);
   sigaddset(&handled, SIGCHLD);
   sigaddset(&handled, SIGINT);
   sigaddset(&handled, SIGTERM);
+  // SIGHUP: a reload with --watch; otherwise it stops the job as SIGTERM does (the ranks
+  // are in process groups of their own, so a closed terminal's SIGHUP reaches only here).
+  sigaddset(&handled, SIGHUP);
   const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
-  if (watching) sigaddset(&handled, SIGHUP);
   const Watch watch(watching ? plan.watchPath : "");
   const LoopSignals signals(handled);
   const int sigFd = signals.fd();
@@ -391,11 +404,11 @@ int launch(const LaunchPlan& plan) {
     if (watch.fd >= 0 && watch.touched() && !stopping) plan.onConfigChange("edited");
     signalfd_siginfo info;
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
-      if (info.ssi_signo == SIGHUP) {
+      if (info.ssi_signo == SIGHUP && watching) {
         if (!stopping) plan.onConfigChange("SIGHUP");
         continue;
       }
-      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM) {
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM || info.ssi_signo == SIGHUP) {
         if (!stopping) stopSignal = static_cast<int>(info.ssi_signo);
         stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)),
                 std::chrono::milliseconds(0));
