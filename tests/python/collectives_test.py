@@ -2,6 +2,7 @@
 """Every ProcessGroup op on NumPy arrays, at 2 and 3 ranks over gloo: results, Work,
 subgroups, argument errors, flight recorder. Run by ctest; launches itself per rank."""
 import gc
+import os
 import sys
 import threading
 import time
@@ -275,9 +276,16 @@ def check_introspection(pg, r, n):
     assert str(pg) == repr(pg) and "rank %d/%d" % (r, n) in repr(pg)
     info = commhost.launch_info()
     assert info["rank"] == r and info["world_size"] == n and info["master_port"] > 0
+    # Reading the recorder writes nothing (it would overwrite an incident's dump).
+    dump_dir = pg.config_yaml.split("dump_dir:", 1)[1].split("\n", 1)[0].strip().strip('"')
+    dump = os.path.join(dump_dir, "rank%d.json" % r)
+    before = os.stat(dump).st_mtime_ns if os.path.exists(dump) else None
     fr = pg.flight_recorder("python test")
-    for key in ("version", "reason", "pid", "rank", "groups", "entries", "swaps", "shadows", "path"):
+    after = os.stat(dump).st_mtime_ns if os.path.exists(dump) else None
+    assert before == after, "pg.flight_recorder() wrote %s" % dump
+    for key in ("version", "reason", "pid", "rank", "groups", "entries", "swaps", "shadows"):
         assert key in fr, (key, sorted(fr))
+    assert "path" not in fr, sorted(fr)
     assert fr["reason"] == "python test" and fr["rank"] == r
     assert any(g["name"] == "main" and g["world_size"] == n for g in fr["groups"])
     ops = {e["op"] for e in fr["entries"]}

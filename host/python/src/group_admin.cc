@@ -4,9 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdio>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "commhost/errors.h"
 #include "commhost/registry.h"
@@ -76,33 +74,22 @@ py::dict shadowDict(const ShadowRecord& s) {
   return d;
 }
 
-// The flight recorder as the dump `commhost trace` reads, parsed.
+// The flight recorder as the dump `commhost trace` reads, parsed; nothing is written
+// (commhost.dump_flight_recorder writes a dump).
 py::object flightRecorder(const PyGroup& g, const std::string& reason) {
-  std::string path;
+  std::string text;
   {
     py::gil_scoped_release unlocked;
-    path = dumpFlightRecorder(reason);
+    text = flightRecorderJson(reason);
   }
-  if (path.empty()) {
+  if (text.empty()) {
     ErrorContext where;
     where.group = g.group().name();
     where.rank = g.group().rank();
-    raise(ErrorCode::InvalidArgument, where, "flight_recorder: this process has no supervisor to dump",
+    raise(ErrorCode::InvalidArgument, where, "flight_recorder: this process has no supervisor to read",
           "Set supervisor.enabled: true in the config (the default) to record collectives");
   }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) {
-    ErrorContext where;
-    where.group = g.group().name();
-    where.rank = g.group().rank();
-    raise(ErrorCode::InvalidArgument, where, "flight_recorder: could not read the dump " + path,
-          "Check supervisor.flight_recorder.dump_dir is writable");
-  }
-  py::dict d = py::module_::import("json").attr("loads")(text.str());
-  d["path"] = path;
-  return std::move(d);
+  return py::module_::import("json").attr("loads")(text);
 }
 
 // A completion hook calling a Python callable on the supervisor's hook thread (never a
@@ -255,8 +242,8 @@ void defineAdmin(PyGroupClass& cls) {
           "Shadow mode: one dict per (op, backend, shadow, size class) compared so far. wait (seconds): first wait "
           "up to that long for comparisons still running (a shadow runs after its op returns); None or 0: no wait.")
       .def("flight_recorder", &flightRecorder, arg("reason") = "python",
-           "Dumps this process's flight recorder (rank<N>.json in the dump dir) and returns it parsed, with "
-           "'path' added.")
+           "This process's flight recorder, parsed, as a dump holds it (writes no file; "
+           "commhost.dump_flight_recorder does).")
       .def(
           "add_completion_hook",
           [](const PyGroup& g, py::function fn) { return g.group().addCompletionHook(pythonHook(fn)); }, arg("fn"),

@@ -417,6 +417,11 @@ std::string dumpFlightRecorder(const std::string& reason) {
   return sup ? sup->dump(reason) : std::string();
 }
 
+std::string flightRecorderJson(const std::string& reason) {
+  auto sup = supervisor::Supervisor::current();
+  return sup ? sup->dumpJson(reason).dump() : std::string();
+}
+
 void requestTraceDump(Store& jobStore, const std::string& reason) {
   jobStore.append(supervisor::kTraceDumpReasons, toBytes(reason + "\n"));
   jobStore.add(supervisor::kTraceDumpCount, 1);
