@@ -152,6 +152,27 @@ TEST_F(ThreeRanks, MonitoredBarrierNamesTheMissingRank) {
   EXPECT_NE(rank0Error.find("monitored_barrier seq 1"), std::string::npos) << rank0Error;
 }
 
+// waitAllRanks names every missing rank, with "rank" or "ranks" as their number asks.
+TEST(MonitoredBarrier, WaitingForAllNamesEveryMissingRank) {
+  for (const int absent : {1, 2}) {
+    auto groups = makeGroups(kStoreCollConfig, kWorld);  // fresh: the skipped barrier leaves seqs apart
+    std::string rank0Error;
+    runRanks(kWorld, [&](int r) {
+      if (r != 0 && r <= absent) return;  // ranks 1..absent never arrive
+      try {
+        MonitoredBarrierOptions opts;
+        opts.timeout = std::chrono::milliseconds(200);
+        opts.waitAllRanks = true;
+        groups[r]->monitoredBarrier(opts);
+      } catch (const TimeoutError& e) {
+        if (r == 0) rank0Error = e.what();
+      }
+    });
+    const std::string want = absent == 1 ? "rank 1 did not reach the barrier" : "ranks 1, 2 did not reach the barrier";
+    EXPECT_NE(rank0Error.find(want), std::string::npos) << rank0Error;
+  }
+}
+
 TEST(Subgroups, NewGroupAndSplitComputeOverTheirMembers) {
   constexpr int kRanks = 4;
   auto world = makeGroups(kStoreCollConfig, kRanks);

@@ -24,6 +24,7 @@ void ProcessGroup::monitoredBarrier(const MonitoredBarrierOptions& opts) {
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string missing;
+  int missingCount = 0;
   for (int r = 1; r < worldSize_; ++r) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                             std::chrono::steady_clock::now());
@@ -36,12 +37,13 @@ void ProcessGroup::monitoredBarrier(const MonitoredBarrierOptions& opts) {
     }
     if (!arrived) {
       missing += (missing.empty() ? "" : ", ") + std::to_string(globalRanks_[r]);
+      ++missingCount;
       if (!opts.waitAllRanks) break;
     }
   }
   if (!missing.empty())
     raise(ErrorCode::Timeout, where,
-          std::string(opts.waitAllRanks ? "ranks" : "rank") + " " + missing + " did not reach the barrier within " +
+          std::string(missingCount > 1 ? "ranks " : "rank ") + missing + " did not reach the barrier within " +
               formatDuration(timeout) +
               (opts.waitAllRanks ? "" : " (the first one missing; pass waitAllRanks for all)"),
           "check those ranks' logs: they may have failed, hung, or skipped this barrier");

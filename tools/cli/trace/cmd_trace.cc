@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // commhost trace analyze DIR | export DIR --chrome OUT | dump --master HOST:PORT
+#include <unistd.h>
+
 #include <fstream>
 #include <iostream>
 
@@ -38,7 +40,10 @@ int requestDump(const TraceArgs& a) {
   StoreContext ctx;
   ctx.logger = std::make_shared<Logger>("commhost.tcp", "trace dump");
   auto store = tcp.descriptor->createStore(options, ctx);
-  requestTraceDump(*store, "commhost trace dump");
+  // The ranks log "(commhost trace dump: REASON)": the reason says who asked.
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  requestTraceDump(*store, std::string("asked from ") + host + " pid " + std::to_string(::getpid()));
   std::cout << "asked every rank of the job at " << a.master
             << " to dump its flight recorder (to its supervisor.flight_recorder.dump_dir)\n";
   return 0;
