@@ -5,7 +5,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <thread>
 #include <utility>
 
 #include "backend.h"
@@ -61,8 +64,30 @@ commhost::Bytes C10dStore::compareSet(const std::string& key, const commhost::By
   return translate("compare_set", key, [&] { return store_->compareSet(key, expected, desired); });
 }
 
+// torch 1.13's TCPStore cannot take back a wait that timed out: the server's answer, sent
+// once the keys exist, is read by the client's next call (a wait then fails with
+// "Stop_waiting response is expected", a get takes it for data), and the socket keeps the
+// short timeout. commhost waits in slices (exchangeAll: 100 ms, then a look for a peer's
+// failure), which broke 2 starts in 20. So a wait here polls check(): one request, one
+// answer, nothing left pending on the server.
 void C10dStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  translate("wait", firstKey(keys), [&] { store_->wait(keys, timeout); });
+  translate("wait", firstKey(keys), [&] {
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    const auto limit = std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365));
+    auto pause = std::chrono::milliseconds(1);
+    while (!store_->check(keys)) {
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+      if (waited >= limit)
+        throw commhost::TimeoutError("torch store wait of key '" + firstKey(keys) + "'" +
+                                     (keys.size() > 1 ? " (and " + std::to_string(keys.size() - 1) + " more)" : "") +
+                                     " timed out after " + std::to_string(limit.count()) +
+                                     " ms. A rank did not reach this point in time; check the other ranks' logs, or "
+                                     "raise the timeout passed to init_process_group");
+      std::this_thread::sleep_for(std::min(pause, limit - waited));
+      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+    }
+  });
 }
 
 bool C10dStore::check(const std::vector<std::string>& keys) {
@@ -185,6 +210,15 @@ PYBIND11_MODULE(_torch, m) {
                              })
       .def_property_readonly("seq", [](const TorchProcessGroup& pg) { return pg.group()->seq(); });
 
+  // For tests/python/torch/test_store_waits.py: one timed wait as commhost's groups make
+  // them on torch's store (through C10dStore).
+  m.def(
+      "_store_wait",
+      [](const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& keys, int64_t timeoutMs) {
+        C10dStore(store).wait(keys, std::chrono::milliseconds(timeoutMs));
+      },
+      py::arg("store"), py::arg("keys"), py::arg("timeout_ms"), py::call_guard<py::gil_scoped_release>(),
+      "Waits for keys on a torch store as commhost does; raises on timeout (tests).");
   m.def(
       "create_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& configPath,
