@@ -266,10 +266,15 @@ void Client::handshake(int fd) {
   }
   ::close(fd);
   if (!sendProblem.empty()) problem = sendProblem + "; then " + problem;
+  // A commhost server answers every handshake it turns away (a token, its connection
+  // limit) with the reason: a connection closed with no answer means the server went away.
   raise(ErrorCode::Store, context(),
-        "the store at " + where_ + " closed the connection during the handshake (" + problem + ")",
-        "Check the server's log; if it requires a token, use the same auth_token / COMMHOST_STORE_TOKEN as the "
-        "server");
+        "the store server at " + where_ +
+            " went away: it closed the connection during the handshake without an "
+            "answer (" +
+            problem + ")",
+        "Check that the store server (rank 0's process, or `commhost store serve`) is still running, and its log "
+        "for why it stopped");
 }
 
 void Client::lost(const Request& request, const std::string& what) {

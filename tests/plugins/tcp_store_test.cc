@@ -149,6 +149,30 @@ TEST(TcpStore, TokenRequired) {
   EXPECT_EQ(toString(withToken->get("k")), "v");
 }
 
+// A server that dies as a client connects (the kernel accepted, nobody answers): the
+// client says the server went away, not that a token may be wrong.
+TEST(TcpStore, AServerGoneDuringTheHandshakeIsNamedAsGone) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  socklen_t length = sizeof addr;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &length);
+  std::thread dying([&] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    ::close(fd);  // no answer to the auth frame
+  });
+  tcpstore::ClientOptions options;
+  options.port = ntohs(addr.sin_port);
+  options.timeout = std::chrono::seconds(5);
+  EXPECT_THROW_WITH(std::make_shared<tcpstore::Client>(options), StoreError,
+                    "the store server at 127.0.0.1:", "went away", "still running");
+  dying.join();
+  ::close(listener);
+}
+
 TEST(TcpStore, ServerGoneMidWaitIsAnErrorNotAHang) {
   TcpFixture fixture;
   auto client = fixture.connect(std::chrono::seconds(60));
