@@ -215,7 +215,7 @@ PYBIND11_MODULE(_torch, m) {
   m.def(
       "_store_wait",
       [](const c10::intrusive_ptr<c10d::Store>& store, const std::vector<std::string>& keys, int64_t timeoutMs) {
-        C10dStore(store).wait(keys, std::chrono::milliseconds(timeoutMs));
+        commhost_torch::C10dStore(store).wait(keys, std::chrono::milliseconds(timeoutMs));
       },
       py::arg("store"), py::arg("keys"), py::arg("timeout_ms"), py::call_guard<py::gil_scoped_release>(),
       "Waits for keys on a torch store as commhost does; raises on timeout (tests).");
