@@ -1,4 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
 #include "test_util.h"
 
 namespace commhost::test {
@@ -41,6 +47,55 @@ TEST(Registry, ScanRecordsEveryBadFileWithItsReason) {
   ASSERT_NE(realSelf, nullptr);
   EXPECT_NE(realSelf->unavailable.find("duplicate"), std::string::npos);
   EXPECT_EQ(registry.find("self")->descriptor->version, std::string("9.9"));
+}
+
+// Files on the plugin path that no job names are still scanned: each hostile one must end
+// up unavailable with its reason, without hanging (a FIFO blocked dlopen forever) or
+// crashing the scan (a truncated .so: SIGBUS; a pointer to nothing: SIGSEGV).
+TEST(Registry, HostileFilesOnThePluginPathAreReportedNotLoaded) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(testDumpDir()) / "hostile";
+  fs::create_directories(dir);
+  for (const char* name : {"badpointer", "badname"})
+    fs::copy_file(pluginDir("hostile") + "/libcommhost_" + name + ".so",
+                  dir / ("libcommhost_" + std::string(name) + ".so"), fs::copy_options::overwrite_existing);
+  ASSERT_EQ(::mkfifo((dir / "libcommhost_fifo.so").c_str(), 0600), 0);
+  fs::create_symlink("libcommhost_loop.so", dir / "libcommhost_loop.so");
+  fs::create_directory(dir / "libcommhost_folder.so");
+  std::ofstream(dir / "libcommhost_empty.so").flush();
+  // The good optioned plugin cut at every tenth of its length.
+  const std::string whole = pluginDir("good") + "/libcommhost_optioned.so";
+  const auto size = fs::file_size(whole);
+  std::ifstream in(whole, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (int tenth = 1; tenth < 10; ++tenth)
+    std::ofstream(dir / ("libcommhost_cut" + std::to_string(tenth) + ".so"), std::ios::binary)
+        << bytes.substr(0, size * tenth / 10);
+
+  PluginRegistry registry;
+  registry.scan({dir.string()});
+  auto reason = [&](const std::string& stem) {
+    const PluginEntry* e = entryFor(registry, stem);
+    EXPECT_NE(e, nullptr) << stem;
+    if (e) {
+      EXPECT_EQ(e->descriptor, nullptr) << stem << " was loaded";
+    }
+    return e ? e->unavailable : std::string();
+  };
+  EXPECT_EQ(reason("fifo"), "is a FIFO, not a regular file; only regular files are loaded as plugins");
+  EXPECT_NE(reason("loop").find("symbolic link that loops"), std::string::npos) << reason("loop");
+  EXPECT_NE(reason("folder").find("is a directory"), std::string::npos) << reason("folder");
+  EXPECT_NE(reason("empty").find("not an ELF shared object"), std::string::npos) << reason("empty");
+  EXPECT_NE(reason("badpointer").find("descriptor pointer that points at no readable memory"), std::string::npos)
+      << reason("badpointer");
+  EXPECT_NE(reason("badname").find("name points at no readable string"), std::string::npos) << reason("badname");
+  for (int tenth = 1; tenth < 10; ++tenth) {
+    const std::string why = reason("cut" + std::to_string(tenth));
+    EXPECT_TRUE(why.find("truncated") != std::string::npos || why.find("damaged") != std::string::npos)
+        << tenth << "/10: " << why;
+  }
+  // None of them took a name a job could use.
+  EXPECT_EQ(registry.find("optioned"), nullptr);
 }
 
 TEST(Registry, LoadFileThrowsWithPathAndReason) {

@@ -22,6 +22,7 @@
 #include "../config/environment.h"
 #include "builtin.h"
 #include "commhost/errors.h"
+#include "file_checks.h"
 
 namespace commhost {
 namespace {
@@ -194,12 +195,13 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
   entry.path = path;
   entry.name = nameFromFile(path);
   // Boost reports a missing file as "Bad file descriptor" and keeps no dlerror() text:
-  // the file is checked here and dlopen's own reason is kept, symbols demangled.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) {
-    entry.unavailable = "does not exist (no such file); check the path";
-    return entry;
-  }
+  // the file is checked here and dlopen's own reason is kept, symbols demangled. Only a
+  // whole ELF regular file reaches dlopen (file_checks.h: a FIFO blocked it forever, a
+  // truncated file raised SIGBUS).
+  off_t size = 0;
+  entry.unavailable = plugin_checks::fileProblem(path, &size);
+  if (entry.unavailable.empty()) entry.unavailable = plugin_checks::elfProblem(path, size);
+  if (!entry.unavailable.empty()) return entry;
   entry.file = identityOf(path);
   entry.loadedAtUs = wallMicros();
   // RTLD_NODELETE keeps the code mapped until the process exits, even after the last
@@ -251,6 +253,11 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
     return entry;
   }
   const PluginDescriptor* d = header.descriptor;
+  // A pointer the plugin hands over is read only once it is known to be readable.
+  if (d && !plugin_checks::readable(d, sizeof(PluginDescriptor))) {
+    entry.unavailable = "has a descriptor pointer that points at no readable memory; rebuild it against this commhost";
+    return entry;
+  }
   if (d && (d->magic != kPluginDescriptorMagic ||
             d->abiVersion != (uint32_t(header.abiMajor) << 16 | header.abiMinor) || d->size != header.descriptorSize)) {
     entry.unavailable =
@@ -258,10 +265,21 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
         "declare it as {COMMHOST_DESCRIPTOR_PREFIX, kind, name, ...} and rebuild it against this commhost";
     return entry;
   }
-  if (!d || !d->name || !*d->name) {
+  std::string name;
+  if (d && d->name && !plugin_checks::readableString(d->name, 256, &name)) {
+    entry.unavailable = "has a descriptor whose name points at no readable string of at most 255 bytes";
+    return entry;
+  }
+  if (name.empty()) {
     entry.unavailable = "has an empty descriptor (no name)";
     return entry;
   }
+  std::string text;
+  for (const char* field : {d->version, d->description, d->wrapName})
+    if (field && !plugin_checks::readableString(field, 1 << 16, &text)) {
+      entry.unavailable = "has a descriptor whose version, description or wrap name points at no readable string";
+      return entry;
+    }
   const bool hasFactory = (d->kind == PluginKind::Backend && d->createBackend) ||
                           (d->kind == PluginKind::Store && d->createStore) ||
                           (d->kind == PluginKind::CommHook && d->createCommHook);
