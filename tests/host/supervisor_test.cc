@@ -294,6 +294,42 @@ TEST(Supervisor, SilentPeerIsLostExactlyAfterTheHeartbeatTimeout) {
   removeQuietly(dir);
 }
 
+// A store that stops answering is said at once (an etcd killed or out of space was
+// silent for 20 s, until the program's own next store call) and on_error applies: with
+// the default abort, the group's next op fails naming the store's failure.
+TEST(Supervisor, ALostStoreIsReportedAtOnceAndAppliesOnError) {
+  const std::string dir = tempDir("storelost");
+  auto registry = testRegistry();
+  auto config = configFrom(glooConfig(dir), *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  auto doomed = std::make_shared<CuttableStore>(store);
+  std::vector<std::shared_ptr<ProcessGroup>> groups(2);
+  runRanks(2, [&](int r) {
+    groups[r] = ProcessGroup::create({config, registry, r == 1 ? StorePtr(doomed) : StorePtr(store), r, 2});
+  });
+  doomed->cut = true;
+  Tensor t = Tensor::empty({4}, DType::Float32);
+  // Rank 0 does not join: an abort ends the op long before the 20 s group timeout, and
+  // the calls after it say why the group was aborted.
+  std::string error;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (error.empty() && std::chrono::steady_clock::now() < until) {
+    try {
+      groups[1]->allreduce(t)->wait(std::chrono::seconds(10));
+    } catch (const AbortedError& e) {
+      error = e.what();
+    } catch (const Error&) {
+      // ended otherwise (its connections shut by the abort): the next call says why
+    }
+  }
+  EXPECT_NE(error.find("the job's store failed this rank's heartbeat"), std::string::npos) << error;
+  EXPECT_NE(error.find("check the store server"), std::string::npos) << error;
+  EXPECT_THROW_WITH(groups[1]->allreduce(t), AbortedError,
+                    "the group was aborted ([group main rank 1] the job's store failed this rank's heartbeat");
+  groups.clear();
+  removeQuietly(dir);
+}
+
 TEST(Supervisor, FlightRecorderKeepsTheLastEntriesOnly) {
   const std::string dir = tempDir("ring");
   auto groups = makeGroups(glooConfig(dir), 2);

@@ -89,8 +89,11 @@ void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
 
 Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<DType> dtype, Millis timeout,
                                    const ReduceOp* reduceOp) {
-  if (pg.aborted_->load(std::memory_order_acquire))
-    raise(ErrorCode::Aborted, where(), "the group was aborted", "create a new group to continue");
+  if (pg.aborted_->load(std::memory_order_acquire)) {
+    const std::string why = pg.abortTargets_->why();
+    raise(ErrorCode::Aborted, where(), "the group was aborted" + (why.empty() ? std::string() : " (" + why + ")"),
+          "create a new group to continue");
+  }
   const ReduceOp::Kind kind = reduceOp ? reduceOp->kind : ReduceOp::Sum;
   const RouteTable::Segment* segment = st.routes.find(op, device.type, bytes, dtype.value_or(DType::Float32), kind);
   const int index = segment ? segment->backend : -1;

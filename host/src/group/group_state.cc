@@ -25,7 +25,12 @@ void ProcessGroup::AbortTargets::clearBuilding() {
   building.clear();
 }
 
-void ProcessGroup::AbortTargets::abortAll(const std::string& reason) {
+void ProcessGroup::AbortTargets::abortAll(const std::string& why) {
+  {
+    // The reason before the flag: a call that sees the flag finds the reason.
+    MutexLock lock(&mutex);
+    if (reason.empty()) reason = why;
+  }
   aborted->store(true, std::memory_order_release);
   std::vector<std::shared_ptr<Backend>> targets;
   {
@@ -35,7 +40,12 @@ void ProcessGroup::AbortTargets::abortAll(const std::string& reason) {
       for (const auto& weak : *list)
         if (auto b = weak.lock()) targets.push_back(std::move(b));
   }
-  for (auto& b : targets) b->abort(reason);
+  for (auto& b : targets) b->abort(why);
+}
+
+std::string ProcessGroup::AbortTargets::why() {
+  MutexLock lock(&mutex);
+  return reason;
 }
 
 namespace {

@@ -37,11 +37,13 @@ struct ProcessGroup::AbortTargets {
   std::vector<std::weak_ptr<Backend>> current GUARDED_BY(mutex);   // the committed generation's
   std::vector<std::weak_ptr<Backend>> building GUARDED_BY(mutex);  // a swap's, until commit or rollback
   std::shared_ptr<std::atomic<bool>> aborted;
+  std::string reason GUARDED_BY(mutex);  // the first abort's, for the errors of later calls
 
   void set(const std::vector<std::shared_ptr<Backend>>& backends) EXCLUDES(mutex);
   void addBuilding(const std::shared_ptr<Backend>& backend) EXCLUDES(mutex);
   void clearBuilding() EXCLUDES(mutex);
-  void abortAll(const std::string& reason) EXCLUDES(mutex);
+  void abortAll(const std::string& why) EXCLUDES(mutex);
+  std::string why() EXCLUDES(mutex);  // the first abort's reason ("" before any)
 };
 
 // The group store as a swap's backends and protocol see it: get() and wait() wait in

@@ -121,10 +121,20 @@ void Heartbeat::tick() {
       }
     } catch (const std::exception& e) {
       // The store lives in rank 0's process (or a standalone server): losing it means
-      // losing the job's control plane.
+      // losing the job's control plane. Said at once, not at the next op that needs the
+      // store (an etcd killed or full was silent for 20 s).
       g->storeLost.store(true, std::memory_order_release);
       g->markLost(-1, std::string("the store stopped answering heartbeats (") + e.what() +
                           "); the rank serving it (usually 0) may have died");
+      const std::string message =
+          "[group " + g->name + " rank " + std::to_string(g->rank) +
+          "] the job's store failed this rank's heartbeat (" + e.what() +
+          "); the rank serving it (usually 0) may have died. From now on this group has no heartbeats, desync "
+          "reports, trace dumps or swaps. Next: check the store "
+          "server (rank 0's process, `commhost store serve`, or the etcd endpoints: up, reachable, not out of space), "
+          "then restart the job";
+      sup_.logger().error(message);
+      applyOnError(*g, message, sup_.logger());
     }
   }
 }
