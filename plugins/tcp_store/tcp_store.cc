@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "tcp_store.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include "client.h"
 #include "commhost/errors.h"
 #include "server.h"
@@ -23,14 +26,22 @@ OptionSchema<Options> Options::schema() {
       .size("max_frame", &Options::maxFrame, "256MiB", "Largest frame accepted, in either direction", {1024, 1ll << 31})
       .option("linger", &Options::linger, "2s",
               "How long a serving process, once done with the store, keeps serving ranks still connected", {0, 3600})
-      .option("max_connections", &Options::maxConnections, "4096",
-              "Server: connections open at once; more are closed on accept with a log line", {1, 1 << 20})
+      .option("max_connections", &Options::maxConnections, "0",
+              "Server: connections open at once; more are closed on accept with a log line. 0: from the job's size, "
+              "4 per rank plus 64, at least 4096",
+              {0, 1 << 20})
       .option("auth_timeout", &Options::authTimeout, "10s",
               "Server with auth_token: a connection that has not authenticated by then is closed", {0.001, 3600})
       .option("frame_timeout", &Options::frameTimeout, "60s",
               "Server: a frame whose bytes stop arriving is dropped (with its connection) after this", {0.001, 86400})
       .option("progress_interval", &Options::progressInterval, "5s",
               "Client: while the server cannot be reached, a line saying so every this often; 0: none", {0, 3600});
+}
+
+int connectionCap(int option, int worldSize) {
+  if (option > 0) return option;
+  const int64_t sized = 4 * static_cast<int64_t>(std::max(worldSize, 1)) + 64;
+  return static_cast<int>(std::clamp<int64_t>(sized, 4096, 1 << 20));
 }
 
 std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx) {
@@ -46,7 +57,7 @@ std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx) {
     so.token = options.authToken;
     so.maxFrame = options.maxFrame;
     so.linger = options.linger;
-    so.maxConnections = options.maxConnections;
+    so.maxConnections = connectionCap(options.maxConnections, ctx.worldSize);
     so.authTimeout = options.authTimeout;
     so.frameTimeout = options.frameTimeout;
     so.logger = ctx.logger;

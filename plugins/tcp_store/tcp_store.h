@@ -28,4 +28,9 @@ struct Options {
 };
 std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx);
 
+// The server's connection cap: the max_connections option, or with 0 (the default) one
+// sized from the job, 4 per rank plus 64 and never under 4096. Each rank holds about two
+// connections (its groups' and the supervisor's), so a fixed 4096 refused a ~2,048-rank job.
+int connectionCap(int option, int worldSize);
+
 }  // namespace commhost::tcpstore

@@ -14,6 +14,7 @@
 #include "../host/test_util.h"
 #include "protocol.h"
 #include "store_fixtures.h"
+#include "tcp_store.h"
 
 namespace commhost::test {
 namespace {
@@ -147,6 +148,17 @@ TEST(TcpStore, TokenRequired) {
   EXPECT_THROW_WITH(fixture.connectWith("", std::chrono::seconds(5)), StoreError,
                     "127.0.0.1:", "it sent no auth token and this server requires one", "auth_token");
   EXPECT_EQ(toString(withToken->get("k")), "v");
+}
+
+// Each rank holds about two store connections: the default cap grows with the job (a
+// fixed 4096 refused a ~2,048-rank job); a value set in the config is kept.
+TEST(TcpStore, TheDefaultConnectionCapIsSizedFromTheJob) {
+  EXPECT_EQ(tcpstore::connectionCap(0, 1), 4096);
+  EXPECT_EQ(tcpstore::connectionCap(0, 1000), 4096);
+  EXPECT_EQ(tcpstore::connectionCap(0, 2048), 4 * 2048 + 64);
+  EXPECT_EQ(tcpstore::connectionCap(0, 100000), 400064);
+  EXPECT_EQ(tcpstore::connectionCap(0, 1 << 30), 1 << 20);
+  EXPECT_EQ(tcpstore::connectionCap(16, 2048), 16);
 }
 
 // A server that dies as a client connects (the kernel accepted, nobody answers): the
