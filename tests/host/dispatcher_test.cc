@@ -111,6 +111,37 @@ Capabilities shm() {
   return c;
 }
 
+// A fallback list exists for backends that cannot run everywhere: one whose plugin is
+// unavailable here is passed over, and the table says so with the reason. Alone on its
+// route it still takes the cells, so a call fails naming why instead of finding no route.
+TEST(RouteTable, AListPassesOverAnUnavailableBackendSayingWhy) {
+  const auto table = RouteTable::build({keyed(std::nullopt, std::nullopt, std::nullopt, {"mine", "shm", "gloo"})},
+                                       {{"mine", mine()}, {"shm", shm()}, {"gloo", cpuAll()}},
+                                       {"wrong ABI (test)", "", ""});
+  const auto& names = table.backendNames();
+  auto to = [&](OpType op, DType dtype, ReduceOp::Kind kind) {
+    return names[table.route(op, DeviceType::CPU, 100, dtype, kind)];
+  };
+  EXPECT_EQ(to(OpType::Allreduce, DType::Float32, ReduceOp::Sum), "shm");
+  EXPECT_EQ(to(OpType::Allreduce, DType::BFloat16, ReduceOp::Sum), "gloo");
+  EXPECT_EQ(to(OpType::Broadcast, DType::Float32, ReduceOp::Sum), "shm");
+  const std::string described = table.describe();
+  EXPECT_NE(described.find("cpu allreduce f32 sum 0+ bytes -> shm: 'mine' is unavailable here (wrong ABI (test))\n"),
+            std::string::npos)
+      << described;
+  // What a backend lacks comes before whether it can run: 'mine' has no avg either way.
+  EXPECT_NE(described.find("cpu allreduce f32 avg,product,min,band,bor,bxor,premul_sum 0+ bytes -> gloo: 'mine', 'shm' "
+                           "lack the reduce op\n"),
+            std::string::npos)
+      << described;
+
+  const auto alone = RouteTable::build({keyed(OpType::Allreduce, std::nullopt, std::nullopt, {"mine"}),
+                                        keyed(std::nullopt, std::nullopt, std::nullopt, {"gloo"})},
+                                       {{"mine", mine()}, {"gloo", cpuAll()}}, {"no device", ""});
+  EXPECT_EQ(alone.backendNames()[alone.route(OpType::Allreduce, DeviceType::CPU, 100, DType::Float32, ReduceOp::Sum)],
+            "mine");
+}
+
 TEST(RouteTable, ListResolvesEachCellToTheFirstBackendThatServesIt) {
   const auto table = RouteTable::build({keyed(std::nullopt, std::nullopt, std::nullopt, {"mine", "shm", "gloo"})},
                                        {{"mine", mine()}, {"shm", shm()}, {"gloo", cpuAll()}});

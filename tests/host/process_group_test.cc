@@ -138,6 +138,41 @@ TEST(ProcessGroupCreate, UnavailableBackendFailsOnlyWhenUsed) {
   EXPECT_THROW_WITH(pg->allreduce(gpu), PluginError, "backend 'gpu', which is unavailable", "no CUDA device visible");
 }
 
+// A backend listed first whose plugin cannot run here (probedcpu: its probe says no) is
+// passed over for the next one; the table's fallback section says so with the reason.
+TEST(ProcessGroupCreate, AFallbackListSkipsAnUnavailableBackend) {
+  auto registry = testRegistry();
+  auto config = configFrom(
+      "backends: { self: {}, mine: { plugin: probedcpu } }\n"
+      "routes: [{ device: cpu, backend: [mine, self] }]\n",
+      *registry);
+  const std::string table = RouteTable::forConfig(*config, *registry).describe();
+  EXPECT_NE(table.find("cpu broadcast 0+ bytes -> self: 'mine' is unavailable here (no CUDA device visible (test "
+                       "plugin))"),
+            std::string::npos)
+      << table;
+  auto pg = ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
+  Tensor t = Tensor::empty({4}, DType::Float32);
+  pg->allreduce(t)->wait();  // through self: before, "routed to backend 'mine', which is unavailable"
+  pg->broadcast(t)->wait();
+}
+
+// Ranks that disagree on which backends can run would route one op to different backends:
+// the group refuses to form, naming both sides.
+TEST(ProcessGroupCreate, RanksThatDifferInWhichBackendsCanRunRefuseToForm) {
+  auto registry = testRegistry();
+  auto config = configFrom(
+      "backends: { self: {}, gpu: { plugin: probed } }\n"
+      "routes: [{ device: cpu, backend: self }, { device: cuda, backend: gpu }]\n",
+      *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(5));
+  // Another rank of the job found every backend usable.
+  store->compareSet("main/1/config_unavailable", {}, toBytes("- rank 1"));  // the group's first creation
+  EXPECT_THROW_WITH(ProcessGroup::create({config, registry, store, 0, 1}), ConfigError,
+                    "ranks differ in which backends can run: on this rank not 'gpu': no CUDA device visible",
+                    "rank 1: every backend can", "make the plugin usable on every rank");
+}
+
 // A partial backend first in a route's list: the cells its manifest serves (cpu f32 sum)
 // go to it, the rest (another dtype or reduce op) to self; barrier has no dtype and
 // multi-tensor ops route by their tensors' dtype.

@@ -75,6 +75,30 @@ expect_text "config check (default)" "config hash"
 expect_regex "config check (default)" '^# +cpu allreduce .* -> gloo$'
 pass "exit 0, prints the config hash and route table"
 
+# A fallback list exists for backends that cannot run everywhere (tests/test_plugins:
+# probedcpu's probe always says no).
+good=$(cd "$(dirname "$commhost")/.." && pwd)/tests/test_plugins/good
+fallback=$tmp/fallback.yaml
+cat >"$fallback" <<EOF
+plugin_path: [ "$good" ]
+backends: { mine: { plugin: probedcpu }, gloo: {} }
+routes: [{ device: cpu, backend: [mine, gloo] }]
+EOF
+step "config check: a route list passes over an unavailable backend, saying why"
+run "$commhost" config check "$fallback"
+expect_rc0 "config check $fallback"
+expect_regex "the route table" '^# +cpu broadcast 0\+ bytes -> gloo$'
+expect_text "the fallback section" "cpu broadcast 0+ bytes -> gloo: 'mine' is unavailable here (no CUDA device visible (test plugin))"
+expect_text "the warning" "plugin 'probedcpu' is unavailable here"
+pass "broadcast -> gloo, with the reason"
+step "config check --strict fails on that warning"
+run "$commhost" config check --strict "$fallback"
+[[ $rc -eq 1 ]] || fail "config check --strict exited $rc with a warning, not 1"
+expect_text "config check --strict" "--strict and 1 warning(s) above"
+run "$commhost" config check --strict "$default"
+expect_rc0 "config check --strict $default (no warnings)"
+pass "exit 1 with a warning, 0 without"
+
 typo=$tmp/unknown_key.yaml
 cat >"$typo" <<'EOF'
 backends: { self: { plugin: self } }

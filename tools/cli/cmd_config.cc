@@ -43,12 +43,15 @@ void addConfigCommand(CLI::App& app) {
   static std::string file;
   static bool embedded = false;
   static std::vector<std::string> sets;
+  static bool strict = false;
   auto* check = config->add_subcommand("check", "Print the effective config and route table, or every error");
   check->add_option("file", file, "The YAML config file, or '-' to read it from standard input");
   check->add_flag("--default", embedded, "Check the embedded default config (configs/default.yaml as shipped)");
   check->add_option("--set", sets, "Override a key: --set group.timeout=10s (repeatable)")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  check->add_flag("--strict", strict,
+                  "Fail (exit 1) on any warning too: an unavailable plugin, an unknown COMMHOST_ variable, ...");
   check->footer(
       "Examples:\n"
       "  commhost config check configs/gloo.yaml --set group.timeout=10s\n"
@@ -79,6 +82,9 @@ void addConfigCommand(CLI::App& app) {
       std::cout << "#   " << table.substr(start, nl - start) << "\n";
       start = nl + 1;
     }
+    if (strict && !cfg.warnings.empty())
+      throw ConfigError("config " + cfg.source + ": --strict and " + std::to_string(cfg.warnings.size()) +
+                        " warning(s) above; fix them, or check without --strict");
   });
 
   // Printed from configSchema(), as `plugins inspect` prints a plugin's options: a key

@@ -58,11 +58,16 @@ class COMMHOST_API RouteTable {
 
   // The table for a loaded config: each backend's manifest comes from its plugin's
   // descriptor; a plugin that did not load is taken to have every op, so its routes
-  // are accepted and fail only when used.
+  // are accepted and fail only when used. A plugin that cannot run here (it did not load,
+  // or its probe says why) is unavailable: see build().
   static RouteTable forConfig(const Config& config, const PluginRegistry& registry);
-  // `backends` gives each backend name's manifest.
+  // `backends` gives each backend name's manifest; `unavailable[i]`, when present and not
+  // empty, says why backends[i] cannot run here. A route's list passes over such a backend
+  // to the next one that serves the cell (the note says so, with the reason); a cell that
+  // only unavailable backends serve goes to the first of them, so its calls fail naming why.
   static RouteTable build(const std::vector<RouteSpec>& routes,
-                          const std::vector<std::pair<std::string, Capabilities>>& backends);
+                          const std::vector<std::pair<std::string, Capabilities>>& backends,
+                          const std::vector<std::string>& unavailable = {});
 
   // The backend index for this call, or -1 when no route serves it. `dtype` is ignored
   // for ops without data and `reduceOp` for ops that do not reduce.

@@ -227,7 +227,8 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
   }
   if (!entry->unavailable.empty())
     warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable here (" + entry->unavailable +
-                       "); routes to it fail when used");
+                       "); a route's list passes it over for the next backend, and a route to it alone fails "
+                       "when used");
   ref.options = config::validateOptions(options, path + ".options", entry->descriptor->options, problems);
   if (wrap.IsDefined()) ref.wrap = resolveWrap(wrap, path + ".wrap", ref.plugin, registry, problems);
   return ref;

@@ -66,7 +66,15 @@ std::string join(const std::vector<std::string>& parts, const char* sep) {
 
 // What a backend lacks for one cell, named without the cell's values so that the notes
 // of many cells (each dtype, each reduce op) read alike and describe() merges them.
-enum class Lack { None, Op, Device, DType, ReduceOp };
+// Unavailable: its manifest has the cell, but its plugin cannot run here.
+enum class Lack { None, Op, Device, DType, ReduceOp, Unavailable };
+
+// A listed backend passed over for a cell, and why.
+struct Skip {
+  std::string name;
+  Lack lack;
+  std::string why;  // Unavailable: the plugin's reason
+};
 
 Lack lackOf(const Capabilities& caps, OpType op, DeviceType dev, std::optional<DType> dtype,
             std::optional<ReduceOp::Kind> rop) {
@@ -77,15 +85,17 @@ Lack lackOf(const Capabilities& caps, OpType op, DeviceType dev, std::optional<D
   return Lack::None;
 }
 
-// "'mine', 'shm' lack the dtype; 'x' lacks the op", in the order the backends are listed.
-std::string lackText(const std::vector<std::pair<std::string, Lack>>& lacks) {
+// "'mine', 'shm' lack the dtype; 'x' lacks the op; 'y' is unavailable here (no CUDA
+// device)", in the order the backends are listed.
+std::string lackText(const std::vector<Skip>& lacks) {
   std::vector<std::pair<Lack, std::vector<std::string>>> byKind;
-  for (const auto& [name, lack] : lacks) {
-    auto it = std::find_if(byKind.begin(), byKind.end(), [&, l = lack](const auto& e) { return e.first == l; });
-    if (it == byKind.end()) byKind.push_back({lack, {"'" + name + "'"}});
-    else it->second.push_back("'" + name + "'");
-  }
   std::vector<std::string> parts;
+  for (const auto& skip : lacks) {
+    if (skip.lack == Lack::Unavailable) continue;
+    auto it = std::find_if(byKind.begin(), byKind.end(), [&](const auto& e) { return e.first == skip.lack; });
+    if (it == byKind.end()) byKind.push_back({skip.lack, {"'" + skip.name + "'"}});
+    else it->second.push_back("'" + skip.name + "'");
+  }
   for (const auto& [lack, names] : byKind) {
     const char* what = lack == Lack::Op       ? "the op"
                        : lack == Lack::Device ? "the device"
@@ -93,13 +103,19 @@ std::string lackText(const std::vector<std::pair<std::string, Lack>>& lacks) {
                                               : "the reduce op";
     parts.push_back(join(names, ", ") + (names.size() > 1 ? " lack " : " lacks ") + what);
   }
+  for (const auto& skip : lacks)
+    if (skip.lack == Lack::Unavailable) parts.push_back("'" + skip.name + "' is unavailable here (" + skip.why + ")");
   return join(parts, "; ");
 }
 
 }  // namespace
 
 RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
-                             const std::vector<std::pair<std::string, Capabilities>>& backends) {
+                             const std::vector<std::pair<std::string, Capabilities>>& backends,
+                             const std::vector<std::string>& unavailable) {
+  auto whyUnavailable = [&](int b) {
+    return static_cast<size_t>(b) < unavailable.size() ? unavailable[static_cast<size_t>(b)] : std::string();
+  };
   RouteTable table;
   std::vector<std::string> problems;
   auto backendIndex = [&](const std::string& name) {
@@ -232,15 +248,25 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
           for (int r : matching) {
             const RouteSpec& route = routes[r];
             if ((route.dtype && route.dtype != dtype) || (route.reduceOp && route.reduceOp != rop)) continue;
-            std::vector<std::pair<std::string, Lack>> skipped;
-            int chosen = -1;
+            // A backend that cannot run here is passed over for the next listed one that
+            // serves the cell; when none does, the cell goes to the first of them, so a
+            // call fails naming why rather than finding no route.
+            std::vector<Skip> skipped;
+            int chosen = -1, firstUnavailable = -1;
             for (int b : listed[r]) {
               const Lack lack = lackOf(backends[b].second, op, dev, dtype, rop);
-              if (lack == Lack::None) {
+              const std::string why = whyUnavailable(b);
+              if (lack == Lack::None && why.empty()) {
                 chosen = b;
                 break;
               }
-              skipped.emplace_back(backends[b].first, lack);
+              if (lack == Lack::None && firstUnavailable < 0) firstUnavailable = b;
+              skipped.push_back({backends[b].first, lack == Lack::None ? Lack::Unavailable : lack, why});
+            }
+            if (chosen < 0 && firstUnavailable >= 0) {
+              chosen = firstUnavailable;
+              skipped.erase(std::find_if(skipped.begin(), skipped.end(),
+                                         [&](const Skip& s) { return s.name == backends[chosen].first; }));
             }
             Candidate c{r, chosen, specificity(route), route.minBytes, route.maxBytes, lackText(skipped)};
             (chosen >= 0 ? candidates : unable).push_back(std::move(c));
@@ -327,8 +353,10 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
 
 RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& registry) {
   std::vector<std::pair<std::string, Capabilities>> manifests;
+  std::vector<std::string> unavailable;
   for (const auto& [name, ref] : config.backends) {
     const PluginEntry* e = registry.find(ref.plugin);
+    unavailable.push_back(!e ? "plugin '" + ref.plugin + "' not found" : e->unavailable);
     if (e && e->descriptor) {
       manifests.emplace_back(name, e->descriptor->capabilities);
     } else {
@@ -339,7 +367,7 @@ RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& reg
                                                 {}});
     }
   }
-  return build(config.routes, manifests);
+  return build(config.routes, manifests, unavailable);
 }
 
 std::string RouteTable::whyUnserved(OpType op, DeviceType device, int64_t bytes, DType dtype,
