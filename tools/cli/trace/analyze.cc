@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `commhost trace analyze`: merges the ranks' flight recorders and names the first
 // collective where they diverge: a rank that never issued it, ranks that disagree on
-// op/dtype/size, or a collective every rank issued but not all completed.
+// op/dtype/size, or a collective every rank issued but not all completed; or says the
+// dumps show no problem when they differ only as a running job's do (describeSkew).
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -204,17 +205,72 @@ std::string describeDivergence(const std::string& group, const Timeline& byRank,
   return out.str();
 }
 
+// Dumps of a running job (`commhost trace dump`) are taken moments apart, so the ranks
+// differ by the ops in flight: a rank a collective ahead is not a hang. At the first seq
+// where they differ, it is skew when the dumps were asked for (allOnRequest), no rank
+// failed there, the calls agree, and every rank recorded progress (an op scheduled,
+// started or ended) within kRecentUs before its own dump. Returns "" otherwise, else the
+// paragraph that says so.
+constexpr int64_t kRecentUs = 2000000;
+
+// Whether every dump was asked for (`commhost trace dump`, SIGUSR1, Python) rather than
+// written by the supervisor for a failure (an incident, an error, a stalled watchdog), and
+// none reports a lost peer: only such dumps can be a running job's skew.
+bool allOnRequest(const std::vector<RankDump>& dumps) {
+  for (const auto& d : dumps) {
+    if (!d.lostPeers.empty()) return false;
+    for (const char* failure : {"incident", "error in ", "watchdog stalled"})
+      if (d.reason.rfind(failure, 0) == 0) return false;
+  }
+  return true;
+}
+
+std::string describeSkew(const std::string& group, const Timeline& byRank, uint64_t seq,
+                         const std::map<int, int64_t>& dumpTimeUs) {
+  std::set<std::string> sigs;
+  int64_t oldestGap = 0;
+  int oldestRank = -1;
+  uint64_t lowest = UINT64_MAX, highest = 0;
+  for (const auto& [rank, entries] : byRank) {
+    auto it = entries.find(seq);
+    if (it != entries.end()) {
+      if (it->second->state == "failed") return "";
+      sigs.insert(signature(*it->second));
+    }
+    int64_t latest = 0;
+    for (const auto& [s, e] : entries) latest = std::max({latest, e->scheduledUs, e->startedUs, e->endedUs});
+    const auto dumped = dumpTimeUs.find(rank);
+    if (dumped == dumpTimeUs.end() || latest <= 0) return "";
+    const int64_t gap = dumped->second - latest;
+    if (gap > kRecentUs) return "";
+    if (gap >= oldestGap) oldestGap = gap, oldestRank = rank;
+    lowest = std::min(lowest, entries.rbegin()->first);
+    highest = std::max(highest, entries.rbegin()->first);
+  }
+  if (sigs.size() > 1) return "";
+  std::ostringstream out;
+  out << "Group " << group << ": no problem seen. The ranks' last collectives are seq " << lowest << " to " << highest
+      << ", as dumps of a running job taken moments apart differ by the ops in flight, and every rank recorded "
+      << "progress within " << kRecentUs / 1000000 << " s before its dump (the longest gap: " << oldestGap / 1000
+      << " ms, rank " << oldestRank << "). A hang shows as a rank whose last op is older than that: if you suspect "
+      << "one, take the dumps again (commhost trace dump) and compare.";
+  return out.str();
+}
+
 }  // namespace
 
 std::string analyze(const std::vector<RankDump>& dumps) {
   std::map<std::string, Timeline> groups;
   std::map<std::string, int> sizes;
+  std::map<std::string, std::map<int, int64_t>> dumpTimes;  // group -> group rank -> its dump's time
   for (const auto& d : dumps)
     for (const auto& e : d.entries) {
       if (e.pointToPoint()) continue;  // p2p seqs are per pair of ranks, not comparable
       groups[e.group][e.rank][e.seq] = &e;
       sizes[e.group] = std::max(sizes[e.group], e.worldSize);
+      dumpTimes[e.group][e.rank] = d.timeUs;
     }
+  const bool onRequest = allOnRequest(dumps);
   std::ostringstream out;
   out << "Read " << dumps.size() << " dump" << (dumps.size() > 1 ? "s" : "") << " (ranks";
   for (const auto& d : dumps) out << " " << d.rank;
@@ -250,7 +306,8 @@ std::string analyze(const std::vector<RankDump>& dumps) {
         else sigs.insert(signature(*it->second));
       }
       if (differs || sigs.size() > 1) {
-        out << describeDivergence(group, byRank, seq) << "\n";
+        const std::string skew = noData.empty() && onRequest ? describeSkew(group, byRank, seq, dumpTimes[group]) : "";
+        out << (skew.empty() ? describeDivergence(group, byRank, seq) : skew) << "\n";
         diverged = true;
       }
     }

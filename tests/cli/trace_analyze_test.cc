@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: Apache-2.0
+// `commhost trace analyze` on dumps as the supervisor writes them: a running job's dumps
+// (taken moments apart, ranks an op apart) are skew, not a divergence; a rank that stopped
+// long before its dump is still named.
+#include <gtest/gtest.h>
+
+#include "dumps.h"
+
+namespace commhost::cli::trace {
+namespace {
+
+constexpr int64_t kNow = 1'700'000'000'000'000;  // µs, a wall-clock time
+
+// A rank's dump: allreduce seq 1..completed done, each 1 ms long and 1 ms apart, the last
+// ending `idleUs` before its dump; then seq completed+1 started `startedAgoUs` before the
+// dump when that is >= 0.
+RankDump rankDump(int rank, uint64_t completed, int64_t idleUs, int64_t startedAgoUs = -1) {
+  RankDump d;
+  d.rank = rank;
+  d.timeUs = kNow;
+  d.reason = "commhost trace dump: asked from host pid 1";
+  d.groupRank["main"] = rank;
+  d.groupSize["main"] = 2;
+  const int64_t lastEnd = kNow - idleUs;
+  for (uint64_t seq = 1; seq <= completed; ++seq) {
+    Entry e;
+    e.group = "main";
+    e.op = "allreduce";
+    e.backend = "shm";
+    e.dtype = "f32";
+    e.state = "completed";
+    e.rank = rank;
+    e.worldSize = 2;
+    e.seq = seq;
+    e.numel = 256;
+    e.endedUs = lastEnd - static_cast<int64_t>(completed - seq) * 2000;
+    e.startedUs = e.scheduledUs = e.endedUs - 1000;
+    d.entries.push_back(e);
+  }
+  if (startedAgoUs >= 0) {
+    Entry e = d.entries.back();
+    e.seq = completed + 1;
+    e.state = "started";
+    e.startedUs = e.scheduledUs = kNow - startedAgoUs;
+    e.endedUs = 0;
+    d.entries.push_back(e);
+  }
+  return d;
+}
+
+TEST(TraceAnalyze, DumpsOfARunningJobAreSkewNotAHang) {
+  // Rank 0 is in seq 11 (started 300 us ago); rank 1 finished seq 10 1 ms before its dump.
+  const std::string report = analyze({rankDump(0, 10, 400, 300), rankDump(1, 10, 1000)});
+  EXPECT_NE(report.find("Group main: no problem seen. The ranks' last collectives are seq 10 to 11"), std::string::npos)
+      << report;
+  EXPECT_EQ(report.find("first divergence"), std::string::npos) << report;
+}
+
+TEST(TraceAnalyze, ARankThatStoppedLongBeforeItsDumpIsStillNamed) {
+  // Rank 1's last op ended 30 s before its dump while rank 0 waits in seq 11.
+  const std::string report = analyze({rankDump(0, 10, 30'000'000, 29'000'000), rankDump(1, 10, 30'000'000)});
+  EXPECT_NE(report.find("the first divergence is at allreduce seq 11"), std::string::npos) << report;
+  EXPECT_NE(report.find("Rank 1 never issued it"), std::string::npos) << report;
+  EXPECT_EQ(report.find("no problem seen"), std::string::npos) << report;
+
+  // Recent progress does not excuse a failure or ranks that disagree on the call.
+  RankDump failed = rankDump(0, 10, 400, 300);
+  failed.entries.back().state = "failed";
+  EXPECT_NE(analyze({failed, rankDump(1, 10, 1000, 200)}).find("first divergence"), std::string::npos);
+  // Nor dumps the supervisor wrote for an incident (a 1 s group timeout is within 2 s).
+  RankDump incident0 = rankDump(0, 10, 1'100'000, 1'050'000), incident1 = rankDump(1, 10, 1'100'000);
+  incident0.reason = incident1.reason = "incident: allreduce seq 11";
+  EXPECT_NE(analyze({incident0, incident1}).find("Rank 1 never issued it"), std::string::npos);
+  RankDump other = rankDump(1, 10, 1000, 200);
+  other.entries.back().numel = 512;
+  EXPECT_NE(analyze({rankDump(0, 10, 400, 300), other}).find("The ranks disagree on the call"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace commhost::cli::trace
