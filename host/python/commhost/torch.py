@@ -22,7 +22,7 @@ from torch.distributed.constants import default_pg_timeout
 
 from . import _torch
 
-__all__ = ["BACKEND", "ProcessGroupCommhost", "create_process_group"]
+__all__ = ["BACKEND", "ProcessGroupCommhost", "commhost_group", "create_process_group", "monitored_barrier"]
 
 BACKEND = "commhost"
 ProcessGroupCommhost = _torch.ProcessGroupCommhost
@@ -46,6 +46,34 @@ def create_process_group(backend_options, pg_options=None):
         os.environ.get("COMMHOST_CONFIG", ""),
         overrides,
         suffix,
+    )
+
+
+def commhost_group(group=None):
+    """The ProcessGroupCommhost behind a torch group on backend "commhost" (the default
+    group when None): its commhost config, backends and seq, and the ops torch's Python
+    admits for gloo only. ValueError for a group of another backend."""
+    if group is None:
+        # torch 1.13 has no public accessor for the default group object.
+        from torch.distributed.distributed_c10d import _get_default_group
+
+        group = _get_default_group()
+    if not isinstance(group, ProcessGroupCommhost):
+        raise ValueError(
+            "commhost_group: %r is not a commhost process group (backend %r); pass a group made by "
+            "init_process_group(\"commhost\") or new_group(backend=\"commhost\")"
+            % (group, dist.get_backend(group) if isinstance(group, dist.ProcessGroup) else type(group).__name__)
+        )
+    return group
+
+
+def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
+    """torch.distributed.monitored_barrier for backend "commhost" (torch's own refuses every
+    backend but gloo): rank 0 waits for each rank in turn, up to `timeout` (a timedelta;
+    torch's default process-group timeout when None), and the error names the first rank
+    that did not arrive, or every one with wait_all_ranks=True."""
+    commhost_group(group).monitored_barrier(
+        timeout if timeout is not None else default_pg_timeout, wait_all_ranks=wait_all_ranks
     )
 
 

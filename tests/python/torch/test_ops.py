@@ -165,10 +165,22 @@ def test_alltoall(rank, world):
 
 def test_p2p_and_barriers(rank, world):
     dist.barrier()
-    # dist.monitored_barrier() admits gloo only (a Python check); the group's method is the op.
+    # dist.monitored_barrier() admits gloo only (a Python check): commhost.torch has its own.
     from datetime import timedelta
-    from torch.distributed.distributed_c10d import _get_default_group
-    _get_default_group().monitored_barrier(timedelta(seconds=20), wait_all_ranks=True)
+
+    import commhost.torch as ct
+    ct.monitored_barrier(timeout=timedelta(seconds=20), wait_all_ranks=True)
+    ct.monitored_barrier()
+    assert ct.commhost_group().seq > 0
+    both = dist.new_group([0, 1])
+    ct.monitored_barrier(both, timeout=timedelta(seconds=20))
+    assert ct.commhost_group(both).group_name.startswith("main.")
+    gloo = dist.new_group([0, 1], backend="gloo")
+    try:
+        ct.commhost_group(gloo)
+        raise AssertionError("commhost_group took a gloo group")
+    except ValueError as e:
+        assert "is not a commhost process group" in str(e), e
     peer = 1 - rank
     if rank == 0:
         dist.send(torch.arange(5, dtype=torch.float32), dst=1)
