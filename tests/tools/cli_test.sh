@@ -282,17 +282,18 @@ pass "product everywhere"
 step "commhost run prints the store address it chose"
 run "$commhost" run -n 2 -- /bin/true
 expect_rc0 "run -n 2 -- /bin/true"
-expect_regex "run (store line)" '^commhost run: store at 127\.0\.0\.1:[0-9]+ \(commhost trace dump --master 127\.0\.0\.1:[0-9]+\)$'
+usr1="; a torch job's store is torch's: kill -USR1 [0-9]+ dumps every rank of any job\\)$"
+expect_regex "run (store line)" "^commhost run: store at 127\\.0\\.0\\.1:[0-9]+ \\(commhost trace dump --master 127\\.0\\.0\\.1:[0-9]+$usr1"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run "$commhost" run -n 1 --master 127.0.0.1:$port -- /bin/true
-expect_line "run --master" "commhost run: store at 127.0.0.1:$port (commhost trace dump --master 127.0.0.1:$port)"
+expect_regex "run --master" "^commhost run: store at 127\\.0\\.0\\.1:$port \\(commhost trace dump --master 127\\.0\\.0\\.1:$port$usr1"
 run "$commhost" run -n 1 -c "$default" --set store.options.port=$port --set store.options.auth_token=$secret -- /bin/true
-expect_line "run --set store.options.port" "commhost run: store at 127.0.0.1:$port (commhost trace dump --master 127.0.0.1:$port --token TOKEN)"
+expect_regex "run --set store.options.port" "^commhost run: store at 127\\.0\\.0\\.1:$port \\(commhost trace dump --master 127\\.0\\.0\\.1:$port --token TOKEN$usr1"
 grep -qF "$secret" <<<"$out" && fail "run printed the token: $out"
 printf 'store: { plugin: file, options: { path: %s } }\nbackends: { gloo: {} }\nroutes: [{ device: cpu, backend: gloo }]\n' \
   "$tmp/job.store" >"$tmp/filestore.yaml"
 run "$commhost" run -n 1 -c "$tmp/filestore.yaml" -- /bin/true
-expect_line "run (file store)" "commhost run: store: the file plugin (\`commhost trace dump\` needs the tcp store)"
+expect_regex "run (file store)" "^commhost run: store: the file plugin \\(\`commhost trace dump\` needs the tcp store; kill -USR1 [0-9]+ dumps every rank of any job\\)$"
 pass "the chosen port, the config's port, another store plugin"
 
 step "trace dump --master with the address run printed: every rank dumps"

@@ -87,6 +87,23 @@ for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; do
 ! pgrep -f "sleep 37.25" >/dev/null || fail "ranks still run after SIGHUP: $(pgrep -af 'sleep 37.25')"
 pass "stopped (exit $rc), no rank left"
 
+# kill -USR1 <launcher> asks every rank for a flight-recorder dump, whatever the job's
+# store (a torch job's is torch's, which `commhost trace dump` cannot reach).
+step "SIGUSR1 to the launcher reaches every rank"
+"$commhost" run -n 2 -c "$tmp/job.yaml" -- sh -c 'trap "echo got-usr1" USR1; echo ready; while :; do sleep 0.1; done' \
+  >"$tmp/usr1.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do [[ $(grep -c "ready" "$tmp/usr1.log" || true) -ge 2 ]] && break; sleep 0.1; done
+kill -USR1 "$launcher"
+for _ in $(seq 50); do [[ $(grep -c "got-usr1" "$tmp/usr1.log" || true) -ge 2 ]] && break; sleep 0.1; done
+out=$(cat "$tmp/usr1.log")
+expect_line "rank 0" "[0] got-usr1"
+expect_line "rank 1" "[1] got-usr1"
+kill -TERM "$launcher"
+wait "$launcher" 2>/dev/null || true
+launcher=
+pass "both ranks got it; the launcher went on until SIGTERM"
+
 step "a launcher killed with SIGKILL takes its ranks with it"
 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/kill.log" 2>&1 &
 launcher=$!

@@ -217,7 +217,7 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
   return pid;
 }
 
-// The launcher's signals (SIGCHLD, SIGINT, SIGTERM and SIGHUP) reach the loop
+// The launcher's signals (SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGUSR1) reach the loop
 // through a signalfd, which sees only signals that every thread blocks, or that are sent
 // to the loop's thread. This one blocks them on the loop's thread, but a thread started
 // earlier (a plugin probe's: the CUDA driver's) keeps them unblocked, and the kernel hands
@@ -329,7 +329,7 @@ int pickFreePort() {
 
 int launch(const LaunchPlan& plan) {
   const int worldSize = plan.localRanks * plan.nodes;
-  // SIGCHLD, SIGINT, SIGTERM and SIGHUP arrive through a signalfd, read in the poll loop.
+  // SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGUSR1 arrive through a signalfd, read in the poll loop.
   sigset_t handled;
   sigemptyset(&handled);
   sigaddset(&handled, SIGCHLD);
@@ -338,6 +338,9 @@ int launch(const LaunchPlan& plan) {
   // SIGHUP: a reload with --watch; otherwise it stops the job as SIGTERM does (the ranks
   // are in process groups of their own, so a closed terminal's SIGHUP reaches only here).
   sigaddset(&handled, SIGHUP);
+  // SIGUSR1 goes on to every rank: each supervisor dumps its flight recorder, whatever the
+  // job's store (a torch job's is torch's, which `commhost trace dump` cannot talk to).
+  sigaddset(&handled, SIGUSR1);
   const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
   const Watch watch(watching ? plan.watchPath : "");
   const LoopSignals signals(handled);
@@ -404,6 +407,11 @@ int launch(const LaunchPlan& plan) {
     if (watch.fd >= 0 && watch.touched() && !stopping) plan.onConfigChange("edited");
     signalfd_siginfo info;
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGUSR1) {
+        for (auto& r : ranks)
+          if (!r.exited && r.pid > 0) signalRank(r, SIGUSR1);
+        continue;
+      }
       if (info.ssi_signo == SIGHUP && watching) {
         if (!stopping) plan.onConfigChange("SIGHUP");
         continue;

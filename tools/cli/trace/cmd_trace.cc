@@ -39,7 +39,16 @@ int requestDump(const TraceArgs& a) {
                                               "commhost trace dump");
   StoreContext ctx;
   ctx.logger = std::make_shared<Logger>("commhost.tcp", "trace dump");
-  auto store = tcp.descriptor->createStore(options, ctx);
+  std::shared_ptr<Store> store;
+  try {
+    store = tcp.descriptor->createStore(options, ctx);
+  } catch (const StoreError& e) {
+    // Whatever went wrong: the way that needs no store.
+    throw StoreError(std::string(e.what()) +
+                     ". If this is a torch job, its store (MASTER_ADDR:MASTER_PORT) is torch's TCPStore, which "
+                     "this command cannot talk to: send SIGUSR1 to `commhost run` (it passes it to every rank) or "
+                     "to each rank's process; each dumps into its supervisor.flight_recorder.dump_dir");
+  }
   // The ranks log "(commhost trace dump: REASON)": the reason says who asked.
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
