@@ -74,6 +74,8 @@ found=$(sed -n 's/^commhost_DIR:[A-Z]*=//p' "$tb/CMakeCache.txt")
 pass "find_package(commhost) found $found"
 run "$cmake_bin" --build "$tb" -j 2
 expect_rc0 "building the template"
+# An author's first build of the template is clean (GCC 12 warned -Wstringop-overread).
+! grep -q "warning:" <<<"$out" || fail "the template build warns: $(grep -m3 'warning:' <<<"$out")"
 plugin=$tb/libcommhost_template.so
 [[ -f "$plugin" ]] || fail "the template build did not produce $plugin"
 pass "built $plugin"
