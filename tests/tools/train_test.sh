@@ -68,8 +68,10 @@ expect_rc0 "train --swap-every 7"
 expect_regex "the check line" '^\[0\] check: after 20 steps the largest parameter deviation .*within --tolerance'
 loss_falls "$out" "train --swap-every"
 for g in 0 1 2; do
-  expect_regex "generation $g's step time" "^\[0\] generation $g \(.*\.yaml\): steps [0-9]+\.\.[0-9]+, time per step [0-9.]+ ms"
+  expect_regex "generation $g's step time" "^\[0\] generation $g \(.*\.yaml, hash [0-9a-f]{8}, backends [a-z,]+\): steps [0-9]+\.\.[0-9]+, time per step [0-9.]+ ms"
 done
+# gloo and shm generations are told apart by their backends, not only the file name.
+expect_regex "generation 1's backends" '^\[0\] generation 1 \(.*shm\.yaml, hash [0-9a-f]{8}, backends [a-z,]*shm'
 expect_regex "the swap lines" '^\[0\] # swap 2 to .*gloo.yaml: generation 2, check [0-9.]+ ms, drain [0-9.]+ ms, build [0-9.]+ ms, commit [0-9.]+ ms'
 python3 - "$tmp/swap.jsonl" "$shm" <<'PY' || fail "the generations in the --json rows"
 import json, sys
@@ -85,6 +87,18 @@ run timeout 20 "$commhost" train --swap-every 5 --configs "$tmp/missing.yaml"
 expect_rc_nonzero "train --configs with a missing file"
 expect_text "the missing file" "missing.yaml"
 pass "parameters agree with one process across two swaps; each generation's step time printed"
+
+# A shadowed route under train: the tally bench prints comes out of train too.
+cat >"$tmp/shadow.yaml" <<YAML
+group: { name: main, timeout: 20s }
+backends: { gloo: { options: { threads: 1 } }, shm: {} }
+routes: [{ device: cpu, backend: [shm, gloo] }, { device: cpu, op: allreduce, backend: shm, shadow: gloo, sample: 1 }]
+YAML
+step "train on a shadowed route prints the shadow's tally"
+run timeout 90 "$commhost" run -n 2 -c "$tmp/shadow.yaml" -- "$commhost" train --check "${short[@]}"
+expect_rc0 "train with a gloo shadow"
+expect_regex "the shadow tally" '^\[0\] # shadow: allreduce on shm, shadow gloo, up to [0-9]+ bytes: ([0-9]+)/\1 agree'
+pass "the tally, every comparison agreeing"
 
 step "lossy hooks: --check prints the deviation, not an error, and the loss still falls"
 run timeout 90 "$commhost" run -n 2 -c "$shm" -- "$commhost" train --check "${short[@]}" --hook fp16_compress

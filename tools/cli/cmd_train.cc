@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "bench/report.h"
 #include "bench/swap.h"
 #include "commands.h"
 #include "commhost/comm_hook.h"
@@ -24,6 +25,16 @@
 
 namespace commhost::cli {
 namespace {
+
+// A config generation as the per-generation summary names it: the file alone would read
+// the same for every edit of a watched file (gloo and shm generations alike).
+std::string configLabel(const Config& cfg) {
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cfg.hash));
+  std::string backends;
+  for (const auto& entry : cfg.backends) backends += (backends.empty() ? "" : ",") + entry.first;
+  return cfg.source + ", hash " + std::string(hash, 8) + ", backends " + backends;
+}
 
 using train::Mlp;
 using train::MlpShape;
@@ -175,6 +186,7 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
       r.wireBytes = static_cast<int64_t>(pg.bytesIssued() - issuedBefore);
       r.generation = pg.generation();
       r.config = pg.config().source;
+      r.configLabel = configLabel(pg.config());
       r.step = step;
       r.epoch = epoch;
       r.loss = loss;
@@ -192,6 +204,8 @@ int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& re
   }
   report.summary();
   if (swapper && leader) swapper->print(report.text());
+  // A shadowed route's tally, as bench prints it: did the candidate backend agree?
+  if (leader) printShadows(report.text(), pg.shadowReport(std::chrono::seconds(30)));
   if (!reference) return 0;
 
   // Every rank compares its own parameters, so a rank that drifted from the others

@@ -148,7 +148,8 @@ void TrainReport::generationSummary() {
     }
     const double n = static_cast<double>(to - first + 1);
     std::fprintf(out_, "generation %llu (%s): steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
-                 static_cast<unsigned long long>(steps_[from].generation), steps_[from].config.c_str(),
+                 static_cast<unsigned long long>(steps_[from].generation),
+                 (steps_[from].configLabel.empty() ? steps_[from].config : steps_[from].configLabel).c_str(),
                  static_cast<long long>(steps_[from].step), static_cast<long long>(steps_[to].step), stepMs / n,
                  commMs / n);
     from = to + 1;

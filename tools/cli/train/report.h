@@ -29,6 +29,7 @@ struct StepRecord {
   size_t buckets = 0;
   uint64_t generation = 0;  // the group's config generation during the step (a hot swap adds 1)
   std::string config;       // that generation's config (its source: a file name or "<default>")
+  std::string configLabel;  // its source, hash and backends, for the per-generation summary ("" : config)
 };
 
 // A step's communication figures from the Reducer's stats (the step's own fields, the
