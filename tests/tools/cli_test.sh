@@ -99,6 +99,18 @@ run "$commhost" config check --strict "$default"
 expect_rc0 "config check --strict $default (no warnings)"
 pass "exit 1 with a warning, 0 without"
 
+step "config check and run take an installed config by name"
+run bash -c "cd '$tmp' && '$commhost' config check shm"
+expect_rc0 "config check shm"
+expect_regex "the source" '^# effective config of /.*/configs/shm\.yaml$'
+run bash -c "cd '$tmp' && '$commhost' run -n 2 -c gloo.yaml -- sh -c 'echo \$COMMHOST_CONFIG'"
+expect_rc0 "run -c gloo.yaml"
+expect_regex "the ranks' COMMHOST_CONFIG" '^\[1\] /.*/configs/gloo\.yaml$'
+run bash -c "cd '$tmp' && '$commhost' config check nosuch"
+expect_rc_nonzero "config check nosuch"
+expect_text "the installed configs named" "or name an installed config: "
+pass "shm and gloo.yaml found among the installed configs; an unknown name lists them"
+
 typo=$tmp/unknown_key.yaml
 cat >"$typo" <<'EOF'
 backends: { self: { plugin: self } }

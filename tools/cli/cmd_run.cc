@@ -97,8 +97,10 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   overrides.set = plan.overrides;
   if (!configFile.empty()) {
     char resolved[PATH_MAX];
-    if (!::realpath(configFile.c_str(), resolved))
-      throw CLI::ValidationError(args.watch.empty() ? "-c" : "--watch", "cannot read config file '" + configFile + "'");
+    if (!::realpath(resolveConfigPath(configFile).c_str(), resolved))
+      throw CLI::ValidationError(args.watch.empty() ? "-c" : "--watch",
+                                 "cannot read config file '" + configFile +
+                                     "' (nor an installed config of that name in " + installedConfigDir() + ")");
     plan.configPath = resolved;
     // Check the config once here rather than failing N times in the ranks.
     std::cerr << storeLine(loadConfigFile(plan.configPath, registry, overrides), plan) << std::endl;
@@ -138,7 +140,9 @@ void addRunCommand(CLI::App& app) {
       "OMP_NUM_THREADS=1 when several ranks share the host and it is not set)");
   static RunArgs args;
   cmd->add_option("-n,--nproc", args.ranks, "Ranks to start on this node")->required()->check(CLI::Range(1, 4096));
-  cmd->add_option("-c,--config", args.config, "Config file given to every rank (COMMHOST_CONFIG)");
+  cmd->add_option("-c,--config", args.config,
+                  "Config file given to every rank (COMMHOST_CONFIG), or the name of an installed one: default, gloo, "
+                  "hier, shm");
   cmd->add_option("--watch", args.watch,
                   "Config file given to every rank (as -c) and watched: each valid edit, and each SIGHUP to "
                   "commhost run, is published to the job and applied by every rank at the same syncPoint() "

@@ -90,6 +90,14 @@ COMMHOST_API Config loadConfigText(const std::string& text, const std::string& s
                                    const ConfigOverrides& overrides = {});
 COMMHOST_API Config loadConfigFile(const std::string& path, PluginRegistry& registry,
                                    const ConfigOverrides& overrides = {});
+// A config named the way -c, COMMHOST_CONFIG and loadConfigFile take it: a file that
+// exists is itself; a bare name that is no file here ("shm" or "shm.yaml") is an installed
+// config, <prefix>/share/commhost/configs/NAME.yaml beside this libcommhost (in a build
+// tree: the source tree's configs/). Anything else comes back unchanged (reading it then
+// fails naming it and the installed configs).
+COMMHOST_API std::string resolveConfigPath(const std::string& nameOrPath);
+// The folder of the installed configs (or the source tree's configs/ for a build tree).
+COMMHOST_API std::string installedConfigDir();
 // The config a rank loads: the file at `path`, or the embedded default when `path` is
 // empty (init() with no COMMHOST_CONFIG). Tools that must see what the ranks will see
 // (`commhost run`, `bench`) call this rather than choosing themselves.

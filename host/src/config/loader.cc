@@ -502,7 +502,15 @@ std::string readConfigFile(const std::string& path) {
       throw ConfigError(tooBig(escaped(path), static_cast<size_t>(st.st_size)));
   }
   std::ifstream in(path);
-  if (!in) throw ConfigError("cannot read config file '" + escaped(path) + "'; check the path (-c / COMMHOST_CONFIG)");
+  if (!in) {
+    // A bare name that is no file is looked up among the installed configs: list them.
+    std::string names;
+    std::error_code ec;
+    for (const auto& f : std::filesystem::directory_iterator(installedConfigDir(), ec))
+      if (f.path().extension() == ".yaml") names += (names.empty() ? "" : ", ") + f.path().stem().string();
+    throw ConfigError("cannot read config file '" + escaped(path) + "'; check the path (-c / COMMHOST_CONFIG)" +
+                      (names.empty() ? std::string() : ", or name an installed config: " + names));
+  }
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
@@ -680,8 +688,26 @@ OptionValues resolveOptions(const std::vector<OptionSpec>& specs, const std::map
   return out;
 }
 
+std::string installedConfigDir() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path installed = fs::path(libcommhostDirectory()) / COMMHOST_CONFIGS_FROM_LIBDIR;
+  if (fs::is_directory(installed, ec)) return fs::weakly_canonical(installed, ec).string();
+  return COMMHOST_SOURCE_CONFIGS;  // a build tree: libcommhost in build/lib, configs in the source
+}
+
+std::string resolveConfigPath(const std::string& nameOrPath) {
+  struct stat st {};
+  if (nameOrPath.empty() || nameOrPath.find('/') != std::string::npos || ::stat(nameOrPath.c_str(), &st) == 0)
+    return nameOrPath;
+  const bool hasSuffix = nameOrPath.size() > 5 && nameOrPath.compare(nameOrPath.size() - 5, 5, ".yaml") == 0;
+  const std::string candidate = installedConfigDir() + "/" + nameOrPath + (hasSuffix ? "" : ".yaml");
+  return ::stat(candidate.c_str(), &st) == 0 ? candidate : nameOrPath;
+}
+
 Config loadConfigFile(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {
-  return loadConfig(readConfigFile(path), path, folderOf(path), registry, overrides);
+  const std::string file = resolveConfigPath(path);
+  return loadConfig(readConfigFile(file), file, folderOf(file), registry, overrides);
 }
 
 Config loadConfigOrDefault(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {
@@ -689,7 +715,8 @@ Config loadConfigOrDefault(const std::string& path, PluginRegistry& registry, co
                       : loadConfigFile(path, registry, overrides);
 }
 
-std::vector<std::string> configPluginPath(const std::string& path, std::vector<std::string>& warnings) {
+std::vector<std::string> configPluginPath(const std::string& given, std::vector<std::string>& warnings) {
+  const std::string path = resolveConfigPath(given);
   const std::string text = readConfigFile(path);
   Problems problems(path);
   YAML::Node root;
