@@ -65,6 +65,33 @@ TEST(CycleAnchor, FollowsADriftingClockWithoutSteps) {
   EXPECT_LE(worst, 200);  // ns off the clock, where 20 refreshes unsteered would be 20 us
 }
 
+// The clock runs 100 ppm slower than the counter's first rate: the line is ahead of it at
+// each update, so the steer is negative (it was shifted left, undefined behaviour that
+// UBSan reported under `commhost train`).
+TEST(CycleAnchor, FollowsAClockSlowerThanTheLine) {
+  CycleAnchor a(kRefresh);
+  uint64_t t = 1'000'000;
+  int64_t clock = 0;
+  a.update(t, clock, 40);
+  t += kTicksPerNs * kRefresh;
+  clock += kRefresh;
+  a.update(t, clock, 40);
+  int64_t worst = 0;
+  for (int i = 0; i < 20; ++i) {
+    const uint64_t step = kTicksPerNs * (kRefresh - kRefresh / 200);
+    const int64_t stepNs = (kRefresh - kRefresh / 200) - kRefresh / 10'000;
+    int64_t before = 0, after = 0;
+    ASSERT_TRUE(a.toNs(t + step, before));
+    t += step;
+    clock += stepNs;
+    ASSERT_TRUE(a.update(t, clock, 40));
+    ASSERT_TRUE(a.toNs(t, after));
+    EXPECT_LE(std::abs(after - before), 1) << "update " << i << " stepped the line";
+    if (i >= 2) worst = std::max(worst, std::abs(after - clock));
+  }
+  EXPECT_LE(worst, 200);
+}
+
 TEST(CycleAnchor, ALoosePairSetsNoRateAndAFarLineStartsAgain) {
   CycleAnchor a(kRefresh, 500);
   int64_t ns = 0;

@@ -67,7 +67,9 @@ class CycleAnchor {
         const auto measured = (static_cast<__int128>(ns - baseNs_) << 32) / (ticks - baseTicks_);  // ns/tick << 32
         const __int128 refreshTicks = measured > 0 ? (static_cast<__int128>(refreshNs_) << 32) / measured : 0;
         if (refreshTicks > 0) {
-          const __int128 steer = (static_cast<__int128>(ns - anchorNs) << 32) / refreshTicks;
+          // A multiply, not << 32: ns - anchorNs is negative when the line runs ahead, and
+          // shifting a negative value left is undefined (UBSan caught it under train).
+          const __int128 steer = static_cast<__int128>(ns - anchorNs) * (__int128{1} << 32) / refreshTicks;
           mult = static_cast<uint64_t>(std::max<__int128>(measured + steer, measured / 2));
         }
         baseTicks_ = ticks;
