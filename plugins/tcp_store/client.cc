@@ -274,7 +274,8 @@ void Client::handshake(int fd) {
             "answer (" +
             problem + ")",
         "Check that the store server (rank 0's process, or `commhost store serve`) is still running, and its log "
-        "for why it stopped");
+        "for why it stopped; or that this address is a commhost store at all (a torch job's MASTER_PORT is "
+        "torch's own TCPStore)");
 }
 
 void Client::lost(const Request& request, const std::string& what) {

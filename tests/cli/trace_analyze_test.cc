@@ -71,6 +71,10 @@ TEST(TraceAnalyze, ARankThatStoppedLongBeforeItsDumpIsStillNamed) {
   RankDump incident0 = rankDump(0, 10, 1'100'000, 1'050'000), incident1 = rankDump(1, 10, 1'100'000);
   incident0.reason = incident1.reason = "incident: allreduce seq 11";
   EXPECT_NE(analyze({incident0, incident1}).find("Rank 1 never issued it"), std::string::npos);
+  // A rank that failed further on (on_error: report) while another is behind is no skew.
+  RankDump ahead = rankDump(0, 12, 400);
+  ahead.entries.back().state = "failed";
+  EXPECT_NE(analyze({ahead, rankDump(1, 10, 1000, 200)}).find("first divergence"), std::string::npos);
   RankDump other = rankDump(1, 10, 1000, 200);
   other.entries.back().numel = 512;
   EXPECT_NE(analyze({rankDump(0, 10, 400, 300), other}).find("The ranks disagree on the call"), std::string::npos);

@@ -162,8 +162,8 @@ TEST(ProcessGroupCreate, AFallbackListSkipsAnUnavailableBackend) {
 TEST(ProcessGroupCreate, RanksThatDifferInWhichBackendsCanRunRefuseToForm) {
   auto registry = testRegistry();
   auto config = configFrom(
-      "backends: { self: {}, gpu: { plugin: probed } }\n"
-      "routes: [{ device: cpu, backend: self }, { device: cuda, backend: gpu }]\n",
+      "backends: { self: {}, gpu: { plugin: probedcpu } }\n"
+      "routes: [{ device: cpu, backend: [gpu, self] }]\n",
       *registry);
   auto store = std::make_shared<HashStore>(std::chrono::seconds(5));
   // Another rank of the job found every backend usable.
@@ -171,6 +171,19 @@ TEST(ProcessGroupCreate, RanksThatDifferInWhichBackendsCanRunRefuseToForm) {
   EXPECT_THROW_WITH(ProcessGroup::create({config, registry, store, 0, 1}), ConfigError,
                     "ranks differ in which backends can run: on this rank not 'gpu': no CUDA device visible",
                     "rank 1: every backend can", "make the plugin usable on every rank");
+}
+
+// A backend only ever named alone on its route is not compared: mixed hosts (one with a
+// GPU) still form a group, and a call to it fails where it cannot run.
+TEST(ProcessGroupCreate, ABackendNamedAloneNeedNotRunOnEveryRank) {
+  auto registry = testRegistry();
+  auto config = configFrom(
+      "backends: { self: {}, gpu: { plugin: probed } }\n"
+      "routes: [{ device: cpu, backend: self }, { device: cuda, backend: gpu }]\n",
+      *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(5));
+  store->compareSet("main/1/config_unavailable", {}, toBytes("- rank 1"));
+  EXPECT_NE(ProcessGroup::create({config, registry, store, 0, 1}), nullptr);
 }
 
 // A partial backend first in a route's list: the cells its manifest serves (cpu f32 sum)

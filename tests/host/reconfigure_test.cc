@@ -137,6 +137,24 @@ TEST(Reconfigure, RefusesConfigsThatDifferOnOneRank) {
   });
 }
 
+// A swap to a config whose route list names a backend that cannot run on some rank: the
+// ranks would resolve the list differently, so every rank refuses the attempt. (The ranks
+// here share one registry; another rank's different view is put in the store, as that
+// rank would.)
+TEST(Reconfigure, RanksThatDifferInWhichListedBackendsCanRunRefuseTheSwap) {
+  Job job(kGloo, 1);
+  auto next = job.load(
+      "group: { timeout: 20s }\nbackends: { gloo: { options: { threads: 1, contexts: 1 } }, mine: { plugin: probedcpu "
+      "} }\n"
+      "routes: [{ device: cpu, backend: [mine, gloo] }]\n");
+  job.store->compareSet("main/1/swap/1/unavailable", {}, toBytes("- rank 1"));
+  ProcessGroup& pg = *job.groups[0];
+  EXPECT_THROW_WITH(pg.reconfigure(next), ConfigError, "ranks differ in which backends can run",
+                    "not 'mine': no CUDA device visible", "every rank keeps generation 0");
+  EXPECT_EQ(pg.generation(), 0u);
+  checkedAllreduce(pg, 0);
+}
+
 TEST(Reconfigure, WaitsForASlowRank) {
   constexpr int kWorld = 3;
   Job job(kGloo, kWorld);

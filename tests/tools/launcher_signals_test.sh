@@ -41,11 +41,11 @@ step "the launcher has the probe's thread (else this test proves nothing)"
 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/int.log" 2>&1 &
 launcher=$!
 for _ in $(seq 100); do
-  [[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] && grep -qx probe-thread /proc/$launcher/task/*/comm 2>/dev/null && break
+  [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && grep -qx probe-thread /proc/$launcher/task/*/comm 2>/dev/null && break
   sleep 0.1
 done
 grep -qx probe-thread /proc/$launcher/task/*/comm || fail "no probe-thread in the launcher ($(cat /proc/$launcher/task/*/comm | tr '\n' ' '))"
-[[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
 pass "launcher $launcher has a probe-thread and 2 ranks"
 
 step "Ctrl-C (SIGINT) reaches the launcher's loop: it stops the ranks and says why"
@@ -61,16 +61,16 @@ out=$(cat "$tmp/int.log")
 [[ $waited -ne 124 ]] || fail "the launcher did not end within 20 s of SIGINT"
 expect_text "the reason" "commhost run: stopped the job: the launcher got Interrupt"
 [[ $rc -ne 0 ]] || fail "the launcher exited 0 after SIGINT"
-for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; done
-! pgrep -f "sleep 37.25" >/dev/null || fail "ranks still run after the launcher ended: $(pgrep -af 'sleep 37.25')"
+for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
+! pgrep -f "^sleep 37.25" >/dev/null || fail "ranks still run after the launcher ended: $(pgrep -af '^sleep 37.25')"
 pass "stopped (exit $rc), no rank left"
 
 # A closed terminal sends SIGHUP to the launcher alone (each rank has its process group).
 step "SIGHUP without --watch stops the job as SIGTERM does"
 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/hup.log" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do [[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
-[[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+for _ in $(seq 100); do [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
+[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
 kill -HUP "$launcher"
 set +e
 timeout 20 tail --pid="$launcher" -f /dev/null
@@ -83,9 +83,24 @@ out=$(cat "$tmp/hup.log")
 [[ $waited -ne 124 ]] || fail "the launcher did not end within 20 s of SIGHUP"
 expect_text "the reason" "commhost run: stopped the job: the launcher got Hangup"
 [[ $rc -eq 129 ]] || fail "the launcher exited $rc after SIGHUP, not 129"
-for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; done
-! pgrep -f "sleep 37.25" >/dev/null || fail "ranks still run after SIGHUP: $(pgrep -af 'sleep 37.25')"
+for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
+! pgrep -f "^sleep 37.25" >/dev/null || fail "ranks still run after SIGHUP: $(pgrep -af '^sleep 37.25')"
 pass "stopped (exit $rc), no rank left"
+
+step "under nohup (SIGHUP ignored) SIGHUP leaves the job running"
+( trap '' HUP; exec "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 ) >"$tmp/nohup.log" 2>&1 &
+launcher=$!
+for _ in $(seq 100); do [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
+[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+kill -HUP "$launcher"
+sleep 1
+kill -0 "$launcher" 2>/dev/null || fail "SIGHUP ended a launcher started with SIGHUP ignored: $(cat "$tmp/nohup.log")"
+[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "SIGHUP reached the ranks of a launcher started under nohup"
+kill -TERM "$launcher"
+wait "$launcher" 2>/dev/null || true
+launcher=
+for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
+pass "the launcher and its ranks went on until SIGTERM"
 
 # kill -USR1 <launcher> asks every rank for a flight-recorder dump, whatever the job's
 # store (a torch job's is torch's, which `commhost trace dump` cannot reach).
@@ -107,12 +122,12 @@ pass "both ranks got it; the launcher went on until SIGTERM"
 step "a launcher killed with SIGKILL takes its ranks with it"
 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/kill.log" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do [[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
-[[ $(pgrep -c -f "sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+for _ in $(seq 100); do [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
+[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
 kill -KILL "$launcher"
 wait "$launcher" 2>/dev/null || true
 launcher=
-for _ in $(seq 50); do pgrep -f "sleep 37.25" >/dev/null || break; sleep 0.1; done
-! pgrep -f "sleep 37.25" >/dev/null || fail "ranks outlived their SIGKILLed launcher: $(pgrep -af 'sleep 37.25')"
+for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
+! pgrep -f "^sleep 37.25" >/dev/null || fail "ranks outlived their SIGKILLed launcher: $(pgrep -af '^sleep 37.25')"
 pass "no rank left"
 echo "PASS"

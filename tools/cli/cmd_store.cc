@@ -22,6 +22,7 @@ struct ServeArgs {
   std::string token;
   std::string bind = "127.0.0.1";
   bool insecure = false;
+  int maxConnections = 0;  // 0: the tcp store's default (at least 4096)
   std::vector<std::string> pluginPaths;
 };
 
@@ -48,7 +49,8 @@ int serve(const ServeArgs& args) {
                                                {"port", std::to_string(args.port)},
                                                {"bind", args.bind},
                                                {"auth_token", args.token},
-                                               {"linger", "0"}};  // an operator stopping the server means now
+                                               {"linger", "0"},  // an operator stopping the server means now
+                                               {"max_connections", std::to_string(args.maxConnections)}};
   const OptionValues options = resolveOptions(tcp.descriptor->options, values, "commhost store serve");
 
   // Block the stop signals first so the server thread inherits the mask and sigwait sees them.
@@ -99,6 +101,11 @@ void addStoreCommand(CLI::App& app) {
       ->capture_default_str();
   serveCmd->add_flag("--insecure", args.insecure, "Allow a non-loopback --bind without a token");
   serveCmd->add_option("--plugin-path", args.pluginPaths, "Extra directories to search for the tcp plugin");
+  serveCmd
+      ->add_option("--max-connections", args.maxConnections,
+                   "Connections open at once (0: 4096; a job's ranks hold about two each, so give 4 x ranks "
+                   "+ 64 for a job of more than ~1,000 ranks)")
+      ->check(CLI::Range(0, 1 << 20));
   serveCmd->callback([] {
     const int rc = serve(args);
     if (rc) throw CLI::RuntimeError(rc);

@@ -336,12 +336,15 @@ int launch(const LaunchPlan& plan) {
   sigaddset(&handled, SIGINT);
   sigaddset(&handled, SIGTERM);
   // SIGHUP: a reload with --watch; otherwise it stops the job as SIGTERM does (the ranks
-  // are in process groups of their own, so a closed terminal's SIGHUP reaches only here).
-  sigaddset(&handled, SIGHUP);
+  // are in process groups of their own, so a closed terminal's SIGHUP reaches only here),
+  // unless it was ignored when the launcher started (nohup): then it stays ignored.
+  const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
+  struct sigaction hup {};
+  const bool hupIgnored = ::sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler == SIG_IGN;
+  if (watching || !hupIgnored) sigaddset(&handled, SIGHUP);
   // SIGUSR1 goes on to every rank: each supervisor dumps its flight recorder, whatever the
   // job's store (a torch job's is torch's, which `commhost trace dump` cannot talk to).
   sigaddset(&handled, SIGUSR1);
-  const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
   const Watch watch(watching ? plan.watchPath : "");
   const LoopSignals signals(handled);
   const int sigFd = signals.fd();
@@ -408,8 +411,10 @@ int launch(const LaunchPlan& plan) {
     signalfd_siginfo info;
     while (::read(sigFd, &info, sizeof info) == sizeof info) {
       if (info.ssi_signo == SIGUSR1) {
+        // The rank alone, not its process group: SIGUSR1 ends a process that does not
+        // handle it, and what a rank started (data loader workers) does not.
         for (auto& r : ranks)
-          if (!r.exited && r.pid > 0) signalRank(r, SIGUSR1);
+          if (!r.exited && r.pid > 0) ::kill(r.pid, SIGUSR1);
         continue;
       }
       if (info.ssi_signo == SIGHUP && watching) {

@@ -67,7 +67,11 @@ class COMMHOST_API RouteTable {
   // only unavailable backends serve goes to the first of them, so its calls fail naming why.
   static RouteTable build(const std::vector<RouteSpec>& routes,
                           const std::vector<std::pair<std::string, Capabilities>>& backends,
-                          const std::vector<std::string>& unavailable = {});
+                          const std::vector<std::string>& unavailable);
+  // Every backend available (an overload, not a default argument: programs built against
+  // the two-argument form keep their symbol).
+  static RouteTable build(const std::vector<RouteSpec>& routes,
+                          const std::vector<std::pair<std::string, Capabilities>>& backends);
 
   // The backend index for this call, or -1 when no route serves it. `dtype` is ignored
   // for ops without data and `reduceOp` for ops that do not reduce.

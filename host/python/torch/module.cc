@@ -85,7 +85,9 @@ void C10dStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
                                      " ms. A rank did not reach this point in time; check the other ranks' logs, or "
                                      "raise the timeout passed to init_process_group");
       std::this_thread::sleep_for(std::min(pause, limit - waited));
-      pause = std::min(pause * 2, std::chrono::milliseconds(20));
+      // At most 50 ms: a rendezvous waits that much longer at worst, and a thousand
+      // waiting ranks send torch's one-threaded store 20k checks a second, not 50k.
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
   });
 }

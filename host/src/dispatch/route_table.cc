@@ -351,6 +351,11 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
   return table;
 }
 
+RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
+                             const std::vector<std::pair<std::string, Capabilities>>& backends) {
+  return build(routes, backends, {});
+}
+
 RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& registry) {
   std::vector<std::pair<std::string, Capabilities>> manifests;
   std::vector<std::string> unavailable;

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
+#include "commhost/registry.h"
 
 namespace commhost {
 
@@ -88,6 +90,35 @@ Bytes SwapStore::get(const std::string& key) {
 std::vector<Bytes> SwapStore::multiGet(const std::vector<std::string>& keys) {
   wait(keys, timeout_);
   return base_->multiGet(keys);
+}
+
+void checkSameAvailability(Store& store, const std::string& key, const Config& config, const PluginRegistry& registry,
+                           const ErrorContext& where) {
+  std::set<std::string> listed;
+  for (const auto& route : config.routes)
+    if (!route.fallback.empty())
+      for (const auto& name : route.backends()) listed.insert(name);
+  std::string unable, reasons;
+  for (const auto& [backendName, ref] : config.backends) {
+    if (!listed.count(backendName)) continue;
+    const PluginEntry* e = registry.find(ref.plugin);
+    const std::string why = !e ? "plugin '" + ref.plugin + "' not found" : e->unavailable;
+    if (why.empty()) continue;
+    unable += (unable.empty() ? "" : ",") + backendName;
+    reasons += (reasons.empty() ? "" : "; ") + ("'" + backendName + "': " + why);
+  }
+  if (unable.empty()) unable = "-";
+  const std::string line = unable + " rank " + std::to_string(where.rank) +
+                           (reasons.empty() ? "" : " (" + reasons + ")");
+  const std::string first = toString(store.compareSet(key, {}, toBytes(line)));
+  const std::string theirs = first.substr(0, first.find(' '));
+  if (theirs != unable)
+    raise(ErrorCode::Config, where,
+          "ranks differ in which backends can run: on this rank " +
+              (unable == "-" ? std::string("every backend can") : "not " + reasons) + ", but on " +
+              first.substr(first.find(' ') + 1) + (theirs == "-" ? ": every backend can" : ""),
+          "a route's backend list would send the same op to different backends on different ranks; make the "
+          "plugin usable on every rank (`commhost plugins list` says why not) or remove it from the config");
 }
 
 }  // namespace commhost

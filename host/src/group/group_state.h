@@ -78,4 +78,14 @@ class SwapStore final : public Store {
   StopCheck stop_;
 };
 
+// A route list passes over a backend its plugin cannot run here (RouteTable::build), so
+// ranks that disagree on which listed backends can run would send one op to different
+// backends and wait for each other forever: they must agree, as on the config. The first
+// rank to reach `key` publishes its set of such backends, each later one compares; a
+// difference is a ConfigError naming both sides. A backend only ever named alone on its
+// route is not compared (a call to it fails where it cannot run). Group creation and each
+// swap attempt check it.
+void checkSameAvailability(Store& store, const std::string& key, const Config& config, const PluginRegistry& registry,
+                           const ErrorContext& where);
+
 }  // namespace commhost

@@ -3,6 +3,7 @@
 #include "shadow.h"
 
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "../supervisor/supervisor.h"
@@ -105,28 +106,7 @@ void ProcessGroup::checkSameConfig() {
           "this rank loaded config " + setup_.config->source + " with hash " + std::to_string(setup_.config->hash) +
               " but " + stored.substr(stored.find(' ') + 1) + " loaded one with hash " + theirHash,
           "every rank must use the same config and overrides; compare `commhost config check` output on each");
-  // A route list passes over a backend its plugin cannot run here (RouteTable::build), so
-  // ranks that disagree on which backends can run would send one op to different
-  // backends and wait for each other forever: they must agree, as on the config.
-  std::string unable, reasons;
-  for (const auto& [backendName, ref] : setup_.config->backends) {
-    const PluginEntry* e = setup_.registry->find(ref.plugin);
-    const std::string why = !e ? "plugin '" + ref.plugin + "' not found" : e->unavailable;
-    if (why.empty()) continue;
-    unable += (unable.empty() ? "" : ",") + backendName;
-    reasons += (reasons.empty() ? "" : "; ") + ("'" + backendName + "': " + why);
-  }
-  if (unable.empty()) unable = "-";
-  const std::string line = unable + " rank " + std::to_string(rank_) + (reasons.empty() ? "" : " (" + reasons + ")");
-  const std::string first = toString(store_->compareSet("config_unavailable", {}, toBytes(line)));
-  const std::string theirs = first.substr(0, first.find(' '));
-  if (theirs != unable)
-    raise(ErrorCode::Config, {name_, rank_},
-          "ranks differ in which backends can run: on this rank " +
-              (unable == "-" ? std::string("every backend can") : "not " + reasons) + ", but on " +
-              first.substr(first.find(' ') + 1) + (theirs == "-" ? ": every backend can" : ""),
-          "a route's backend list would send the same op to different backends on different ranks; make the "
-          "plugin usable on every rank (`commhost plugins list` says why not) or remove it from the config");
+  checkSameAvailability(*store_, "config_unavailable", *setup_.config, *setup_.registry, {name_, rank_});
 }
 
 void ProcessGroup::createBackends(const SplitHandles& splitFrom) {

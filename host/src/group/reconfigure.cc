@@ -279,6 +279,7 @@ ReconfigureReport ProcessGroup::reconfigureOrRefuse(std::shared_ptr<const Config
               "backend '" + backendName + "' names plugin '" + ref.plugin +
                   "', which this group's plugin registry does not hold",
               "put its folder on the plugin_path of the config the job started with (or COMMHOST_PLUGIN_PATH)");
+    checkSameAvailability(*store_, round + "unavailable", *newConfig, *registry, where);
     const RouteTable next = RouteTable::forConfig(*newConfig, *registry);
     if (options.onlyIfShadowAgrees) {
       badWord = "badshadow";
@@ -297,7 +298,7 @@ ReconfigureReport ProcessGroup::reconfigureOrRefuse(std::shared_ptr<const Config
     const std::string previous = "swap/" + std::to_string(attempt - 1) + "/";
     for (const char* kind : {"check/", "report/"}) store_->deleteKey(previous + kind + std::to_string(rank_));
     if (rank_ == 0)
-      for (const char* key : {"failed", "outcome"}) store_->deleteKey(previous + key);
+      for (const char* key : {"failed", "outcome", "unavailable"}) store_->deleteKey(previous + key);
   }
   {
     // Ranks that refused for the same reason are listed once (one file shared by all).

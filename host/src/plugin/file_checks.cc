@@ -98,12 +98,43 @@ std::string elfProblem(const std::string& path, off_t size) {
   return problem;
 }
 
+namespace {
+// Copies `n` bytes at `remote` (within one page) into `local`; false when they cannot be
+// read. process_vm_readv fails with EFAULT instead of faulting; where it is refused
+// outright (a seccomp filter, a kernel without cross-memory attach), a write() of the
+// bytes into a pipe does the same (EFAULT on unreadable memory).
+bool readChunk(void* local, const void* remote, size_t n) {
+  iovec to{local, n};
+  iovec from{const_cast<void*>(remote), n};
+  const ssize_t got = ::process_vm_readv(::getpid(), &to, 1, &from, 1, 0);
+  if (got == static_cast<ssize_t>(n)) return true;
+  if (got >= 0 || errno == EFAULT) return false;
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return true;     // no way to check: as before these checks
+  const ssize_t wrote = ::write(fds[1], remote, n);  // n <= a page, under a pipe's capacity
+  const bool ok = wrote == static_cast<ssize_t>(n) && ::read(fds[0], local, n) == static_cast<ssize_t>(n);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  return ok;
+}
+
+size_t toPageEnd(uintptr_t at) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  return page - at % page;
+}
+}  // namespace
+
 bool readable(const void* p, size_t bytes) {
   if (!p) return false;
-  std::vector<char> copy(bytes);
-  iovec local{copy.data(), bytes};
-  iovec remote{const_cast<void*>(p), bytes};
-  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(bytes);
+  std::vector<char> copy;
+  for (size_t done = 0; done < bytes;) {
+    const auto at = reinterpret_cast<uintptr_t>(p) + done;
+    const size_t chunk = std::min(toPageEnd(at), bytes - done);
+    copy.resize(chunk);
+    if (!readChunk(copy.data(), reinterpret_cast<const void*>(at), chunk)) return false;
+    done += chunk;
+  }
+  return true;
 }
 
 bool readableString(const char* p, size_t max, std::string* out) {
@@ -111,14 +142,12 @@ bool readableString(const char* p, size_t max, std::string* out) {
   out->clear();
   // Page by page: a short string near the end of its mapping must not fail for the bytes
   // after it.
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<char> bytes;
   while (out->size() < max) {
     const auto at = reinterpret_cast<uintptr_t>(p) + out->size();
-    const size_t chunk = std::min<size_t>(page - at % page, max - out->size());
-    std::vector<char> bytes(chunk);
-    iovec local{bytes.data(), chunk};
-    iovec remote{reinterpret_cast<void*>(at), chunk};
-    if (::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) != static_cast<ssize_t>(chunk)) return false;
+    const size_t chunk = std::min(toPageEnd(at), max - out->size());
+    bytes.resize(chunk);
+    if (!readChunk(bytes.data(), reinterpret_cast<const void*>(at), chunk)) return false;
     for (char c : bytes) {
       if (c == '\0') return true;
       out->push_back(c);

@@ -126,13 +126,25 @@ void Heartbeat::tick() {
       g->storeLost.store(true, std::memory_order_release);
       g->markLost(-1, std::string("the store stopped answering heartbeats (") + e.what() +
                           "); the rank serving it (usually 0) may have died");
+      // With an op in flight the job is mid-collective without its control plane:
+      // on_error applies. With none, the rank may be finishing after rank 0 (which serves
+      // the store) has exited, the normal end of a job: said, without ending anything.
+      const bool inFlight = g->lastIssued.load(std::memory_order_acquire) >
+                            g->lastCompleted.load(std::memory_order_acquire);
       const std::string message =
           "[group " + g->name + " rank " + std::to_string(g->rank) +
           "] the job's store failed this rank's heartbeat (" + e.what() +
           "); the rank serving it (usually 0) may have died. From now on this group has no heartbeats, desync "
-          "reports, trace dumps or swaps. Next: check the store "
-          "server (rank 0's process, `commhost store serve`, or the etcd endpoints: up, reachable, not out of space), "
-          "then restart the job";
+          "reports, trace dumps or swaps. " +
+          (inFlight ? "Next: check the store server (rank 0's process, `commhost store serve`, or the etcd "
+                      "endpoints: up, reachable, not out of space), then restart the job"
+                    : "No op is in flight: if the job is finishing (rank 0 done first), nothing is wrong; "
+                      "otherwise check the store server (rank 0's process, `commhost store serve`, or the etcd "
+                      "endpoints: up, reachable, not out of space)");
+      if (!inFlight) {
+        sup_.logger().warn(message);
+        continue;
+      }
       sup_.logger().error(message);
       applyOnError(*g, message, sup_.logger());
     }

@@ -228,17 +228,17 @@ bool allOnRequest(const std::vector<RankDump>& dumps) {
 std::string describeSkew(const std::string& group, const Timeline& byRank, uint64_t seq,
                          const std::map<int, int64_t>& dumpTimeUs) {
   std::set<std::string> sigs;
-  int64_t oldestGap = 0;
+  int64_t oldestGap = INT64_MIN;
   int oldestRank = -1;
   uint64_t lowest = UINT64_MAX, highest = 0;
   for (const auto& [rank, entries] : byRank) {
     auto it = entries.find(seq);
-    if (it != entries.end()) {
-      if (it->second->state == "failed") return "";
-      sigs.insert(signature(*it->second));
-    }
+    if (it != entries.end()) sigs.insert(signature(*it->second));
     int64_t latest = 0;
-    for (const auto& [s, e] : entries) latest = std::max({latest, e->scheduledUs, e->startedUs, e->endedUs});
+    for (const auto& [s, e] : entries) {
+      if (s >= seq && e->state == "failed") return "";  // a failure there or after: not skew
+      latest = std::max({latest, e->scheduledUs, e->startedUs, e->endedUs});
+    }
     const auto dumped = dumpTimeUs.find(rank);
     if (dumped == dumpTimeUs.end() || latest <= 0) return "";
     const int64_t gap = dumped->second - latest;
@@ -251,8 +251,9 @@ std::string describeSkew(const std::string& group, const Timeline& byRank, uint6
   std::ostringstream out;
   out << "Group " << group << ": no problem seen. The ranks' last collectives are seq " << lowest << " to " << highest
       << ", as dumps of a running job taken moments apart differ by the ops in flight, and every rank recorded "
-      << "progress within " << kRecentUs / 1000000 << " s before its dump (the longest gap: " << oldestGap / 1000
-      << " ms, rank " << oldestRank << "). A hang shows as a rank whose last op is older than that: if you suspect "
+      << "progress within " << kRecentUs / 1000000
+      << " s before its dump (the longest gap: " << std::max<int64_t>(oldestGap, 0) / 1000 << " ms, rank " << oldestRank
+      << "). A hang shows as a rank whose last op is older than that: if you suspect "
       << "one, take the dumps again (commhost trace dump) and compare.";
   return out.str();
 }
