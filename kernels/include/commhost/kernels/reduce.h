@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "commhost/errors.h"
 #include "commhost/kernels/half.h"
@@ -26,11 +27,35 @@ template <class T, class C> COMMHOST_HD inline T store(C v) { return static_cast
 template <> COMMHOST_HD inline Float16 store<Float16, float>(float v) { return Float16::fromFloat(v); }
 template <> COMMHOST_HD inline BFloat16 store<BFloat16, float>(float v) { return BFloat16::fromFloat(v); }
 
+// Integer sums and products wrap around, as the peers' (two's complement) do. Signed
+// overflow is undefined, so a signed type's operation is done in an unsigned type at
+// least as wide as unsigned int (narrower ones would be promoted to int and overflow it).
+template <class C> struct Wrapping {
+  using type = std::conditional_t<(sizeof(C) < sizeof(unsigned)), unsigned, std::make_unsigned_t<C>>;
+};
+template <class C> constexpr bool kSignedInt = std::is_integral_v<C>&& std::is_signed_v<C>;
+
 struct SumFn {
-  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a + b; }
+  template <class C> COMMHOST_HD C operator()(C a, C b) const {
+    if constexpr (kSignedInt<C>) {
+      using U = typename Wrapping<C>::type;
+      return static_cast<C>(static_cast<U>(a) + static_cast<U>(b));
+    } else {
+      return a + b;
+    }
+  }
 };
 struct ProdFn {
-  template <class C> COMMHOST_HD C operator()(C a, C b) const { return a * b; }
+  template <class C> COMMHOST_HD C operator()(C a, C b) const {
+    if constexpr (kSignedInt<C>) {
+      using U = typename Wrapping<C>::type;
+      return static_cast<C>(static_cast<U>(a) * static_cast<U>(b));
+    } else if constexpr (std::is_integral_v<C> && sizeof(C) < sizeof(unsigned)) {
+      return static_cast<C>(static_cast<unsigned>(a) * static_cast<unsigned>(b));  // u8 * u8 is int, may overflow
+    } else {
+      return a * b;
+    }
+  }
 };
 struct MinFn {
   template <class C> COMMHOST_HD C operator()(C a, C b) const { return b < a ? b : a; }
