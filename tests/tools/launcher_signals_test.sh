@@ -28,6 +28,30 @@ backends: { gloo: {} }
 routes: [{ device: cpu, backend: gloo }]
 YAML
 
+# The ranks of these jobs run `sleep 37.25` (^: not the launcher's own command line).
+ranks() { pgrep -c -f "^sleep 37.25" || true; }
+wait_for_two_ranks() {
+  for _ in $(seq 100); do [[ $(ranks) -ge 2 ]] && break; sleep 0.1; done
+  [[ $(ranks) -ge 2 ]] || fail "the two ranks did not start"
+}
+# no_rank_left WHAT: within 5 s no rank runs, else fail naming WHAT.
+no_rank_left() {
+  for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
+  ! pgrep -f "^sleep 37.25" >/dev/null || fail "$1: $(pgrep -af '^sleep 37.25')"
+}
+# reap_launcher LOG: waits up to 20 s for the signalled launcher; sets waited (124: it did
+# not end), rc (its status) and out (its log).
+reap_launcher() {
+  set +e
+  timeout 20 tail --pid="$launcher" -f /dev/null
+  waited=$?
+  wait "$launcher"
+  rc=$?
+  set -e
+  launcher=
+  out=$(cat "$1")
+}
+
 step "ranks that exit at once are reaped: 10 jobs of 2 ranks, none left waiting"
 for i in $(seq 10); do
   run timeout 20 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sh -c 'echo rank $RANK done'
@@ -41,65 +65,47 @@ step "the launcher has the probe's thread (else this test proves nothing)"
 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/int.log" 2>&1 &
 launcher=$!
 for _ in $(seq 100); do
-  [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && grep -qx probe-thread /proc/$launcher/task/*/comm 2>/dev/null && break
+  [[ $(ranks) -ge 2 ]] && grep -qx probe-thread /proc/$launcher/task/*/comm 2>/dev/null && break
   sleep 0.1
 done
 grep -qx probe-thread /proc/$launcher/task/*/comm || fail "no probe-thread in the launcher ($(cat /proc/$launcher/task/*/comm | tr '\n' ' '))"
-[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+[[ $(ranks) -ge 2 ]] || fail "the two ranks did not start"
 pass "launcher $launcher has a probe-thread and 2 ranks"
 
 step "Ctrl-C (SIGINT) reaches the launcher's loop: it stops the ranks and says why"
 kill -INT "$launcher"
-set +e
-timeout 20 tail --pid="$launcher" -f /dev/null
-waited=$?
-wait "$launcher"
-rc=$?
-set -e
-launcher=
-out=$(cat "$tmp/int.log")
+reap_launcher "$tmp/int.log"
 [[ $waited -ne 124 ]] || fail "the launcher did not end within 20 s of SIGINT"
 expect_text "the reason" "commhost run: stopped the job: the launcher got Interrupt"
 [[ $rc -ne 0 ]] || fail "the launcher exited 0 after SIGINT"
-for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
-! pgrep -f "^sleep 37.25" >/dev/null || fail "ranks still run after the launcher ended: $(pgrep -af '^sleep 37.25')"
+no_rank_left "ranks still run after the launcher ended"
 pass "stopped (exit $rc), no rank left"
 
 # A closed terminal sends SIGHUP to the launcher alone (each rank has its process group).
 step "SIGHUP without --watch stops the job as SIGTERM does"
 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/hup.log" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
-[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+wait_for_two_ranks
 kill -HUP "$launcher"
-set +e
-timeout 20 tail --pid="$launcher" -f /dev/null
-waited=$?
-wait "$launcher"
-rc=$?
-set -e
-launcher=
-out=$(cat "$tmp/hup.log")
+reap_launcher "$tmp/hup.log"
 [[ $waited -ne 124 ]] || fail "the launcher did not end within 20 s of SIGHUP"
 expect_text "the reason" "commhost run: stopped the job: the launcher got Hangup"
 [[ $rc -eq 129 ]] || fail "the launcher exited $rc after SIGHUP, not 129"
-for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
-! pgrep -f "^sleep 37.25" >/dev/null || fail "ranks still run after SIGHUP: $(pgrep -af '^sleep 37.25')"
+no_rank_left "ranks still run after SIGHUP"
 pass "stopped (exit $rc), no rank left"
 
 step "under nohup (SIGHUP ignored) SIGHUP leaves the job running"
 ( trap '' HUP; exec "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 ) >"$tmp/nohup.log" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
-[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+wait_for_two_ranks
 kill -HUP "$launcher"
 sleep 1
 kill -0 "$launcher" 2>/dev/null || fail "SIGHUP ended a launcher started with SIGHUP ignored: $(cat "$tmp/nohup.log")"
-[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "SIGHUP reached the ranks of a launcher started under nohup"
+[[ $(ranks) -ge 2 ]] || fail "SIGHUP reached the ranks of a launcher started under nohup"
 kill -TERM "$launcher"
 wait "$launcher" 2>/dev/null || true
 launcher=
-for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
+no_rank_left "ranks still run after SIGTERM"
 pass "the launcher and its ranks went on until SIGTERM"
 
 # kill -USR1 <launcher> asks every rank for a flight-recorder dump, whatever the job's
@@ -122,12 +128,10 @@ pass "both ranks got it; the launcher went on until SIGTERM"
 step "a launcher killed with SIGKILL takes its ranks with it"
 "$commhost" run -n 2 -c "$tmp/job.yaml" -- sleep 37.25 >"$tmp/kill.log" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do [[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] && break; sleep 0.1; done
-[[ $(pgrep -c -f "^sleep 37.25" || true) -ge 2 ]] || fail "the two ranks did not start"
+wait_for_two_ranks
 kill -KILL "$launcher"
 wait "$launcher" 2>/dev/null || true
 launcher=
-for _ in $(seq 50); do pgrep -f "^sleep 37.25" >/dev/null || break; sleep 0.1; done
-! pgrep -f "^sleep 37.25" >/dev/null || fail "ranks outlived their SIGKILLed launcher: $(pgrep -af '^sleep 37.25')"
+no_rank_left "ranks outlived their SIGKILLed launcher"
 pass "no rank left"
 echo "PASS"

@@ -41,18 +41,17 @@ struct RunArgs {
 // will load: the tcp store's host and port options, else MASTER_ADDR and MASTER_PORT as
 // the launcher sets them. `commhost trace dump --master` needs that address.
 std::string storeLine(const Config& cfg, const LaunchPlan& plan) {
+  const std::string anyJob = "kill -USR1 " + std::to_string(::getpid()) + " dumps every rank of any job)";
   if (cfg.store.plugin != "tcp")
-    return "commhost run: store: the " + cfg.store.plugin +
-           " plugin (`commhost trace dump` needs the tcp store; kill -USR1 " + std::to_string(::getpid()) +
-           " dumps every rank of any job)";
+    return "commhost run: store: the " + cfg.store.plugin + " plugin (`commhost trace dump` needs the tcp store; " +
+           anyJob;
   const OptionValues& o = cfg.store.options;
   const std::string host = o.getString("host").empty() ? plan.masterAddr : o.getString("host");
   const int64_t port = o.getInt("port") != 0 ? o.getInt("port") : plan.masterPort;
   const std::string address = host + ":" + std::to_string(port);
   const bool token = o.has("auth_token") && !o.getString("auth_token").empty();
   return "commhost run: store at " + address + " (commhost trace dump --master " + address +
-         (token ? " --token TOKEN" : "") + "; a torch job's store is torch's: kill -USR1 " +
-         std::to_string(::getpid()) + " dumps every rank of any job)";
+         (token ? " --token TOKEN" : "") + "; a torch job's store is torch's: " + anyJob;
 }
 
 int run(const RunArgs& args, std::vector<std::string> command) {

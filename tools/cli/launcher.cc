@@ -150,18 +150,20 @@ ChildPlan childPlan(const LaunchPlan& plan, const Rank& rank, int localRank, int
       {"GROUP_RANK", std::to_string(plan.nodeRank)},    {"MASTER_ADDR", plan.masterAddr},
       {"MASTER_PORT", std::to_string(plan.masterPort)},
   };
-  // As torchrun: ranks sharing a host get one OpenMP thread each unless the user chose,
-  // so N ranks' intra-op pools do not oversubscribe the host's cores N times over.
-  if (plan.localRanks > 1 && ::getenv("OMP_NUM_THREADS") == nullptr) vars.emplace_back("OMP_NUM_THREADS", "1");
   if (!plan.configPath.empty()) vars.emplace_back("COMMHOST_CONFIG", plan.configPath);
   std::string overrides;
   for (const auto& o : plan.overrides) overrides += o + "\n";
   if (!overrides.empty()) vars.emplace_back("COMMHOST_OVERRIDES", overrides);
+  bool ompSet = false;
   for (char** e = environ; e && *e; ++e) {
     const std::string entry = *e;
     const std::string key = entry.substr(0, entry.find('='));
+    ompSet = ompSet || key == "OMP_NUM_THREADS";
     if (std::none_of(vars.begin(), vars.end(), [&](const auto& v) { return v.first == key; })) c.env.push_back(entry);
   }
+  // As torchrun: ranks sharing a host get one OpenMP thread each unless the user chose,
+  // so N ranks' intra-op pools do not oversubscribe the host's cores N times over.
+  if (plan.localRanks > 1 && !ompSet) vars.emplace_back("OMP_NUM_THREADS", "1");
   for (const auto& [k, v] : vars) c.env.push_back(k + "=" + v);
   c.args = plan.command;
   c.path = resolveProgram(c.args.at(0));

@@ -131,16 +131,17 @@ void Heartbeat::tick() {
       // the store) has exited, the normal end of a job: said, without ending anything.
       const bool inFlight = g->lastIssued.load(std::memory_order_acquire) >
                             g->lastCompleted.load(std::memory_order_acquire);
+      const std::string checkStore =
+          "check the store server (rank 0's process, `commhost store serve`, or the etcd endpoints: up, reachable, "
+          "not out of space)";
       const std::string message =
           "[group " + g->name + " rank " + std::to_string(g->rank) +
           "] the job's store failed this rank's heartbeat (" + e.what() +
           "); the rank serving it (usually 0) may have died. From now on this group has no heartbeats, desync "
           "reports, trace dumps or swaps. " +
-          (inFlight ? "Next: check the store server (rank 0's process, `commhost store serve`, or the etcd "
-                      "endpoints: up, reachable, not out of space), then restart the job"
-                    : "No op is in flight: if the job is finishing (rank 0 done first), nothing is wrong; "
-                      "otherwise check the store server (rank 0's process, `commhost store serve`, or the etcd "
-                      "endpoints: up, reachable, not out of space)");
+          (inFlight ? "Next: " + checkStore + ", then restart the job"
+                    : "No op is in flight: if the job is finishing (rank 0 done first), nothing is wrong; otherwise " +
+                          checkStore);
       if (!inFlight) {
         sup_.logger().warn(message);
         continue;
