@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -255,6 +257,78 @@ TEST(Reconfigure, AReportLateForOneRankRollsBackEveryRankNotJustThatOne) {
     EXPECT_EQ(groups[r]->reconfigure(shm).generation, 1u);
     checkedAllreduce(*groups[r], 1);
   });
+}
+
+// One rank's view of a store whose server dies right after `decider` wrote the swap's
+// decision (the rank serving a tcp store killed after the outcome vote): the decider
+// learns "commit", every other rank's outcome write fails, as does any later call.
+class DyingStore : public Store {
+ public:
+  struct Death {
+    std::atomic<bool> dead{false};
+    std::mutex mutex;
+    std::condition_variable died;
+  };
+  DyingStore(std::shared_ptr<HashStore> base, std::shared_ptr<Death> death, bool decider)
+      : Store(std::chrono::seconds(20)), base_(std::move(base)), death_(std::move(death)), decider_(decider) {}
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    if (key.size() < 8 || key.compare(key.size() - 8, 8, "/outcome") != 0) return live().compareSet(key, expected, desired);
+    if (decider_) {
+      Bytes decided = live().compareSet(key, expected, desired);
+      std::lock_guard<std::mutex> lock(death_->mutex);
+      death_->dead = true;
+      death_->died.notify_all();
+      return decided;
+    }
+    std::unique_lock<std::mutex> lock(death_->mutex);
+    death_->died.wait_for(lock, std::chrono::seconds(10), [&] { return death_->dead.load(); });
+    return live().compareSet(key, expected, desired);
+  }
+  void set(const std::string& key, const Bytes& value) override { live().set(key, value); }
+  Bytes get(const std::string& key) override { return live().get(key); }
+  int64_t add(const std::string& key, int64_t delta) override { return live().add(key, delta); }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    live().wait(keys, timeout);
+  }
+  bool check(const std::vector<std::string>& keys) override { return live().check(keys); }
+  bool deleteKey(const std::string& key) override { return live().deleteKey(key); }
+  int64_t numKeys() override { return live().numKeys(); }
+  void append(const std::string& key, const Bytes& value) override { live().append(key, value); }
+
+ private:
+  HashStore& live() {
+    if (death_->dead) throw StoreError("connection to the store server reset by peer");
+    return *base_;
+  }
+  std::shared_ptr<HashStore> base_;
+  std::shared_ptr<Death> death_;
+  bool decider_;
+};
+
+TEST(Reconfigure, ARankThatCannotReadTheDecisionAbortsInsteadOfRollingBackAlone) {
+  constexpr int kWorld = 3, kDecider = 1;
+  auto registry = testRegistry();
+  auto base = std::make_shared<HashStore>(std::chrono::seconds(20));
+  auto death = std::make_shared<DyingStore::Death>();
+  std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
+  runRanks(kWorld, [&](int r) {
+    auto store = std::make_shared<DyingStore>(base, death, r == kDecider);
+    groups[r] = ProcessGroup::create({configFrom(kGloo, *registry), registry, store, r, kWorld});
+  });
+  auto shm = configFrom(kShm, *registry);
+  runRanks(kWorld, [&](int r) {
+    if (r == kDecider) {
+      EXPECT_EQ(groups[r]->reconfigure(shm).generation, 1u);
+      return;
+    }
+    // Rolling back here would leave this rank on generation 0 beside a rank on 1.
+    EXPECT_THROW_WITH(groups[r]->reconfigure(shm), StoreError, "could not read the swap's decision from the store",
+                      "reset by peer", "may have committed generation 1", "the group is aborted on this rank",
+                      "restart the job");
+    Tensor t = Tensor::empty({4}, DType::Float32);
+    EXPECT_THROW_WITH(groups[r]->allreduce(t)->wait(), AbortedError, "could not read the swap's decision");
+  });
+  death->dead = false;  // the store is back for the groups' teardown
 }
 
 TEST(Reconfigure, SwapsASubgroupAlone) {

@@ -16,7 +16,7 @@
 // timeout, and destroying the group waits for it.
 //
 // Hot swap: reconfigure() replaces the group's backends and routes with a new config's,
-// as one collective over the store (see reconfigure.cc). The group's current backends,
+// as one collective over the store (see group/swap_attempt.h). The group's current backends,
 // routes and config are one immutable snapshot (State) that only the calling thread
 // replaces, so every call sees one whole generation; config(), routes() and backend()
 // return references into the snapshot, valid until the next reconfigure().
@@ -261,6 +261,7 @@ class COMMHOST_API ProcessGroup {
                                              const SplitHandles& splitFrom);
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;
+  friend class SwapAttempt;  // one reconfigure() attempt, phase by phase (group/swap_attempt.h)
 
   Setup setup_;
   std::string name_;
