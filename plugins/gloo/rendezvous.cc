@@ -2,6 +2,7 @@
 #include "rendezvous.h"
 
 #include <arpa/inet.h>
+#include <gloo/alltoall.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
@@ -34,10 +35,12 @@ std::vector<char> StoreAdapter::get(const std::string& key) {
 
 void StoreAdapter::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
-void StoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+// Gloo passes its context's timeout, which connectContexts shortens for the pairs'
+// connect (see there): the store waits keep the rendezvous timeout given here.
+void StoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds&) {
   std::vector<std::string> full;
   for (const auto& k : keys) full.push_back(this->full(k));
-  store_->wait(full, timeout);
+  store_->wait(full, timeout_);
 }
 
 namespace {
@@ -138,14 +141,71 @@ int ranksSharingCpus(const BackendContext& ctx, const std::vector<int>& cpus) {
   return static_cast<int>(std::count(all.begin(), all.end(), mine));
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A rendezvous context whose timeout can be set again after connecting: Gloo copies the
+// context's timeout into its transport context (the default wait of every unbound buffer)
+// when it connects, and into each pair (its connect wait, 5x).
+class MeshContext final : public ::gloo::rendezvous::Context {
+ public:
+  using ::gloo::rendezvous::Context::Context;
+  void setTimeoutAfterConnect(std::chrono::milliseconds timeout) {
+    setTimeout(timeout);
+    if (transportContext_) transportContext_->setTimeout(timeout);
+  }
+};
+
+std::chrono::milliseconds left(Clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+// Every pair of `context` carries one message each way, within `timeout`. Gloo's connect
+// can return with a pair that is closed (an accept() that failed for want of file
+// descriptors closes it in the transport thread, and the waiting connect sees a state past
+// "connected"), so a rank would report a backend it cannot use: found here instead, as
+// this rank's build failure.
+void verifyMesh(const BackendContext& ctx, const std::shared_ptr<::gloo::Context>& context, int index,
+                std::chrono::milliseconds timeout) {
+  std::vector<int32_t> mine(ctx.worldSize, ctx.rank), theirs(ctx.worldSize, -1);
+  ::gloo::AlltoallOptions opts(context);
+  opts.setInput(mine.data(), mine.size());
+  opts.setOutput(theirs.data(), theirs.size());
+  opts.setTag(0xC0FFEE);  // before any op: no op's tag (its seq) can meet it
+  opts.setTimeout(timeout);
+  std::string error;
+  try {
+    ::gloo::alltoall(opts);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  for (int r = 0; r < ctx.worldSize && error.empty(); ++r)
+    if (theirs[r] != r) error = "rank " + std::to_string(r) + " sent " + std::to_string(theirs[r]);
+  if (!error.empty())
+    raise(ErrorCode::PeerLost, ErrorContext::of(ctx, "gloo rendezvous"),
+          "context " + std::to_string(index) + " connected but does not carry messages to every rank: " + error,
+          "check this rank's file-descriptor limit (ulimit -n; each context takes one socket per peer) and that "
+          "every rank can reach this host's device address");
+}
+
+}  // namespace
+
+// Gloo waits for a pair to connect for five times its context's timeout (waitUntil in
+// gloo/transport/tcp/pair.h): a rank whose peer could not complete the mesh sat in
+// Pair::connect for 5 x group.timeout, long after the others had given the swap up. The
+// pairs are made with a fifth of the time left, so the whole mesh, verified, takes at
+// most `timeout`; the contexts' timeouts go back to `timeout` for the ops.
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
                                                               const std::shared_ptr<::gloo::transport::Device>& device,
                                                               int count, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
   std::vector<std::shared_ptr<::gloo::Context>> contexts;
   for (int i = 0; i < count; ++i) {
     StoreAdapter store(ctx.store, "context" + std::to_string(i), timeout);
-    auto context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.worldSize);
-    context->setTimeout(timeout);
+    auto context = std::make_shared<MeshContext>(ctx.rank, ctx.worldSize);
+    context->setTimeout(std::max(std::chrono::milliseconds(1), left(deadline) / 5));
     try {
       auto dev = device;  // Gloo takes a non-const reference
       context->connectFullMesh(store, dev);
@@ -153,11 +213,14 @@ std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendConte
       throw;
     } catch (const std::exception& e) {
       raise(ErrorCode::PeerLost, ErrorContext::of(ctx, "gloo rendezvous"),
-            std::string("connecting to the other ranks failed: ") + e.what(),
-            "Check that every rank started and can reach this host's device address");
+            "connecting context " + std::to_string(i) + " to the other ranks failed: " + e.what(),
+            "Check that every rank started, can reach this host's device address, and has file descriptors to spare "
+            "(ulimit -n)");
     }
+    context->setTimeoutAfterConnect(timeout);
     contexts.push_back(std::move(context));
   }
+  for (int i = 0; i < count && ctx.worldSize > 1; ++i) verifyMesh(ctx, contexts[i], i, left(deadline));
   return contexts;
 }
 
