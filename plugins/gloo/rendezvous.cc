@@ -143,8 +143,6 @@ int ranksSharingCpus(const BackendContext& ctx, const std::vector<int>& cpus) {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // A rendezvous context whose timeout can be set again after connecting: Gloo copies the
 // context's timeout into its transport context (the default wait of every unbound buffer)
 // when it connects, and into each pair (its connect wait, 5x).
@@ -156,11 +154,6 @@ class MeshContext final : public ::gloo::rendezvous::Context {
     if (transportContext_) transportContext_->setTimeout(timeout);
   }
 };
-
-std::chrono::milliseconds left(Clock::time_point deadline) {
-  return std::max(std::chrono::milliseconds(1),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
-}
 
 // Every pair of `context` carries one message each way, within `timeout`. Gloo's connect
 // can return with a pair that is closed (an accept() that failed for want of file
@@ -195,17 +188,17 @@ void verifyMesh(const BackendContext& ctx, const std::shared_ptr<::gloo::Context
 // Gloo waits for a pair to connect for five times its context's timeout (waitUntil in
 // gloo/transport/tcp/pair.h): a rank whose peer could not complete the mesh sat in
 // Pair::connect for 5 x group.timeout, long after the others had given the swap up. The
-// pairs are made with a fifth of the time left, so the whole mesh, verified, takes at
-// most `timeout`; the contexts' timeouts go back to `timeout` for the ops.
+// pairs are made with a fifth of it, so that connect, like every other wait here (the
+// store's for the peers' addresses, the verification), ends within `timeout`; the
+// contexts' timeouts go back to `timeout` for the ops.
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
                                                               const std::shared_ptr<::gloo::transport::Device>& device,
                                                               int count, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
   std::vector<std::shared_ptr<::gloo::Context>> contexts;
   for (int i = 0; i < count; ++i) {
     StoreAdapter store(ctx.store, "context" + std::to_string(i), timeout);
     auto context = std::make_shared<MeshContext>(ctx.rank, ctx.worldSize);
-    context->setTimeout(std::max(std::chrono::milliseconds(1), left(deadline) / 5));
+    context->setTimeout(std::max(std::chrono::milliseconds(1), timeout / 5));
     try {
       auto dev = device;  // Gloo takes a non-const reference
       context->connectFullMesh(store, dev);
@@ -220,7 +213,7 @@ std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendConte
     context->setTimeoutAfterConnect(timeout);
     contexts.push_back(std::move(context));
   }
-  for (int i = 0; i < count && ctx.worldSize > 1; ++i) verifyMesh(ctx, contexts[i], i, left(deadline));
+  for (int i = 0; i < count && ctx.worldSize > 1; ++i) verifyMesh(ctx, contexts[i], i, timeout);
   return contexts;
 }
 

@@ -55,11 +55,15 @@ struct BackendContext {
   uint32_t size = sizeof(BackendContext);
   uint32_t magic = kBackendContextMagic;
   uint32_t abiVersion = kAbiVersion;
-  std::string groupName;                 // the group's name ("main", "main/sub1", ...)
-  std::string backendName;               // the key under `backends:` in the config
-  int rank = 0;                          // this rank in the group, in [0, worldSize)
-  int worldSize = 1;                     // ranks in the group
-  StorePtr store;                        // private to this backend in this group (a PrefixStore)
+  std::string groupName;    // the group's name ("main", "main/sub1", ...)
+  std::string backendName;  // the key under `backends:` in the config
+  int rank = 0;             // this rank in the group, in [0, worldSize)
+  int worldSize = 1;        // ranks in the group
+  // Private to this backend in this group (a PrefixStore). Built by a hot swap, the keys the
+  // factory writes (its rendezvous) are deleted once every rank has finished that swap
+  // attempt: a peer must read them during its own factory call, not later; keys written
+  // after the factory returns (at a first op, a split) stay the backend's to manage.
+  StorePtr store;
   std::chrono::milliseconds timeout{0};  // the group's default op timeout (group.timeout), > 0
   std::shared_ptr<Logger> logger;        // tagged with the plugin, group and rank
   // Composite backends (e.g. hier): creates the backend configured under `backends:` as

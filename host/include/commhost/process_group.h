@@ -276,6 +276,9 @@ class COMMHOST_API ProcessGroup {
   std::shared_ptr<AbortTargets> abortTargets_;  // abort() and the supervisor's abortGroup
   std::atomic<int> foreignIssue_{0};            // beginForeignIssue() spans open (any thread)
   uint64_t swapAttempts_ = 0;                   // calling thread only: names each attempt's store keys
+  // Calling thread only: the store keys this rank's backends wrote building in attempts
+  // every rank may not be past yet; the next attempt deletes them after its check.
+  std::vector<std::string> swapLeftovers_;
   std::shared_ptr<Logger> logger_;
   std::atomic<uint64_t> seq_{0};          // collectives; written by the calling thread only, atomic for readers
   std::atomic<uint64_t> p2pSeq_{0};       // send/recv, counted apart (only two ranks take part); as seq_

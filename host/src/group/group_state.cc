@@ -82,6 +82,19 @@ void SwapStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
   }
 }
 
+void SwapStore::record(const std::string& key) {
+  MutexLock lock(&mutex_);
+  if (recording_) written_.push_back(key);
+}
+
+std::vector<std::string> SwapStore::stopRecording() {
+  MutexLock lock(&mutex_);
+  recording_ = false;
+  std::sort(written_.begin(), written_.end());
+  written_.erase(std::unique(written_.begin(), written_.end()), written_.end());
+  return std::move(written_);
+}
+
 Bytes SwapStore::get(const std::string& key) {
   wait({key}, timeout_);
   return base_->get(key);

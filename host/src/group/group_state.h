@@ -57,10 +57,17 @@ class SwapStore final : public Store {
   using StopCheck = std::function<void()>;
   SwapStore(StorePtr base, StopCheck stop);
   using Store::wait;
-  void set(const std::string& key, const Bytes& value) override { base_->set(key, value); }
+  void set(const std::string& key, const Bytes& value) override {
+    record(key);
+    base_->set(key, value);
+  }
   Bytes get(const std::string& key) override;
-  int64_t add(const std::string& key, int64_t delta) override { return base_->add(key, delta); }
+  int64_t add(const std::string& key, int64_t delta) override {
+    record(key);
+    return base_->add(key, delta);
+  }
   Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
+    record(key);
     return base_->compareSet(key, expected, desired);
   }
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
@@ -69,13 +76,27 @@ class SwapStore final : public Store {
   int64_t numKeys() override { return base_->numKeys(); }
   std::vector<Bytes> multiGet(const std::vector<std::string>& keys) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override {
+    for (const auto& k : keys) record(k);
     base_->multiSet(keys, values);
   }
-  void append(const std::string& key, const Bytes& value) override { base_->append(key, value); }
+  void append(const std::string& key, const Bytes& value) override {
+    record(key);
+    base_->append(key, value);
+  }
+
+  // The keys written through this store until now (the swap's build and decision), after
+  // which it records no more: what the attempt leaves in the store for the next attempt
+  // to delete, once every rank is past this one. Later writes (a backend's own, at its
+  // first op or a split) are the backend's business.
+  std::vector<std::string> stopRecording() EXCLUDES(mutex_);
 
  private:
+  void record(const std::string& key) EXCLUDES(mutex_);
   StorePtr base_;
   StopCheck stop_;
+  Mutex mutex_;  // backends may write from threads of their own while being built
+  bool recording_ GUARDED_BY(mutex_) = true;
+  std::vector<std::string> written_ GUARDED_BY(mutex_);
 };
 
 // A route list passes over a backend its plugin cannot run here (RouteTable::build), so

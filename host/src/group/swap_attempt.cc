@@ -93,6 +93,7 @@ ReconfigureReport SwapAttempt::run() {
 }
 
 void SwapAttempt::finish(const std::string& outcome, const std::string& error) {
+  for (auto& key : buildStore_->stopRecording()) g_.swapLeftovers_.push_back(std::move(key));
   report_.total = since(t0_);
   record_.outcome = outcome;
   record_.error = error;
@@ -129,10 +130,10 @@ bool SwapAttempt::tryGather(const std::string& kind, const char* phase, std::vec
     std::vector<int> missing;
     for (int r = 0; r < g_.worldSize_; ++r)
       if (!g_.store_->check({names[r]})) missing.push_back(g_.globalRanks_[r]);
-    missed = {ErrorCode::Timeout,
-              "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " +
-                  formatDuration(timeout_),
-              "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' logs"};
+    missed = {
+        ErrorCode::Timeout,
+        "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " + formatDuration(timeout_),
+        "every rank of the group must call reconfigure() at the same point of its ops; check those ranks' logs"};
     return false;
   } catch (const Error& e) {
     missed = {e.code(), std::string("stopped waiting in the ") + phase + " phase: " + e.what(),
@@ -220,8 +221,11 @@ CheckVote SwapAttempt::vote() {
   return vote;
 }
 
-// Every rank has entered this attempt, so every rank is done with the previous one.
+// Every rank has entered this attempt, so every rank is done with the previous ones:
+// their protocol keys and what their backends wrote while being built go.
 void SwapAttempt::forgetPreviousAttempt() {
+  for (const auto& key : g_.swapLeftovers_) g_.store_->deleteKey(key);
+  g_.swapLeftovers_.clear();
   if (attempt_ <= 1) return;
   const std::string previous = "swap/" + std::to_string(attempt_ - 1) + "/";
   for (const char* kind : {"check/", "report/"}) g_.store_->deleteKey(previous + kind + std::to_string(g_.rank_));
@@ -291,8 +295,8 @@ void SwapAttempt::refuseUnlessAllSame(const std::vector<CheckVote>& votes) {
 void SwapAttempt::drain() {
   const auto t = Steady::now();
   if (g_.supervisor_) {
-    const std::string pending =
-        g_.supervisor_->waitGroupIdle(g_.monitor_.get(), g_.supervisor_->clock().now() + timeout_);
+    const std::string pending = g_.supervisor_->waitGroupIdle(g_.monitor_.get(),
+                                                              g_.supervisor_->clock().now() + timeout_);
     if (!pending.empty())
       failure_ = {BuildReport::Kind::Failed, ErrorCode::Timeout,
                   pending + " was still in flight after " + formatDuration(timeout_)};
@@ -308,9 +312,9 @@ void SwapAttempt::build() {
                             &report_.kept, &report_.built);
     } catch (const std::exception& e) {
       const auto* error = dynamic_cast<const Error*>(&e);
-      failure_ = abandoned_->load() ? BuildReport{BuildReport::Kind::Abandoned, ErrorCode::Aborted, e.what()}
-                                    : BuildReport{BuildReport::Kind::Failed,
-                                                  error ? error->code() : ErrorCode::Plugin, e.what()};
+      failure_ = abandoned_->load()
+                     ? BuildReport{BuildReport::Kind::Abandoned, ErrorCode::Aborted, e.what()}
+                     : BuildReport{BuildReport::Kind::Failed, error ? error->code() : ErrorCode::Plugin, e.what()};
     }
   }
   if (failure_.kind == BuildReport::Kind::Failed) reportFailure(failure_);
@@ -339,9 +343,8 @@ void SwapAttempt::decide() {
   std::vector<BuildReport> reports;
   const auto keys = keysOf("report/");
   for (size_t r = 0; r < raw.size(); ++r) reports.push_back(swap::decodeBuildReport(raw[r], keys[r]));
-  const bool allOk = gathered && std::all_of(reports.begin(), reports.end(), [](const BuildReport& b) {
-                       return b.kind == BuildReport::Kind::Ok;
-                     });
+  const bool allOk = gathered && std::all_of(reports.begin(), reports.end(),
+                                             [](const BuildReport& b) { return b.kind == BuildReport::Kind::Ok; });
   const Decision mine{allOk, g_.globalRanks_[g_.rank_], gathered ? "a rank failed" : missed.what};
   Decision decision;
   try {
@@ -407,8 +410,10 @@ void SwapAttempt::abortUndecided(const std::string& storeError) {
   finish("undecided", where_.format() + what);
   if (g_.logger_) g_.logger_->error("reconfigure: " + what + "; aborting the group on this rank");
   g_.abortTargets_->abortAll("reconfigure " + what);
-  raise(ErrorCode::Store, where_, what + "; the group is aborted on this rank so that no rank runs on a generation "
-                                  "its peers left",
+  raise(ErrorCode::Store, where_,
+        what +
+            "; the group is aborted on this rank so that no rank runs on a generation "
+            "its peers left",
         "the store (or the rank serving it) went away during the swap: restart the job from its last checkpoint");
 }
 

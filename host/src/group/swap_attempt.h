@@ -98,8 +98,8 @@ class SwapAttempt {
   uint64_t from_ = 0;
   ErrorContext where_;
   std::chrono::milliseconds timeout_{0};
-  std::string round_;        // "swap/<attempt>/"
-  std::string generations_;  // " (generation F -> F+1, attempt A)", for messages
+  std::string round_;                         // "swap/<attempt>/"
+  std::string generations_;                   // " (generation F -> F+1, attempt A)", for messages
   std::shared_ptr<SwapStore> protocolStore_;  // the protocol's waits
   std::shared_ptr<SwapStore> buildStore_;     // the backends' rendezvous: also stops on "failed"
   std::shared_ptr<std::atomic<bool>> abandoned_ = std::make_shared<std::atomic<bool>>(false);

@@ -28,8 +28,7 @@ json parse(const Bytes& value, const std::string& key, const char* what) {
 }
 
 // A field of a message parse() accepted; a missing or mistyped one is the same refusal.
-template <typename T>
-T field(const json& j, const char* name, const std::string& key) {
+template <typename T> T field(const json& j, const char* name, const std::string& key) {
   try {
     return j.at(name).get<T>();
   } catch (const json::exception& e) {
@@ -78,9 +77,8 @@ BuildReport decodeBuildReport(const Bytes& value, const std::string& key) {
   const int code = field<int>(j, "code", key);
   if (kind < 0 || kind > static_cast<int>(BuildReport::Kind::Abandoned) || code < 0 ||
       code > static_cast<int>(ErrorCode::NotSupported))
-    throw StoreError("the swap's build report at store key '" + key + "' has an unknown kind " +
-                     std::to_string(kind) + " or code " + std::to_string(code) +
-                     ": every rank of a job must run the same commhost build");
+    throw StoreError("the swap's build report at store key '" + key + "' has an unknown kind " + std::to_string(kind) +
+                     " or code " + std::to_string(code) + ": every rank of a job must run the same commhost build");
   report.kind = static_cast<BuildReport::Kind>(kind);
   report.code = static_cast<ErrorCode>(code);
   report.why = field<std::string>(j, "why", key);
