@@ -84,6 +84,27 @@ row=$(grep -E '^\[0\] +1024 +256 ' "$tmp/out") || fail "no result row"
 [ "$(echo "$row" | awk '{print $NF}')" = 0 ] || fail "wrong elements: $row"
 [ "$(count 'applied epoch 3|syncPoint: .*(rolled back|is invalid)|\[error\]')" -eq 0 ] || fail "an epoch after the invalid file"
 
+# An edit while the ranks start (they sleep 1 s first): every rank starts on the text the
+# launcher read (no config-hash mismatch), and the edit, published before their groups
+# exist, is applied at their first syncPoint() (before: skipped as "not news", silently).
+cp "$tmp/gloo.yaml" "$job"
+injects=()
+for s in $(seq 25 25 400); do injects+=(--inject "slow:0@$s:50"); done
+"$commhost" run -n 4 --watch "$job" -- sh -c 'sleep 1; exec "$0" "$@"' "$commhost" bench --sizes 1K --iters 400 \
+  --warmup 0 --check "${injects[@]}" >"$tmp/out" 2>&1 &
+pid=$!
+waitFor "watching $job" 1 30
+cp "$tmp/shm.yaml" "$job"
+waitFor 'published as epoch 1' 1 15
+waitFor '\] syncPoint: applied epoch 1 .*: generation 1$' 4 30
+[ "$(switchCounts 1 | wc -l)" -eq 1 ] || fail "the ranks applied the early edit at different sync counts"
+grep -q '^\[0\] # allreduce (route: gloo)' "$tmp/out" || fail "the ranks did not start on the config the launcher read"
+rc=0
+wait "$pid" || rc=$?
+pid=
+[ "$rc" -eq 0 ] || fail "the job with an early edit exited $rc"
+echo "ok: an edit made while the ranks start is applied by every rank at one sync count"
+
 # A store that does not answer (no rank serves one: `sleep` makes no group): publishing
 # gives up after 5 s, not group.timeout (60 s), while the launcher's loop waits on it;
 # it says so, and the launcher still ends the job at once on SIGTERM.

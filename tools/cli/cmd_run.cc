@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <climits>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "commands.h"
 #include "commhost/config.h"
@@ -17,6 +19,14 @@
 
 namespace commhost::cli {
 namespace {
+
+// The config file's text, read once: what every rank starts on (LaunchPlan::configText).
+std::string readConfigSnapshot(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 std::string selfPath() {
   char buf[PATH_MAX];
@@ -101,6 +111,7 @@ int run(const RunArgs& args, std::vector<std::string> command) {
                                  "cannot read config file '" + configFile +
                                      "' (nor an installed config of that name in " + installedConfigDir() + ")");
     plan.configPath = resolved;
+    plan.configText = readConfigSnapshot(plan.configPath);
     // Check the config once here rather than failing N times in the ranks.
     std::cerr << storeLine(loadConfigFile(plan.configPath, registry, overrides), plan) << std::endl;
   } else {
@@ -120,8 +131,8 @@ int run(const RunArgs& args, std::vector<std::string> command) {
     std::cerr << "commhost run: --watch: node 0's launcher publishes the edits of " << plan.configPath
               << "; this node's ranks apply them" << std::endl;
   } else if (!args.watch.empty()) {
-    watch = std::make_unique<ConfigWatch>(plan.configPath, plan.overrides, plan.masterAddr, plan.masterPort,
-                                          plan.localRanks * plan.nodes);
+    watch = std::make_unique<ConfigWatch>(plan.configPath, plan.configText, plan.overrides, plan.masterAddr,
+                                          plan.masterPort, plan.localRanks * plan.nodes);
     plan.watchPath = plan.configPath;
     plan.onConfigChange = [&watch](const std::string& why) { watch->changed(why, why == "SIGHUP"); };
     std::cerr << "commhost run: watching " << plan.configPath

@@ -29,11 +29,14 @@ std::string readFile(const std::string& path) {
 
 }  // namespace
 
-ConfigWatch::ConfigWatch(std::string path, std::vector<std::string> sets, std::string masterAddr, int masterPort,
-                         int worldSize)
-    : path_(std::move(path)), masterAddr_(std::move(masterAddr)), masterPort_(masterPort), worldSize_(worldSize) {
+ConfigWatch::ConfigWatch(std::string path, std::string text, std::vector<std::string> sets, std::string masterAddr,
+                         int masterPort, int worldSize)
+    : path_(std::move(path)),
+      masterAddr_(std::move(masterAddr)),
+      masterPort_(masterPort),
+      worldSize_(worldSize),
+      lastText_(std::move(text)) {
   overrides_.set = std::move(sets);
-  lastText_ = readFile(path_);
   group_ = load(lastText_).groupName();
 }
 
@@ -64,8 +67,16 @@ Store& ConfigWatch::store(const Config& config) {
   store_ = entry.descriptor->createStore(options, ctx);
   storeLibrary_ = entry.library;
   // Epochs count on from what the store holds (a second launcher, a test that published).
+  // The ranks apply the latest one at their first syncPoint() (sync_point.cc): in a store
+  // that outlives jobs (etcd) that may be an earlier job's, which is said.
   const std::string latest = group_ + "/pending/epoch";
-  if (store_->check({latest})) epoch_ = std::stoull(toString(store_->get(latest)));
+  if (store_->check({latest})) {
+    epoch_ = std::stoull(toString(store_->get(latest)));
+    if (epoch_ > 0)
+      std::cerr << "commhost run: the store already held epoch " << epoch_ << " of group " << group_
+                << " (another launcher's, or an earlier job's in a store that outlives jobs); publishing " << epoch_ + 1
+                << std::endl;
+  }
   return *store_;
 }
 

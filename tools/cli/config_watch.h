@@ -21,9 +21,11 @@ namespace commhost::cli {
 
 class ConfigWatch {
  public:
-  // `path`: the absolute config file the job started with; `sets`: the ranks' --set
-  // overrides; the store is reached at masterAddr:masterPort unless its options say.
-  ConfigWatch(std::string path, std::vector<std::string> sets, std::string masterAddr, int masterPort, int worldSize);
+  // `path`: the absolute config file the job started with, `text` what the ranks were
+  // handed of it; `sets`: the ranks' --set overrides; the store is reached at
+  // masterAddr:masterPort unless its options say.
+  ConfigWatch(std::string path, std::string text, std::vector<std::string> sets, std::string masterAddr, int masterPort,
+              int worldSize);
   // Re-reads the file and publishes it when valid; `why` names the trigger in the lines
   // printed. An edit that leaves the text as last published is ignored unless `force`
   // (SIGHUP: a reconfigure to the same config keeps every backend).

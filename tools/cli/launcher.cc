@@ -151,6 +151,9 @@ ChildPlan childPlan(const LaunchPlan& plan, const Rank& rank, int localRank, int
       {"MASTER_PORT", std::to_string(plan.masterPort)},
   };
   if (!plan.configPath.empty()) vars.emplace_back("COMMHOST_CONFIG", plan.configPath);
+  constexpr size_t kMaxEnvText = 64 * 1024;  // Linux refuses a single variable over 128 KiB
+  if (!plan.configPath.empty() && !plan.configText.empty() && plan.configText.size() <= kMaxEnvText)
+    vars.emplace_back("COMMHOST_CONFIG_TEXT", plan.configText);
   std::string overrides;
   for (const auto& o : plan.overrides) overrides += o + "\n";
   if (!overrides.empty()) vars.emplace_back("COMMHOST_OVERRIDES", overrides);
@@ -393,6 +396,7 @@ int launch(const LaunchPlan& plan) {
       break;
     }
   }
+  if (watching && running == plan.localRanks) plan.onConfigChange("edited as the job started");
   while (running > 0) {
     std::vector<pollfd> fds;
     fds.push_back({sigFd, POLLIN, 0});

@@ -23,15 +23,21 @@ struct LaunchPlan {
   int nodes = 1;
   int nodeRank = 0;
   std::string masterAddr = "127.0.0.1";
-  int masterPort = 0;                                         // 0: pick a free port (single node only)
-  std::string configPath;                                     // absolute; "" = the program's default
+  int masterPort = 0;      // 0: pick a free port (single node only)
+  std::string configPath;  // absolute; "" = the program's default
+  // configPath's text as read once at launch, handed to the ranks (COMMHOST_CONFIG_TEXT) so
+  // that all start on it even if the file is edited as they start; "" (or over 64 KiB,
+  // beyond what an environment variable may hold): the ranks read the file.
+  std::string configText;
   std::vector<std::string> overrides;                         // --set key=value, passed as COMMHOST_OVERRIDES
   std::vector<std::string> command;                           // program and arguments
   std::chrono::milliseconds grace{std::chrono::seconds(5)};   // SIGTERM -> SIGKILL
   std::chrono::milliseconds settle{std::chrono::seconds(1)};  // first failure -> SIGTERM
   // --watch: a file whose edits (inotify on its folder, matched by name, so an editor
   // that replaces the file by rename is seen too) and SIGHUP call onConfigChange with
-  // "edited" / "SIGHUP", on the launcher's thread. Empty: SIGHUP keeps its default.
+  // "edited" / "SIGHUP", on the launcher's thread, and once the ranks are started with
+  // "edited as the job started" (an edit before the watch began has no event; an unchanged
+  // file is no change). Empty: SIGHUP keeps its default.
   std::string watchPath;
   std::function<void(const std::string& why)> onConfigChange;
 };

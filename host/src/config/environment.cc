@@ -34,7 +34,7 @@ std::vector<std::pair<std::string, std::string>> commhostVariables() {
 
 bool isReservedVariable(const std::string& name) {
   return name == "COMMHOST_CONFIG" || name == "COMMHOST_PLUGIN_PATH" || name == "COMMHOST_STORE_TOKEN" ||
-         name == "COMMHOST_OVERRIDES";
+         name == "COMMHOST_OVERRIDES" || name == "COMMHOST_CONFIG_TEXT";
 }
 
 std::string variableForKey(const std::string& key) {
@@ -167,5 +167,15 @@ LaunchInfo detectLaunch() {
   info.configPath = readEnv("COMMHOST_CONFIG").value_or("");
   return info;
 }
+
+namespace config {
+
+std::optional<std::string> launchConfigText(const std::string& path) {
+  const auto file = readEnv("COMMHOST_CONFIG");
+  if (!file || path.empty() || *file != path) return std::nullopt;
+  return readEnv("COMMHOST_CONFIG_TEXT");
+}
+
+}  // namespace config
 
 }  // namespace commhost

@@ -28,6 +28,10 @@ std::vector<std::string> overridesFromEnv();
 std::string defaultDumpDir();
 // The first host of a Slurm node list ("node[01-04,07],gpu5" -> "node01"); "" if malformed.
 std::string firstSlurmHost(const std::string& list);
+// The config text `commhost run` read when it started the job (COMMHOST_CONFIG_TEXT), when
+// `path` is the file it handed the ranks (COMMHOST_CONFIG): every rank starts on that
+// text even if the file is edited while they start (`--watch` publishes the edit).
+std::optional<std::string> launchConfigText(const std::string& path);
 // Directories in COMMHOST_PLUGIN_PATH, in order.
 std::vector<std::string> pluginPathFromEnv();
 

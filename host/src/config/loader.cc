@@ -711,8 +711,10 @@ Config loadConfigFile(const std::string& path, PluginRegistry& registry, const C
 }
 
 Config loadConfigOrDefault(const std::string& path, PluginRegistry& registry, const ConfigOverrides& overrides) {
-  return path.empty() ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
-                      : loadConfigFile(path, registry, overrides);
+  if (path.empty()) return loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides);
+  if (const auto launched = config::launchConfigText(path))
+    return loadConfig(*launched, path, folderOf(path), registry, overrides);
+  return loadConfigFile(path, registry, overrides);
 }
 
 std::vector<std::string> configPluginPath(const std::string& given, std::vector<std::string>& warnings) {

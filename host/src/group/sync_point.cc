@@ -54,11 +54,13 @@ void ProcessGroup::startSyncPoller() {
   if (poll.count() <= 0) return;
   sync_ = std::make_unique<SyncAgreement>();
   sync_->poll = poll;
-  // What was published before this group existed is not news: its config file is the
-  // one the publisher watches. (Ranks that read this while an epoch is being published
-  // may disagree; publish while the job runs, not while it starts.)
-  syncDone_ = readEpoch(*setup_.store, latestKey(name_));
-  syncLatest_.store(syncDone_, std::memory_order_relaxed);
+  // An epoch published before this group existed is news too: the ranks started on the
+  // text `commhost run` read at launch (COMMHOST_CONFIG_TEXT), and an edit made while they
+  // started was published after it. The latest is applied at the first syncPoint(), by
+  // the same agreement as one published later (ranks that read it at different moments
+  // still switch at one sync count).
+  syncDone_ = 0;
+  syncLatest_.store(readEpoch(*setup_.store, latestKey(name_)), std::memory_order_relaxed);
   sync_->poller = std::thread([this, store = setup_.store, key = latestKey(name_), logger = logger_] {
     bool reported = false;  // a store that stops answering (the job ending) is logged once
     SyncAgreement& s = *sync_;
