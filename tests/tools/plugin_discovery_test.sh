@@ -151,4 +151,17 @@ expect_rc0 "config check (unknown variable)"
 expect_text "config check (unknown variable)" "warning: environment variable COMMHOST_BACKENDS_GLOO_OPTIONS_THREAD names no option of a loaded plugin and is ignored (did you mean COMMHOST_BACKENDS_GLOO_OPTIONS_THREADS?)"
 pass "warned, with the nearest variable"
 
+step "plugins list loads each file in a child first: one that aborts or hangs while loading is reported, not fatal"
+start=$SECONDS
+run "$commhost" plugins list --plugin-path "$plugins/crashing" --probe-timeout 1
+expect_rc0 "plugins list (crashing/)"
+expect_regex "plugins list (crashing/)" "initabort +\? +\? +unavailable: crashed the process loading it \(signal 6, Aborted"
+expect_regex "plugins list (crashing/)" "inithang +\? +\? +unavailable: hung while loading \(.* after 1s"
+expect_regex "plugins list (crashing/)" "^gloo +backend +.* ok"
+[[ $((SECONDS - start)) -le 10 ]] || fail "plugins list took $((SECONDS - start)) s with a 1 s probe limit"
+run "$commhost" plugins inspect initabort --plugin-path "$plugins/crashing" --probe-timeout 1
+expect_rc_nonzero "plugins inspect initabort"
+expect_text "plugins inspect initabort" "status: unavailable: crashed the process loading it"
+pass "initabort: signal 6; inithang: hung after 1 s; the other plugins listed"
+
 echo "PASS: plugin discovery and self-describing configuration"

@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "commhost/config.h"
 #include "commhost/registry.h"
+#include "plugin_probe.h"
 
 namespace commhost::cli {
 namespace {
@@ -39,7 +40,17 @@ void printOptions(const PluginDescriptor& d) {
 struct Search {
   std::vector<std::string> paths;
   std::string config;
+  // Each file is loaded in a child first (plugin_probe.h), for at most this many
+  // seconds; 0: loaded here directly.
+  double probeSeconds = 5;
 };
+
+// Scans `dirs`, each file tried in a child process first unless the limit is 0.
+void scanSafely(PluginRegistry& registry, const std::vector<std::string>& dirs, const Search& search) {
+  if (search.probeSeconds <= 0) return registry.scan(dirs);
+  const std::chrono::milliseconds limit(static_cast<int64_t>(search.probeSeconds * 1000));
+  registry.scan(dirs, [limit](const std::string& path) { return probeInChild(path, limit); });
+}
 
 std::vector<std::string> searchDirs(const Search& search) {
   std::vector<std::string> dirs = search.paths;
@@ -57,6 +68,12 @@ void addSearchOptions(CLI::App* cmd, Search& search) {
   cmd->add_option("-c,--config", search.config,
                   "Also search the config's plugin_path (relative entries: from the config's folder); "
                   "default: COMMHOST_CONFIG");
+  cmd->add_option("--probe-timeout", search.probeSeconds,
+                  "Seconds that loading one plugin file in a child process (first, so that a file that hangs or "
+                  "crashes is reported, not fatal) may take; 0: load in this process")
+      ->type_name("SECONDS")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 int inspect(const std::string& what, const Search& search) {
@@ -65,7 +82,7 @@ int inspect(const std::string& what, const Search& search) {
   if (what.find('/') != std::string::npos || (what.size() > 3 && what.compare(what.size() - 3, 3, ".so") == 0)) {
     entry = &registry.loadFile(what);  // throws with the reason it cannot be used
   } else {
-    registry.scan(searchDirs(search));
+    scanSafely(registry, searchDirs(search), search);
     entry = registry.find(what);
     if (!entry) registry.require(what, PluginKind::Backend);  // throws "not found" with hints
   }
@@ -100,7 +117,7 @@ int inspect(const std::string& what, const Search& search) {
 int list(const Search& search) {
   PluginRegistry registry;
   const auto dirs = searchDirs(search);
-  registry.scan(dirs);
+  scanSafely(registry, dirs, search);
   std::cout << std::left << std::setw(14) << "NAME" << std::setw(11) << "KIND" << std::setw(10) << "VERSION"
             << "STATUS / PATH\n";
   for (const auto& e : registry.entries()) {

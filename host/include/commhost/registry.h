@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ class COMMHOST_API PluginRegistry {
   // Scans every directory not scanned before; files that fail are recorded, not thrown.
   // A later file with an already-loaded name is recorded as a duplicate (the first wins).
   void scan(const std::vector<std::string>& directories);
+  // As scan(), but each candidate file goes to `precheck` first, which returns "" to load
+  // it here or why it must not be (recorded as the entry's reason, the file never opened
+  // in this process). `commhost plugins list` loads each file in a child process first, so
+  // a file whose loading hangs or crashes is reported instead of taking the host down.
+  using Precheck = std::function<std::string(const std::string& path)>;
+  void scan(const std::vector<std::string>& directories, const Precheck& precheck);
   // Loads one file; throws PluginError with the path and reason (ABI, descriptor,
   // duplicate name, missing dependency) instead of recording it.
   const PluginEntry& loadFile(const std::string& path);

@@ -301,7 +301,9 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
   return entry;
 }
 
-void PluginRegistry::scan(const std::vector<std::string>& directories) {
+void PluginRegistry::scan(const std::vector<std::string>& directories) { scan(directories, nullptr); }
+
+void PluginRegistry::scan(const std::vector<std::string>& directories, const Precheck& precheck) {
   namespace fs = boost::filesystem;
   for (const auto& dir : directories) {
     boost::system::error_code ec;
@@ -313,7 +315,15 @@ void PluginRegistry::scan(const std::vector<std::string>& directories) {
       if (isPluginFile(it->path().filename().string())) files.push_back(it->path().string());
     std::sort(files.begin(), files.end());
     for (const auto& file : files) {
-      PluginEntry entry = open(file);
+      const std::string refused = precheck ? precheck(file) : std::string();
+      PluginEntry entry;
+      if (refused.empty()) {
+        entry = open(file);
+      } else {
+        entry.path = file;
+        entry.name = nameFromFile(file);
+        entry.unavailable = refused;
+      }
       if (const PluginEntry* first = find(entry.name); first && entry.descriptor) {
         entry.unavailable = "duplicate: a plugin named '" + entry.name + "' was already loaded from " + first->path;
         entry.descriptor = nullptr;
