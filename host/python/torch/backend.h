@@ -47,9 +47,18 @@ class C10dStore final : public commhost::Store {
 // The c10d Work of one commhost op. Its future completes (from the commhost backend's
 // thread, through Future::whenDone) with the op's output tensors, or the op's error as a
 // c10::Error with the commhost message.
+// A non-contiguous tensor, as c10d's gloo takes it: the op runs on `copy` (contiguous), and
+// when `tensor` is one the op writes, the copy goes back into it as the op completes.
+struct Staged {
+  at::Tensor tensor;  // the caller's
+  at::Tensor copy;    // what commhost reads and writes
+};
+
 class TorchWork final : public c10d::Work {
  public:
-  TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::vector<at::Tensor> outputs);
+  // `staged`: the outputs the op wrote into copies, copied back before the future completes.
+  TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::vector<at::Tensor> outputs,
+            std::vector<Staged> staged = {});
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;

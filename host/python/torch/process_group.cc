@@ -63,7 +63,8 @@ commhost::Millis toTimeout(std::chrono::milliseconds timeout) {
 // ---------------------------------------------------------------------------------------
 // TorchWork
 
-TorchWork::TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::vector<at::Tensor> outputs)
+TorchWork::TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::vector<at::Tensor> outputs,
+                     std::vector<Staged> staged)
     : c10d::Work(rank, type),
       work_(std::move(work)),
       outputs_(std::move(outputs)),
@@ -73,16 +74,26 @@ TorchWork::TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::v
   // per op. The callback holds the future and the outputs, never this Work.
   // The outputs move into the future's value, so the callback holds no tensor once it ran
   // (it may be destroyed on a backend thread; see view() on why that matters).
-  work_->future()->whenDone([future = future_, outputs = outputs_](commhost::Future& done) mutable {
-    try {
-      if (auto error = done.error()) future->setError(asC10(error));
-      else future->markCompleted(c10::IValue(std::move(outputs)));
-      outputs.clear();
-    } catch (const std::exception&) {
-      // A torch callback failing inside markCompleted is recorded in its own child
-      // future; nothing may escape into the commhost backend thread.
-    }
-  });
+  // A staged output is written back first: a caller that sees the future complete (or
+  // wait() return) reads its own tensor. Its tensor is among the outputs the future keeps,
+  // so dropping the pair here never drops a Python tensor's last reference.
+  work_->future()->whenDone(
+      [future = future_, outputs = outputs_, staged = std::move(staged)](commhost::Future& done) mutable {
+        try {
+          if (auto error = done.error()) {
+            future->setError(asC10(error));
+          } else {
+            for (auto& s : staged) s.tensor.copy_(s.copy);
+            staged.clear();
+            future->markCompleted(c10::IValue(std::move(outputs)));
+          }
+          staged.clear();
+          outputs.clear();
+        } catch (const std::exception&) {
+          // A torch callback failing inside markCompleted is recorded in its own child
+          // future; nothing may escape into the commhost backend thread.
+        }
+      });
 }
 
 bool TorchWork::isCompleted() { return future_->completed(); }
@@ -127,19 +138,32 @@ std::string prefix(const commhost::ProcessGroup& g, const char* op) {
   return "[group " + g.name() + " rank " + std::to_string(g.rank()) + "] " + op + ": ";
 }
 
-// A view of `tensor`'s memory that keeps `tensor` alive; refuses what commhost cannot take
-// in place, as c10d's backends do.
-commhost::Tensor view(const commhost::ProcessGroup& g, const char* op, const at::Tensor& tensor, const char* what,
-                      int64_t index = -1) {
+// The non-contiguous tensors of the call being issued on this thread (TorchProcessGroup::run
+// sets it around the call): view() stages each through a contiguous copy.
+thread_local std::vector<Staged>* tlStaged = nullptr;
+
+// Whether the op writes a tensor (its copy goes back) or only reads it.
+enum class Role { Written, Read };
+
+// A view of `tensor`'s memory that keeps `tensor` alive; refuses what commhost cannot take,
+// as c10d's backends do. A non-contiguous tensor is taken through a contiguous copy, as
+// c10d's gloo does (zero-copy stays the rule for contiguous ones).
+commhost::Tensor view(const commhost::ProcessGroup& g, const char* op, const at::Tensor& given, const char* what,
+                      int64_t index = -1, Role role = Role::Written) {
+  at::Tensor tensor = given;
   const std::string name = index < 0 ? std::string(what) : std::string(what) + "[" + std::to_string(index) + "]";
   TORCH_CHECK(tensor.defined(), prefix(g, op), name, " is an undefined tensor; pass a real tensor");
   TORCH_CHECK(tensor.layout() == at::kStrided, prefix(g, op), name, " has layout ", tensor.layout(),
               "; the commhost backend takes dense (strided) tensors only");
-  TORCH_CHECK(tensor.is_contiguous(), prefix(g, op), name,
-              " is not contiguous; the commhost backend works in place on contiguous tensors "
-              "(as c10d's gloo does): pass tensor.contiguous() and copy the result back");
   TORCH_CHECK(!tensor.is_conj(), prefix(g, op), name,
               " is a lazily conjugated view; call tensor.resolve_conj() before the collective");
+  if (!tensor.is_contiguous()) {
+    TORCH_CHECK(tlStaged != nullptr, prefix(g, op), name,
+                " is not contiguous; pass tensor.contiguous() and copy the result back");
+    const at::Tensor copy = tensor.contiguous();
+    if (role == Role::Written) tlStaged->push_back({tensor, copy});
+    tensor = copy;
+  }
   // Complex tensors travel as their real view: [.., 2] of float/double, the same memory.
   const at::Tensor t = tensor.is_complex() ? at::view_as_real(tensor) : tensor;
   bool ok = false;
@@ -172,10 +196,10 @@ commhost::Tensor view(const commhost::ProcessGroup& g, const char* op, const at:
 }
 
 std::vector<commhost::Tensor> views(const commhost::ProcessGroup& g, const char* op, const std::vector<at::Tensor>& ts,
-                                    const char* what) {
+                                    const char* what, Role role = Role::Written) {
   std::vector<commhost::Tensor> out;
   out.reserve(ts.size());
-  for (size_t i = 0; i < ts.size(); ++i) out.push_back(view(g, op, ts[i], what, static_cast<int64_t>(i)));
+  for (size_t i = 0; i < ts.size(); ++i) out.push_back(view(g, op, ts[i], what, static_cast<int64_t>(i), role));
   return out;
 }
 
@@ -227,15 +251,20 @@ TorchProcessGroup::~TorchProcessGroup() = default;
 template <class F>
 c10::intrusive_ptr<c10d::Work> TorchProcessGroup::run(c10d::OpType type, std::vector<at::Tensor> outputs, F&& issue) {
   commhost::WorkPtr work;
+  std::vector<Staged> staged;
   try {
     std::lock_guard<std::mutex> lock(issueMutex_);
+    tlStaged = &staged;
     work = issue();
+    tlStaged = nullptr;
   } catch (const c10::Error&) {
+    tlStaged = nullptr;
     throw;
   } catch (const std::exception& e) {
+    tlStaged = nullptr;
     throw c10::Error(e.what(), "");
   }
-  return c10::make_intrusive<TorchWork>(getRank(), type, std::move(work), std::move(outputs));
+  return c10::make_intrusive<TorchWork>(getRank(), type, std::move(work), std::move(outputs), std::move(staged));
 }
 
 c10::intrusive_ptr<c10d::Work> TorchProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
@@ -298,7 +327,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather(std::vector<std::vec
     std::vector<commhost::Tensor> outs = views(*group_, "allgather", outputs[0], "outputs");
     commhost::AllgatherOptions o;
     o.timeout = toTimeout(opts.timeout);
-    return group_->allgather(outs, view(*group_, "allgather", in, "input"), o);
+    return group_->allgather(outs, view(*group_, "allgather", in, "input", -1, Role::Read), o);
   });
 }
 
@@ -308,7 +337,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_allgather_base(at::Tensor& ou
     commhost::Tensor out = view(*group_, "allgather_into_tensor", output, "output");
     commhost::AllgatherOptions o;
     o.timeout = toTimeout(opts.timeout);
-    return group_->allgatherIntoTensor(out, view(*group_, "allgather_into_tensor", input, "input"), o);
+    return group_->allgatherIntoTensor(out, view(*group_, "allgather_into_tensor", input, "input", -1, Role::Read), o);
   });
 }
 
@@ -333,7 +362,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather_coalesced(std::vecto
         outs[i].push_back(view(*group_, "allgather_coalesced", outputLists[r][i], "output", r));
     commhost::AllgatherOptions o;
     o.timeout = toTimeout(opts.timeout);
-    return group_->allgatherCoalesced(outs, views(*group_, "allgather_coalesced", inputs, "inputs"), o);
+    return group_->allgatherCoalesced(outs, views(*group_, "allgather_coalesced", inputs, "inputs", Role::Read), o);
   });
 }
 
@@ -349,7 +378,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::gather(std::vector<std::vector
     commhost::GatherOptions o;
     o.root = static_cast<int>(opts.rootRank);
     o.timeout = toTimeout(opts.timeout);
-    return group_->gather(outs, view(*group_, "gather", in, "input"), o);
+    return group_->gather(outs, view(*group_, "gather", in, "input", -1, Role::Read), o);
   });
 }
 
@@ -365,7 +394,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::scatter(std::vector<at::Tensor
     commhost::ScatterOptions o;
     o.root = static_cast<int>(opts.rootRank);
     o.timeout = toTimeout(opts.timeout);
-    return group_->scatter(v, views(*group_, "scatter", inList, "inputs"), o);
+    return group_->scatter(v, views(*group_, "scatter", inList, "inputs", Role::Read), o);
   });
 }
 
@@ -380,7 +409,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::reduce_scatter(std::vector<at:
     o.reduceOp = toReduceOp(*group_, "reduce_scatter", opts.reduceOp, out.is_complex());
     o.timeout = toTimeout(opts.timeout);
     commhost::Tensor v = view(*group_, "reduce_scatter", out, "output");
-    return group_->reduceScatter(v, views(*group_, "reduce_scatter", inputs[0], "inputs"), o);
+    return group_->reduceScatter(v, views(*group_, "reduce_scatter", inputs[0], "inputs", Role::Read), o);
   });
 }
 
@@ -391,7 +420,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_reduce_scatter_base(at::Tenso
     o.reduceOp = toReduceOp(*group_, "reduce_scatter_tensor", opts.reduceOp, output.is_complex());
     o.timeout = toTimeout(opts.timeout);
     commhost::Tensor v = view(*group_, "reduce_scatter_tensor", output, "output");
-    return group_->reduceScatterTensor(v, view(*group_, "reduce_scatter_tensor", input, "input"), o);
+    return group_->reduceScatterTensor(v, view(*group_, "reduce_scatter_tensor", input, "input", -1, Role::Read), o);
   });
 }
 
@@ -405,7 +434,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_base(at::Tensor& outp
     o.inputSplitSizes = inputSplitSizes;
     o.timeout = toTimeout(opts.timeout);
     commhost::Tensor v = view(*group_, "alltoall_single", output, "output");
-    return group_->alltoallSingle(v, view(*group_, "alltoall_single", input, "input"), o);
+    return group_->alltoallSingle(v, view(*group_, "alltoall_single", input, "input", -1, Role::Read), o);
   });
 }
 
@@ -416,7 +445,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall(std::vector<at::Tenso
     std::vector<commhost::Tensor> outs = views(*group_, "alltoall", outputs, "outputs");
     commhost::AlltoallOptions o;
     o.timeout = toTimeout(opts.timeout);
-    return group_->alltoall(outs, views(*group_, "alltoall", inputs, "inputs"), o);
+    return group_->alltoall(outs, views(*group_, "alltoall", inputs, "inputs", Role::Read), o);
   });
 }
 
@@ -437,7 +466,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::send(std::vector<at::Tensor>& 
   return run(c10d::OpType::SEND, tensors, [&] {
     commhost::SendOptions o;
     o.tag = tag;
-    return group_->send(view(*group_, "send", t, "tensor"), dstRank, o);
+    return group_->send(view(*group_, "send", t, "tensor", -1, Role::Read), dstRank, o);
   });
 }
 

@@ -211,9 +211,34 @@ def test_p2p_and_barriers(rank, world):
     dist.barrier()
 
 
+def test_noncontiguous(rank, world):
+    """As c10d's gloo: a non-contiguous tensor is reduced through a contiguous copy whose
+    result is written back into it (and into the tensor it views) before wait() returns."""
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4) + rank
+    nc = base.t()
+    assert not nc.is_contiguous()
+    dist.all_reduce(nc)
+    want = torch.arange(12, dtype=torch.float32).reshape(3, 4) * world + sum(range(world))
+    check(nc, want.t(), "allreduce of a transposed tensor")
+    check(base, want, "the tensor the transposed view views")
+    assert not nc.is_contiguous()
+    # A strided input (read only) and strided outputs (written back).
+    outs = [torch.zeros(4, 3).t() for _ in range(world)]
+    inp = (torch.arange(12, dtype=torch.float32).reshape(4, 3) + 100 * rank).t()
+    dist.all_gather(outs, inp)
+    for r in range(world):
+        check(outs[r], (torch.arange(12, dtype=torch.float32).reshape(4, 3) + 100 * r).t(), "all_gather output %d" % r)
+    # Asynchronous: in place once wait() returns, and the future's value is the caller's tensor.
+    every_other = torch.zeros(12)[::2]
+    every_other.fill_(rank + 1)
+    work = dist.all_reduce(every_other, async_op=True)
+    work.wait()
+    check(every_other, torch.full((6,), float(world * (world + 1) // 2)), "allreduce of every other element")
+    assert work.get_future().value()[0].data_ptr() == every_other.data_ptr()
+    dist.barrier()
+
+
 def test_errors(rank, world):
-    nc = torch.zeros(3, 4).t()
-    expect_error(lambda: dist.all_reduce(nc), "allreduce", "not contiguous")
     expect_error(lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int16)), "allreduce", "int16")
     # An invalid root is refused by commhost's validation with its own text, before sending.
     expect_error(_bad_root, "broadcast", "root")
@@ -269,7 +294,7 @@ def worker(args):
     if "shm" in os.path.basename(args.config):
         assert "shm" in pg.backends, pg.backends  # the shm backend came up (its rendezvous passed)
     for test in [test_allreduce, test_rooted, test_gathers, test_reduce_scatter, test_alltoall,
-                 test_p2p_and_barriers, test_errors, test_async_errors]:
+                 test_p2p_and_barriers, test_noncontiguous, test_errors, test_async_errors]:
         test(rank, world)
         print("rank %d: %s ok" % (rank, test.__name__), flush=True)
     dist.destroy_process_group()
