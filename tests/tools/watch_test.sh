@@ -122,4 +122,16 @@ kill -0 "$pid" 2>/dev/null && fail "the launcher did not end the job within 10 s
 wait "$pid" || true
 pid=
 
+# SIGINT while a publication waits on that store: the launcher's loop is not inside it
+# (the publisher has a thread of its own), so the job stops at once, not after the wait.
+"$commhost" run -n 1 --watch "$job" -- sleep 60 >"$tmp/out" 2>&1 &
+pid=$!
+waitFor "watching $job" 1 30
+printf '# edited again\n' >>"$job"
+sleep 0.5
+kill -INT "$pid"
+waitFor 'stopped the job: the launcher got Interrupt' 1 2
+wait "$pid" || true
+pid=
+
 echo "watch: OK (swap at sync count $(switchCounts 1), SIGHUP swap at $(switchCounts 2), unreachable store reported)"

@@ -32,26 +32,79 @@ std::string readFile(const std::string& path) {
 ConfigWatch::ConfigWatch(std::string path, std::string text, std::vector<std::string> sets, std::string masterAddr,
                          int masterPort, int worldSize)
     : path_(std::move(path)),
+      lastText_(std::move(text)),
       masterAddr_(std::move(masterAddr)),
       masterPort_(masterPort),
-      worldSize_(worldSize),
-      lastText_(std::move(text)) {
+      worldSize_(worldSize) {
   overrides_.set = std::move(sets);
   group_ = load(lastText_).groupName();
+  publisher_ = std::thread([this] { publishLoop(); });
+}
+
+ConfigWatch::~ConfigWatch() {
+  {
+    MutexLock lock(&mutex_);
+    stop_ = true;
+    pending_.reset();
+  }
+  wake_.signal();
+  publisher_.join();
 }
 
 // As the ranks load an epoch's YAML (ProcessGroup::applyEpoch): text, not the file, so a
 // relative plugin_path means the same here and there.
 Config ConfigWatch::load(const std::string& text) { return loadConfigText(text, path_, registry_, overrides_); }
 
-Store& ConfigWatch::store(const Config& config) {
+void ConfigWatch::changed(const std::string& why, bool force) {
+  const std::string name = "commhost run: " + path_ + " (" + why + ")";
+  std::string text;
+  try {
+    text = readFile(path_);
+    // Editors write twice; a save with no change is none (unless it never got through).
+    if (text == lastText_ && !force && !lastFailed_.load()) return;
+    const Config config = load(text);
+    if (config.groupName() != group_)
+      throw ConfigError("group.name changed from '" + group_ + "' to '" + config.groupName() +
+                        "'; a running job keeps its group's name");
+    const PluginEntry& entry = registry_.require(config.store.plugin, PluginKind::Store);
+    Publication p{
+        text, name, config.store.plugin, entry.descriptor, entry.library, config.store.options, config.timeout()};
+    lastText_ = text;
+    lastFailed_ = false;
+    {
+      MutexLock lock(&mutex_);
+      pending_ = std::move(p);
+    }
+    wake_.signal();
+  } catch (const ConfigError& e) {
+    lastText_ = text;  // reported once; the next edit is read again
+    std::cerr << name << ": invalid, the job goes on with its current config:\n" << e.what() << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << name << ": not published (the job goes on with its current config): " << e.what() << std::endl;
+  }
+}
+
+void ConfigWatch::publishLoop() {
+  for (;;) {
+    Publication p;
+    {
+      MutexLock lock(&mutex_);
+      while (!stop_ && !pending_) wake_.wait(&mutex_);
+      if (stop_) return;
+      p = std::move(*pending_);
+      pending_.reset();
+    }
+    publish(p);
+  }
+}
+
+Store& ConfigWatch::store(const Publication& p) {
   if (store_) return *store_;
-  const PluginEntry& entry = registry_.require(config.store.plugin, PluginKind::Store);
-  OptionValues options = config.store.options;
+  OptionValues options = p.storeOptions;
   // A client of the ranks' store: never the server (rank 0 hosts it with serve: auto),
   // and one that gives up after kPublishTimeout (a store's own timeout, as tcp's, rules
   // its connect and its calls; ctx.timeout is for stores without one).
-  for (const auto& spec : entry.descriptor->options) {
+  for (const auto& spec : p.storeDescriptor->options) {
     const std::string key = spec.key;
     if (key == "serve") options.set("serve", std::string("never"));
     if (key == "timeout" && spec.type == OptionType::Duration)
@@ -62,10 +115,10 @@ Store& ConfigWatch::store(const Config& config) {
   ctx.worldSize = worldSize_;
   ctx.masterAddr = masterAddr_;
   ctx.masterPort = masterPort_;
-  ctx.timeout = std::min(config.timeout(), kPublishTimeout);
-  ctx.logger = std::make_shared<Logger>("commhost." + config.store.plugin, "commhost run --watch");
-  store_ = entry.descriptor->createStore(options, ctx);
-  storeLibrary_ = entry.library;
+  ctx.timeout = std::min(p.timeout, kPublishTimeout);
+  ctx.logger = std::make_shared<Logger>("commhost." + p.storePlugin, "commhost run --watch");
+  store_ = p.storeDescriptor->createStore(options, ctx);
+  storeLibrary_ = p.storeLibrary;
   // Epochs count on from what the store holds (a second launcher, a test that published).
   // The ranks apply the latest one at their first syncPoint() (sync_point.cc): in a store
   // that outlives jobs (etcd) that may be an earlier job's, which is said.
@@ -80,32 +133,21 @@ Store& ConfigWatch::store(const Config& config) {
   return *store_;
 }
 
-void ConfigWatch::changed(const std::string& why, bool force) {
-  const std::string name = "commhost run: " + path_ + " (" + why + ")";
-  std::string text;
+void ConfigWatch::publish(const Publication& p) {
   try {
-    text = readFile(path_);
-    if (text == lastText_ && !force) return;  // editors write twice; a save with no change is none
-    const Config config = load(text);
-    if (config.groupName() != group_)
-      throw ConfigError("group.name changed from '" + group_ + "' to '" + config.groupName() +
-                        "'; a running job keeps its group's name");
-    Store& s = store(config);
+    Store& s = store(p);
     const uint64_t epoch = epoch_ + 1;
     const std::string prefix = group_ + "/pending/" + std::to_string(epoch) + "/";
     s.set(prefix + "source", toBytes(path_));
-    s.set(prefix + "yaml", toBytes(text));
+    s.set(prefix + "yaml", toBytes(p.text));
     s.set(group_ + "/pending/epoch", toBytes(std::to_string(epoch)));
     epoch_ = epoch;
-    lastText_ = text;
-    std::cerr << name << ": published as epoch " << epoch << "; every rank switches to it at the same syncPoint()"
+    std::cerr << p.name << ": published as epoch " << epoch << "; every rank switches to it at the same syncPoint()"
               << std::endl;
-  } catch (const ConfigError& e) {
-    lastText_ = text;  // reported once; the next edit is read again
-    std::cerr << name << ": invalid, the job goes on with its current config:\n" << e.what() << std::endl;
   } catch (const std::exception& e) {
     store_.reset();  // reconnects next time (before its plugin's code may go)
-    std::cerr << name
+    lastFailed_ = true;
+    std::cerr << p.name
               << ": not published (the job goes on with its current config; save the file again or send "
                  "SIGHUP to retry): "
               << e.what() << std::endl;
