@@ -42,6 +42,14 @@ namespace commhost {
 
 class PluginRegistry;
 
+// One thing wrong with a config's routes, as the route table finds it.
+struct COMMHOST_API RouteProblem {
+  std::string where;         // the route's "FILE:LINE:COL"; "" for the table as a whole
+  std::string message;       // what is wrong and what to do
+  bool uncovered = false;    // an op, device or byte range no route serves
+  std::string text() const;  // "where: message", as RouteTable::build's error lists it
+};
+
 class COMMHOST_API RouteTable {
  public:
   struct Segment {
@@ -61,6 +69,9 @@ class COMMHOST_API RouteTable {
   // are accepted and fail only when used. A plugin that cannot run here (it did not load,
   // or its probe says why) is unavailable: see build().
   static RouteTable forConfig(const Config& config, const PluginRegistry& registry);
+  // What forConfig() would refuse, one record per problem (empty: nothing): the config
+  // loader reports each at its place in the file.
+  static std::vector<RouteProblem> problemsOf(const Config& config, const PluginRegistry& registry);
   // `backends` gives each backend name's manifest; `unavailable[i]`, when present and not
   // empty, says why backends[i] cannot run here. A route's list passes over such a backend
   // to the next one that serves the cell (the note says so, with the reason); a cell that
@@ -126,6 +137,9 @@ class COMMHOST_API RouteTable {
   std::string describe() const;
 
  private:
+  static RouteTable collect(const std::vector<RouteSpec>& routes,
+                            const std::vector<std::pair<std::string, Capabilities>>& backends,
+                            const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems);
   std::string describeRows(const std::function<std::string(const Segment&)>& line) const;
 
   static constexpr size_t kNumCells = static_cast<size_t>(kNumOpTypes) * kNumDeviceTypes * kNumDTypes *

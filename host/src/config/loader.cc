@@ -640,21 +640,9 @@ Config loadConfig(const std::string& text, const std::string& source, const std:
     if (!routeDropped)
       problems.add(root, "routes", "no routes: add at least one, e.g. routes: [{ device: cpu, backend: NAME }]");
   } else {
-    try {
-      RouteTable::forConfig(cfg, registry);
-    } catch (const ConfigError& e) {
-      // One problem per line of the table's "routes:\n  a\n  b" message.
-      const std::string message = e.what();
-      for (size_t at = message.find("\n  "); at != std::string::npos;) {
-        const size_t next = message.find("\n  ", at + 3);
-        const std::string line = message.substr(at + 3, next == std::string::npos ? std::string::npos : next - at - 3);
-        at = next;
-        if (routeDropped && line.rfind("no route serves", 0) == 0) continue;
-        const size_t colon = line.find(": ");
-        if (line.rfind(source + ":", 0) == 0 && colon != std::string::npos)
-          problems.addAt(line.substr(0, colon), line.substr(colon + 2));
-        else problems.addAt(source, line);
-      }
+    for (const RouteProblem& p : RouteTable::problemsOf(cfg, registry)) {
+      if (routeDropped && p.uncovered) continue;
+      problems.addAt(p.where.empty() ? source : p.where, p.message);
     }
   }
   problems.throwIfAny();

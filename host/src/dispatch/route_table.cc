@@ -110,14 +110,40 @@ std::string lackText(const std::vector<Skip>& lacks) {
 
 }  // namespace
 
+// The routes' problems as build() reports them: one per line, sorted, each once.
+std::string RouteProblem::text() const { return where.empty() ? message : where + ": " + message; }
+
+namespace {
+[[noreturn]] void throwProblems(std::vector<RouteProblem> problems) {
+  std::vector<std::string> lines;
+  for (const auto& p : problems) lines.push_back(p.text());
+  std::sort(lines.begin(), lines.end());
+  lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+  std::string message = "routes:";
+  for (const auto& line : lines) message += "\n  " + line;
+  throw ConfigError(message);
+}
+}  // namespace
+
 RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
                              const std::vector<std::pair<std::string, Capabilities>>& backends,
                              const std::vector<std::string>& unavailable) {
+  std::vector<RouteProblem> problems;
+  RouteTable table = collect(routes, backends, unavailable, problems);
+  if (!problems.empty()) throwProblems(std::move(problems));
+  return table;
+}
+
+// build(), with the problems recorded in `problems` instead of thrown (the table is then
+// incomplete). Long: one pass over (op, device, dtype, reduce op) cells whose steps share
+// the per-route state; split pending (issue 40, tools/lint/long-functions.txt).
+RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
+                               const std::vector<std::pair<std::string, Capabilities>>& backends,
+                               const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems) {
   auto whyUnavailable = [&](int b) {
     return static_cast<size_t>(b) < unavailable.size() ? unavailable[static_cast<size_t>(b)] : std::string();
   };
   RouteTable table;
-  std::vector<std::string> problems;
   auto backendIndex = [&](const std::string& name) {
     for (size_t i = 0; i < backends.size(); ++i)
       if (backends[i].first == name) return static_cast<int>(i);
@@ -134,20 +160,21 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     for (const auto& name : route.backends()) {
       const int b = backendIndex(name);
       if (b < 0) {
-        problems.push_back(route.where + ": route to unknown backend '" + name + "'");
+        problems.push_back({route.where, "route to unknown backend '" + name + "'"});
         known = false;
       }
       listed[r].push_back(b);
     }
     if (!known) continue;
     if (route.op && route.reduceOp && !isReduction(*route.op))
-      problems.push_back(route.where +
-                         ": reduce_op applies only to reducing ops (allreduce, allreduce_coalesced, "
-                         "reduce, reduce_scatter, reduce_scatter_tensor), not " +
-                         opName(*route.op) + "; remove reduce_op from this route");
+      problems.push_back({route.where,
+                          "reduce_op applies only to reducing ops (allreduce, allreduce_coalesced, reduce, "
+                          "reduce_scatter, reduce_scatter_tensor), not " +
+                              std::string(opName(*route.op)) + "; remove reduce_op from this route"});
     if (route.op && route.dtype && !carriesData(*route.op))
-      problems.push_back(route.where + ": " + opName(*route.op) +
-                         " carries no data, so dtype cannot select it; remove dtype from this route");
+      problems.push_back(
+          {route.where, std::string(opName(*route.op)) +
+                            " carries no data, so dtype cannot select it; remove dtype from this route"});
     std::vector<std::string> reasons;
     for (int b : listed[r]) {
       const std::string why = lacks(backends[b].second, backends[b].first, route.op, route.device, route.dtype,
@@ -160,11 +187,11 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
     }
     if (!reasons.empty()) {
       const std::string what = cellText(route.op, route.device, route.dtype, route.reduceOp);
-      problems.push_back(
-          route.where + ": route sends " + what + " to " +
-          (listed[r].size() == 1 ? "backend '" + route.backend + "'" : "[" + join(route.backends(), ", ") + "]") +
-          ", which cannot serve it (" + join(reasons, "; ") + "); route " + what +
-          " to a backend that has it, or add one to this route's list");
+      problems.push_back({route.where, "route sends " + what + " to " +
+                                           (listed[r].size() == 1 ? "backend '" + route.backend + "'"
+                                                                  : "[" + join(route.backends(), ", ") + "]") +
+                                           ", which cannot serve it (" + join(reasons, "; ") + "); route " + what +
+                                           " to a backend that has it, or add one to this route's list"});
     }
     for (int d = 0; d < kNumDeviceTypes; ++d) {
       const auto dev = static_cast<DeviceType>(d);
@@ -173,11 +200,7 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
       if (route.device ? *route.device == dev : any) table.devices_.add(dev);
     }
   }
-  if (!problems.empty()) {
-    std::string message = "routes:";
-    for (const auto& p : problems) message += "\n  " + p;
-    throw ConfigError(message);
-  }
+  if (!problems.empty()) return table;  // the cells need every route's backends known
 
   std::map<std::string, int> noteIndex;
   auto note = [&](const std::string& text) {
@@ -220,8 +243,10 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
       }
       const std::string what = std::string(opName(op)) + " on " + deviceTypeName(dev);
       if (matching.empty()) {
-        problems.push_back("no route serves " + what + ": add a route for it (e.g. { device: " + deviceTypeName(dev) +
-                           ", op: " + opName(op) + ", backend: NAME }) to a backend that implements it");
+        problems.push_back({"",
+                            "no route serves " + what + ": add a route for it (e.g. { device: " + deviceTypeName(dev) +
+                                ", op: " + opName(op) + ", backend: NAME }) to a backend that implements it",
+                            true});
         continue;
       }
       const std::vector<int64_t> starts(points.begin(), points.end());
@@ -230,8 +255,10 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
         bool covered = false;
         for (int r : matching) covered = covered || (routes[r].minBytes <= starts[i] && routes[r].maxBytes >= end(i));
         if (!covered)
-          problems.push_back("no route serves " + what + " for messages of " + range(starts[i], end(i)) +
-                             ": widen a route's min_bytes/max_bytes or add one");
+          problems.push_back({"",
+                              "no route serves " + what + " for messages of " + range(starts[i], end(i)) +
+                                  ": widen a route's min_bytes/max_bytes or add one",
+                              true});
       }
 
       const int dtypeSlots = carriesData(op) ? kNumDTypes : 1;
@@ -283,10 +310,11 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
                 best = &c;
               } else if (c.specificity == best->specificity && c.width() == best->width() &&
                          c.backend != best->backend) {
-                problems.push_back(routes[c.route].where + ": route to '" + backends[c.backend].first + "' and " +
-                                   routes[best->route].where + ": route to '" + backends[best->backend].first +
-                                   "' are equally specific for " + what + " at " + range(lo, hi) +
-                                   "; name the op, dtype or reduce_op, or narrow the byte range of one of them");
+                problems.push_back({routes[c.route].where,
+                                    "route to '" + backends[c.backend].first + "' and " + routes[best->route].where +
+                                        ": route to '" + backends[best->backend].first + "' are equally specific for " +
+                                        what + " at " + range(lo, hi) +
+                                        "; name the op, dtype or reduce_op, or narrow the byte range of one of them"});
               }
             }
             // More specific routes passed over because none of their backends has the cell.
@@ -330,17 +358,12 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
   }
   for (size_t r = 0; r < routes.size(); ++r)
     if (!routes[r].shadow.empty() && !shadowServes[r])
-      problems.push_back(routes[r].where + ": shadow '" + routes[r].shadow +
-                         "' serves none of this route's allreduce, broadcast or allgather_into_tensor calls (the ops "
-                         "a shadow runs), so it would never run; name a backend whose manifest has them, or remove "
-                         "shadow");
-  if (!problems.empty()) {
-    std::sort(problems.begin(), problems.end());
-    problems.erase(std::unique(problems.begin(), problems.end()), problems.end());
-    std::string message = "routes:";
-    for (const auto& p : problems) message += "\n  " + p;
-    throw ConfigError(message);
-  }
+      problems.push_back({routes[r].where,
+                          "shadow '" + routes[r].shadow +
+                              "' serves none of this route's allreduce, broadcast or allgather_into_tensor calls (the "
+                              "ops a shadow runs), so it would never run; name a backend whose manifest has them, or "
+                              "remove shadow"});
+  if (!problems.empty()) return table;
   table.used_.assign(backends.size(), false);
   table.serves_.assign(backends.size(), false);
   for (const auto& list : table.lists_)
@@ -356,9 +379,11 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
   return build(routes, backends, {});
 }
 
-RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& registry) {
-  std::vector<std::pair<std::string, Capabilities>> manifests;
-  std::vector<std::string> unavailable;
+namespace {
+// Each backend's manifest from its plugin's descriptor (every op for a plugin that did not
+// load, so its routes are accepted and fail only when used) and why it cannot run here.
+void manifestsOf(const Config& config, const PluginRegistry& registry,
+                 std::vector<std::pair<std::string, Capabilities>>& manifests, std::vector<std::string>& unavailable) {
   for (const auto& [name, ref] : config.backends) {
     const PluginEntry* e = registry.find(ref.plugin);
     unavailable.push_back(!e ? "plugin '" + ref.plugin + "' not found" : e->unavailable);
@@ -372,7 +397,23 @@ RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& reg
                                                 {}});
     }
   }
+}
+}  // namespace
+
+RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& registry) {
+  std::vector<std::pair<std::string, Capabilities>> manifests;
+  std::vector<std::string> unavailable;
+  manifestsOf(config, registry, manifests, unavailable);
   return build(config.routes, manifests, unavailable);
+}
+
+std::vector<RouteProblem> RouteTable::problemsOf(const Config& config, const PluginRegistry& registry) {
+  std::vector<std::pair<std::string, Capabilities>> manifests;
+  std::vector<std::string> unavailable;
+  manifestsOf(config, registry, manifests, unavailable);
+  std::vector<RouteProblem> problems;
+  collect(config.routes, manifests, unavailable, problems);
+  return problems;
 }
 
 std::string RouteTable::whyUnserved(OpType op, DeviceType device, int64_t bytes, DType dtype,
