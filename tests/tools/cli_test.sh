@@ -194,12 +194,21 @@ pass "exit $rc"
 # the file; before, main's catch-all blamed a system limit.
 step "trace analyze on a dump of the wrong shape"
 mkdir -p "$tmp/baddump"
-echo '{"rank": 0, "entries": [1]}' >"$tmp/baddump/rank0.json"
+echo '{"version": 1, "rank": 0, "entries": [1]}' >"$tmp/baddump/rank0.json"
 run "$commhost" trace analyze "$tmp/baddump"
 [[ $rc -eq 1 ]] || fail "trace analyze (bad dump) exited with $rc, expected 1"
 expect_regex "trace analyze (bad dump)" '^commhost: '
 expect_text "trace analyze (bad dump)" "$tmp/baddump/rank0.json is not a flight recorder dump"
 expect_text "trace analyze (bad dump)" "remove it or re-dump that rank"
+pass "exit $rc"
+
+# The dump format is versioned (kFlightRecorderDumpVersion): another version is refused by
+# name rather than misread field by field.
+step "trace analyze on a dump of another version"
+echo '{"version": 2, "rank": 0, "entries": []}' >"$tmp/baddump/rank0.json"
+run "$commhost" trace analyze "$tmp/baddump"
+[[ $rc -eq 1 ]] || fail "trace analyze (version 2) exited with $rc, expected 1"
+expect_text "trace analyze (version 2)" "$tmp/baddump/rank0.json is a flight recorder dump of version 2 but this commhost reads version 1"
 pass "exit $rc"
 
 # --- conventions: unknown commands, help, examples ------------------------------------

@@ -135,7 +135,7 @@ namespace {
 
 // "[group main rank 1] allreduce: " for the errors raised here, before commhost sees the call.
 std::string prefix(const commhost::ProcessGroup& g, const char* op) {
-  return "[group " + g.name() + " rank " + std::to_string(g.rank()) + "] " + op + ": ";
+  return commhost::ErrorContext{g.name(), g.rank(), op}.format();
 }
 
 // The non-contiguous tensors of the call being issued on this thread (TorchProcessGroup::run

@@ -365,7 +365,7 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   for (auto& w : running)  // outside mutex_, as in pollOnce
     if (!w->finalized() && w->inner()->isCompleted()) w->noteEnd();
   nlohmann::json j;
-  j["version"] = 1;
+  j["version"] = kFlightRecorderDumpVersion;
   j["reason"] = reason;
   j["pid"] = ::getpid();
   char host[256] = {};

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commhost/errors.h"
+#include "commhost/supervisor.h"
 
 namespace commhost::cli::trace {
 
@@ -103,6 +104,11 @@ std::vector<RankDump> loadDumps(const std::string& dir) {
                             "); remove it or re-dump that rank");
     }
     if (!j.is_object() || !j.contains("entries") || !j.contains("rank")) continue;  // not a dump
+    if (j.value("version", 0) != kFlightRecorderDumpVersion)
+      throw InvalidArgument("trace: " + file.path().string() + " is a flight recorder dump of version " +
+                            (j.contains("version") ? j["version"].dump() : std::string("(none)")) +
+                            " but this commhost reads version " + std::to_string(kFlightRecorderDumpVersion) +
+                            "; read it with the commhost that wrote it, or remove it");
     try {
       out.push_back(parseDump(j, file.path().string()));
     } catch (const nlohmann::json::exception& e) {
