@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -39,7 +40,9 @@ int main(int argc, char** argv) {
   const double secs = argc > 2 ? std::atof(argv[2]) : 3;
   const int barrierClients = argc > 3 ? std::atoi(argv[3]) : 512;
 
-  tcpstore::Server server(tcpstore::ServerOptions{});
+  tcpstore::ServerOptions serverOptions;
+  serverOptions.maxConnections = std::max(4096, barrierClients + clients + 8);  // this bench's own two too
+  tcpstore::Server server(serverOptions);
   const int port = server.port();
   auto master = connect(port);
   master->set("k", Bytes(16, 'v'));
