@@ -332,161 +332,217 @@ int pickFreePort() {
   return ntohs(addr.sin_port);
 }
 
-int launch(const LaunchPlan& plan) {
-  const int worldSize = plan.localRanks * plan.nodes;
-  // SIGCHLD, SIGINT, SIGTERM, SIGHUP and SIGUSR1 arrive through a signalfd, read in the poll loop.
+namespace {
+
+// The signals the launcher takes through its signalfd: SIGCHLD, SIGINT, SIGTERM, SIGUSR1,
+// and SIGHUP: a reload with --watch; otherwise it stops the job as SIGTERM does (the
+// ranks are in process groups of their own, so a closed terminal's SIGHUP reaches only
+// here), unless it was ignored when the launcher started (nohup): then it stays ignored.
+// SIGUSR1 goes on to every rank: each supervisor dumps its flight recorder, whatever the
+// job's store (a torch job's is torch's, which `commhost trace dump` cannot talk to).
+sigset_t handledSignals(bool watching) {
   sigset_t handled;
   sigemptyset(&handled);
-  sigaddset(&handled, SIGCHLD);
-  sigaddset(&handled, SIGINT);
-  sigaddset(&handled, SIGTERM);
-  // SIGHUP: a reload with --watch; otherwise it stops the job as SIGTERM does (the ranks
-  // are in process groups of their own, so a closed terminal's SIGHUP reaches only here),
-  // unless it was ignored when the launcher started (nohup): then it stays ignored.
-  const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
+  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1}) sigaddset(&handled, s);
   struct sigaction hup {};
   const bool hupIgnored = ::sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler == SIG_IGN;
   if (watching || !hupIgnored) sigaddset(&handled, SIGHUP);
-  // SIGUSR1 goes on to every rank: each supervisor dumps its flight recorder, whatever the
-  // job's store (a torch job's is torch's, which `commhost trace dump` cannot talk to).
-  sigaddset(&handled, SIGUSR1);
-  const Watch watch(watching ? plan.watchPath : "");
-  const LoopSignals signals(handled);
-  const int sigFd = signals.fd();
+  return handled;
+}
 
-  std::vector<Rank> ranks(plan.localRanks);
-  int firstFailure = -1;  // index into ranks
-  std::string stopReason;
-  Clock::time_point termAt{}, killAt{};
-  bool stopping = false, termed = false, killed = false;
-  int stopSignal = 0;  // the signal that stopped the launcher, if any
-  auto sendTerm = [&] {
-    termed = true;
-    for (auto& r : ranks)
+// One job on this node: its ranks and the stop sequence (settle, SIGTERM, SIGKILL), driven
+// by launch()'s poll loop. The launcher's thread only.
+class Job {
+ public:
+  Job(const LaunchPlan& plan, const LoopSignals& signals)
+      : plan_(plan),
+        signals_(signals),
+        ranks_(plan.localRanks),
+        reportWait_(std::max(plan.settle, std::chrono::milliseconds(2000))) {}
+
+  // Starts every rank; one that cannot start stops the job. True when all started.
+  bool start() {
+    const int worldSize = plan_.localRanks * plan_.nodes;
+    for (int i = 0; i < plan_.localRanks; ++i) {
+      ranks_[i].globalRank = plan_.nodeRank * plan_.localRanks + i;
+      try {
+        ranks_[i].pid = spawn(plan_, ranks_[i], i, worldSize, signals_.parentMask(), signals_.handled());
+        ++running_;
+      } catch (const std::exception& e) {
+        for (int j = i; j < plan_.localRanks; ++j) ranks_[j].exited = true;
+        stopAll(std::string("cannot start rank ") + std::to_string(ranks_[i].globalRank) + ": " + e.what(),
+                std::chrono::milliseconds(0));
+        return false;
+      }
+    }
+    return true;
+  }
+  bool running() const { return running_ > 0; }
+  bool stopping() const { return stopping_; }
+
+  // Waits for output, a signal or the next step of the stop sequence (at most a reap sweep).
+  void poll(const Watch& watch) {
+    std::vector<pollfd> fds;
+    fds.push_back({signals_.fd(), POLLIN, 0});
+    if (watch.fd >= 0 && !stopping_) fds.push_back({watch.fd, POLLIN, 0});
+    for (auto& r : ranks_)
+      if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
+    int timeoutMs = kReapSweepMs;
+    if (stopping_ && !killed_)
+      timeoutMs = std::clamp<int>(static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                       (termed_ ? killAt_ : termAt_) - Clock::now())
+                                                       .count()),
+                                  0, kReapSweepMs);
+    ::poll(fds.data(), fds.size(), timeoutMs);
+    // A survivor still writing while the job stops is reporting: its settle time is renewed.
+    for (auto& r : ranks_)
+      if (relay(r) && stopping_ && !termed_)
+        termAt_ = std::max(termAt_, std::min(settleLimit_, Clock::now() + reportWait_));
+  }
+
+  // Reads the signals that arrived: SIGUSR1 is forwarded, SIGHUP reloads when watching,
+  // SIGINT, SIGTERM and (otherwise) SIGHUP stop the job.
+  void readSignals(bool watching) {
+    signalfd_siginfo info;
+    while (::read(signals_.fd(), &info, sizeof info) == sizeof info) {
+      if (info.ssi_signo == SIGUSR1) {
+        // The rank alone, not its process group: SIGUSR1 ends a process that does not
+        // handle it, and what a rank started (data loader workers) does not.
+        for (auto& r : ranks_)
+          if (!r.exited && r.pid > 0) ::kill(r.pid, SIGUSR1);
+        continue;
+      }
+      if (info.ssi_signo == SIGHUP && watching) {
+        if (!stopping_) plan_.onConfigChange("SIGHUP");
+        continue;
+      }
+      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM || info.ssi_signo == SIGHUP) {
+        if (!stopping_) stopSignal_ = static_cast<int>(info.ssi_signo);
+        stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)),
+                std::chrono::milliseconds(0));
+        if (!termed_) sendTerm();  // a second Ctrl-C during the settle time
+      }
+    }
+  }
+
+  // Collects exited ranks; the first failure starts the stop sequence.
+  void reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (size_t i = 0; i < ranks_.size(); ++i) {
+        Rank& r = ranks_[i];
+        if (r.pid != pid) continue;
+        r.exited = true;
+        r.status = status;
+        r.end = Clock::now();
+        --running_;
+        if (failed(status) && firstFailure_ < 0 && !stopping_) {
+          firstFailure_ = static_cast<int>(i);
+          stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeStatus(status) + ")", plan_.settle);
+        }
+      }
+    }
+  }
+
+  // The stop sequence's next step when its time has come: SIGTERM after the settle time,
+  // SIGKILL (once) after the grace.
+  void escalate() {
+    if (stopping_ && !termed_ && Clock::now() >= termAt_) sendTerm();
+    if (stopping_ && termed_ && !killed_ && Clock::now() >= killAt_) {
+      killed_ = true;  // once; then wait for the exits without a timeout
+      for (auto& r : ranks_)
+        if (!r.exited && r.pid > 0) signalRank(r, SIGKILL);
+    }
+  }
+
+  // Exited ranks may have left output in their pipes (or children that still hold them).
+  void drainOutput() {
+    for (auto& r : ranks_) {
+      relay(r);
+      if (r.outFd >= 0) {
+        flushLines(r, true);
+        ::close(r.outFd);
+      }
+    }
+  }
+
+  // The summary of a stopped job (to stderr) and the launcher's exit status.
+  int finish() const {
+    if (!stopping_) return 0;
+    std::cerr << "commhost run: stopped the job: " << stopReason_ << "\n"
+              << "  rank    pid  status                     time(s)\n";
+    for (size_t i = 0; i < ranks_.size(); ++i) {
+      const Rank& r = ranks_[i];
+      char line[160];
+      std::snprintf(line, sizeof line, "  %4d %6d  %-26s %7.2f%s\n", r.globalRank, r.pid,
+                    describeStatus(r.status).c_str(), std::chrono::duration<double>(r.end - r.start).count(),
+                    static_cast<int>(i) == firstFailure_ ? "  <- failed first" : "");
+      std::cerr << line;
+    }
+    std::string unreached;
+    for (const Rank& r : ranks_)
+      if (r.store == Rank::StoreReach::Waiting || r.store == Rank::StoreReach::GaveUp)
+        unreached += (unreached.empty() ? "" : ", ") + std::to_string(r.globalRank);
+    if (!unreached.empty())
+      std::cerr << "  ranks that never reached the store: " << unreached
+                << " (their 'store at host:port' lines above say where they looked; check that rank 0 or `commhost "
+                   "store serve` runs there and MASTER_ADDR/MASTER_PORT)\n";
+    if (firstFailure_ >= 0) return exitCodeOf(ranks_[firstFailure_].status);
+    return stopSignal_ ? 128 + stopSignal_ : 1;  // as a shell reports a signal (130 for Ctrl-C)
+  }
+
+ private:
+  void sendTerm() {
+    termed_ = true;
+    for (auto& r : ranks_)
       if (!r.exited && r.pid > 0) signalRank(r, SIGTERM);
-    killAt = Clock::now() + plan.grace;
-  };
+    killAt_ = Clock::now() + plan_.grace;
+  }
   // After a rank fails, the others usually fail at the same moment (a hang detected by
   // every watchdog): they get `settle` to exit and report by themselves before SIGTERM.
   // A survivor still writing is reporting (its error, its dump): each line it writes
   // renews the settle time, to at least reportWait (a supervisor waits up to a second
   // for its peers' dumps before its verdict), up to the longer of 4 x settle and 5 s in
   // all, so the survivors' own account of the failure comes out before they are stopped.
-  const std::chrono::milliseconds reportWait = std::max(plan.settle, std::chrono::milliseconds(2000));
-  Clock::time_point settleLimit{};
-  auto stopAll = [&](const std::string& why, std::chrono::milliseconds settle) {
-    if (stopping) return;
-    stopping = true;
-    stopReason = why;
-    termAt = Clock::now() + settle;
-    settleLimit = Clock::now() + std::max(4 * settle, std::chrono::milliseconds(5000));
+  void stopAll(const std::string& why, std::chrono::milliseconds settle) {
+    if (stopping_) return;
+    stopping_ = true;
+    stopReason_ = why;
+    termAt_ = Clock::now() + settle;
+    settleLimit_ = Clock::now() + std::max(4 * settle, std::chrono::milliseconds(5000));
     if (settle.count() <= 0) sendTerm();
-  };
-
-  int running = 0;
-  for (int i = 0; i < plan.localRanks; ++i) {
-    ranks[i].globalRank = plan.nodeRank * plan.localRanks + i;
-    try {
-      ranks[i].pid = spawn(plan, ranks[i], i, worldSize, signals.parentMask(), signals.handled());
-      ++running;
-    } catch (const std::exception& e) {
-      for (int j = i; j < plan.localRanks; ++j) ranks[j].exited = true;
-      stopAll(std::string("cannot start rank ") + std::to_string(ranks[i].globalRank) + ": " + e.what(),
-              std::chrono::milliseconds(0));
-      break;
-    }
-  }
-  if (watching && running == plan.localRanks) plan.onConfigChange("edited as the job started");
-  while (running > 0) {
-    std::vector<pollfd> fds;
-    fds.push_back({sigFd, POLLIN, 0});
-    if (watch.fd >= 0 && !stopping) fds.push_back({watch.fd, POLLIN, 0});
-    for (auto& r : ranks)
-      if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
-    int timeoutMs = kReapSweepMs;
-    if (stopping && !killed)
-      timeoutMs = std::clamp<int>(
-          static_cast<int>(
-              std::chrono::duration_cast<std::chrono::milliseconds>((termed ? killAt : termAt) - Clock::now()).count()),
-          0, kReapSweepMs);
-    ::poll(fds.data(), fds.size(), timeoutMs);
-
-    for (auto& r : ranks)
-      if (relay(r) && stopping && !termed) termAt = std::max(termAt, std::min(settleLimit, Clock::now() + reportWait));
-    if (watch.fd >= 0 && watch.touched() && !stopping) plan.onConfigChange("edited");
-    signalfd_siginfo info;
-    while (::read(sigFd, &info, sizeof info) == sizeof info) {
-      if (info.ssi_signo == SIGUSR1) {
-        // The rank alone, not its process group: SIGUSR1 ends a process that does not
-        // handle it, and what a rank started (data loader workers) does not.
-        for (auto& r : ranks)
-          if (!r.exited && r.pid > 0) ::kill(r.pid, SIGUSR1);
-        continue;
-      }
-      if (info.ssi_signo == SIGHUP && watching) {
-        if (!stopping) plan.onConfigChange("SIGHUP");
-        continue;
-      }
-      if (info.ssi_signo == SIGINT || info.ssi_signo == SIGTERM || info.ssi_signo == SIGHUP) {
-        if (!stopping) stopSignal = static_cast<int>(info.ssi_signo);
-        stopAll(std::string("the launcher got ") + strsignal(static_cast<int>(info.ssi_signo)),
-                std::chrono::milliseconds(0));
-        if (!termed) sendTerm();  // a second Ctrl-C during the settle time
-      }
-    }
-    int status = 0;
-    pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-      for (size_t i = 0; i < ranks.size(); ++i) {
-        Rank& r = ranks[i];
-        if (r.pid != pid) continue;
-        r.exited = true;
-        r.status = status;
-        r.end = Clock::now();
-        --running;
-        if (failed(status) && firstFailure < 0 && !stopping) {
-          firstFailure = static_cast<int>(i);
-          stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeStatus(status) + ")", plan.settle);
-        }
-      }
-    }
-    if (stopping && !termed && Clock::now() >= termAt) sendTerm();
-    if (stopping && termed && !killed && Clock::now() >= killAt) {
-      killed = true;  // once; then wait for the exits without a timeout
-      for (auto& r : ranks)
-        if (!r.exited && r.pid > 0) signalRank(r, SIGKILL);
-    }
-  }
-  // Exited ranks may have left output in their pipes (or children that still hold them).
-  for (auto& r : ranks) {
-    relay(r);
-    if (r.outFd >= 0) {
-      flushLines(r, true);
-      ::close(r.outFd);
-    }
   }
 
-  if (!stopping) return 0;
-  std::cerr << "commhost run: stopped the job: " << stopReason << "\n"
-            << "  rank    pid  status                     time(s)\n";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    const Rank& r = ranks[i];
-    char line[160];
-    std::snprintf(line, sizeof line, "  %4d %6d  %-26s %7.2f%s\n", r.globalRank, r.pid,
-                  describeStatus(r.status).c_str(), std::chrono::duration<double>(r.end - r.start).count(),
-                  static_cast<int>(i) == firstFailure ? "  <- failed first" : "");
-    std::cerr << line;
+  const LaunchPlan& plan_;
+  const LoopSignals& signals_;
+  std::vector<Rank> ranks_;
+  const std::chrono::milliseconds reportWait_;
+  int running_ = 0;
+  int firstFailure_ = -1;  // index into ranks_
+  std::string stopReason_;
+  Clock::time_point termAt_{}, killAt_{}, settleLimit_{};
+  bool stopping_ = false, termed_ = false, killed_ = false;
+  int stopSignal_ = 0;  // the signal that stopped the launcher, if any
+};
+
+}  // namespace
+
+int launch(const LaunchPlan& plan) {
+  const bool watching = !plan.watchPath.empty() && plan.onConfigChange;
+  const Watch watch(watching ? plan.watchPath : "");
+  const LoopSignals signals(handledSignals(watching));
+  Job job(plan, signals);
+  if (job.start() && watching) plan.onConfigChange("edited as the job started");
+  while (job.running()) {
+    job.poll(watch);
+    if (watch.fd >= 0 && watch.touched() && !job.stopping()) plan.onConfigChange("edited");
+    job.readSignals(watching);
+    job.reap();
+    job.escalate();
   }
-  std::string unreached;
-  for (const Rank& r : ranks)
-    if (r.store == Rank::StoreReach::Waiting || r.store == Rank::StoreReach::GaveUp)
-      unreached += (unreached.empty() ? "" : ", ") + std::to_string(r.globalRank);
-  if (!unreached.empty())
-    std::cerr << "  ranks that never reached the store: " << unreached
-              << " (their 'store at host:port' lines above say where they looked; check that rank 0 or `commhost "
-                 "store serve` runs there and MASTER_ADDR/MASTER_PORT)\n";
-  if (firstFailure >= 0) return exitCodeOf(ranks[firstFailure].status);
-  return stopSignal ? 128 + stopSignal : 1;  // as a shell reports a signal (130 for Ctrl-C)
+  job.drainOutput();
+  return job.finish();
 }
 
 }  // namespace commhost::cli
