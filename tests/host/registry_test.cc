@@ -126,6 +126,21 @@ TEST(Registry, UndefinedSymbolIsDemangled) {
                     "commhost_test::forgottenHelper(");
 }
 
+// A plugin built with _GLIBCXX_USE_CXX11_ABI=0 that calls libcommhost with a std::string:
+// dlopen refuses it before the build fingerprint can be read; the reason names the ABI.
+TEST(Registry, AnOldStringAbiPluginThatCallsCommhostIsNamedAsSuch) {
+  PluginRegistry registry;
+  registry.scan({pluginDir("oldabicall")});
+  const PluginEntry* e = entryFor(registry, "oldabicall");
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->descriptor, nullptr);
+  EXPECT_NE(e->unavailable.find("was built with _GLIBCXX_USE_CXX11_ABI=0: it calls commhost::raise("),
+            std::string::npos)
+      << e->unavailable;
+  EXPECT_NE(e->unavailable.find("rebuild the plugin without -D_GLIBCXX_USE_CXX11_ABI=0"), std::string::npos)
+      << e->unavailable;
+}
+
 TEST(Registry, RequireExplains) {
   auto registry = testRegistry();
   const std::string searched = "searched: " + pluginDir("good") + ", ";

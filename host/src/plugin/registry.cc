@@ -75,6 +75,26 @@ std::string demangled(const std::string& text) {
   return out;
 }
 
+// A dlopen failure on a commhost symbol that takes the pre-C++11 std::string (demangled
+// "std::string"; libcommhost's own, with _GLIBCXX_USE_CXX11_ABI=1, demangle to
+// "std::__cxx11::basic_string"): the plugin was built with _GLIBCXX_USE_CXX11_ABI=0, which
+// dlopen reports only as an undefined symbol. "" when `text` is something else.
+std::string dualAbiProblem(const std::string& text) {
+#if _GLIBCXX_USE_CXX11_ABI
+  const size_t at = text.find("undefined symbol: commhost::");
+  if (at == std::string::npos) return "";
+  const std::string symbol = text.substr(at + 18, text.find(" (_Z", at) - at - 18);
+  if (symbol.find("std::string") == std::string::npos || symbol.find("__cxx11") != std::string::npos) return "";
+  return "was built with _GLIBCXX_USE_CXX11_ABI=0: it calls " + symbol +
+         " with the pre-C++11 std::string, but libcommhost uses _GLIBCXX_USE_CXX11_ABI=1 and defines no such "
+         "function; rebuild the plugin without -D_GLIBCXX_USE_CXX11_ABI=0 (dlopen: " +
+         text + ")";
+#else
+  (void)text;
+  return "";
+#endif
+}
+
 int64_t wallMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -209,8 +229,10 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
   // object of it (an error caught after its group is gone, for one).
   if (!::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) {
     const char* why = ::dlerror();
-    entry.unavailable = "cannot be loaded (a library or symbol it needs may be missing): " +
-                        demangled(why ? why : "unknown dlopen error");
+    const std::string text = demangled(why ? why : "unknown dlopen error");
+    entry.unavailable = dualAbiProblem(text);
+    if (entry.unavailable.empty())
+      entry.unavailable = "cannot be loaded (a library or symbol it needs may be missing): " + text;
     return entry;
   }
   std::shared_ptr<boost::dll::shared_library> lib;
