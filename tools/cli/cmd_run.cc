@@ -4,10 +4,8 @@
 #include <unistd.h>
 
 #include <climits>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "commands.h"
 #include "commhost/config.h"
@@ -19,14 +17,6 @@
 
 namespace commhost::cli {
 namespace {
-
-// The config file's text, read once: what every rank starts on (LaunchPlan::configText).
-std::string readConfigSnapshot(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 std::string selfPath() {
   char buf[PATH_MAX];
@@ -111,9 +101,10 @@ int run(const RunArgs& args, std::vector<std::string> command) {
                                  "cannot read config file '" + configFile +
                                      "' (nor an installed config of that name in " + installedConfigDir() + ")");
     plan.configPath = resolved;
-    plan.configText = readConfigSnapshot(plan.configPath);
-    // Check the config once here rather than failing N times in the ranks.
+    // Check the config once here rather than failing N times in the ranks (an unreadable
+    // file is refused there, with the loader's hints); then the text the ranks start on.
     std::cerr << storeLine(loadConfigFile(plan.configPath, registry, overrides), plan) << std::endl;
+    plan.configText = readConfigSnapshot(plan.configPath);
   } else {
     // The ranks load COMMHOST_CONFIG or the embedded default; if that fails, they say so.
     try {

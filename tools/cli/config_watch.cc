@@ -13,21 +13,21 @@
 namespace commhost::cli {
 namespace {
 
-// How long a publication may wait for the ranks' store: the launcher's poll loop (which
-// watches the ranks and forwards signals) waits while it runs, so a store that does not
-// answer (its rank stopped, or not serving yet) costs at most this, not group.timeout;
-// the next edit or SIGHUP tries again.
+// How long a publication may wait for the ranks' store, on the publisher's thread: a
+// store that does not answer (its rank stopped, or not serving yet) costs at most this,
+// not group.timeout, and holds back only the launcher's exit, never its loop; the next
+// edit or SIGHUP tries again.
 constexpr std::chrono::milliseconds kPublishTimeout{5000};
 
-std::string readFile(const std::string& path) {
+}  // namespace
+
+std::string readConfigSnapshot(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw ConfigError("cannot read config file '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
 }
-
-}  // namespace
 
 ConfigWatch::ConfigWatch(std::string path, std::string text, std::vector<std::string> sets, std::string masterAddr,
                          int masterPort, int worldSize)
@@ -59,7 +59,7 @@ void ConfigWatch::changed(const std::string& why, bool force) {
   const std::string name = "commhost run: " + path_ + " (" + why + ")";
   std::string text;
   try {
-    text = readFile(path_);
+    text = readConfigSnapshot(path_);
     // Editors write twice; a save with no change is none (unless it never got through).
     if (text == lastText_ && !force && !lastFailed_.load()) return;
     const Config config = load(text);

@@ -27,6 +27,10 @@
 
 namespace commhost::cli {
 
+// The config file's text, read once; ConfigError when it cannot be read. What every rank
+// starts on (LaunchPlan::configText) and what each edit is compared with.
+std::string readConfigSnapshot(const std::string& path);
+
 class ConfigWatch {
  public:
   // `path`: the absolute config file the job started with, `text` what the ranks were

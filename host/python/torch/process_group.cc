@@ -84,7 +84,6 @@ TorchWork::TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::v
             future->setError(asC10(error));
           } else {
             for (auto& s : staged) s.tensor.copy_(s.copy);
-            staged.clear();
             future->markCompleted(c10::IValue(std::move(outputs)));
           }
           staged.clear();
@@ -141,6 +140,14 @@ std::string prefix(const commhost::ProcessGroup& g, const char* op) {
 // The non-contiguous tensors of the call being issued on this thread (TorchProcessGroup::run
 // sets it around the call): view() stages each through a contiguous copy.
 thread_local std::vector<Staged>* tlStaged = nullptr;
+
+// Points tlStaged at one call's list for as long as the call is being issued.
+struct StagingScope {
+  explicit StagingScope(std::vector<Staged>* list) { tlStaged = list; }
+  ~StagingScope() { tlStaged = nullptr; }
+  StagingScope(const StagingScope&) = delete;
+  StagingScope& operator=(const StagingScope&) = delete;
+};
 
 // Whether the op writes a tensor (its copy goes back) or only reads it.
 enum class Role { Written, Read };
@@ -254,14 +261,11 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::run(c10d::OpType type, std::ve
   std::vector<Staged> staged;
   try {
     std::lock_guard<std::mutex> lock(issueMutex_);
-    tlStaged = &staged;
+    const StagingScope scope(&staged);
     work = issue();
-    tlStaged = nullptr;
   } catch (const c10::Error&) {
-    tlStaged = nullptr;
     throw;
   } catch (const std::exception& e) {
-    tlStaged = nullptr;
     throw c10::Error(e.what(), "");
   }
   return c10::make_intrusive<TorchWork>(getRank(), type, std::move(work), std::move(outputs), std::move(staged));

@@ -357,6 +357,15 @@ void SwapAttempt::decide() {
   report_.commit = since(t);  // the commit phase adds its own time
 }
 
+// The backends built for this attempt go (kept ones stay with the group's State), and the
+// report no longer lists them.
+void SwapAttempt::dropBuilt() {
+  next_.reset();
+  g_.abortTargets_->clearBuilding();
+  report_.kept.clear();
+  report_.built.clear();
+}
+
 void SwapAttempt::rollBack(const std::vector<BuildReport>& reports, bool gathered, const Missed& missed,
                            const Decision& decision) {
   if (!gathered)  // ranks still building stop at once instead of at the timeout
@@ -364,10 +373,7 @@ void SwapAttempt::rollBack(const std::vector<BuildReport>& reports, bool gathere
       g_.store_->compareSet(round_ + "failed", {}, toBytes("rank " + rankText() + ": " + missed.what));
     } catch (const std::exception&) {
     }
-  next_.reset();  // the backends built for this attempt go; kept ones stay with state_
-  g_.abortTargets_->clearBuilding();
-  report_.kept.clear();
-  report_.built.clear();
+  dropBuilt();
   if (!gathered) fail(missed.code, missed.what, missed.hint);
   std::vector<int> failed, abandonedBy;
   std::string why, abandonWhy;
@@ -400,10 +406,7 @@ void SwapAttempt::rollBack(const std::vector<BuildReport>& reports, bool gathere
 // this rank's group ends, and says why; the ranks that committed find the loss on their
 // next op (their store or peer is gone too).
 void SwapAttempt::abortUndecided(const std::string& storeError) {
-  next_.reset();
-  g_.abortTargets_->clearBuilding();
-  report_.kept.clear();
-  report_.built.clear();
+  dropBuilt();
   const std::string what = "could not read the swap's decision from the store (" + storeError +
                            "), so other ranks may have committed generation " + std::to_string(from_ + 1) +
                            " while this one cannot know" + generations_;

@@ -78,6 +78,7 @@ class SwapAttempt {
   [[noreturn]] void rollBack(const std::vector<swap::BuildReport>& reports, bool gathered, const Missed& missed,
                              const swap::Decision& decision);
   [[noreturn]] void abortUndecided(const std::string& storeError);
+  void dropBuilt();
   // Records the attempt as rolled back and throws; nothing of the group changed.
   [[noreturn]] void fail(ErrorCode code, const std::string& what, const std::string& hint);
   void finish(const std::string& outcome, const std::string& error);

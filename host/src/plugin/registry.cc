@@ -81,9 +81,11 @@ std::string demangled(const std::string& text) {
 // dlopen reports only as an undefined symbol. "" when `text` is something else.
 std::string dualAbiProblem(const std::string& text) {
 #if _GLIBCXX_USE_CXX11_ABI
-  const size_t at = text.find("undefined symbol: commhost::");
+  constexpr const char* kUndefined = "undefined symbol: ";
+  const size_t at = text.find(std::string(kUndefined) + "commhost::");
   if (at == std::string::npos) return "";
-  const std::string symbol = text.substr(at + 18, text.find(" (_Z", at) - at - 18);
+  const size_t from = at + std::strlen(kUndefined);
+  const std::string symbol = text.substr(from, text.find(" (_Z", from) - from);
   if (symbol.find("std::string") == std::string::npos || symbol.find("__cxx11") != std::string::npos) return "";
   return "was built with _GLIBCXX_USE_CXX11_ABI=0: it calls " + symbol +
          " with the pre-C++11 std::string, but libcommhost uses _GLIBCXX_USE_CXX11_ABI=1 and defines no such "
