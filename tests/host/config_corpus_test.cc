@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs every file of tests/configs: valid/ must load; each broken/ file must fail with
 // every message fragment listed in its "# expect: ..." header lines.
+#include <algorithm>
 #include <boost/filesystem.hpp>
 #include <fstream>
 

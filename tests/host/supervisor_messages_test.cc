@@ -3,6 +3,8 @@
 // message round-trips, and garbage decodes to an error, never to rank 0.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "supervisor/messages.h"
 
 namespace commhost::supervisor::wire {

@@ -14,9 +14,11 @@ COMMHOST_<KEY> variables apply as they do for any commhost rank.
 Timeouts: the config's group.timeout bounds each op, unless init_process_group (or
 new_group) was given a timeout other than torch's default; that one then wins.
 """
+import inspect
 import os
 import re
 
+import torch
 import torch.distributed as dist
 from torch.distributed.constants import default_pg_timeout
 
@@ -26,6 +28,10 @@ __all__ = ["BACKEND", "ProcessGroupCommhost", "commhost_group", "create_process_
 
 BACKEND = "commhost"
 ProcessGroupCommhost = _torch.ProcessGroupCommhost
+
+# torch 2.x registers a backend per device type and puts it under a ProcessGroup of its
+# own; torch 1.13's register_backend has no devices and uses the backend as the group.
+_PER_DEVICE = "devices" in inspect.signature(dist.Backend.register_backend).parameters
 
 
 def create_process_group(backend_options, pg_options=None):
@@ -58,6 +64,11 @@ def commhost_group(group=None):
         from torch.distributed.distributed_c10d import _get_default_group
 
         group = _get_default_group()
+    if _PER_DEVICE and isinstance(group, dist.ProcessGroup) and not isinstance(group, ProcessGroupCommhost):
+        try:
+            group = group._get_backend(torch.device("cpu"))
+        except RuntimeError:
+            pass  # no cpu backend: refused below, naming the group
     if not isinstance(group, ProcessGroupCommhost):
         raise ValueError(
             "commhost_group: %r is not a commhost process group (backend %r); pass a group made by "
@@ -78,4 +89,13 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
 
 
 if BACKEND.upper() not in dist.Backend._plugins:
-    dist.Backend.register_backend(BACKEND, create_process_group, extended_api=True)
+    if _PER_DEVICE:
+        # cpu, and cuda when the config routes cuda ops ("cpu:commhost,cuda:nccl" picks per device).
+        dist.Backend.register_backend(
+            BACKEND,
+            create_process_group,
+            extended_api=True,
+            devices=_torch.routed_devices(os.environ.get("COMMHOST_CONFIG", "")),
+        )
+    else:
+        dist.Backend.register_backend(BACKEND, create_process_group, extended_api=True)

@@ -18,6 +18,16 @@ namespace commhost::python {
 
 namespace py = pybind11;
 
+// Whether the interpreter is shutting down (objects may no longer be touched). Python 3.13
+// made the check public as Py_IsFinalizing and dropped the private _Py_IsFinalizing.
+inline bool interpreterFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsFinalizing() != 0;
+#else
+  return _Py_IsFinalizing() != 0;
+#endif
+}
+
 // --- tensor_bridge.cc ---
 // A view of `obj`'s memory (zero copy): a NumPy array through the buffer protocol, any
 // other object through its __dlpack__(). The Tensor keeps `obj` alive; its last copy may

@@ -99,7 +99,7 @@ CompletionHook pythonHook(py::handle fn) {
   Py_INCREF(raw);
   std::shared_ptr<PyObject> callable(raw, [](PyObject* p) { releaseWithGil([p] { Py_DECREF(p); }); });
   return [callable](const CompletionEvent& ev) {
-    if (!Py_IsInitialized() || _Py_IsFinalizing()) return;
+    if (!Py_IsInitialized() || interpreterFinalizing()) return;
     py::gil_scoped_acquire gil;
     const auto secs = [](std::chrono::system_clock::time_point t) {
       return std::chrono::duration<double>(t.time_since_epoch()).count();

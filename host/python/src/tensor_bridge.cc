@@ -142,7 +142,7 @@ Tensor fromDLPackObject(py::handle obj, const char* op, const char* arg) {
 }  // namespace
 
 void releaseWithGil(std::function<void()> fn) {
-  if (!Py_IsInitialized() || _Py_IsFinalizing()) return;  // too late: leak rather than crash
+  if (!Py_IsInitialized() || interpreterFinalizing()) return;  // too late: leak rather than crash
   if (PyGILState_Check()) {
     fn();
     return;

@@ -8,8 +8,8 @@
 // travel as their real view (twice the elements), as c10d's own backends do.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <memory>
 #include <mutex>
@@ -19,6 +19,7 @@
 #include "commhost/process_group.h"
 #include "commhost/store.h"
 #include "commhost/work.h"
+#include "torch_compat.h"
 
 namespace commhost_torch {
 
@@ -44,9 +45,6 @@ class C10dStore final : public commhost::Store {
   c10::intrusive_ptr<c10d::Store> store_;
 };
 
-// The c10d Work of one commhost op. Its future completes (from the commhost backend's
-// thread, through Future::whenDone) with the op's output tensors, or the op's error as a
-// c10::Error with the commhost message.
 // A non-contiguous tensor, as c10d's gloo takes it: the op runs on `copy` (contiguous), and
 // when `tensor` is one the op writes, the copy goes back into it as the op completes.
 struct Staged {
@@ -54,11 +52,21 @@ struct Staged {
   at::Tensor copy;    // what commhost reads and writes
 };
 
+// What one torch call issued: its commhost works (one per op; several for a coalesced
+// call), the tensors its future yields and the staged copies to write back.
+struct Issued {
+  std::vector<commhost::WorkPtr> works;
+  std::vector<at::Tensor> outputs;
+  std::vector<Staged> staged;
+  void append(const Issued& other);
+};
+
+// The c10d Work of one torch call. Its future completes (from the commhost backend thread
+// that finishes the last op, through Future::whenDone) with the call's output tensors, or
+// the first failed op's error as a c10::Error with the commhost message.
 class TorchWork final : public c10d::Work {
  public:
-  // `staged`: the outputs the op wrote into copies, copied back before the future completes.
-  TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::vector<at::Tensor> outputs,
-            std::vector<Staged> staged = {});
+  TorchWork(int rank, c10d::OpType type, Issued issued);
   bool isCompleted() override;
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
@@ -70,15 +78,15 @@ class TorchWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
  private:
-  commhost::WorkPtr work_;
+  std::vector<commhost::WorkPtr> works_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-class TorchProcessGroup final : public c10d::ProcessGroup {
+class TorchBackend final : public compat::BackendBase {
  public:
-  explicit TorchProcessGroup(std::shared_ptr<commhost::ProcessGroup> group);
-  ~TorchProcessGroup() override;
+  explicit TorchBackend(std::shared_ptr<commhost::ProcessGroup> group);
+  ~TorchBackend() override;
 
   const std::string getBackendName() const override { return "commhost"; }
   const std::shared_ptr<commhost::ProcessGroup>& group() const { return group_; }
@@ -122,22 +130,52 @@ class TorchProcessGroup final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
 
+#if TORCH_VERSION_MAJOR >= 2
+  // torch 2.x's Backend surface beyond 1.13's ProcessGroup (torch2_ops.cc).
+  // Coalescing: the ops issued between start and end run as issued (in the same order on
+  // every rank, which is what coalescing guarantees), and endCoalescing's Work covers them.
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts = {}) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts = {}) override;
+  // commhost times every op already (its flight recorder); nothing to switch on.
+  void enableCollectivesTiming() override {}
+  // Waits for every op this backend issued that has not completed.
+  void waitForPendingWorks() override;
+  // Calls `hook` once per completed op, on commhost's hook thread (never a backend thread).
+  void registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+#endif
+
  private:
-  // Runs `issue` (one commhost call) under issueMutex_ and turns its errors into c10::Error.
+  // Runs `issue` (the commhost ops of one torch call, returning an Issued) under
+  // issueMutex_, turns its errors into c10::Error and returns the call's Work.
   template <class F> c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::vector<at::Tensor> outputs, F&& issue);
+  // Notes one call's works for waitForPendingWorks and an open coalescing block; called
+  // with issueMutex_ held.
+  void track(const Issued& issued);
 
   std::shared_ptr<commhost::ProcessGroup> group_;
   // commhost takes one group's calls from one thread at a time; torch may issue from the
   // caller's and the autograd engine's threads (DDP), so calls are serialised here.
   std::mutex issueMutex_;
+  // What was issued since startCoalescing (guarded by issueMutex_); `coalescing_` false
+  // outside a coalescing block.
+  bool coalescing_ = false;
+  Issued coalesced_;
+  // Recent works, for waitForPendingWorks (guarded by issueMutex_; completed ones pruned).
+  std::vector<std::weak_ptr<commhost::Work>> pending_;
+  int completionHook_ = -1;  // commhost hook id, -1: none
 };
 
 // Builds the commhost group of one torch process group: loads the config at `configPath`
 // (the embedded default when empty) with `overrides` ("key=value"), and creates the group
 // over `store` as rank `rank` of `size`. Blocks on the rendezvous; call without the GIL.
-c10::intrusive_ptr<TorchProcessGroup> createGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                  const std::string& configPath,
-                                                  const std::vector<std::string>& overrides,
-                                                  const std::string& subgroupSuffix);
+c10::intrusive_ptr<TorchBackend> createGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                             const std::string& configPath, const std::vector<std::string>& overrides,
+                                             const std::string& subgroupSuffix);
 
 }  // namespace commhost_torch

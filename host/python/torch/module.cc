@@ -120,10 +120,9 @@ void C10dStore::append(const std::string& key, const commhost::Bytes& value) {
   });
 }
 
-c10::intrusive_ptr<TorchProcessGroup> createGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                  const std::string& configPath,
-                                                  const std::vector<std::string>& overrides,
-                                                  const std::string& subgroupSuffix) {
+c10::intrusive_ptr<TorchBackend> createGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                             const std::string& configPath, const std::vector<std::string>& overrides,
+                                             const std::string& subgroupSuffix) {
   try {
     commhost::ConfigOverrides ov;
     ov.set = overrides;
@@ -148,21 +147,20 @@ c10::intrusive_ptr<TorchProcessGroup> createGroup(const c10::intrusive_ptr<c10d:
     setup.rank = rank;
     setup.worldSize = size;
     setup.overrides = ov;
-    return c10::make_intrusive<TorchProcessGroup>(commhost::ProcessGroup::create(std::move(setup)));
+    return c10::make_intrusive<TorchBackend>(commhost::ProcessGroup::create(std::move(setup)));
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw c10::Error(std::string("commhost backend: creating the group of rank ") + std::to_string(rank) + " of " +
-                         std::to_string(size) + " (config " + (configPath.empty() ? "<embedded default>" : configPath) +
-                         ") failed: " + e.what(),
-                     "");
+    throw compat::error(std::string("commhost backend: creating the group of rank ") + std::to_string(rank) + " of " +
+                        std::to_string(size) + " (config " + (configPath.empty() ? "<embedded default>" : configPath) +
+                        ") failed: " + e.what());
   }
 }
 
 }  // namespace commhost_torch
 
 namespace py = pybind11;
-using commhost_torch::TorchProcessGroup;
+using commhost_torch::TorchBackend;
 
 namespace {
 // The Python object's holder: drops the group without the GIL, as torch's own backends do
@@ -199,18 +197,17 @@ PYBIND11_MODULE(_torch, m) {
   // and take.
   py::module::import("torch.distributed");
 
-  py::class_<TorchProcessGroup, c10d::ProcessGroup, NoGilHolder<TorchProcessGroup>>(m, "ProcessGroupCommhost")
-      .def_property_readonly("group_name", [](const TorchProcessGroup& pg) { return pg.group()->name(); })
-      .def_property_readonly("config_source", [](const TorchProcessGroup& pg) { return pg.group()->config().source; })
-      .def_property_readonly("config_yaml",
-                             [](const TorchProcessGroup& pg) { return pg.group()->config().effectiveYaml; })
+  py::class_<TorchBackend, commhost_torch::compat::BackendBase, NoGilHolder<TorchBackend>>(m, "ProcessGroupCommhost")
+      .def_property_readonly("group_name", [](const TorchBackend& pg) { return pg.group()->name(); })
+      .def_property_readonly("config_source", [](const TorchBackend& pg) { return pg.group()->config().source; })
+      .def_property_readonly("config_yaml", [](const TorchBackend& pg) { return pg.group()->config().effectiveYaml; })
       .def_property_readonly("backends",
-                             [](const TorchProcessGroup& pg) {
+                             [](const TorchBackend& pg) {
                                std::vector<std::string> names;
                                for (const auto& kv : pg.group()->config().backends) names.push_back(kv.first);
                                return names;
                              })
-      .def_property_readonly("seq", [](const TorchProcessGroup& pg) { return pg.group()->seq(); });
+      .def_property_readonly("seq", [](const TorchBackend& pg) { return pg.group()->seq(); });
 
   // For tests/python/torch/test_store_waits.py: one timed wait as commhost's groups make
   // them on torch's store (through C10dStore).
@@ -222,10 +219,26 @@ PYBIND11_MODULE(_torch, m) {
       py::arg("store"), py::arg("keys"), py::arg("timeout_ms"), py::call_guard<py::gil_scoped_release>(),
       "Waits for keys on a torch store as commhost does; raises on timeout (tests).");
   m.def(
+      "routed_devices",
+      [](const std::string& configPath) {
+        // What torch 2.x registers the backend for: cpu always, cuda when a route names it.
+        commhost::PluginRegistry registry;
+        const commhost::Config config = commhost::loadConfigOrDefault(configPath, registry, {});
+        std::vector<std::string> devices{"cpu"};
+        for (const auto& route : config.routes)
+          if (route.device == commhost::DeviceType::CUDA) {
+            devices.push_back("cuda");
+            break;
+          }
+        return devices;
+      },
+      py::arg("config_path"), py::call_guard<py::gil_scoped_release>(),
+      "The device types the config at config_path routes (the embedded default when empty).");
+  m.def(
       "create_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& configPath,
          const std::vector<std::string>& overrides, const std::string& subgroupSuffix) {
-        return NoGilHolder<TorchProcessGroup>(
+        return NoGilHolder<TorchBackend>(
             commhost_torch::createGroup(store, rank, size, configPath, overrides, subgroupSuffix));
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("config_path") = "",

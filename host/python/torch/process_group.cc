@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-// TorchProcessGroup and TorchWork: every c10d op issued on a commhost::ProcessGroup.
+// TorchBackend and TorchWork: every c10d op issued on a commhost::ProcessGroup.
 #include "backend.h"
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "commhost/errors.h"
@@ -19,9 +23,9 @@ std::exception_ptr asC10(std::exception_ptr error) {
   } catch (const c10::Error&) {
     return error;
   } catch (const std::exception& e) {
-    return std::make_exception_ptr(c10::Error(e.what(), ""));
+    return std::make_exception_ptr(compat::error(e.what()));
   } catch (...) {
-    return std::make_exception_ptr(c10::Error("commhost: an op failed with a non-standard exception", ""));
+    return std::make_exception_ptr(compat::error("commhost: an op failed with a non-standard exception"));
   }
 }
 
@@ -63,36 +67,77 @@ commhost::Millis toTimeout(std::chrono::milliseconds timeout) {
 // ---------------------------------------------------------------------------------------
 // TorchWork
 
-TorchWork::TorchWork(int rank, c10d::OpType type, commhost::WorkPtr work, std::vector<at::Tensor> outputs,
-                     std::vector<Staged> staged)
-    : c10d::Work(rank, type),
-      work_(std::move(work)),
-      outputs_(std::move(outputs)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
-  // Completed from the backend thread that finishes the op (or inline when it already
-  // has), so DDP's bucket callbacks run as soon as the allreduce lands, without a thread
-  // per op. The callback holds the future and the outputs, never this Work.
-  // The outputs move into the future's value, so the callback holds no tensor once it ran
-  // (it may be destroyed on a backend thread; see view() on why that matters).
+void Issued::append(const Issued& other) {
+  works.insert(works.end(), other.works.begin(), other.works.end());
+  outputs.insert(outputs.end(), other.outputs.begin(), other.outputs.end());
+  staged.insert(staged.end(), other.staged.begin(), other.staged.end());
+}
+
+namespace {
+
+// Completes a TorchWork's torch future once the last of its commhost works is done. Shared
+// by the works' callbacks; holds the outputs and staged copies until then, never the Work.
+struct Completion {
+  Completion(c10::intrusive_ptr<c10::ivalue::Future> f, std::vector<at::Tensor> o, std::vector<Staged> s, size_t n)
+      : future(std::move(f)), outputs(std::move(o)), staged(std::move(s)), left(n) {}
+
+  // Called by each work's callback (a commhost backend thread, or inline when done).
+  void done(const commhost::Future& work) {
+    if (auto e = work.error()) {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (!error) error = e;
+    }
+    if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) finish();
+  }
+
   // A staged output is written back first: a caller that sees the future complete (or
   // wait() return) reads its own tensor. Its tensor is among the outputs the future keeps,
-  // so dropping the pair here never drops a Python tensor's last reference.
-  work_->future()->whenDone(
-      [future = future_, outputs = outputs_, staged = std::move(staged)](commhost::Future& done) mutable {
-        try {
-          if (auto error = done.error()) {
-            future->setError(asC10(error));
-          } else {
-            for (auto& s : staged) s.tensor.copy_(s.copy);
-            future->markCompleted(c10::IValue(std::move(outputs)));
-          }
-          staged.clear();
-          outputs.clear();
-        } catch (const std::exception&) {
-          // A torch callback failing inside markCompleted is recorded in its own child
-          // future; nothing may escape into the commhost backend thread.
-        }
-      });
+  // so dropping the pair here never drops a Python tensor's last reference. The outputs
+  // move into the future's value, so no tensor stays here once it ran (this may be
+  // destroyed on a backend thread; see view() on why that matters).
+  void finish() {
+    try {
+      std::exception_ptr failed;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        failed = error;
+      }
+      if (failed) {
+        future->setError(asC10(failed));
+      } else {
+        for (auto& s : staged) s.tensor.copy_(s.copy);
+        future->markCompleted(c10::IValue(std::move(outputs)));
+      }
+    } catch (const std::exception&) {
+      // A torch callback failing inside markCompleted is recorded in its own child
+      // future; nothing may escape into the commhost backend thread.
+    }
+    staged.clear();
+    outputs.clear();
+  }
+
+  c10::intrusive_ptr<c10::ivalue::Future> future;
+  std::vector<at::Tensor> outputs;
+  std::vector<Staged> staged;
+  std::atomic<size_t> left;
+  std::mutex mutex;
+  std::exception_ptr error;  // the first failed work's (guarded by mutex)
+};
+
+}  // namespace
+
+TorchWork::TorchWork(int rank, c10d::OpType type, Issued issued)
+    : c10d::Work(rank, type),
+      works_(std::move(issued.works)),
+      outputs_(issued.outputs),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {
+  // Completed from the backend thread that finishes the last op (or inline when all have),
+  // so DDP's bucket callbacks run as soon as the allreduce lands, without a thread per op.
+  auto completion = std::make_shared<Completion>(future_, std::move(issued.outputs), std::move(issued.staged),
+                                                 works_.size());
+  if (works_.empty()) completion->finish();  // an empty coalescing block
+  for (const auto& work : works_)
+    work->future()->whenDone([completion](commhost::Future& done) { completion->done(done); });
 }
 
 bool TorchWork::isCompleted() { return future_->completed(); }
@@ -103,17 +148,17 @@ std::exception_ptr TorchWork::exception() const {
   return future_->completed() && future_->hasError() ? future_->exception_ptr() : nullptr;
 }
 
-int TorchWork::sourceRank() const { return work_->sourceRank(); }
+int TorchWork::sourceRank() const { return works_.empty() ? -1 : works_.front()->sourceRank(); }
 
 std::vector<at::Tensor> TorchWork::result() { return outputs_; }
 
 bool TorchWork::wait(std::chrono::milliseconds timeout) {
   try {
-    work_->wait(toTimeout(timeout));
+    for (const auto& work : works_) work->wait(toTimeout(timeout));
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw c10::Error(e.what(), "");
+    throw compat::error(e.what());
   }
   // The commhost work is done; its whenDone callback marks the torch future right after,
   // so a caller that reads getFuture()->value() next finds it complete.
@@ -122,13 +167,14 @@ bool TorchWork::wait(std::chrono::milliseconds timeout) {
 }
 
 void TorchWork::abort() {
-  work_->abort("aborted through torch.distributed Work.abort() on rank " + std::to_string(rank_));
+  for (const auto& work : works_)
+    work->abort("aborted through torch.distributed Work.abort() on rank " + std::to_string(rank_));
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() { return future_; }
 
 // ---------------------------------------------------------------------------------------
-// TorchProcessGroup: argument conversion
+// TorchBackend: argument conversion
 
 namespace {
 
@@ -137,7 +183,7 @@ std::string prefix(const commhost::ProcessGroup& g, const char* op) {
   return commhost::ErrorContext{g.name(), g.rank(), op}.format();
 }
 
-// The non-contiguous tensors of the call being issued on this thread (TorchProcessGroup::run
+// The non-contiguous tensors of the call being issued on this thread (TorchBackend::run
 // sets it around the call): view() stages each through a contiguous copy.
 thread_local std::vector<Staged>* tlStaged = nullptr;
 
@@ -230,7 +276,7 @@ commhost::ReduceOp toReduceOp(const commhost::ProcessGroup& g, const char* op, c
     case c10d::ReduceOp::BXOR: out = commhost::ReduceOp::BXor; break;
     case c10d::ReduceOp::PREMUL_SUM: {
       auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(r.supplement_.get());
-      TORCH_CHECK(s != nullptr && s->tensor_factors.empty(), prefix(g, op),
+      TORCH_CHECK(s != nullptr && !compat::hasTensorFactor(*s), prefix(g, op),
                   "PREMUL_SUM with a tensor factor is not supported; pass a Python float factor");
       out = commhost::ReduceOp::preMulSum(s->double_factor);
       break;
@@ -245,34 +291,111 @@ commhost::ReduceOp toReduceOp(const commhost::ProcessGroup& g, const char* op, c
   return out;
 }
 
+// A flat allgather of `in` (contiguous) into [world, in.sizes()...], waited for.
+at::Tensor gatherWaited(commhost::ProcessGroup& g, const at::Tensor& in, const commhost::AllgatherOptions& o,
+                        std::vector<commhost::WorkPtr>& works) {
+  std::vector<int64_t> sizes = in.sizes().vec();
+  sizes.insert(sizes.begin(), g.size());
+  at::Tensor out = at::empty(sizes, in.options());
+  commhost::Tensor ov = view(g, "allreduce", out.view({-1}), "sparse allreduce's gathered part");
+  works.push_back(g.allgatherIntoTensor(ov, view(g, "allreduce", in.reshape({-1}), "sparse part", -1, Role::Read), o));
+  works.back()->wait();
+  return out;
+}
+
+// Sparse allreduce as c10d's gloo does it: every rank's coalesced indices and values are
+// gathered (padded to the largest nnz), summed as sparse tensors and coalesced, and the
+// sum replaces the caller's tensor. SUM only, as gloo. The ranks' shapes are compared
+// first. Runs to completion in the caller's thread, under issueMutex_, so that its ops
+// never interleave with another thread's; returns the finished works.
+std::vector<commhost::WorkPtr> sparseAllreduce(commhost::ProcessGroup& g, at::Tensor& t,
+                                               const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK(opts.reduceOp.op_ == c10d::ReduceOp::SUM, prefix(g, "allreduce"),
+              "a sparse tensor reduces with SUM only (as c10d's gloo does); densify it (tensor.to_dense()) for "
+              "other reduce ops");
+  const at::Tensor input = t.coalesce();
+  commhost::AllgatherOptions o;
+  o.timeout = toTimeout(opts.timeout);
+  std::vector<commhost::WorkPtr> works;
+  // What the ranks must agree on (sparse dims, dense dims, sizes), and each rank's nnz.
+  std::vector<int64_t> meta{input.sparse_dim(), input.dense_dim()};
+  for (int64_t d : input.sizes()) meta.push_back(d);
+  meta.push_back(input._nnz());
+  const at::Tensor all = gatherWaited(g, at::tensor(meta, at::kLong), o, works);
+  const int64_t m = static_cast<int64_t>(meta.size());
+  int64_t maxNnz = 0;
+  for (int r = 0; r < g.size(); ++r) {
+    const at::Tensor theirs = all[r];
+    TORCH_CHECK(at::equal(theirs.narrow(0, 0, m - 1), all[g.rank()].narrow(0, 0, m - 1)), prefix(g, "allreduce"),
+                "rank ", r, "'s sparse tensor has (sparse dims, dense dims, sizes) ", theirs.narrow(0, 0, m - 1),
+                " and this rank's ", all[g.rank()].narrow(0, 0, m - 1), "; every rank must pass the same shape");
+    maxNnz = std::max(maxNnz, theirs[m - 1].item<int64_t>());
+  }
+  if (maxNnz == 0) return works;  // every rank's tensor is empty: so is the sum
+  const int64_t nnz = input._nnz();
+  at::Tensor indices = at::zeros({input.sparse_dim(), maxNnz}, input._indices().options());
+  indices.narrow(1, 0, nnz).copy_(input._indices());
+  std::vector<int64_t> valueSizes = input._values().sizes().vec();
+  valueSizes[0] = maxNnz;
+  at::Tensor values = at::zeros(valueSizes, input._values().options());
+  values.narrow(0, 0, nnz).copy_(input._values());
+  const at::Tensor allIndices = gatherWaited(g, indices, o, works);
+  const at::Tensor allValues = gatherWaited(g, values, o, works);
+  at::Tensor sum = at::zeros_like(input);
+  for (int r = 0; r < g.size(); ++r) {
+    const int64_t n = all[r][m - 1].item<int64_t>();
+    sum = sum + at::sparse_coo_tensor(allIndices[r].narrow(1, 0, n), allValues[r].narrow(0, 0, n), input.sizes());
+  }
+  t.copy_(sum.coalesce());
+  return works;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-// TorchProcessGroup: ops
+// TorchBackend: ops
 
-TorchProcessGroup::TorchProcessGroup(std::shared_ptr<commhost::ProcessGroup> group)
-    : c10d::ProcessGroup(group->rank(), group->size()), group_(std::move(group)) {}
+TorchBackend::TorchBackend(std::shared_ptr<commhost::ProcessGroup> group)
+    : compat::BackendBase(group->rank(), group->size()), group_(std::move(group)) {}
 
-TorchProcessGroup::~TorchProcessGroup() = default;
+TorchBackend::~TorchBackend() {
+  if (completionHook_ >= 0) group_->removeCompletionHook(completionHook_);
+}
 
 template <class F>
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::run(c10d::OpType type, std::vector<at::Tensor> outputs, F&& issue) {
-  commhost::WorkPtr work;
-  std::vector<Staged> staged;
+c10::intrusive_ptr<c10d::Work> TorchBackend::run(c10d::OpType type, std::vector<at::Tensor> outputs, F&& issue) {
+  Issued issued;
+  issued.outputs = std::move(outputs);
   try {
     std::lock_guard<std::mutex> lock(issueMutex_);
-    const StagingScope scope(&staged);
-    work = issue();
+    const StagingScope scope(&issued.staged);
+    auto works = issue();  // one WorkPtr, or a vector of them for a coalesced call
+    if constexpr (std::is_same_v<decltype(works), commhost::WorkPtr>) issued.works.push_back(std::move(works));
+    else issued.works = std::move(works);
+    track(issued);
   } catch (const c10::Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw c10::Error(e.what(), "");
+    throw compat::error(e.what());
   }
-  return c10::make_intrusive<TorchWork>(getRank(), type, std::move(work), std::move(outputs), std::move(staged));
+  return c10::make_intrusive<TorchWork>(getRank(), type, std::move(issued));
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::broadcast(std::vector<at::Tensor>& tensors,
-                                                            const c10d::BroadcastOptions& opts) {
+void TorchBackend::track(const Issued& issued) {
+  if (coalescing_) coalesced_.append(issued);
+  if constexpr (!compat::kBackendApi) return;  // waitForPendingWorks is torch 2.x's
+  if (pending_.size() >= 64)                   // bounded: drop what has completed (or been dropped)
+    pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                  [](const std::weak_ptr<commhost::Work>& w) {
+                                    auto work = w.lock();
+                                    return !work || work->future()->isCompleted();
+                                  }),
+                   pending_.end());
+  for (const auto& work : issued.works) pending_.push_back(work);
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                       const c10d::BroadcastOptions& opts) {
   const at::Tensor& t = single(*group_, "broadcast", tensors);
   return run(c10d::OpType::BROADCAST, tensors, [&] {
     commhost::Tensor v = view(*group_, "broadcast", t, "tensor");
@@ -283,9 +406,11 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::broadcast(std::vector<at::Tens
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce(std::vector<at::Tensor>& tensors,
-                                                            const c10d::AllreduceOptions& opts) {
-  const at::Tensor& t = single(*group_, "allreduce", tensors);
+c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::AllreduceOptions& opts) {
+  single(*group_, "allreduce", tensors);  // exactly one
+  at::Tensor& t = tensors[0];
+  if (t.is_sparse()) return run(c10d::OpType::ALLREDUCE, tensors, [&] { return sparseAllreduce(*group_, t, opts); });
   return run(c10d::OpType::ALLREDUCE, tensors, [&] {
     commhost::AllreduceOptions o;
     o.reduceOp = toReduceOp(*group_, "allreduce", opts.reduceOp, t.is_complex());
@@ -295,8 +420,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce(std::vector<at::Tens
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce_coalesced(std::vector<at::Tensor>& tensors,
-                                                                      const c10d::AllreduceCoalescedOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                                 const c10d::AllreduceCoalescedOptions& opts) {
   return run(c10d::OpType::ALLREDUCE_COALESCED, tensors, [&] {
     commhost::AllreduceCoalescedOptions o;
     bool complex = false;
@@ -308,8 +433,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allreduce_coalesced(std::vecto
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::reduce(std::vector<at::Tensor>& tensors,
-                                                         const c10d::ReduceOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
   const at::Tensor& t = single(*group_, "reduce", tensors);
   return run(c10d::OpType::REDUCE, tensors, [&] {
     commhost::ReduceOptions o;
@@ -321,9 +445,9 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::reduce(std::vector<at::Tensor>
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                            std::vector<at::Tensor>& inputs,
-                                                            const c10d::AllgatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllgatherOptions& opts) {
   const at::Tensor& in = single(*group_, "allgather", inputs);
   TORCH_CHECK(outputs.size() == 1, prefix(*group_, "allgather"), "got ", outputs.size(),
               " output lists; pass one list of world-size tensors");
@@ -335,8 +459,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather(std::vector<std::vec
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_allgather_base(at::Tensor& output, at::Tensor& input,
-                                                                  const c10d::AllgatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                             const c10d::AllgatherOptions& opts) {
   return run(c10d::OpType::_ALLGATHER_BASE, {output}, [&] {
     commhost::Tensor out = view(*group_, "allgather_into_tensor", output, "output");
     commhost::AllgatherOptions o;
@@ -345,9 +469,9 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_allgather_base(at::Tensor& ou
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
-                                                                      std::vector<at::Tensor>& inputs,
-                                                                      const c10d::AllgatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputLists,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) {
   // torch lays the outputs out per rank (outputLists[rank][input]); commhost per input
   // (outputs[input][rank]): the same tensors, indexed the other way round.
   const int world = group_->size();
@@ -370,9 +494,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::allgather_coalesced(std::vecto
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                         std::vector<at::Tensor>& inputs,
-                                                         const c10d::GatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                    std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) {
   const at::Tensor& in = single(*group_, "gather", inputs);
   TORCH_CHECK(outputs.size() <= 1, prefix(*group_, "gather"), "got ", outputs.size(),
               " output lists; pass one list of world-size tensors on the root, none elsewhere");
@@ -386,9 +509,9 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::gather(std::vector<std::vector
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::scatter(std::vector<at::Tensor>& outputs,
-                                                          std::vector<std::vector<at::Tensor>>& inputs,
-                                                          const c10d::ScatterOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                     std::vector<std::vector<at::Tensor>>& inputs,
+                                                     const c10d::ScatterOptions& opts) {
   const at::Tensor& out = single(*group_, "scatter", outputs);
   TORCH_CHECK(inputs.size() <= 1, prefix(*group_, "scatter"), "got ", inputs.size(),
               " input lists; pass one list of world-size tensors on the root, none elsewhere");
@@ -402,9 +525,9 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::scatter(std::vector<at::Tensor
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::reduce_scatter(std::vector<at::Tensor>& outputs,
-                                                                 std::vector<std::vector<at::Tensor>>& inputs,
-                                                                 const c10d::ReduceScatterOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                            std::vector<std::vector<at::Tensor>>& inputs,
+                                                            const c10d::ReduceScatterOptions& opts) {
   const at::Tensor& out = single(*group_, "reduce_scatter", outputs);
   TORCH_CHECK(inputs.size() == 1, prefix(*group_, "reduce_scatter"), "got ", inputs.size(),
               " input lists; pass one list of world-size tensors");
@@ -417,8 +540,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::reduce_scatter(std::vector<at:
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
-                                                                       const c10d::ReduceScatterOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                                  const c10d::ReduceScatterOptions& opts) {
   return run(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, [&] {
     commhost::ReduceScatterOptions o;
     o.reduceOp = toReduceOp(*group_, "reduce_scatter_tensor", opts.reduceOp, output.is_complex());
@@ -428,10 +551,10 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::_reduce_scatter_base(at::Tenso
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_base(at::Tensor& output, at::Tensor& input,
-                                                                std::vector<int64_t>& outputSplitSizes,
-                                                                std::vector<int64_t>& inputSplitSizes,
-                                                                const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
+                                                           std::vector<int64_t>& outputSplitSizes,
+                                                           std::vector<int64_t>& inputSplitSizes,
+                                                           const c10d::AllToAllOptions& opts) {
   return run(c10d::OpType::ALLTOALL_BASE, {output}, [&] {
     commhost::AlltoallSingleOptions o;
     o.outputSplitSizes = outputSplitSizes;
@@ -442,9 +565,8 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall_base(at::Tensor& outp
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall(std::vector<at::Tensor>& outputs,
-                                                           std::vector<at::Tensor>& inputs,
-                                                           const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                                      const c10d::AllToAllOptions& opts) {
   return run(c10d::OpType::ALLTOALL, outputs, [&] {
     std::vector<commhost::Tensor> outs = views(*group_, "alltoall", outputs, "outputs");
     commhost::AlltoallOptions o;
@@ -453,7 +575,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::alltoall(std::vector<at::Tenso
   });
 }
 
-void TorchProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
+void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitAllRanks) {
   commhost::MonitoredBarrierOptions o;
   o.timeout = toTimeout(opts.timeout);
   o.waitAllRanks = waitAllRanks;
@@ -461,11 +583,11 @@ void TorchProcessGroup::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
     std::lock_guard<std::mutex> lock(issueMutex_);
     group_->monitoredBarrier(o);
   } catch (const std::exception& e) {
-    throw c10::Error(e.what(), "");
+    throw compat::error(e.what());
   }
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
   const at::Tensor& t = single(*group_, "send", tensors);
   return run(c10d::OpType::SEND, tensors, [&] {
     commhost::SendOptions o;
@@ -474,7 +596,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::send(std::vector<at::Tensor>& 
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) {
   const at::Tensor& t = single(*group_, "recv", tensors);
   return run(c10d::OpType::RECV, tensors, [&] {
     commhost::RecvOptions o;
@@ -484,7 +606,7 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::recv(std::vector<at::Tensor>& 
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   const at::Tensor& t = single(*group_, "recv_any_source", tensors);
   return run(c10d::OpType::RECVANYSOURCE, tensors, [&] {
     commhost::RecvOptions o;
@@ -494,12 +616,136 @@ c10::intrusive_ptr<c10d::Work> TorchProcessGroup::recvAnysource(std::vector<at::
   });
 }
 
-c10::intrusive_ptr<c10d::Work> TorchProcessGroup::barrier(const c10d::BarrierOptions& opts) {
+c10::intrusive_ptr<c10d::Work> TorchBackend::barrier(const c10d::BarrierOptions& opts) {
   return run(c10d::OpType::BARRIER, {}, [&] {
     commhost::BarrierOptions o;
     o.timeout = toTimeout(opts.timeout);
     return group_->barrier(o);
   });
 }
+
+// ---------------------------------------------------------------------------------------
+// torch 2.x's Backend surface (the one place the ops differ by torch version)
+
+#if TORCH_VERSION_MAJOR >= 2
+
+void TorchBackend::startCoalescing() {
+  std::lock_guard<std::mutex> lock(issueMutex_);
+  TORCH_CHECK(!coalescing_, prefix(*group_, "start_coalescing"),
+              "a coalescing block is already open on this group; end it (endCoalescing) before starting another");
+  coalescing_ = true;
+  coalesced_ = Issued{};
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::endCoalescing() {
+  Issued issued;
+  {
+    std::lock_guard<std::mutex> lock(issueMutex_);
+    TORCH_CHECK(coalescing_, prefix(*group_, "end_coalescing"),
+                "no coalescing block is open on this group; call startCoalescing first");
+    coalescing_ = false;
+    issued = std::move(coalesced_);
+    coalesced_ = Issued{};
+  }
+  return c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::COALESCED, std::move(issued));
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                             std::vector<at::Tensor>& inputs,
+                                                                             const c10d::AllgatherOptions& opts) {
+  constexpr const char* op = "allgather_into_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), prefix(*group_, op), "got ", outputs.size(), " outputs and ",
+              inputs.size(), " inputs; pass one output per input");
+  return run(c10d::OpType::COALESCED, outputs, [&] {
+    commhost::AllgatherOptions o;
+    o.timeout = toTimeout(opts.timeout);
+    std::vector<commhost::WorkPtr> works;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      commhost::Tensor out = view(*group_, op, outputs[i], "outputs", static_cast<int64_t>(i));
+      works.push_back(group_->allgatherIntoTensor(
+          out, view(*group_, op, inputs[i], "inputs", static_cast<int64_t>(i), Role::Read), o));
+    }
+    return works;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                             std::vector<at::Tensor>& inputs,
+                                                                             const c10d::ReduceScatterOptions& opts) {
+  constexpr const char* op = "reduce_scatter_tensor_coalesced";
+  TORCH_CHECK(outputs.size() == inputs.size(), prefix(*group_, op), "got ", outputs.size(), " outputs and ",
+              inputs.size(), " inputs; pass one output per input");
+  return run(c10d::OpType::COALESCED, outputs, [&] {
+    bool complex = false;
+    for (const auto& t : outputs) complex = complex || t.is_complex();
+    commhost::ReduceScatterOptions o;
+    o.reduceOp = toReduceOp(*group_, op, opts.reduceOp, complex);
+    o.timeout = toTimeout(opts.timeout);
+    std::vector<commhost::WorkPtr> works;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      commhost::Tensor out = view(*group_, op, outputs[i], "outputs", static_cast<int64_t>(i));
+      works.push_back(group_->reduceScatterTensor(
+          out, view(*group_, op, inputs[i], "inputs", static_cast<int64_t>(i), Role::Read), o));
+    }
+    return works;
+  });
+}
+
+void TorchBackend::waitForPendingWorks() {
+  std::vector<std::weak_ptr<commhost::Work>> pending;
+  {
+    std::lock_guard<std::mutex> lock(issueMutex_);
+    pending.swap(pending_);
+  }
+  try {
+    for (const auto& w : pending)
+      if (auto work = w.lock()) work->wait();
+  } catch (const std::exception& e) {
+    throw compat::error(e.what());
+  }
+}
+
+namespace {
+
+c10d::OpType torchOpType(commhost::OpType op) {
+  switch (op) {
+    case commhost::OpType::Allreduce: return c10d::OpType::ALLREDUCE;
+    case commhost::OpType::AllreduceCoalesced: return c10d::OpType::ALLREDUCE_COALESCED;
+    case commhost::OpType::Broadcast: return c10d::OpType::BROADCAST;
+    case commhost::OpType::Reduce: return c10d::OpType::REDUCE;
+    case commhost::OpType::Allgather: return c10d::OpType::ALLGATHER;
+    case commhost::OpType::AllgatherIntoTensor: return c10d::OpType::_ALLGATHER_BASE;
+    case commhost::OpType::AllgatherCoalesced: return c10d::OpType::ALLGATHER_COALESCED;
+    case commhost::OpType::Gather: return c10d::OpType::GATHER;
+    case commhost::OpType::Scatter: return c10d::OpType::SCATTER;
+    case commhost::OpType::ReduceScatter: return c10d::OpType::REDUCE_SCATTER;
+    case commhost::OpType::ReduceScatterTensor: return c10d::OpType::_REDUCE_SCATTER_BASE;
+    case commhost::OpType::Alltoall: return c10d::OpType::ALLTOALL;
+    case commhost::OpType::AlltoallSingle: return c10d::OpType::ALLTOALL_BASE;
+    case commhost::OpType::Barrier: return c10d::OpType::BARRIER;
+    case commhost::OpType::Send: return c10d::OpType::SEND;
+    case commhost::OpType::Recv: return c10d::OpType::RECV;
+    case commhost::OpType::RecvAnySource: return c10d::OpType::RECVANYSOURCE;
+    default: return c10d::OpType::UNKNOWN;  // monitored_barrier has no c10d OpType
+  }
+}
+
+}  // namespace
+
+void TorchBackend::registerOnCompletionHook(std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) {
+  TORCH_CHECK(completionHook_ < 0, prefix(*group_, "register_on_completion_hook"),
+              "a completion hook is already registered on this group; torch allows one per backend");
+  // commhost's hook thread calls it (torch wraps a Python hook so that it takes the GIL).
+  completionHook_ = group_->addCompletionHook([hook = std::move(hook)](const commhost::CompletionEvent& ev) {
+    try {
+      hook(std::make_shared<c10d::WorkInfo>(torchOpType(ev.op), ev.seq, ev.start, ev.end,
+                                            std::chrono::duration<float>(ev.duration)));
+    } catch (const std::exception&) {
+      // torch logs a failing Python hook itself; nothing may escape into the hook thread
+    }
+  });
+}
+
+#endif  // TORCH_VERSION_MAJOR >= 2
 
 }  // namespace commhost_torch

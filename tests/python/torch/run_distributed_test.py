@@ -78,11 +78,15 @@ if "--world" in sys.argv:
     del sys.argv[i : i + 2]
 
 import commhost.torch  # noqa: E402,F401  registers backend "commhost" (in every rank)
-import torch.nn.parallel._replicated_tensor_ddp_utils as replicated  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 
-replicated._set_ddp_with_replicated_tensor = lambda value: None  # keep the switch off
+try:  # torch 1.13 only (the experimental path is gone in 2.x)
+    import torch.nn.parallel._replicated_tensor_ddp_utils as replicated  # noqa: E402
+
+    replicated._set_ddp_with_replicated_tensor = lambda value: None  # keep the switch off
+except ImportError:
+    pass
 for feature in ("plugin", "ddp", "subgroup"):
     DistTestCases.backend_feature[feature].add("commhost")
 

@@ -238,6 +238,25 @@ def test_noncontiguous(rank, world):
     dist.barrier()
 
 
+def test_sparse(rank, world):
+    """Sparse COO allreduce as c10d's gloo does it (SUM of every rank's entries, coalesced)."""
+    if rank == 0:
+        t = torch.sparse_coo_tensor(torch.tensor([[0, 2], [1, 0]]), torch.tensor([1.0, 2.0]), (4, 2))
+    else:  # a different nnz, an entry shared with rank 0, and an uncoalesced duplicate
+        t = torch.sparse_coo_tensor(torch.tensor([[2, 3, 3], [0, 1, 1]]), torch.tensor([2.0, 3.0, 1.0]), (4, 2))
+    dist.all_reduce(t)
+    check(t.to_dense(), torch.tensor([[0.0, 1], [0, 0], [4, 0], [0, 4]]), "sparse all_reduce")
+    # Hybrid: one sparse dim, a dense row per entry.
+    h = torch.sparse_coo_tensor(torch.tensor([[rank]]), torch.full((1, 3), rank + 1.0), (3, 3))
+    work = dist.all_reduce(h, async_op=True)
+    work.wait()
+    check(h.to_dense(), torch.tensor([[1.0, 1, 1], [2, 2, 2], [0, 0, 0]]), "hybrid sparse all_reduce")
+    # Only SUM, as gloo; a shape that differs between ranks is named.
+    expect_error(lambda: dist.all_reduce(torch.zeros(2).to_sparse(), op=dist.ReduceOp.MAX), "SUM only")
+    expect_error(lambda: dist.all_reduce(torch.zeros(2 + rank).to_sparse()), "every rank must pass the same shape")
+    dist.barrier()
+
+
 def test_errors(rank, world):
     expect_error(lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int16)), "allreduce", "int16")
     # An invalid root is refused by commhost's validation with its own text, before sending.
@@ -281,20 +300,20 @@ def _bad_root():
 
 
 def worker(args):
-    import commhost.torch  # noqa: F401  registers backend "commhost"
+    import commhost.torch  # registers backend "commhost"
 
     dist.init_process_group("commhost", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert world == 2, world
     assert dist.get_backend() == "commhost", dist.get_backend()
-    from torch.distributed.distributed_c10d import _get_default_group
-    pg = _get_default_group()
+    # torch 1.13: the default group itself; torch 2.x: its cpu backend.
+    pg = commhost.torch.commhost_group()
     assert type(pg).__name__ == "ProcessGroupCommhost", type(pg)
     assert pg.config_source == (args.config or "<embedded default>"), pg.config_source
     if "shm" in os.path.basename(args.config):
         assert "shm" in pg.backends, pg.backends  # the shm backend came up (its rendezvous passed)
     for test in [test_allreduce, test_rooted, test_gathers, test_reduce_scatter, test_alltoall,
-                 test_p2p_and_barriers, test_noncontiguous, test_errors, test_async_errors]:
+                 test_p2p_and_barriers, test_noncontiguous, test_sparse, test_errors, test_async_errors]:
         test(rank, world)
         print("rank %d: %s ok" % (rank, test.__name__), flush=True)
     dist.destroy_process_group()
