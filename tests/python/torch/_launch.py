@@ -25,6 +25,11 @@ def parse_args(argv=None):
 def launch_or_run(worker, script):
     args = parse_args()
     if "RANK" in os.environ:
+        # A rank still running shortly before the job's limit prints every thread's Python
+        # stack, so a hang says where it is.
+        import faulthandler
+
+        faulthandler.dump_traceback_later(max(5, args.timeout - 15), exit=False)
         worker(args)
         return
     binary = os.environ.get("COMMHOST_BIN")

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""DDP parity: tools/examples/ddp_train.py --compare gloo under `commhost run -n 2`.
+"""DDP parity: tools/examples/ddp_train.py --compare gloo under `commhost run -n WORLD` (2 unless --world).
 
 The example trains the same model from the same seed on the same data twice in each
 rank, once over backend "commhost" (the config given with --config) and once over a torch
@@ -18,9 +18,10 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--config", default="")
 parser.add_argument("--example", required=True)
 parser.add_argument("--steps", type=int, default=30)
+parser.add_argument("--world", type=int, default=2)
 args = parser.parse_args()
 
-cmd = [os.environ["COMMHOST_BIN"], "run", "-n", "2"]
+cmd = [os.environ["COMMHOST_BIN"], "run", "-n", str(args.world)]
 if args.config:
     cmd += ["-c", args.config]
 cmd += ["--", sys.executable, args.example, "--compare", "gloo", "--steps", str(args.steps)]
@@ -33,4 +34,9 @@ with tempfile.TemporaryFile("w+") as out:
 print(text)
 assert rc == 0, "the job failed (exit %d)" % rc
 want = "%d steps" % args.steps
-assert want in text and "parameters identical to gloo's at every step" in text, "no parity line"
+# At 2 ranks every route adds in gloo's order (bit-identical); beyond, shm's reduction order
+# differs from gloo's ring, and the example bounds the difference (rtol 1e-5) instead.
+parity = "parameters identical to gloo's at every step" in text or (
+    args.world > 2 and "of gloo's at every step" in text and "parameters within rtol" in text
+)
+assert want in text and parity, "no parity line"
