@@ -88,14 +88,18 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     )
 
 
+def _routed_devices():
+    """cpu, and cuda when the config routes cuda ops ("cpu:commhost,cuda:nccl" picks per
+    device). A config that does not load registers cpu: init_process_group then reports
+    the config's problems in full."""
+    try:
+        return _torch.routed_devices(os.environ.get("COMMHOST_CONFIG", ""))
+    except RuntimeError:
+        return ["cpu"]
+
+
 if BACKEND.upper() not in dist.Backend._plugins:
     if _PER_DEVICE:
-        # cpu, and cuda when the config routes cuda ops ("cpu:commhost,cuda:nccl" picks per device).
-        dist.Backend.register_backend(
-            BACKEND,
-            create_process_group,
-            extended_api=True,
-            devices=_torch.routed_devices(os.environ.get("COMMHOST_CONFIG", "")),
-        )
+        dist.Backend.register_backend(BACKEND, create_process_group, extended_api=True, devices=_routed_devices())
     else:
         dist.Backend.register_backend(BACKEND, create_process_group, extended_api=True)
