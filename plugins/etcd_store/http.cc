@@ -25,11 +25,14 @@ nlohmann::json answer(const Endpoint& endpoint, unsigned status, const std::stri
     throw CallFailed("etcd at " + endpoint.text() + " answered HTTP " + std::to_string(status) +
                          " with something that is not JSON: '" + body.substr(0, 200) + "'",
                      false);
-  if (out.contains("error")) {
-    // Unary calls: {"error": "...", "code": N, "message": "..."}; streams wrap it in an object.
-    const nlohmann::json& e = out["error"].is_object() ? out["error"] : out;
+  // Unary calls: {"error": "...", "code": N, "message": "..."} (etcd 3.4), or without
+  // "error" (3.5, with an HTTP status such as 429 for a request over the size limit);
+  // streams wrap it in an object.
+  const bool grpcError = status != 200 && out.is_object() && out.contains("code") && out.contains("message");
+  if (out.contains("error") || grpcError) {
+    const nlohmann::json& e = out.contains("error") && out["error"].is_object() ? out["error"] : out;
     std::string message = e.value("message", std::string());
-    if (message.empty() && out["error"].is_string()) message = out["error"].get<std::string>();
+    if (message.empty() && out.contains("error") && out["error"].is_string()) message = out["error"].get<std::string>();
     throw EtcdError(message, e.value("code", e.value("grpc_code", 0)));
   }
   if (status != 200)

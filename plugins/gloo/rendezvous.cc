@@ -2,11 +2,13 @@
 #include "rendezvous.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <gloo/alltoall.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -183,6 +185,29 @@ void verifyMesh(const BackendContext& ctx, const std::shared_ptr<::gloo::Context
           "every rank can reach this host's device address");
 }
 
+// Every pair of a context holds a socket, and Gloo may run out of descriptors in a thread
+// of its own: Debian 13's Gloo accepts on a listener thread, where EMFILE throws and ends
+// the process. So a mesh that cannot fit under this rank's descriptor limit is refused,
+// with the rank and the numbers, before any of it is made.
+void checkDescriptors(const BackendContext& ctx, int count) {
+  rlimit limit{};
+  if (ctx.worldSize < 2 || ::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return;   // no /proc: Gloo reports it as it happens
+  int64_t open = -3;  // ".", ".." and the directory's own descriptor
+  while (::readdir(dir)) ++open;
+  ::closedir(dir);
+  constexpr int64_t kSpare = 8;  // the listener, epoll and what the rendezvous opens meanwhile
+  const int64_t needed = int64_t{count} * (ctx.worldSize - 1) + kSpare;
+  const int64_t free = static_cast<int64_t>(limit.rlim_cur) - open;
+  if (needed > free)
+    raise(ErrorCode::Backend, ErrorContext::of(ctx, "gloo rendezvous"),
+          "connecting " + std::to_string(count) + " context(s) to " + std::to_string(ctx.worldSize - 1) +
+              " peer(s) needs about " + std::to_string(needed) + " file descriptors, and " + std::to_string(free) +
+              " of this rank's limit of " + std::to_string(limit.rlim_cur) + " are free (Too many open files)",
+          "raise the limit (ulimit -n) for this rank, or lower backends.gloo.options.contexts");
+}
+
 }  // namespace
 
 // Gloo waits for a pair to connect for five times its context's timeout (waitUntil in
@@ -194,9 +219,14 @@ void verifyMesh(const BackendContext& ctx, const std::shared_ptr<::gloo::Context
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
                                                               const std::shared_ptr<::gloo::transport::Device>& device,
                                                               int count, std::chrono::milliseconds timeout) {
+  checkDescriptors(ctx, count);
+  // A peer that never publishes its address (it failed before the mesh) is given up on
+  // within 3/4 of the timeout: a hot swap's report phase waits `timeout` for every rank's
+  // report, and this rank's must arrive inside it.
+  const auto addressWait = std::max(std::chrono::milliseconds(1), timeout * 3 / 4);
   std::vector<std::shared_ptr<::gloo::Context>> contexts;
   for (int i = 0; i < count; ++i) {
-    StoreAdapter store(ctx.store, "context" + std::to_string(i), timeout);
+    StoreAdapter store(ctx.store, "context" + std::to_string(i), addressWait);
     auto context = std::make_shared<MeshContext>(ctx.rank, ctx.worldSize);
     context->setTimeout(std::max(std::chrono::milliseconds(1), timeout / 5));
     try {

@@ -47,6 +47,8 @@ ln -s "$src/configs" "$work/configs"
 ln -s "$src/tools" "$work/tools"
 ln -s "$build" "$work/build"
 export HOME=$tmp/home TMPDIR=$tmp/tmp
+# Debian 13's torch 2.6 has no libuv; its env:// store needs this (the README says so).
+export USE_LIBUV=0
 # A sanitizer build's libcommhost needs the application built with the same sanitizer
 # (the installed package does not carry the flag); cmake reads these on first configure.
 sanitize=$(sed -n 's/^COMMHOST_SANITIZE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)

@@ -340,13 +340,21 @@ namespace {
 // here), unless it was ignored when the launcher started (nohup): then it stays ignored.
 // SIGUSR1 goes on to every rank: each supervisor dumps its flight recorder, whatever the
 // job's store (a torch job's is torch's, which `commhost trace dump` cannot talk to).
+// Read as the program starts, before any plugin loads: a library a plugin pulls in may
+// install a SIGHUP handler of its own when it is loaded (UCX's libucs, which Debian 13's
+// Gloo links, takes SIGHUP as its debug signal), which would hide that the launcher was
+// started under nohup.
+const bool gHupIgnoredAtStart = [] {
+  struct sigaction hup {};
+  return ::sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler == SIG_IGN;
+}();
+
 sigset_t handledSignals(bool watching) {
   sigset_t handled;
   sigemptyset(&handled);
   for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGUSR1}) sigaddset(&handled, s);
-  struct sigaction hup {};
-  const bool hupIgnored = ::sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler == SIG_IGN;
-  if (watching || !hupIgnored) sigaddset(&handled, SIGHUP);
+  if (watching || !gHupIgnoredAtStart) sigaddset(&handled, SIGHUP);
+  else ::signal(SIGHUP, SIG_IGN);  // ignored again if a library took it since; the ranks inherit it
   return handled;
 }
 

@@ -130,6 +130,12 @@ bool SwapAttempt::tryGather(const std::string& kind, const char* phase, std::vec
     std::vector<int> missing;
     for (int r = 0; r < g_.worldSize_; ++r)
       if (!g_.store_->check({names[r]})) missing.push_back(g_.globalRanks_[r]);
+    if (missing.empty()) {
+      // Every rank arrived just after the wait gave up (a peer whose build is bounded by
+      // the same timeout): that is not a missed phase.
+      values = g_.store_->multiGet(names);
+      return true;
+    }
     missed = {
         ErrorCode::Timeout,
         "rank(s) " + rankList(missing) + " did not reach the " + phase + " phase within " + formatDuration(timeout_),
@@ -374,6 +380,11 @@ void SwapAttempt::rollBack(const std::vector<BuildReport>& reports, bool gathere
     } catch (const std::exception&) {
     }
   dropBuilt();
+  if (!gathered && failure_.kind == BuildReport::Kind::Failed)  // this rank's own failure first
+    fail(failure_.code,
+         "the new backends failed on rank(s) " + rankText() + ": rank " + rankText() + ": " + failure_.why + "; and " +
+             missed.what,
+         "the group goes on with its current backends; fix this rank's backend and call reconfigure() again");
   if (!gathered) fail(missed.code, missed.what, missed.hint);
   std::vector<int> failed, abandonedBy;
   std::string why, abandonWhy;

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import torch
 import torch.distributed as dist
 
 import commhost.torch  # noqa: F401  (registers the backend)
@@ -45,8 +46,10 @@ def bounded(what, fn, seconds=10):
 
 def main():
     port = free_port()
-    server = dist.TCPStore("127.0.0.1", port, 2, True, wait_for_workers=False)
-    client = dist.TCPStore("127.0.0.1", port, 2, False)
+    # torch 2.x asks for libuv unless told not to, and Debian 13's torch has none.
+    kw = {"use_libuv": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
+    server = dist.TCPStore("127.0.0.1", port, 2, True, wait_for_workers=False, **kw)
+    client = dist.TCPStore("127.0.0.1", port, 2, False, **kw)
     for round_ in range(3):
         key = "late%d" % round_
         started = time.monotonic()
