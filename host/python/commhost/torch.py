@@ -64,18 +64,20 @@ def commhost_group(group=None):
         from torch.distributed.distributed_c10d import _get_default_group
 
         group = _get_default_group()
-    if _PER_DEVICE and isinstance(group, dist.ProcessGroup) and not isinstance(group, ProcessGroupCommhost):
+    if isinstance(group, ProcessGroupCommhost):
+        return group
+    if _PER_DEVICE and isinstance(group, dist.ProcessGroup):
         try:
-            group = group._get_backend(torch.device("cpu"))
+            backend = group._get_backend(torch.device("cpu"))
         except RuntimeError:
-            pass  # no cpu backend: refused below, naming the group
-    if not isinstance(group, ProcessGroupCommhost):
-        raise ValueError(
-            "commhost_group: %r is not a commhost process group (backend %r); pass a group made by "
-            "init_process_group(\"commhost\") or new_group(backend=\"commhost\")"
-            % (group, dist.get_backend(group) if isinstance(group, dist.ProcessGroup) else type(group).__name__)
-        )
-    return group
+            backend = None  # no cpu backend: refused below, naming the group
+        if isinstance(backend, ProcessGroupCommhost):
+            return backend
+    raise ValueError(
+        "commhost_group: %r is not a commhost process group (backend %r); pass a group made by "
+        "init_process_group(\"commhost\") or new_group(backend=\"commhost\")"
+        % (group, dist.get_backend(group) if isinstance(group, dist.ProcessGroup) else type(group).__name__)
+    )
 
 
 def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// torch.distributed backend "commhost": a c10d::ProcessGroup that issues every op on a
-// commhost::ProcessGroup, a c10d::Work over the commhost Work, and a commhost::Store over
-// the c10d::Store torch hands the backend (so the group rendezvous through torch's store).
+// torch.distributed backend "commhost": a c10d::Backend (torch 2.x; a c10d::ProcessGroup on
+// torch 1.13, see torch_compat.h) that issues every op on a commhost::ProcessGroup, a
+// c10d::Work over the commhost Works, and a commhost::Store over the c10d::Store torch
+// hands the backend (so the group rendezvous through torch's store).
 //
 // Tensors cross without copies: a contiguous at::Tensor becomes a commhost::Tensor view of
 // the same memory that keeps the at::Tensor alive until the op is done. Complex tensors
@@ -131,7 +132,7 @@ class TorchBackend final : public compat::BackendBase {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts = {}) override;
 
 #if TORCH_VERSION_MAJOR >= 2
-  // torch 2.x's Backend surface beyond 1.13's ProcessGroup (torch2_ops.cc).
+  // torch 2.x's Backend surface beyond 1.13's ProcessGroup (the end of process_group.cc).
   // Coalescing: the ops issued between start and end run as issued (in the same order on
   // every rank, which is what coalescing guarantees), and endCoalescing's Work covers them.
   void startCoalescing() override;
