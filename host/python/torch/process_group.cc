@@ -263,6 +263,10 @@ const at::Tensor& single(const commhost::ProcessGroup& g, const char* op, const 
   return ts[0];
 }
 
+bool anyComplex(const std::vector<at::Tensor>& ts) {
+  return std::any_of(ts.begin(), ts.end(), [](const at::Tensor& t) { return t.is_complex(); });
+}
+
 commhost::ReduceOp toReduceOp(const commhost::ProcessGroup& g, const char* op, const c10d::ReduceOp& r, bool complex) {
   commhost::ReduceOp out;
   switch (r.op_) {
@@ -424,9 +428,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::allreduce_coalesced(std::vector<at:
                                                                  const c10d::AllreduceCoalescedOptions& opts) {
   return run(c10d::OpType::ALLREDUCE_COALESCED, tensors, [&] {
     commhost::AllreduceCoalescedOptions o;
-    bool complex = false;
-    for (const auto& t : tensors) complex = complex || t.is_complex();
-    o.reduceOp = toReduceOp(*group_, "allreduce_coalesced", opts.reduceOp, complex);
+    o.reduceOp = toReduceOp(*group_, "allreduce_coalesced", opts.reduceOp, anyComplex(tensors));
     o.timeout = toTimeout(opts.timeout);
     std::vector<commhost::Tensor> v = views(*group_, "allreduce_coalesced", tensors, "tensors");
     return group_->allreduceCoalesced(v, o);
@@ -650,22 +652,41 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::endCoalescing() {
   return c10::make_intrusive<TorchWork>(getRank(), c10d::OpType::COALESCED, std::move(issued));
 }
 
+namespace {
+
+// A tensor-coalesced call (torch 2.x): one commhost op per (output, input) pair, issued in
+// order by `issueOne(output view, input view)`.
+template <class IssueOne>
+std::vector<commhost::WorkPtr> perPair(const commhost::ProcessGroup& g, const char* op,
+                                       const std::vector<at::Tensor>& outputs, const std::vector<at::Tensor>& inputs,
+                                       IssueOne&& issueOne) {
+  std::vector<commhost::WorkPtr> works;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    commhost::Tensor out = view(g, op, outputs[i], "outputs", static_cast<int64_t>(i));
+    works.push_back(issueOne(out, view(g, op, inputs[i], "inputs", static_cast<int64_t>(i), Role::Read)));
+  }
+  return works;
+}
+
+void checkPairs(const commhost::ProcessGroup& g, const char* op, const std::vector<at::Tensor>& outputs,
+                const std::vector<at::Tensor>& inputs) {
+  TORCH_CHECK(outputs.size() == inputs.size(), prefix(g, op), "got ", outputs.size(), " outputs and ", inputs.size(),
+              " inputs; pass one output per input");
+}
+
+}  // namespace
+
 c10::intrusive_ptr<c10d::Work> TorchBackend::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                              std::vector<at::Tensor>& inputs,
                                                                              const c10d::AllgatherOptions& opts) {
   constexpr const char* op = "allgather_into_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), prefix(*group_, op), "got ", outputs.size(), " outputs and ",
-              inputs.size(), " inputs; pass one output per input");
+  checkPairs(*group_, op, outputs, inputs);
   return run(c10d::OpType::COALESCED, outputs, [&] {
     commhost::AllgatherOptions o;
     o.timeout = toTimeout(opts.timeout);
-    std::vector<commhost::WorkPtr> works;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      commhost::Tensor out = view(*group_, op, outputs[i], "outputs", static_cast<int64_t>(i));
-      works.push_back(group_->allgatherIntoTensor(
-          out, view(*group_, op, inputs[i], "inputs", static_cast<int64_t>(i), Role::Read), o));
-    }
-    return works;
+    return perPair(*group_, op, outputs, inputs, [&](commhost::Tensor& out, const commhost::Tensor& in) {
+      return group_->allgatherIntoTensor(out, in, o);
+    });
   });
 }
 
@@ -673,21 +694,14 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter_tensor_coalesced(std
                                                                              std::vector<at::Tensor>& inputs,
                                                                              const c10d::ReduceScatterOptions& opts) {
   constexpr const char* op = "reduce_scatter_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), prefix(*group_, op), "got ", outputs.size(), " outputs and ",
-              inputs.size(), " inputs; pass one output per input");
+  checkPairs(*group_, op, outputs, inputs);
   return run(c10d::OpType::COALESCED, outputs, [&] {
-    bool complex = false;
-    for (const auto& t : outputs) complex = complex || t.is_complex();
     commhost::ReduceScatterOptions o;
-    o.reduceOp = toReduceOp(*group_, op, opts.reduceOp, complex);
+    o.reduceOp = toReduceOp(*group_, op, opts.reduceOp, anyComplex(outputs));
     o.timeout = toTimeout(opts.timeout);
-    std::vector<commhost::WorkPtr> works;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      commhost::Tensor out = view(*group_, op, outputs[i], "outputs", static_cast<int64_t>(i));
-      works.push_back(group_->reduceScatterTensor(
-          out, view(*group_, op, inputs[i], "inputs", static_cast<int64_t>(i), Role::Read), o));
-    }
-    return works;
+    return perPair(*group_, op, outputs, inputs, [&](commhost::Tensor& out, const commhost::Tensor& in) {
+      return group_->reduceScatterTensor(out, in, o);
+    });
   });
 }
 
