@@ -86,6 +86,26 @@ struct ReconfigureReport {
   std::vector<std::string> reloaded;  // plugins loaded again from a changed file (reloadPlugins)
 };
 
+// Elastic membership (ProcessGroup::shrink).
+struct ShrinkOptions {
+  // Bounds each wait of the protocol (the survivors' agreement, the new backends' build
+  // and the confirmation); 0: the group's group.timeout.
+  std::chrono::milliseconds timeout{0};
+};
+
+// What one successful shrink() did on this rank. Ranks are this group's, before and after.
+struct ShrinkReport {
+  uint64_t generation = 0;  // the group's generation now (one more than before)
+  int rank = 0;             // this rank's rank in the group now
+  int worldSize = 0;        // the group's size now
+  std::vector<int> oldRanks;  // oldRanks[r]: the rank before of the member that is rank r now
+  std::vector<int> removed;   // ranks before that are members no more (lost, or too late to agree)
+  uint64_t seq = 0;           // the seq the group continues from (the highest any survivor issued)
+  // Phase times on this rank: agreeing on the survivors, building the backends for them,
+  // every survivor confirming its build, and switching.
+  std::chrono::microseconds agree{0}, build{0}, confirm{0}, commit{0}, total{0};
+};
+
 struct ShadowStats;  // group/shadow.h
 
 class COMMHOST_API ProcessGroup {
@@ -185,6 +205,33 @@ class COMMHOST_API ProcessGroup {
   // to refuse, with a ConfigError naming the span, on every rank.
   ReconfigureReport reconfigure(std::shared_ptr<const Config> newConfig, const ReconfigureOptions& options = {});
 
+  // Elastic membership: after a peer was lost (an op failed with PeerLostError; with
+  // supervisor.on_peer_loss: shrink the process lives on), the survivors go on as a smaller
+  // group. A collective over the survivors, called by each from the thread that issues
+  // the group's ops:
+  //   agree:   each posts that it is alive (with its seq) under "shrink/<round>/" of the
+  //            group store and waits until every rank has posted or is known lost (the
+  //            heartbeat's verdict, which every survivor learns through the incident log),
+  //            up to the timeout; then the first to write the decision names the members
+  //            for all. A rank alive but slow is waited for, never dropped on one rank's
+  //            opinion; one that has not posted by the timeout is left out.
+  //   build:   every member takes rank = its index among the members and builds every
+  //            backend anew for the new size, under a fresh prefix of the group store.
+  //   confirm: each posts that its build succeeded and waits for all members'; any
+  //            failure (another peer lost meanwhile) fails the round on every member,
+  //            which keeps its old rank and may call shrink() again.
+  //   commit:  the old backends are shut down, the supervisor watches the new membership
+  //            (completion hooks carry over), and the group continues at the next
+  //            generation with the highest seq any member issued. Works of the old
+  //            generation never complete successfully.
+  // Throws AbortedError on a rank left out ("removed from group ... at generation G"),
+  // and on every member when fewer than supervisor.min_ranks remain (the group stays
+  // aborted). Subgroups are separate groups: a subgroup that lost a member shrinks when
+  // its survivors call its shrink(). The store must outlive the lost rank: a store served
+  // by a rank that is gone (the tcp store on rank 0) cannot be shrunk around; with
+  // `commhost run` the launcher serves it when on_peer_loss is shrink.
+  ShrinkReport shrink(const ShrinkOptions& options = {});
+
   // Marks a span in which threads other than the calling one may issue ops on this group
   // on its behalf (a Reducer iteration, from prepareForBackward to finalize: the comm hook
   // runs on markReady threads). The swap replaces the snapshot those threads read, so
@@ -241,7 +288,6 @@ class COMMHOST_API ProcessGroup {
                                           std::vector<std::string>* kept, std::vector<std::string>* built,
                                           const SplitHandles* splitFrom = nullptr);
   void checkSameConfig();
-  void startSupervision();
   void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
   void stopSyncPoller();
   void syncPointSlow();  // a published epoch is pending (sync_point.cc)
@@ -262,6 +308,8 @@ class COMMHOST_API ProcessGroup {
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;
   friend class SwapAttempt;  // one reconfigure() attempt, phase by phase (group/swap_attempt.h)
+  friend class ShrinkRound;  // one shrink() round, phase by phase (group/shrink.h)
+  void startSupervision();
 
   Setup setup_;
   std::string name_;
@@ -284,6 +332,7 @@ class COMMHOST_API ProcessGroup {
   std::atomic<uint64_t> p2pSeq_{0};       // send/recv, counted apart (only two ranks take part); as seq_
   std::atomic<uint64_t> bytesIssued_{0};  // the issuing thread of the moment adds; any thread reads
   uint64_t subgroupCount_ = 0;            // calling thread only
+  uint64_t shrinkRounds_ = 0;             // calling thread only: names each shrink() round's keys
   // Shared with the supervisor, which may abort the group from its watchdog thread.
   std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<supervisor::Supervisor> supervisor_;  // null when supervisor.enabled is false

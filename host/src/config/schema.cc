@@ -35,6 +35,21 @@ const std::vector<OptionSpec>& configSchema() {
        "What a timeout or lost peer does: abort (fail every work "
        "of the group), teardown (dump, then exit the process with status 86), report (fail that work only)",
        {"abort", "teardown", "report"}},
+      {"supervisor.on_peer_loss",
+       OptionType::Enum,
+       "abort",
+       "What a lost peer does: abort (as supervisor.on_error says), or shrink (fail the group's works with "
+       "PeerLostError and abort its backends, but never end the process, so the survivors can call "
+       "ProcessGroup::shrink() and go on without it; `commhost run` keeps them running)",
+       {"abort", "shrink"}},
+      {"supervisor.min_ranks",
+       OptionType::Int,
+       "1",
+       "ProcessGroup::shrink() refuses, on every survivor, to go on with fewer ranks than this: the job ends "
+       "with an error naming the ranks lost",
+       {},
+       1,
+       1 << 20},
       {"supervisor.watchdog.poll",
        OptionType::Duration,
        "100ms",

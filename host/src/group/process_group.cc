@@ -74,6 +74,7 @@ void ProcessGroup::startSupervision() {
   monitor_->store = store_;
   monitor_->jobStore = setup_.store;
   monitor_->onError = settings.onError;
+  monitor_->shrinkOnPeerLoss = settings.shrinkOnPeerLoss;
   if (!settings.enabled) return;
   // The monitor outlives the group in works still held by the application, so it
   // aborts through a weak reference to the backends, never through the group.

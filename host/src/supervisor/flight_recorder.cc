@@ -87,6 +87,17 @@ std::vector<SwapRecord> FlightRecorder::swaps() const {
   return {swaps_.begin(), swaps_.end()};
 }
 
+void FlightRecorder::addMembership(MembershipRecord record) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (memberships_.size() >= kSwapEntries) memberships_.pop_front();
+  memberships_.push_back(std::move(record));
+}
+
+std::vector<MembershipRecord> FlightRecorder::memberships() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {memberships_.begin(), memberships_.end()};
+}
+
 void FlightRecorder::addShadow(ShadowEvent event) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (shadows_.size() >= kShadowEntries) shadows_.pop_front();
@@ -104,6 +115,28 @@ nlohmann::json shadowToJson(const ShadowEvent& e) {
       {"bytes", e.bytes},          {"backend", e.backend},   {"shadow", e.shadow}, {"outcome", e.outcome},
       {"backend_us", e.backendUs}, {"shadow_us", e.shadowUs}};
   if (!e.detail.empty()) j["detail"] = e.detail;
+  return j;
+}
+
+nlohmann::json membershipToJson(const MembershipRecord& m) {
+  nlohmann::json j = {
+      {"group", m.group},
+      {"rank_before", m.rankBefore},
+      {"rank_after", m.rankAfter},
+      {"world_before", m.worldBefore},
+      {"world_after", m.worldAfter},
+      {"from_generation", m.fromGeneration},
+      {"to_generation", m.toGeneration},
+      {"removed", m.removed},
+      {"outcome", m.outcome},
+      {"started_us", m.startedUs},
+      {"agree_us", m.agreeUs},
+      {"build_us", m.buildUs},
+      {"confirm_us", m.confirmUs},
+      {"commit_us", m.commitUs},
+      {"total_us", m.totalUs},
+  };
+  if (!m.error.empty()) j["error"] = m.error;
   return j;
 }
 

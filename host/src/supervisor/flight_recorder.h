@@ -69,6 +69,21 @@ struct SwapRecord {
 };
 constexpr size_t kSwapEntries = 256;
 
+// One membership change (ProcessGroup::shrink) on this rank: who left, the phase times.
+// Rare, so it keeps strings, as a swap's record does; the ring holds the last kSwapEntries.
+struct MembershipRecord {
+  std::string group;
+  int rankBefore = 0;  // this rank's rank in the group before
+  int rankAfter = -1;  // and after (-1: it did not become a member)
+  int worldBefore = 0, worldAfter = 0;
+  uint64_t fromGeneration = 0, toGeneration = 0;
+  std::vector<int> removed;  // global ranks no longer members
+  std::string outcome;       // "shrunk", "failed", "removed" (this rank left out), "refused" (below min_ranks)
+  std::string error;         // why it did not shrink
+  int64_t startedUs = 0;     // wall clock
+  int64_t agreeUs = 0, buildUs = 0, confirmUs = 0, commitUs = 0, totalUs = 0;
+};
+
 // One sampled call compared with its route's shadow backend (shadow mode). The ring holds
 // the last kShadowEntries; `commhost trace analyze` sums them per op and size.
 struct ShadowEvent {
@@ -110,6 +125,8 @@ class FlightRecorder {
   std::vector<OpRecord> snapshot() const;  // oldest first
   void addSwap(SwapRecord record);
   std::vector<SwapRecord> swaps() const;  // oldest first
+  void addMembership(MembershipRecord record);
+  std::vector<MembershipRecord> memberships() const;  // oldest first
   void addShadow(ShadowEvent event);
   std::vector<ShadowEvent> shadows() const;  // oldest first
   size_t capacity() const { return ring_.size(); }
@@ -120,10 +137,12 @@ class FlightRecorder {
   uint64_t nextId_ = 1;
   std::deque<SwapRecord> swaps_;     // guarded by mutex_, at most kSwapEntries
   std::deque<ShadowEvent> shadows_;  // guarded by mutex_, at most kShadowEntries
+  std::deque<MembershipRecord> memberships_;  // guarded by mutex_, at most kSwapEntries
 };
 
 nlohmann::json recordToJson(const OpRecord& r);
 nlohmann::json swapToJson(const SwapRecord& s);
 nlohmann::json shadowToJson(const ShadowEvent& e);
+nlohmann::json membershipToJson(const MembershipRecord& m);
 
 }  // namespace commhost::supervisor

@@ -28,6 +28,10 @@ struct GroupMonitor {
   StorePtr store;     // the group's store ("<name>/<generation>/")
   StorePtr jobStore;  // the job's store (trace dump requests)
   OnError onError = OnError::Abort;
+  // supervisor.on_peer_loss: shrink. A lost peer aborts the group whatever onError says
+  // (never teardown or report): the survivors' works fail and ProcessGroup::shrink()
+  // builds the group anew without the peer.
+  bool shrinkOnPeerLoss = false;
   std::function<void(const std::string&)> abortGroup;  // set once by the group, before it is shared
 
   // Progress of collectives (not p2p), written by the caller thread and the watchdog.

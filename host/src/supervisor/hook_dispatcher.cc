@@ -39,6 +39,12 @@ void HookDispatcher::removeGroup(const GroupMonitor* group) {
   hasHooks_.store(!hooks_.empty(), std::memory_order_release);
 }
 
+void HookDispatcher::moveGroup(const GroupMonitor* from, const GroupMonitor* to) {
+  MutexLock lock(&mu_);
+  for (auto& [id, hook] : hooks_)
+    if (hook.first == from) hook.first = to;
+}
+
 void HookDispatcher::post(std::shared_ptr<GroupMonitor> group, CompletionEvent ev) {
   {
     MutexLock lock(&mu_);

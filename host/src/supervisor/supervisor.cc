@@ -60,6 +60,8 @@ Settings Settings::fromConfig(const Config& config) {
   Settings s;
   s.enabled = h.getBool("supervisor.enabled");
   s.onError = parseOnError(h.getString("supervisor.on_error"));
+  s.shrinkOnPeerLoss = h.getString("supervisor.on_peer_loss") == "shrink";
+  s.minRanks = static_cast<int>(h.getInt("supervisor.min_ranks"));
   s.poll = h.getDuration("supervisor.watchdog.poll");
   s.heartbeatInterval = h.getDuration("supervisor.heartbeat.interval");
   s.heartbeatTimeout = h.getDuration("supervisor.heartbeat.timeout");
@@ -398,6 +400,9 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   nlohmann::json swaps = nlohmann::json::array();
   for (const auto& s : recorder_.swaps()) swaps.push_back(swapToJson(s));
   j["swaps"] = swaps;
+  nlohmann::json memberships = nlohmann::json::array();
+  for (const auto& m : recorder_.memberships()) memberships.push_back(membershipToJson(m));
+  j["memberships"] = memberships;
   nlohmann::json shadows = nlohmann::json::array();
   for (const auto& e : recorder_.shadows()) shadows.push_back(shadowToJson(e));
   j["shadows"] = shadows;

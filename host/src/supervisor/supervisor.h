@@ -42,6 +42,8 @@ namespace commhost::supervisor {
 struct Settings {
   bool enabled = true;
   OnError onError = OnError::Abort;
+  bool shrinkOnPeerLoss = false;  // supervisor.on_peer_loss: shrink
+  int minRanks = 1;               // supervisor.min_ranks
   Millis poll{100};
   Millis heartbeatInterval{1000};
   Millis heartbeatTimeout{10000};
@@ -102,6 +104,7 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   std::string waitGroupIdle(const GroupMonitor* group, TimePoint deadline) EXCLUDES(mutex_);
   void recordSwap(SwapRecord record) { recorder_.addSwap(std::move(record)); }
   void recordShadow(ShadowEvent event) { recorder_.addShadow(std::move(event)); }
+  void recordMembership(MembershipRecord record) { recorder_.addMembership(std::move(record)); }
 
   // Any thread that sees the work end; records it once (flight recorder, progress, hooks).
   void complete(SupervisedWork& work);
@@ -111,6 +114,9 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
 
   int addHook(const GroupMonitor* group, CompletionHook hook) { return hooks_.add(group, std::move(hook)); }
   void removeHook(int id) { hooks_.remove(id); }
+  // A group that shrank watches its new membership through a new monitor: its hooks
+  // (and their ids) go with it.
+  void moveHooks(const GroupMonitor* from, const GroupMonitor* to) { hooks_.moveGroup(from, to); }
 
   // Writes rank<N>.json (N: the rank of the first group attached); returns its path.
   std::string dump(const std::string& reason);

@@ -205,9 +205,13 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
                         sup_.dumpDir() + "` for the first collective where ranks diverge.";
   }
   if (!isPointToPoint(ctx.op)) what += mine.lastIncident;
-  const std::string hint = peerLost ? "find out why that process died (its log, the launcher's summary, dmesg for the "
-                                      "OOM killer); restart the job or re-create the group without it"
-                                    : "look at the ranks named above; raise group.timeout if the op is just slow";
+  const std::string hint =
+      !peerLost ? "look at the ranks named above; raise group.timeout if the op is just slow"
+      : g.shrinkOnPeerLoss
+          ? "supervisor.on_peer_loss is shrink: call shrink() on the group (every survivor does) and re-run the "
+            "step on the ranks left"
+          : "find out why that process died (its log, the launcher's summary, dmesg for the OOM killer); restart the "
+            "job or re-create the group without it";
   const std::string message = where.format() + what + " Next: " + hint + ".";
   if (!cause && w.inner()->isCompleted() && !w.inner()->exception()) {
     // It finished during the handshake above: no verdict, and no on_error for a success.
@@ -225,7 +229,12 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
   w.setVerdict(verdict, message);
   sup_.complete(w);
   // A point-to-point op involves two ranks only: it fails alone, the group goes on.
-  if (!isPointToPoint(ctx.op)) applyOnError(g, message, sup_.logger());
+  if (isPointToPoint(ctx.op)) return;
+  if (peerLost && g.shrinkOnPeerLoss) {
+    if (g.abortGroup) g.abortGroup(message);  // the process lives on, to shrink the group
+    return;
+  }
+  applyOnError(g, message, sup_.logger());
 }
 
 void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger) {

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: Apache-2.0
+// ProcessGroup::shrink (elastic membership): ranks as threads over a HashStore, real gloo
+// and shm. The rank that is left out here is alive but does not take part in time (the
+// timeout excludes it); processes killed for real are in tests/cli (shrink_kill.sh).
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+
+#include "test_util.h"
+
+namespace commhost::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+ShrinkOptions within(milliseconds timeout) {
+  ShrinkOptions o;
+  o.timeout = timeout;
+  return o;
+}
+
+// Every op the survivors run after a shrink, checked: allreduce, broadcast from the
+// highest rank, allgather of each rank's rank.
+void checkOps(ProcessGroup& pg) {
+  for (int i = 0; i < 3; ++i) checkedAllreduce(pg, i);
+  Tensor b = Tensor::empty({8}, DType::Int32);
+  for (int i = 0; i < 8; ++i) b.data_as<int32_t>()[i] = pg.rank() == pg.size() - 1 ? 77 : -1;
+  BroadcastOptions bo;
+  bo.root = pg.size() - 1;
+  pg.broadcast(b, bo)->wait();
+  for (int i = 0; i < 8; ++i) ASSERT_EQ(b.data_as<int32_t>()[i], 77) << "rank " << pg.rank();
+  Tensor in = Tensor::empty({1}, DType::Int32);
+  in.data_as<int32_t>()[0] = pg.rank();
+  std::vector<Tensor> out;
+  for (int r = 0; r < pg.size(); ++r) out.push_back(Tensor::empty({1}, DType::Int32));
+  pg.allgather(out, in)->wait();
+  for (int r = 0; r < pg.size(); ++r) ASSERT_EQ(out[r].data_as<int32_t>()[0], r) << "rank " << pg.rank();
+}
+
+class ShrinkOn : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(ShrinkOn, SurvivorsRenumberAndGoOnWithoutARankThatDidNotComeInTime) {
+  constexpr int kWorld = 4;
+  auto groups = makeGroups(GetParam(), kWorld);
+  // A completion hook goes with the group to its new membership: its events carry the
+  // new rank (old rank 3 is rank 2 after the shrink).
+  std::mutex hookMutex;
+  std::set<int> hookRanks;
+  const int hook = groups[3]->addCompletionHook([&](const CompletionEvent& e) {
+    std::lock_guard<std::mutex> lock(hookMutex);
+    hookRanks.insert(e.rank);
+  });
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    for (int i = 0; i < 3; ++i) checkedAllreduce(pg, i);
+    const uint64_t seq = pg.seq();
+    if (r == 2) {
+      // Alive, but too late: the others decided without it.
+      std::this_thread::sleep_for(milliseconds(1500));
+      EXPECT_THROW_WITH(pg.shrink(within(milliseconds(500))), AbortedError, "removed from group",
+                        "ranks 0, 1, 3) decided without it", "[group main rank 2] shrink");
+      Tensor t = Tensor::empty({4}, DType::Float32);
+      EXPECT_THROW(pg.allreduce(t)->wait(), Error) << "a removed rank's group stays aborted";
+      return;
+    }
+    const ShrinkReport report = pg.shrink(within(milliseconds(500)));
+    EXPECT_EQ(report.worldSize, 3);
+    EXPECT_EQ(report.rank, r < 2 ? r : 2);
+    EXPECT_EQ(pg.size(), 3);
+    EXPECT_EQ(pg.rank(), report.rank);
+    EXPECT_EQ(report.oldRanks, (std::vector<int>{0, 1, 3}));
+    EXPECT_EQ(report.removed, std::vector<int>{2});
+    EXPECT_EQ(pg.globalRanks(), (std::vector<int>{0, 1, 3})) << "members keep their job-wide rank";
+    EXPECT_EQ(report.generation, 1u);
+    EXPECT_EQ(pg.generation(), 1u);
+    EXPECT_EQ(pg.seq(), seq) << "seq numbers continue";
+    checkOps(pg);
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(hookMutex);
+      if (hookRanks.count(2) || std::chrono::steady_clock::now() > until) {
+        EXPECT_EQ(hookRanks, (std::set<int>{3, 2})) << "events before (rank 3) and after the shrink (rank 2)";
+        break;
+      }
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  groups[3]->removeCompletionHook(hook);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, ShrinkOn, ::testing::Values(kGloo, kShm),
+                         [](const auto& info) { return std::string(info.index == 0 ? "gloo" : "shm"); });
+
+}  // namespace
+}  // namespace commhost::test
