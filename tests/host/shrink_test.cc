@@ -91,6 +91,74 @@ TEST_P(ShrinkOn, SurvivorsRenumberAndGoOnWithoutARankThatDidNotComeInTime) {
   groups[3]->removeCompletionHook(hook);
 }
 
+// A rank that destroys its group (a clean exit) is gone at once for the survivors: their
+// op fails, and the agreement does not wait for it until the timeout.
+TEST(Shrink, ARankThatLeftFailsTheSurvivorsOpAndIsNotWaitedFor) {
+  constexpr int kWorld = 3;
+  auto registry = testRegistry();
+  auto config = configFrom(kGloo, *registry,
+                           {"supervisor.on_peer_loss=shrink", "supervisor.heartbeat.interval=50ms",
+                            "supervisor.heartbeat.timeout=2s", "supervisor.on_error=teardown"});
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
+  runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, kWorld}); });
+  runRanks(kWorld, [&](int r) {
+    checkedAllreduce(*groups[r], 0);
+    if (r == 1) {
+      groups[r].reset();  // leaves: its peers see its left key
+      return;
+    }
+    ProcessGroup& pg = *groups[r];
+    Tensor t = Tensor::empty({1 << 16}, DType::Float32);
+    // on_error teardown would end this process: with on_peer_loss shrink the op fails.
+    EXPECT_THROW(pg.allreduce(t)->wait(), Error);
+    const ShrinkReport report = pg.shrink(within(milliseconds(20000)));
+    EXPECT_LT(report.agree, std::chrono::seconds(10)) << "the agreement waited for a rank that had left";
+    EXPECT_EQ(report.removed, std::vector<int>{1});
+    EXPECT_EQ(pg.size(), 2);
+    checkOps(pg);
+  });
+}
+
+TEST(Shrink, BelowMinRanksEveryMemberRefusesAndTheGroupStaysAborted) {
+  constexpr int kWorld = 3;
+  auto registry = testRegistry();
+  auto config = configFrom(kGloo, *registry, {"supervisor.min_ranks=3"});
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
+  runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, kWorld}); });
+  runRanks(kWorld, [&](int r) {
+    if (r == 2) return;  // never comes
+    ProcessGroup& pg = *groups[r];
+    EXPECT_THROW_WITH(pg.shrink(within(milliseconds(300))), PeerLostError, "only 2 of 3 ranks are left (lost: 2)",
+                      "below supervisor.min_ranks 3", "lower supervisor.min_ranks");
+    EXPECT_EQ(pg.size(), 3) << "nothing changed";
+    EXPECT_EQ(pg.generation(), 0u);
+  });
+}
+
+// Every rank took part: the group is rebuilt on the same ranks (a group aborted for a
+// passing reason comes back).
+TEST(Shrink, WithEveryRankPresentRebuildsAnAbortedGroupOnTheSameRanks) {
+  constexpr int kWorld = 2;
+  auto groups = makeGroups(kShm, kWorld);
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    checkedAllreduce(pg, 0);
+    pg.abort("a test aborts it");
+    Tensor t = Tensor::empty({4}, DType::Float32);
+    EXPECT_THROW(pg.allreduce(t)->wait(), Error);
+    for (uint64_t g = 1; g <= 3; ++g) {
+      const ShrinkReport report = pg.shrink();
+      EXPECT_EQ(report.worldSize, kWorld);
+      EXPECT_EQ(report.rank, r);
+      EXPECT_TRUE(report.removed.empty());
+      EXPECT_EQ(pg.generation(), g);
+      checkOps(pg);
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ShrinkOn, ::testing::Values(kGloo, kShm),
                          [](const auto& info) { return std::string(info.index == 0 ? "gloo" : "shm"); });
 

@@ -14,6 +14,7 @@
 #include "commhost/registry.h"
 #include "config_watch.h"
 #include "launcher.h"
+#include "store_keeper.h"
 
 namespace commhost::cli {
 namespace {
@@ -94,6 +95,7 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   PluginRegistry registry;
   ConfigOverrides overrides;
   overrides.set = plan.overrides;
+  std::unique_ptr<Config> config;  // as the ranks will load it, when it loads here
   if (!configFile.empty()) {
     char resolved[PATH_MAX];
     if (!::realpath(resolveConfigPath(configFile).c_str(), resolved))
@@ -103,17 +105,21 @@ int run(const RunArgs& args, std::vector<std::string> command) {
     plan.configPath = resolved;
     // Check the config once here rather than failing N times in the ranks (an unreadable
     // file is refused there, with the loader's hints); then the text the ranks start on.
-    std::cerr << storeLine(loadConfigFile(plan.configPath, registry, overrides), plan) << std::endl;
+    config = std::make_unique<Config>(loadConfigFile(plan.configPath, registry, overrides));
+    std::cerr << storeLine(*config, plan) << std::endl;
     plan.configText = readConfigSnapshot(plan.configPath);
   } else {
     // The ranks load COMMHOST_CONFIG or the embedded default; if that fails, they say so.
     try {
-      std::cerr << storeLine(loadConfigOrDefault(detectLaunch().configPath, registry, overrides), plan) << std::endl;
+      config = std::make_unique<Config>(loadConfigOrDefault(detectLaunch().configPath, registry, overrides));
+      std::cerr << storeLine(*config, plan) << std::endl;
     } catch (const Error&) {
       std::cerr << "commhost run: store at " << plan.masterAddr << ":" << plan.masterPort
                 << " unless the ranks' config says otherwise (it does not load here)" << std::endl;
     }
   }
+  std::unique_ptr<StoreKeeper> keeper;
+  if (config) keeper = std::make_unique<StoreKeeper>(*config, plan, selfPath());
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
   std::unique_ptr<ConfigWatch> watch;

@@ -20,47 +20,14 @@
 #include "commhost/process_group.h"
 #include "commhost/reducer.h"
 #include "commhost/registry.h"
-#include "train/mlp.h"
 #include "train/report.h"
+#include "train/trainer.h"
 
 namespace commhost::cli {
 namespace {
 
-// A config generation as the per-generation summary names it: the file alone would read
-// the same for every edit of a watched file (gloo and shm generations alike).
-std::string configLabel(const Config& cfg) {
-  char hash[17];
-  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cfg.hash));
-  std::string backends;
-  for (const auto& entry : cfg.backends) backends += (backends.empty() ? "" : ",") + entry.first;
-  return cfg.source + ", hash " + std::string(hash, 8) + ", backends " + backends;
-}
-
-using train::Mlp;
-using train::MlpShape;
-using train::Teacher;
-
-struct TrainArgs {
-  int epochs = 5;
-  int stepsPerEpoch = 20;
-  int64_t batch = 256;
-  int hidden = 256;
-  int layers = 4;
-  double lr = 0.1;
-  int64_t seed = 1;
-  // Scaled down from c10d's 25 and 1 MiB to this small model (about 0.5 MiB of
-  // gradients by default), so that it has several buckets and overlap to show.
-  double bucketCapMb = 0.25;
-  double firstBucketCapMb = 0.0625;
-  bool check = false;
-  double tolerance = 1e-4;
-  int64_t evalBatch = 1024;
-  std::string hook;
-  std::vector<std::string> sets;
-  std::string jsonFile;
-  int swapEvery = 0;    // --swap-every N: hot swap every N steps (0: never)
-  std::string configs;  // --configs a.yaml,b.yaml: what --swap-every cycles through
-};
+using train::HookChoice;
+using train::TrainArgs;
 
 // Every argument is checked before the job is joined, so a typo fails at once on every
 // rank instead of after the store started.
@@ -103,149 +70,13 @@ void checkArgs(const TrainArgs& a, int worldSize) {
                           "--set hooks.gradient.options.KEY=VALUE");
 }
 
-int64_t mib(double mb) { return static_cast<int64_t>(mb * 1024.0 * 1024.0); }
-
-// The hook the config (with --hook and --set) names for the gradients, for the header;
-// and whether it is the exact average, which --check holds to float tolerance.
-struct HookChoice {
-  std::string name;
-  bool exact = true;
-};
-
+// The hook the config (with --hook and --set) names for the gradients.
 HookChoice hookOf(const Config& config) {
   const auto it = config.hooks.find("gradient");
   if (it == config.hooks.end()) return {"allreduce (the default: the config has no hooks.gradient)", true};
   const PluginRef& ref = it->second;
   return {ref.plugin + (ref.wrap.empty() ? "" : " (wrap " + ref.wrap + ")"),
           ref.plugin == "allreduce" && ref.wrap.empty()};
-}
-
-std::vector<ParamInfo> paramInfos(const Mlp& m) {
-  std::vector<ParamInfo> params;
-  for (size_t i = 0; i < m.numParams(); ++i) {
-    const auto shape = m.paramShape(i);
-    ParamInfo p;
-    p.shape = Shape(shape.begin(), shape.end());
-    p.name = m.paramName(i);
-    params.push_back(p);
-  }
-  return params;
-}
-
-double ms(std::chrono::nanoseconds d) { return std::chrono::duration<double, std::milli>(d).count(); }
-
-int trainLoop(const TrainArgs& a, const HookChoice& hook, train::TrainReport& report, ProcessGroup& pg,
-              std::shared_ptr<ProcessGroup> group, Swapper* swapper) {
-  const bool leader = pg.rank() == 0;
-  const int world = pg.size();
-  MlpShape shape;
-  shape.hidden = a.hidden;
-  shape.layers = a.layers;
-  const Teacher teacher(shape, static_cast<uint64_t>(a.seed));
-  Mlp model(shape, static_cast<uint64_t>(a.seed));
-  std::unique_ptr<Mlp> reference;
-  if (a.check) reference = std::make_unique<Mlp>(shape, static_cast<uint64_t>(a.seed));
-
-  ReducerOptions options;
-  options.bucketCapBytes = mib(a.bucketCapMb);
-  options.firstBucketCapBytes = mib(a.firstBucketCapMb);
-  options.hook = makeCommHook(pg, "gradient");
-  Reducer reducer(std::move(group), paramInfos(model), options);
-
-  // Every rank has the same parameters after each step, so rank 0 alone evaluates.
-  const train::Batch eval = leader ? teacher.evalBatch(a.evalBatch) : train::Batch{};
-  const double initialLoss = leader ? model.loss(eval) : 0.0;
-  report.epoch(0, initialLoss);
-  const auto [begin, end] = train::shardRange(a.batch, world, pg.rank());
-  // Each rank's gradient is scaled by world/batch rather than 1/shard: the average the
-  // hook takes over ranks is then the gradient of the global batch's mean loss even when
-  // the shards differ in size by one.
-  const float scale = static_cast<float>(world) / static_cast<float>(a.batch);
-  double finalLoss = initialLoss;
-  int64_t step = 0;
-  for (int epoch = 1; epoch <= a.epochs; ++epoch) {
-    for (int s = 0; s < a.stepsPerEpoch; ++s, ++step) {
-      pg.syncPoint();  // a config published by `commhost run --watch` switches here, alike on every rank
-      // --swap-every: between steps, when the Reducer has no bucket in flight. The hook
-      // stays the one the job started with; the swap changes the backends and routes under it.
-      if (swapper) swapper->beforeRun(pg);
-      // Data loading is outside the timed step.
-      const train::Batch shard = teacher.batch(static_cast<uint64_t>(step), begin, end);
-      const auto start = std::chrono::steady_clock::now();
-      const uint64_t issuedBefore = pg.bytesIssued();
-      const double loss = model.forward(shard);
-      reducer.prepareForBackward();
-      model.backward(shard, scale, [&](size_t i) {
-        const auto dims = model.paramShape(i);
-        reducer.markReady(i, Tensor::fromBlob(model.grad(i), Shape(dims.begin(), dims.end()), DType::Float32));
-      });
-      reducer.finalize();
-      model.sgd(static_cast<float>(a.lr));
-      const auto stepTime = std::chrono::steady_clock::now() - start;
-      train::StepRecord r = train::stepRecord(reducer.stats());
-      r.wireBytes = static_cast<int64_t>(pg.bytesIssued() - issuedBefore);
-      r.generation = pg.generation();
-      r.config = pg.config().source;
-      r.configLabel = configLabel(pg.config());
-      r.step = step;
-      r.epoch = epoch;
-      r.loss = loss;
-      r.stepMs = ms(std::chrono::duration_cast<std::chrono::nanoseconds>(stepTime));
-      report.step(r);
-      if (reference) {
-        const train::Batch global = teacher.batch(static_cast<uint64_t>(step), 0, a.batch);
-        reference->forward(global);
-        reference->backward(global, 1.0f / static_cast<float>(a.batch));
-        reference->sgd(static_cast<float>(a.lr));
-      }
-    }
-    if (leader) finalLoss = model.loss(eval);
-    report.epoch(epoch, finalLoss);
-  }
-  report.summary();
-  if (swapper && leader) swapper->print(report.text());
-  // A shadowed route's tally, as bench prints it: did the candidate backend agree?
-  if (leader) printShadows(report.text(), pg.shadowReport(std::chrono::seconds(30)));
-  if (!reference) return 0;
-
-  // Every rank compares its own parameters, so a rank that drifted from the others
-  // fails too, not only rank 0.
-  const train::Deviation d = train::maxDeviation(model, *reference);
-  const auto dims = model.paramShape(d.param);
-  std::string where = model.paramName(d.param) + " " + Shape(dims.begin(), dims.end()).str() + " element " +
-                      std::to_string(d.element);
-  if (dims.size() == 2)
-    where += " (row " + std::to_string(d.element / dims[1]) + ", column " + std::to_string(d.element % dims[1]) + ")";
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "check: after %lld steps the largest parameter deviation from one process on the global batch is "
-                "%.3g, at %s: %.9g here, %.9g in the reference",
-                static_cast<long long>(step), d.max, where.c_str(), d.a, d.b);
-  int rc = 0;
-  if (hook.exact && !(d.max <= a.tolerance)) {
-    std::fprintf(stderr,
-                 "commhost train: group %s, rank %d of %d: %s; above --tolerance %g although the hook, allreduce, "
-                 "averages exactly: the averaged gradients were wrong. Try another backend for allreduce (--set "
-                 "routes=...) to tell the backend from the hook\n",
-                 pg.name().c_str(), pg.rank(), world, line, a.tolerance);
-    rc = 1;
-  } else if (leader) {
-    std::fprintf(report.text(), "%s (hook %s: %s)\n", line, hook.name.c_str(),
-                 hook.exact ? "within --tolerance" : "lossy, so not an error");
-  }
-  if (leader && !(finalLoss < initialLoss)) {
-    std::fprintf(stderr,
-                 "commhost train: check: the held-out loss did not fall (%.6f before training, %.6f after %lld steps) "
-                 "with hook %s; try a smaller --lr or the allreduce hook\n",
-                 initialLoss, finalLoss, static_cast<long long>(step), hook.name.c_str());
-    rc = 1;
-  } else if (leader) {
-    std::fprintf(report.text(),
-                 "check: the held-out loss fell from %.6f to %.6f (one process on the global batch: %.6f)\n",
-                 initialLoss, finalLoss, reference->loss(eval));
-  }
-  std::fflush(report.text());
-  return rc;
 }
 
 int trainCommand(const TrainArgs& a) {
@@ -284,7 +115,7 @@ int trainCommand(const TrainArgs& a) {
   if (a.swapEvery > 0) swapper = std::make_unique<Swapper>(loadSwapConfigs(a.configs, init.overrides.set), a.swapEvery);
   auto pg = commhost::init(init);
   try {
-    return trainLoop(a, hook, report, *pg, pg, swapper.get());
+    return train::Trainer(a, hook, report, pg, swapper.get()).run();
   } catch (const Error& e) {
     // Report before the group is torn down (see bench: a store-serving rank may be
     // stopped by the launcher while it lingers for its peers).

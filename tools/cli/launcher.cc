@@ -445,7 +445,12 @@ class Job {
         r.status = status;
         r.end = Clock::now();
         --running_;
-        if (failed(status) && firstFailure_ < 0 && !stopping_) {
+        if (failed(status) && plan_.keepGoing && !stopping_) {
+          if (firstFailure_ < 0) firstFailure_ = static_cast<int>(i);
+          std::cerr << "commhost run: rank " << r.globalRank << " failed (" << describeStatus(status) << "); "
+                    << running_ << " rank(s) of this node go on without it (supervisor.on_peer_loss: shrink)"
+                    << std::endl;
+        } else if (failed(status) && firstFailure_ < 0 && !stopping_) {
           firstFailure_ = static_cast<int>(i);
           stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeStatus(status) + ")", plan_.settle);
         }
@@ -477,6 +482,7 @@ class Job {
 
   // The summary of a stopped job (to stderr) and the launcher's exit status.
   int finish() const {
+    if (!stopping_ && firstFailure_ >= 0) return finishShrunk();
     if (!stopping_) return 0;
     std::cerr << "commhost run: stopped the job: " << stopReason_ << "\n"
               << "  rank    pid  status                     time(s)\n";
@@ -501,6 +507,20 @@ class Job {
   }
 
  private:
+  // keepGoing: some ranks failed and the others went on without them.
+  int finishShrunk() const {
+    std::string lost;
+    int finished = 0;
+    for (const Rank& r : ranks_) {
+      if (failed(r.status)) lost += (lost.empty() ? "" : ", ") + std::to_string(r.globalRank) + " (" +
+                                    describeStatus(r.status) + ")";
+      else ++finished;
+    }
+    std::cerr << "commhost run: " << finished << " of " << ranks_.size() << " rank(s) of this node finished; lost: "
+              << lost << "\n";
+    return finished > 0 ? 0 : exitCodeOf(ranks_[firstFailure_].status);
+  }
+
   void sendTerm() {
     termed_ = true;
     for (auto& r : ranks_)

@@ -39,11 +39,17 @@ struct LaunchPlan {
   // "edited as the job started" (an edit before the watch began has no event; an unchanged
   // file is no change). Empty: SIGHUP keeps its default.
   std::string watchPath;
+  // supervisor.on_peer_loss: shrink. A rank that fails does not stop the job: the others
+  // shrink their groups without it (ProcessGroup::shrink) and go on. The job ends when
+  // every rank has exited; its status is 0 when some rank finished with 0 (the survivors
+  // did), else the first failure's. The summary names the ranks lost.
+  bool keepGoing = false;
   std::function<void(const std::string& why)> onConfigChange;
 };
 
 // Runs the job and returns the launcher's exit status: 0, the first failing rank's
-// exit status, or 128 + its signal. Prints a summary to stderr when a rank fails.
+// exit status, or 128 + its signal (see keepGoing). Prints a summary to stderr when a
+// rank fails.
 int launch(const LaunchPlan& plan);
 
 // A TCP port that was free a moment ago on this host.

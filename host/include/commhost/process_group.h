@@ -100,6 +100,7 @@ struct ShrinkReport {
   int worldSize = 0;        // the group's size now
   std::vector<int> oldRanks;  // oldRanks[r]: the rank before of the member that is rank r now
   std::vector<int> removed;   // ranks before that are members no more (lost, or too late to agree)
+  std::vector<int> removedGlobal;  // the same, as global (job) ranks
   uint64_t seq = 0;           // the seq the group continues from (the highest any survivor issued)
   // Phase times on this rank: agreeing on the survivors, building the backends for them,
   // every survivor confirming its build, and switching.

@@ -263,11 +263,12 @@ void ShrinkRound::commit() {
   report_.rank = g_.rank_;
   report_.worldSize = g_.worldSize_;
   report_.oldRanks = members_;
+  for (int r : report_.removed) report_.removedGlobal.push_back(oldGlobal_[r]);
   report_.commit = since(t);
   record("shrunk", "");
   g_.logger_->warn("shrank from " + std::to_string(oldSize_) + " to " + std::to_string(g_.worldSize_) +
-                   " ranks (removed " + removedText() + "; this rank was " + std::to_string(oldRank_) +
-                   ") at generation " + std::to_string(report_.generation) + " in " +
+                   " ranks (" + (report_.removed.empty() ? "nobody removed" : "removed " + removedText()) +
+                   "; this rank was " + std::to_string(oldRank_) + ") at generation " + std::to_string(report_.generation) + " in " +
                    std::to_string(report_.total.count() / 1000) + " ms");
 }
 

@@ -77,6 +77,8 @@ void TrainReport::step(const StepRecord& r) {
     j["buckets"] = r.buckets;
     j["generation"] = r.generation;
     j["config"] = r.config;
+    j["world"] = r.world;
+    j["end_unix_ms"] = r.endUnixMs;
     std::fprintf(json_, "%s\n", j.dump().c_str());
   }
   if (bar_) {
@@ -87,6 +89,35 @@ void TrainReport::step(const StepRecord& r) {
                  std::string(kWidth - filled, '.').c_str(), done, stepsPerEpoch_, r.loss);
     std::fflush(out_);
   }
+}
+
+void TrainReport::recovery(const RecoveryRecord& r) {
+  if (!leader_) return;
+  recoveries_.push_back(r);
+  if (bar_) std::fprintf(out_, "\r%70s\r", "");
+  std::string removed;
+  for (int g : r.removed) removed += (removed.empty() ? "" : ", ") + std::to_string(g);
+  std::fprintf(out_,
+               "step %lld failed (%s); shrank from %d to %d ranks (removed %s) at generation %llu in %.1f ms, "
+               "recovered in %.1f ms; resuming at step %lld\n",
+               static_cast<long long>(r.failedStep), r.error.substr(0, 160).c_str(), r.worldBefore, r.world,
+               removed.c_str(), static_cast<unsigned long long>(r.generation), r.shrinkMs, r.recoverMs,
+               static_cast<long long>(r.resumeStep));
+  std::fflush(out_);
+  if (!json_) return;
+  nlohmann::ordered_json j;
+  j["event"] = "shrink";
+  j["failed_step"] = r.failedStep;
+  j["resume_step"] = r.resumeStep;
+  j["world_before"] = r.worldBefore;
+  j["world"] = r.world;
+  j["generation"] = r.generation;
+  j["removed"] = r.removed;
+  j["shrink_ms"] = r.shrinkMs;
+  j["recover_ms"] = r.recoverMs;
+  j["error"] = r.error;
+  std::fprintf(json_, "%s\n", j.dump().c_str());
+  std::fflush(json_);
 }
 
 void TrainReport::epoch(int epoch, double evalLoss) {
@@ -147,11 +178,12 @@ void TrainReport::generationSummary() {
       commMs += steps_[i].commMs;
     }
     const double n = static_cast<double>(to - first + 1);
-    std::fprintf(out_, "generation %llu (%s): steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
+    std::fprintf(out_,
+                 "generation %llu (%s): %d ranks, steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
                  static_cast<unsigned long long>(steps_[from].generation),
                  (steps_[from].configLabel.empty() ? steps_[from].config : steps_[from].configLabel).c_str(),
-                 static_cast<long long>(steps_[from].step), static_cast<long long>(steps_[to].step), stepMs / n,
-                 commMs / n);
+                 steps_[from].world, static_cast<long long>(steps_[from].step), static_cast<long long>(steps_[to].step),
+                 stepMs / n, commMs / n);
     from = to + 1;
   }
 }

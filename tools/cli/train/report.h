@@ -30,6 +30,20 @@ struct StepRecord {
   uint64_t generation = 0;  // the group's config generation during the step (a hot swap adds 1)
   std::string config;       // that generation's config (its source: a file name or "<default>")
   std::string configLabel;  // its source, hash and backends, for the per-generation summary ("" : config)
+  int world = 0;            // the group's size during the step (smaller after a shrink)
+  int64_t endUnixMs = 0;    // wall clock at the step's end (to measure from a kill to the next step)
+};
+
+// The survivors of a lost rank shrank the group and went on (Trainer::recover).
+struct RecoveryRecord {
+  int64_t failedStep = 0;  // the step that failed (discarded)
+  int64_t resumeStep = 0;  // the step the group runs next (later, when a rank had finished failedStep)
+  int worldBefore = 0, world = 0;
+  uint64_t generation = 0;   // the group's generation after the shrink
+  std::vector<int> removed;  // global ranks
+  double shrinkMs = 0;       // ProcessGroup::shrink()
+  double recoverMs = 0;      // shrink, state broadcast and Reducer rebuild
+  std::string error;         // why the step failed
 };
 
 // A step's communication figures from the Reducer's stats (the step's own fields, the
@@ -46,6 +60,7 @@ class TrainReport {
   TrainReport& operator=(const TrainReport&) = delete;
 
   void step(const StepRecord& r);
+  void recovery(const RecoveryRecord& r);  // a line, and a JSON object with "event": "shrink"
   // `evalLoss` on the held-out batch after the epoch (epoch 0: before training).
   void epoch(int epoch, double evalLoss);
   // Means over the steps after the first (which builds and then rebuilds the buckets).
@@ -62,6 +77,7 @@ class TrainReport {
   std::FILE* json_ = nullptr;
   std::FILE* out_ = stdout;
   std::vector<StepRecord> steps_;
+  std::vector<RecoveryRecord> recoveries_;
   double epochLossSum_ = 0;
   int epochSteps_ = 0;
 };
