@@ -51,7 +51,7 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["step"] for r in rows] == list(range(20)), rows
 keys = ["step", "epoch", "loss", "step_ms", "backward_ms", "comm_ms", "wait_ms", "hidden", "bytes", "wire_bytes", "buckets",
-        "generation", "config"]
+        "generation", "config", "world", "end_unix_ms"]
 for r in rows:
     assert list(r) == keys, r
     assert r["bytes"] > 0 and r["buckets"] >= 1 and 0 <= r["hidden"] <= 1 and r["step_ms"] > 0, r

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# Elastic membership with real processes: `commhost train --check` at 4 ranks under
+# `commhost run` with supervisor.on_peer_loss: shrink, ranks killed with SIGKILL at a
+# random step. The survivors shrink, re-run the failed step on 3 ranks and finish with the
+# parameters of one process on the global batch (--check on every rank); the loss keeps
+# falling; nothing is left behind (processes, the store's port, /dev/shm segments). Also:
+# rank 0 killed (the launcher serves the store), two ranks killed at once, a rank stopped
+# past the heartbeat timeout and resumed ("removed from group"), and min_ranks refusing.
+#   elastic_test.sh <commhost binary> <gloo config> <shm config> [trials per backend]
+set -euo pipefail
+commhost=$1
+gloo=$2
+shm=$3
+trials=${4:-2}
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/check_lib.sh"
+tmp=$(mktemp -d)
+export TMPDIR="$tmp"  # flight-recorder dumps stay in this run's dir
+trap 'rm -rf "$tmp"' EXIT
+for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
+elastic=(--set supervisor.on_peer_loss=shrink --set supervisor.heartbeat.interval=200ms
+  --set supervisor.heartbeat.timeout=2s)
+train=(train --check --epochs 8 --steps-per-epoch 50 --hidden 128)
+
+shm_segments() { find /dev/shm -maxdepth 1 -name 'commhost*' 2>/dev/null | wc -l; }
+
+# The pid of global rank R among the launcher's children (their RANK variable).
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2"; then
+      echo "$p"
+      return
+    fi
+  done
+}
+
+# job CONFIG SIGNAL_PLAN EXTRA...: runs the 4-rank job in the background, applies the
+# plan ("kill:R,R@SECONDS", "stop:R@SECONDS:FOR"), waits; $out and $rc as run() sets them.
+job() {
+  local config=$1 plan=$2
+  shift 2
+  "$commhost" run -n 4 -c "$config" "${elastic[@]}" "$@" -- "$commhost" "${train[@]}" --json "$tmp/steps.jsonl" \
+    >"$tmp/out" 2>&1 &
+  local launcher=$! what=${plan%%:*} rest=${plan#*:}
+  local ranks=${rest%%@*} at=${rest#*@} hold=""
+  [[ $what == stop ]] && { hold=${at#*:}; at=${at%%:*}; }
+  # The ranks start (and the steps begin) about a second in; wait for the first step.
+  sleep "$at"
+  local r p pids=()
+  for r in ${ranks//,/ }; do
+    p=$(rank_pid "$launcher" "$r")
+    [[ -n $p ]] || fail "rank $r was not running at ${at}s (the job ended early?)"
+    pids+=("$p")
+  done
+  if [[ $what == kill ]]; then
+    kill -9 "${pids[@]}"
+  else
+    kill -STOP "${pids[@]}"
+    sleep "$hold"
+    kill -CONT "${pids[@]}"
+  fi
+  set +e
+  timeout 180 tail --pid "$launcher" -f /dev/null
+  wait "$launcher"
+  rc=$?
+  set -e
+  out=$(cat "$tmp/out")
+  ! pgrep -f "$tmp/steps.jsonl" >/dev/null || fail "processes of the job are still running"
+  local port
+  port=$(grep -oE '^commhost run: store at 127\.0\.0\.1:[0-9]+' <<<"$out" | grep -oE '[0-9]+$')
+  ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || fail "the store still listens on port $port"
+}
+
+# The survivors' rows: the failed step re-run on 3 ranks, every step once, the loss falling.
+rows_after_shrink() {
+  python3 - "$tmp/steps.jsonl" "$1" <<'PY' || fail "the --json rows after the shrink"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+world_after = int(sys.argv[2])
+events = [r for r in rows if r.get("event") == "shrink"]
+steps = [r for r in rows if "event" not in r]
+assert len(events) == 1, events
+e = events[0]
+assert e["world_before"] == 4 and e["world"] == world_after and e["generation"] == 1, e
+assert [r["step"] for r in steps] == list(range(400)), [r["step"] for r in steps][:50]
+assert all(r["world"] == 4 for r in steps if r["step"] < e["resume_step"]), e
+assert all(r["world"] == world_after and r["generation"] == 1 for r in steps if r["step"] >= e["resume_step"]), e
+print(f"   shrink at step {e['failed_step']}: {e['shrink_ms']:.0f} ms, recovered in {e['recover_ms']:.0f} ms")
+PY
+}
+
+for spec in "gloo:$gloo" "shm:$shm"; do
+  IFS=: read -r name config <<<"$spec"
+  for ((t = 1; t <= trials; t++)); do
+    at=$(python3 -c "import random; print(round(random.uniform(1.5, 3.5), 2))")
+    victim=$((1 + RANDOM % 3))
+    step "$name trial $t: rank $victim killed at ${at}s"
+    before=$(shm_segments)
+    job "$config" "kill:$victim@$at"
+    expect_rc0 "the job that lost rank $victim"
+    expect_regex "the launcher's note" "^commhost run: rank $victim failed \(signal 9 \(Killed\)\); 3 rank\(s\) of this node go on"
+    expect_regex "the recovery line" '^\[0\] step [0-9]+ failed \(.*\); shrank from 4 to 3 ranks \(removed '"$victim"'\) at generation 1'
+    expect_regex "the check" '^\[0\] check: after 400 steps the largest parameter deviation .*within --tolerance'
+    expect_text "the loss check" "check: the held-out loss fell"
+    expect_line "the summary" "commhost run: 3 of 4 rank(s) of this node finished; lost: $victim (signal 9 (Killed))"
+    rows_after_shrink 3
+    [[ $(shm_segments) -le $before ]] || fail "/dev/shm has $(shm_segments) commhost segments, $before before the job"
+    pass "3 survivors finished with the reference's parameters"
+  done
+done
+
+step "rank 0 killed: the launcher serves the store, ranks 1..3 finish"
+job "$gloo" "kill:0@2"
+expect_rc0 "the job that lost rank 0"
+expect_text "the launcher serves the store" "this launcher serves the job's store"
+expect_regex "the survivors shrank" '^\[1\] .*shrank from 4 to 3 ranks \(removed 0; this rank was 1\) at generation 1'
+[[ $(grep -c "check: .*above --tolerance" <<<"$out") -eq 0 ]] || fail "a survivor's check failed"
+pass "ranks 1..3 went on without the rank that used to serve the store"
+
+step "two ranks killed at once"
+job "$gloo" "kill:1,3@2"
+expect_rc0 "the job that lost ranks 1 and 3"
+expect_regex "the recovery line" '^\[0\] step [0-9]+ failed \(.*\); shrank from 4 to 2 ranks \(removed 1, 3\)'
+expect_regex "the check" '^\[0\] check: after 400 steps .*within --tolerance'
+rows_after_shrink 2
+pass "2 survivors finished with the reference's parameters"
+
+step "a rank stopped past the heartbeat timeout is removed; resumed, it is told so"
+job "$gloo" "stop:2@2:5"
+expect_rc0 "the job whose rank 2 was stopped"
+expect_regex "the survivors shrank" '^\[0\] step [0-9]+ failed .*shrank from 4 to 3 ranks \(removed 2\)'
+expect_regex "rank 2 is told" '^\[2\] .*this rank was removed from group main at generation 0: the survivors \(ranks 0, 1, 3\) decided without it'
+expect_regex "the check" '^\[0\] check: after 400 steps .*within --tolerance'
+pass "removed, never a silent wrong result"
+
+step "below supervisor.min_ranks the job ends with the ranks lost named"
+job "$gloo" "kill:2@2" --set supervisor.min_ranks=4
+expect_rc_nonzero "the job below min_ranks"
+expect_text "the refusal" "only 3 of 4 ranks are left (lost: 2), below supervisor.min_ranks 4"
+pass "refused on every survivor"
