@@ -80,5 +80,44 @@ TEST(TraceAnalyze, ARankThatStoppedLongBeforeItsDumpIsStillNamed) {
   EXPECT_NE(analyze({rankDump(0, 10, 400, 300), other}).find("The ranks disagree on the call"), std::string::npos);
 }
 
+// Global rank 1 of 3 was lost after seq 10; the survivors (global 0 and 2) shrank to 2
+// ranks at generation 1 and went on to seq 20 with global 2 as group rank 1. Each
+// membership is compared on its own: group rank 1 of the first is the lost rank, not
+// global rank 2 after the shrink.
+RankDump survivorDump(int global, int rankAfter) {
+  RankDump d = rankDump(global, 20, 1000);
+  for (auto& e : d.entries) {
+    const bool after = e.seq > 10;
+    e.worldSize = after ? 2 : 3;
+    e.rank = after ? rankAfter : global;
+    e.generation = after ? 1 : 0;
+  }
+  Membership m;
+  m.group = "main";
+  m.outcome = "shrunk";
+  m.rankBefore = global;
+  m.rankAfter = rankAfter;
+  m.worldBefore = 3;
+  m.worldAfter = 2;
+  m.fromGeneration = 0;
+  m.toGeneration = 1;
+  m.removed = {1};
+  m.agreeUs = 120'000;
+  d.memberships.push_back(m);
+  return d;
+}
+
+TEST(TraceAnalyze, EachMembershipOfAShrunkGroupIsComparedOnItsOwn) {
+  const std::string report = analyze({survivorDump(0, 0), survivorDump(2, 1)});
+  EXPECT_NE(report.find("Group main: rank 2 (group rank 2 -> 1) shrunk 3 -> 2 ranks, generation 0 -> 1 (removed: 1; "
+                        "agree 120.0 ms"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("Group main: no dump from rank 1"), std::string::npos) << report;
+  EXPECT_NE(report.find("Group main (members since generation 1): all 2 ranks recorded seq 11 to 20"),
+            std::string::npos)
+      << report;
+}
+
 }  // namespace
 }  // namespace commhost::cli::trace

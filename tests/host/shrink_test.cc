@@ -7,6 +7,8 @@
 #include <mutex>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "test_util.h"
 
 namespace commhost::test {
@@ -77,6 +79,19 @@ TEST_P(ShrinkOn, SurvivorsRenumberAndGoOnWithoutARankThatDidNotComeInTime) {
     EXPECT_EQ(pg.seq(), seq) << "seq numbers continue";
     checkOps(pg);
   });
+  // The flight recorder has each rank's record of the change (the ranks share a process).
+  const auto dump = nlohmann::json::parse(flightRecorderJson("shrink test"));
+  std::multiset<std::string> outcomes;
+  for (const auto& m : dump.at("memberships")) {
+    outcomes.insert(m.at("outcome").get<std::string>());
+    if (m.at("outcome") == "shrunk") {
+      EXPECT_EQ(m.at("world_before"), 4);
+      EXPECT_EQ(m.at("world_after"), 3);
+      EXPECT_EQ(m.at("removed"), nlohmann::json::array({2}));
+      EXPECT_EQ(m.at("to_generation"), 1);
+    }
+  }
+  EXPECT_EQ(outcomes, (std::multiset<std::string>{"removed", "shrunk", "shrunk", "shrunk"}));
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   for (;;) {
     {

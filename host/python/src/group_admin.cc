@@ -57,6 +57,25 @@ py::dict reportDict(const ReconfigureReport& r) {
   return d;
 }
 
+py::dict shrinkDict(const ShrinkReport& r) {
+  py::dict d;
+  d["generation"] = r.generation;
+  d["rank"] = r.rank;
+  d["size"] = r.worldSize;
+  d["old_ranks"] = r.oldRanks;
+  d["removed"] = r.removed;
+  d["removed_global"] = r.removedGlobal;
+  d["seq"] = r.seq;
+  py::dict times;
+  times["agree"] = seconds(r.agree);
+  times["build"] = seconds(r.build);
+  times["confirm"] = seconds(r.confirm);
+  times["commit"] = seconds(r.commit);
+  times["total"] = seconds(r.total);
+  d["seconds"] = times;
+  return d;
+}
+
 py::dict shadowDict(const ShadowRecord& s) {
   py::dict d;
   d["op"] = s.op;
@@ -211,6 +230,18 @@ void defineAdmin(PyGroupClass& cls) {
           arg("timeout") = py::none(),
           "Hot swap to a config file (or YAML text), a collective over the group: all ranks switch or none. "
           "Returns what it did (generation, kept/built/removed backends, phase seconds).")
+      .def(
+          "shrink",
+          [](const PyGroup& g, py::handle timeout) {
+            ShrinkOptions o;
+            o.timeout = toMillis(timeout, "shrink");
+            return shrinkDict(inTurn(g, [&](ProcessGroup& pg) { return pg.shrink(o); }));
+          },
+          arg("timeout") = py::none(),
+          "Elastic membership: after an op failed because a peer was lost, every survivor calls it; the group "
+          "goes on without the lost ranks, renumbered densely (rank and size change). Returns the new rank, "
+          "size, old_ranks (old rank of each new rank), removed ranks and phase seconds. Raises on a rank "
+          "the others removed and below supervisor.min_ranks (see ProcessGroup::shrink).")
       .def(
           "sync_point", [](const PyGroup& g) { inTurn(g, [](ProcessGroup& pg) { pg.syncPoint(); }); },
           "A step boundary: applies a config published by `commhost run --watch` (see ProcessGroup::syncPoint).")

@@ -58,6 +58,37 @@ std::string describeSwaps(const std::vector<RankDump>& dumps) {
   return out.str();
 }
 
+// "Group G: rank R shrank 4 -> 3 ranks at generation F -> T (removed 2; agree ... ms)", one
+// line per membership change each rank recorded.
+std::string describeMemberships(const std::vector<RankDump>& dumps) {
+  std::ostringstream out;
+  const auto ms = [](int64_t us) { return std::to_string(us / 1000) + "." + std::to_string(us % 1000 / 100); };
+  for (const auto& d : dumps)
+    for (const auto& m : d.memberships) {
+      std::string removed;
+      for (int r : m.removed) removed += (removed.empty() ? "" : ", ") + std::to_string(r);
+      out << "Group " << m.group << ": rank " << d.rank << " (group rank " << m.rankBefore;
+      if (m.rankAfter >= 0 && m.rankAfter != m.rankBefore) out << " -> " << m.rankAfter;
+      out << ") " << m.outcome << " " << m.worldBefore << " -> " << m.worldAfter << " ranks, generation "
+          << m.fromGeneration << " -> " << m.toGeneration << " (removed: " << (removed.empty() ? "none" : removed)
+          << "; agree " << ms(m.agreeUs) << " ms, build " << ms(m.buildUs) << " ms, confirm " << ms(m.confirmUs)
+          << " ms, commit " << ms(m.commitUs) << " ms)";
+      if (!m.error.empty()) out << ": " << m.error.substr(0, 300);
+      out << "\n";
+    }
+  return out.str();
+}
+
+// A group's ranks are renumbered by each shrink: its collectives are compared within one
+// membership, named "G (members since generation T)" after the shrink that made it.
+std::string membershipLabel(const RankDump& d, const Entry& e) {
+  uint64_t since = 0;
+  for (const auto& m : d.memberships)
+    if (m.group == e.group && m.outcome == "shrunk" && m.toGeneration <= e.generation)
+      since = std::max(since, m.toGeneration);
+  return since == 0 ? e.group : e.group + " (members since generation " + std::to_string(since) + ")";
+}
+
 // Size classes as the group's shadowReport() has them: the next power of two.
 int64_t pow2Ceil(int64_t bytes) {
   int64_t c = 1;
@@ -267,9 +298,10 @@ std::string analyze(const std::vector<RankDump>& dumps) {
   for (const auto& d : dumps)
     for (const auto& e : d.entries) {
       if (e.pointToPoint()) continue;  // p2p seqs are per pair of ranks, not comparable
-      groups[e.group][e.rank][e.seq] = &e;
-      sizes[e.group] = std::max(sizes[e.group], e.worldSize);
-      dumpTimes[e.group][e.rank] = d.timeUs;
+      const std::string group = membershipLabel(d, e);
+      groups[group][e.rank][e.seq] = &e;
+      sizes[group] = std::max(sizes[group], e.worldSize);
+      dumpTimes[group][e.rank] = d.timeUs;
     }
   const bool onRequest = allOnRequest(dumps);
   std::ostringstream out;
@@ -281,6 +313,7 @@ std::string analyze(const std::vector<RankDump>& dumps) {
       out << "Rank " << d.rank << " reported " << peer << " lost: " << why << "\n";
   const std::string swaps = describeSwaps(dumps);
   if (!swaps.empty()) out << swaps;
+  out << describeMemberships(dumps);
   const std::string shadows = describeShadows(dumps);
   if (!shadows.empty()) out << shadows;
   out << describeDeviceTimes(dumps);

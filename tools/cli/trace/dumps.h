@@ -30,6 +30,15 @@ struct Swap {
   int64_t startedUs = 0, checkUs = 0, drainUs = 0, buildUs = 0, commitUs = 0, totalUs = 0;
 };
 
+// One membership change (ProcessGroup::shrink) as one rank saw it.
+struct Membership {
+  std::string group, outcome, error;  // outcome: shrunk, failed, removed, refused
+  int rankBefore = 0, rankAfter = -1, worldBefore = 0, worldAfter = 0;
+  uint64_t fromGeneration = 0, toGeneration = 0;
+  std::vector<int> removed;  // global ranks
+  int64_t startedUs = 0, agreeUs = 0, buildUs = 0, confirmUs = 0, commitUs = 0, totalUs = 0;
+};
+
 // One shadowed call (a route's shadow backend re-ran it and the results were compared).
 struct ShadowRun {
   std::string group, op, backend, shadow, outcome, detail;  // outcome: agree, disagree, failed
@@ -47,6 +56,7 @@ struct RankDump {
   std::vector<Entry> entries;            // oldest first
   std::vector<Swap> swaps;               // oldest first
   std::vector<ShadowRun> shadows;        // oldest first
+  std::vector<Membership> memberships;   // oldest first
   std::map<std::string, int> groupRank;  // group name -> this process's rank in it
   std::map<std::string, int> groupSize;
   std::map<std::string, std::string> lostPeers;  // "group: peer N: why"
