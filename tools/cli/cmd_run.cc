@@ -55,17 +55,8 @@ std::string storeLine(const Config& cfg, const LaunchPlan& plan) {
          (token ? " --token TOKEN" : "") + "; a torch job's store is torch's: " + anyJob;
 }
 
-int run(const RunArgs& args, std::vector<std::string> command) {
-  if (command.empty()) throw CLI::ValidationError("run", "give the program to start after --, e.g. -- commhost bench");
-  if (args.nodeRank < 0 || args.nodeRank >= args.nodes)
-    throw CLI::ValidationError("--node-rank", "must be in [0, --nnodes)");
-  LaunchPlan plan;
-  plan.localRanks = args.ranks;
-  plan.nodes = args.nodes;
-  plan.nodeRank = args.nodeRank;
-  plan.overrides = args.sets;
-  plan.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace * 1000));
-  plan.settle = std::chrono::milliseconds(static_cast<int64_t>(args.settle * 1000));
+// --master HOST:PORT into the plan; required for a multi-node job.
+void parseMaster(const RunArgs& args, LaunchPlan& plan) {
   if (!args.master.empty()) {
     const size_t colon = args.master.rfind(':');
     if (colon == std::string::npos) throw CLI::ValidationError("--master", "expected HOST:PORT");
@@ -80,6 +71,20 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   } else if (args.nodes > 1) {
     throw CLI::ValidationError("--master", "a multi-node job needs --master HOST:PORT (node 0's address)");
   }
+}
+
+int run(const RunArgs& args, std::vector<std::string> command) {
+  if (command.empty()) throw CLI::ValidationError("run", "give the program to start after --, e.g. -- commhost bench");
+  if (args.nodeRank < 0 || args.nodeRank >= args.nodes)
+    throw CLI::ValidationError("--node-rank", "must be in [0, --nnodes)");
+  LaunchPlan plan;
+  plan.localRanks = args.ranks;
+  plan.nodes = args.nodes;
+  plan.nodeRank = args.nodeRank;
+  plan.overrides = args.sets;
+  plan.grace = std::chrono::milliseconds(static_cast<int64_t>(args.grace * 1000));
+  plan.settle = std::chrono::milliseconds(static_cast<int64_t>(args.settle * 1000));
+  parseMaster(args, plan);
   if (plan.masterPort == 0) plan.masterPort = pickFreePort();
   std::string configFile = args.config;
   if (!args.watch.empty()) {

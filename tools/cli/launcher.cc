@@ -512,12 +512,12 @@ class Job {
     std::string lost;
     int finished = 0;
     for (const Rank& r : ranks_) {
-      if (failed(r.status)) lost += (lost.empty() ? "" : ", ") + std::to_string(r.globalRank) + " (" +
-                                    describeStatus(r.status) + ")";
+      if (failed(r.status))
+        lost += (lost.empty() ? "" : ", ") + std::to_string(r.globalRank) + " (" + describeStatus(r.status) + ")";
       else ++finished;
     }
-    std::cerr << "commhost run: " << finished << " of " << ranks_.size() << " rank(s) of this node finished; lost: "
-              << lost << "\n";
+    std::cerr << "commhost run: " << finished << " of " << ranks_.size()
+              << " rank(s) of this node finished; lost: " << lost << "\n";
     return finished > 0 ? 0 : exitCodeOf(ranks_[firstFailure_].status);
   }
 

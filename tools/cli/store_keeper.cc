@@ -25,8 +25,8 @@ StoreKeeper::StoreKeeper(const Config& cfg, LaunchPlan& plan, const std::string&
   if (plan.nodeRank != 0) return;
   const OptionValues& o = cfg.store.options;
   const int64_t port = o.getInt("port") != 0 ? o.getInt("port") : plan.masterPort;
-  std::vector<std::string> args = {self, "store", "serve", "--port", std::to_string(port), "--bind",
-                                   o.getString("bind")};
+  std::vector<std::string> args = {
+      self, "store", "serve", "--port", std::to_string(port), "--bind", o.getString("bind")};
   if (!o.getString("auth_token").empty()) {
     args.push_back("--token");
     args.push_back(o.getString("auth_token"));
@@ -37,7 +37,8 @@ StoreKeeper::StoreKeeper(const Config& cfg, LaunchPlan& plan, const std::string&
   const pid_t parent = ::getpid();
   // Everything is built before fork: the child makes only async-signal-safe calls.
   pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error(std::string("commhost run: cannot start the store server: ") + strerror(errno));
+  if (pid_ < 0)
+    throw std::runtime_error(std::string("commhost run: cannot start the store server: ") + strerror(errno));
   if (pid_ == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);  // a launcher killed outright takes its store along

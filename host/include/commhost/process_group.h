@@ -95,13 +95,13 @@ struct ShrinkOptions {
 
 // What one successful shrink() did on this rank. Ranks are this group's, before and after.
 struct ShrinkReport {
-  uint64_t generation = 0;  // the group's generation now (one more than before)
-  int rank = 0;             // this rank's rank in the group now
-  int worldSize = 0;        // the group's size now
-  std::vector<int> oldRanks;  // oldRanks[r]: the rank before of the member that is rank r now
-  std::vector<int> removed;   // ranks before that are members no more (lost, or too late to agree)
+  uint64_t generation = 0;         // the group's generation now (one more than before)
+  int rank = 0;                    // this rank's rank in the group now
+  int worldSize = 0;               // the group's size now
+  std::vector<int> oldRanks;       // oldRanks[r]: the rank before of the member that is rank r now
+  std::vector<int> removed;        // ranks before that are members no more (lost, or too late to agree)
   std::vector<int> removedGlobal;  // the same, as global (job) ranks
-  uint64_t seq = 0;           // the seq the group continues from (the highest any survivor issued)
+  uint64_t seq = 0;                // the seq the group continues from (the highest any survivor issued)
   // Phase times on this rank: agreeing on the survivors, building the backends for them,
   // every survivor confirming its build, and switching.
   std::chrono::microseconds agree{0}, build{0}, confirm{0}, commit{0}, total{0};

@@ -40,8 +40,8 @@ std::vector<int> decodeMembers(const std::string& text, int worldSize, const std
     char* end = nullptr;
     const long r = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || r < 0 || r >= worldSize || (!out.empty() && r <= out.back()))
-      throw StoreError("the store's '" + key + "' holds '" + text +
-                       "', not ascending ranks below " + std::to_string(worldSize) +
+      throw StoreError("the store's '" + key + "' holds '" + text + "', not ascending ranks below " +
+                       std::to_string(worldSize) +
                        ": another program wrote that key. Next: give each job a store (or group name) of its own");
     out.push_back(static_cast<int>(r));
     at = comma + 1;
@@ -140,9 +140,8 @@ void ShrinkRound::checkMembers() {
   if (!std::binary_search(members_.begin(), members_.end(), oldRank_)) {
     const std::string why = "this rank was removed from group " + g_.name_ + " at generation " +
                             std::to_string(generation) + ": the survivors (ranks " + ranksText(members_) +
-                            ") decided without it, as it had not taken part in shrink round " +
-                            std::to_string(round_) + " within " + formatDuration(timeout_) +
-                            " (stopped, or too slow to reach shrink())";
+                            ") decided without it, as it had not taken part in shrink round " + std::to_string(round_) +
+                            " within " + formatDuration(timeout_) + " (stopped, or too slow to reach shrink())";
     g_.abortTargets_->abortAll(why);
     record("removed", why);
     raise(ErrorCode::Aborted, where_, why,
@@ -175,8 +174,8 @@ void ShrinkRound::build() {
   };
   auto buildStore = std::make_shared<SwapStore>(g_.store_, stop);
   try {
-    next_ = g_.buildState(g_.setup_.config, *g_.setup_.registry, nullptr, {}, "", buildStore,
-                          g_.state_->generation + 1, nullptr, nullptr);
+    next_ = g_.buildState(g_.setup_.config, *g_.setup_.registry, nullptr, {}, "", buildStore, g_.state_->generation + 1,
+                          nullptr, nullptr);
   } catch (const std::exception& e) {
     const auto* error = dynamic_cast<const Error*>(&e);
     failRound(error ? error->code() : ErrorCode::Plugin, std::string("building the backends failed: ") + e.what());
@@ -201,8 +200,8 @@ void ShrinkRound::confirm() {
         if (peer >= 0 && std::binary_search(members_.begin(), members_.end(), peer))
           failRound(ErrorCode::PeerLost, "member " + std::to_string(oldGlobal_[peer]) + " was lost: " + why);
     if (Steady::now() >= deadline_)
-      failRound(ErrorCode::Timeout, std::to_string(waiting) + " member(s) did not confirm their build within " +
-                                        formatDuration(timeout_));
+      failRound(ErrorCode::Timeout,
+                std::to_string(waiting) + " member(s) did not confirm their build within " + formatDuration(timeout_));
     std::this_thread::sleep_for(kPollSlice);
   }
   report_.confirm = since(t);
@@ -266,9 +265,9 @@ void ShrinkRound::commit() {
   for (int r : report_.removed) report_.removedGlobal.push_back(oldGlobal_[r]);
   report_.commit = since(t);
   record("shrunk", "");
-  g_.logger_->warn("shrank from " + std::to_string(oldSize_) + " to " + std::to_string(g_.worldSize_) +
-                   " ranks (" + (report_.removed.empty() ? "nobody removed" : "removed " + removedText()) +
-                   "; this rank was " + std::to_string(oldRank_) + ") at generation " + std::to_string(report_.generation) + " in " +
+  g_.logger_->warn("shrank from " + std::to_string(oldSize_) + " to " + std::to_string(g_.worldSize_) + " ranks (" +
+                   (report_.removed.empty() ? "nobody removed" : "removed " + removedText()) + "; this rank was " +
+                   std::to_string(oldRank_) + ") at generation " + std::to_string(report_.generation) + " in " +
                    std::to_string(report_.total.count() / 1000) + " ms");
 }
 

@@ -135,8 +135,8 @@ class FlightRecorder {
   mutable std::mutex mutex_;
   std::vector<OpRecord> ring_;
   uint64_t nextId_ = 1;
-  std::deque<SwapRecord> swaps_;     // guarded by mutex_, at most kSwapEntries
-  std::deque<ShadowEvent> shadows_;  // guarded by mutex_, at most kShadowEntries
+  std::deque<SwapRecord> swaps_;              // guarded by mutex_, at most kSwapEntries
+  std::deque<ShadowEvent> shadows_;           // guarded by mutex_, at most kShadowEntries
   std::deque<MembershipRecord> memberships_;  // guarded by mutex_, at most kSwapEntries
 };
 

@@ -28,7 +28,7 @@ class HookDispatcher {
 
   int add(const GroupMonitor* group, CompletionHook hook) EXCLUDES(mu_);
   void remove(int id) EXCLUDES(mu_);
-  void removeGroup(const GroupMonitor* group) EXCLUDES(mu_);  // every hook of the group
+  void removeGroup(const GroupMonitor* group) EXCLUDES(mu_);                       // every hook of the group
   void moveGroup(const GroupMonitor* from, const GroupMonitor* to) EXCLUDES(mu_);  // every hook of `from`, same ids
   bool any() const { return hasHooks_.load(std::memory_order_acquire); }
   // Queues the event for the group's hooks (any thread). Bounded: hooks slower than the

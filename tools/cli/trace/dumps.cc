@@ -14,6 +14,27 @@ namespace commhost::cli::trace {
 
 namespace {
 
+Membership parseMembership(const nlohmann::json& e) {
+  Membership m;
+  m.group = e.value("group", "");
+  m.outcome = e.value("outcome", "");
+  m.error = e.value("error", "");
+  m.rankBefore = e.value("rank_before", 0);
+  m.rankAfter = e.value("rank_after", -1);
+  m.worldBefore = e.value("world_before", 0);
+  m.worldAfter = e.value("world_after", 0);
+  m.fromGeneration = e.value("from_generation", uint64_t(0));
+  m.toGeneration = e.value("to_generation", uint64_t(0));
+  m.removed = e.value("removed", std::vector<int>{});
+  m.startedUs = e.value("started_us", int64_t(0));
+  m.agreeUs = e.value("agree_us", int64_t(0));
+  m.buildUs = e.value("build_us", int64_t(0));
+  m.confirmUs = e.value("confirm_us", int64_t(0));
+  m.commitUs = e.value("commit_us", int64_t(0));
+  m.totalUs = e.value("total_us", int64_t(0));
+  return m;
+}
+
 // One dump's fields. A field of the wrong type (a hand-edited or foreign file) throws
 // nlohmann::json::exception, which loadDumps turns into an error naming the file.
 RankDump parseDump(const nlohmann::json& j, const std::string& path) {
@@ -68,26 +89,8 @@ RankDump parseDump(const nlohmann::json& j, const std::string& path) {
     s.totalUs = e.value("total_us", int64_t(0));
     d.swaps.push_back(std::move(s));
   }
-  for (const auto& e : j.value("memberships", nlohmann::json::array())) {  // absent in dumps before shrink
-    Membership m;
-    m.group = e.value("group", "");
-    m.outcome = e.value("outcome", "");
-    m.error = e.value("error", "");
-    m.rankBefore = e.value("rank_before", 0);
-    m.rankAfter = e.value("rank_after", -1);
-    m.worldBefore = e.value("world_before", 0);
-    m.worldAfter = e.value("world_after", 0);
-    m.fromGeneration = e.value("from_generation", uint64_t(0));
-    m.toGeneration = e.value("to_generation", uint64_t(0));
-    m.removed = e.value("removed", std::vector<int>{});
-    m.startedUs = e.value("started_us", int64_t(0));
-    m.agreeUs = e.value("agree_us", int64_t(0));
-    m.buildUs = e.value("build_us", int64_t(0));
-    m.confirmUs = e.value("confirm_us", int64_t(0));
-    m.commitUs = e.value("commit_us", int64_t(0));
-    m.totalUs = e.value("total_us", int64_t(0));
-    d.memberships.push_back(std::move(m));
-  }
+  for (const auto& e : j.value("memberships", nlohmann::json::array()))  // absent in dumps before shrink
+    d.memberships.push_back(parseMembership(e));
   for (const auto& e : j.value("shadows", nlohmann::json::array())) {  // absent in dumps before shadow mode
     ShadowRun s;
     s.group = e.value("group", "");

@@ -178,12 +178,11 @@ void TrainReport::generationSummary() {
       commMs += steps_[i].commMs;
     }
     const double n = static_cast<double>(to - first + 1);
-    std::fprintf(out_,
-                 "generation %llu (%s): %d ranks, steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
-                 static_cast<unsigned long long>(steps_[from].generation),
-                 (steps_[from].configLabel.empty() ? steps_[from].config : steps_[from].configLabel).c_str(),
-                 steps_[from].world, static_cast<long long>(steps_[from].step), static_cast<long long>(steps_[to].step),
-                 stepMs / n, commMs / n);
+    std::fprintf(
+        out_, "generation %llu (%s): %d ranks, steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
+        static_cast<unsigned long long>(steps_[from].generation),
+        (steps_[from].configLabel.empty() ? steps_[from].config : steps_[from].configLabel).c_str(), steps_[from].world,
+        static_cast<long long>(steps_[from].step), static_cast<long long>(steps_[to].step), stepMs / n, commMs / n);
     from = to + 1;
   }
 }

@@ -114,9 +114,9 @@ StepRecord Trainer::step(int64_t step, int epoch) {
   r.loss = loss;
   r.world = pg_.size();
   r.stepMs = ms(std::chrono::duration_cast<std::chrono::nanoseconds>(stepTime));
-  r.endUnixMs =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
+  r.endUnixMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
   return r;
 }
 
