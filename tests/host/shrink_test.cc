@@ -174,6 +174,78 @@ TEST(Shrink, WithEveryRankPresentRebuildsAnAbortedGroupOnTheSameRanks) {
   });
 }
 
+// A rank that left is replaced: a new process (here a thread) for global rank 1 starts
+// with group.join, asks the members, and they admit it at their next syncPoint(): the group
+// grows back to 3 ranks, numbered by global rank, and every op is right on all three.
+TEST_P(ShrinkOn, ARestartedRankJoinsAtTheMembersNextSyncPoint) {
+  constexpr int kWorld = 3;
+  auto registry = testRegistry();
+  const std::vector<std::string> sets = {"group.sync_poll=20ms", "supervisor.heartbeat.interval=50ms"};
+  auto config = configFrom(GetParam(), *registry, sets);
+  auto joinSets = sets;
+  joinSets.push_back("group.join=true");
+  auto joinConfig = configFrom(GetParam(), *registry, joinSets);
+  EXPECT_EQ(config->hash, joinConfig->hash) << "group.join is left out of the config hash";
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
+  runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, kWorld}); });
+  std::atomic<bool> shrunk{false};
+  runRanks(kWorld + 1, [&](int r) {
+    if (r == 1) {
+      groups[1].reset();  // leaves
+      return;
+    }
+    if (r == kWorld) {  // the replacement, once the survivors are on their own
+      while (!shrunk.load()) std::this_thread::sleep_for(milliseconds(10));
+      auto pg = ProcessGroup::create({joinConfig, registry, store, 1, kWorld});
+      EXPECT_EQ(pg->size(), 3);
+      EXPECT_EQ(pg->rank(), 1) << "members are numbered by global rank";
+      EXPECT_EQ(pg->generation(), 2u);
+      const int64_t k = 0;
+      int64_t next = k;
+      {
+        Tensor t = Tensor::empty({1}, DType::Int64);
+        t.data_as<int64_t>()[0] = -1;
+        AllreduceOptions o;
+        o.reduceOp = ReduceOp::Max;
+        pg->allreduce(t, o)->wait();
+        next = t.data_as<int64_t>()[0];
+      }
+      for (int64_t i = next; i < next + 5; ++i) {
+        pg->syncPoint();
+        checkedAllreduce(*pg, static_cast<int>(i));
+      }
+      checkOps(*pg);
+      groups[1] = pg;  // destroyed with the others
+      return;
+    }
+    ProcessGroup& pg = *groups[r];
+    pg.shrink(within(milliseconds(5000)));
+    EXPECT_EQ(pg.size(), 2);
+    if (r == 0) shrunk.store(true);
+    int64_t i = 0;
+    // Steps until the group has grown back, then 5 more with the joiner.
+    for (; pg.size() == 2; ++i) {
+      pg.syncPoint();
+      if (pg.size() == 3) break;
+      checkedAllreduce(pg, static_cast<int>(i));
+      ASSERT_LT(i, 100000) << "the joiner was never admitted";
+    }
+    EXPECT_EQ(pg.rank(), r == 0 ? 0 : 2);
+    Tensor t = Tensor::empty({1}, DType::Int64);
+    t.data_as<int64_t>()[0] = i;
+    AllreduceOptions o;
+    o.reduceOp = ReduceOp::Max;
+    pg.allreduce(t, o)->wait();
+    const int64_t next = t.data_as<int64_t>()[0];
+    for (int64_t j = next; j < next + 5; ++j) {
+      if (j > next) pg.syncPoint();
+      checkedAllreduce(pg, static_cast<int>(j));
+    }
+    checkOps(pg);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ShrinkOn, ::testing::Values(kGloo, kShm),
                          [](const auto& info) { return std::string(info.index == 0 ? "gloo" : "shm"); });
 

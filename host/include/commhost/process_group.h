@@ -255,9 +255,18 @@ class COMMHOST_API ProcessGroup {
   // and the group stays on its generation (syncStatus().lastError says why); a rank that
   // learns S only after passing it throws InvalidArgument. Throws what reconfigure()
   // throws for an aborted group or a lost peer.
+  // Joins take the same path: a process started with group.join (a restarted rank)
+  // raises "<group>/join/count"; the poller sees it, and at the agreed sync count every
+  // member admits the ranks that asked (a membership round, see group/membership.h):
+  // the group grows at the next generation, renumbered by global rank, and the joiner's
+  // create() returns. A config epoch agreed at the same count waits for the next
+  // agreement, which the joiner takes part in. The workload then hands the joiner its
+  // state (commhost train broadcasts it from a member).
   void syncPoint() {
     ++syncCount_;
-    if (syncLatest_.load(std::memory_order_relaxed) > syncDone_) syncPointSlow();
+    if (syncLatest_.load(std::memory_order_relaxed) > syncDone_ ||
+        joinLatest_.load(std::memory_order_relaxed) > joinsDone_)
+      syncPointSlow();
   }
   struct SyncStatus {
     uint64_t count = 0;     // syncPoint() calls so far
@@ -309,7 +318,9 @@ class COMMHOST_API ProcessGroup {
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;
   friend class SwapAttempt;  // one reconfigure() attempt, phase by phase (group/swap_attempt.h)
-  friend class ShrinkRound;  // one shrink() round, phase by phase (group/shrink.h)
+  friend class MembershipRound;  // one shrink(), grow or join, phase by phase (group/membership.h)
+  void joinRunningJob();         // create() with group.join (membership.cc)
+  void growAt(uint64_t joinsUpTo);  // a sync point admits the join requests up to joinsUpTo
   void startSupervision();
 
   Setup setup_;
@@ -333,7 +344,8 @@ class COMMHOST_API ProcessGroup {
   std::atomic<uint64_t> p2pSeq_{0};       // send/recv, counted apart (only two ranks take part); as seq_
   std::atomic<uint64_t> bytesIssued_{0};  // the issuing thread of the moment adds; any thread reads
   uint64_t subgroupCount_ = 0;            // calling thread only
-  uint64_t shrinkRounds_ = 0;             // calling thread only: names each shrink() round's keys
+  uint64_t membershipRounds_ = 0;         // calling thread only: names each membership round's keys
+  std::string storePath_;                 // store_'s prefix on the job store ("<name>/<creation>[/...]")
   // Shared with the supervisor, which may abort the group from its watchdog thread.
   std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<supervisor::Supervisor> supervisor_;  // null when supervisor.enabled is false
@@ -342,7 +354,9 @@ class COMMHOST_API ProcessGroup {
   // syncPoint(): the latest epoch the poller thread read (it alone writes it); the rest is
   // the calling thread's. The poller and the agreement in progress live in sync_.
   std::atomic<uint64_t> syncLatest_{0};
+  std::atomic<uint64_t> joinLatest_{0};  // join requests the poller saw ("<name>/join/count")
   uint64_t syncDone_ = 0;
+  uint64_t joinsDone_ = 0;  // join requests admitted (or refused) so far
   uint64_t syncCount_ = 0;
   std::string syncError_;
   struct SyncAgreement;  // sync_point.h

@@ -35,6 +35,7 @@ YAML::Node child(const YAML::Node& map, const std::string& key) {
 const std::vector<std::string> kTables = {"store", "backends", "routes", "hooks"};
 // Left empty, it becomes config::defaultDumpDir() here (the environment is read in config/ only).
 constexpr const char* kDumpDirKey = "supervisor.flight_recorder.dump_dir";
+constexpr const char* kJoinKey = "group.join";
 
 // A config is a few KiB; the cap keeps a runaway file (a generated one, a log given by
 // mistake) from costing gigabytes in the YAML parser before any check runs.
@@ -422,10 +423,12 @@ std::string effectiveYaml(const Config& cfg) {
 
 // The hash stands for what every rank must agree on, so it leaves out what is per host:
 // where this rank writes its dumps (by default under its own TMPDIR). Otherwise hosts
-// whose TMPDIR differ, or a dump_dir set per host, would refuse to form one job.
+// whose TMPDIR differ, or a dump_dir set per host, would refuse to form one job. And what
+// is per process: group.join, set for a restarted rank only.
 uint64_t agreedHash(const Config& cfg) {
   Config agreed = cfg;
   if (agreed.host.has(kDumpDirKey)) agreed.host.set(kDumpDirKey, std::string());
+  if (agreed.host.has(kJoinKey)) agreed.host.set(kJoinKey, false);
   return fnv1a(effectiveYaml(agreed));
 }
 

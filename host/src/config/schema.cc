@@ -15,6 +15,11 @@ const std::vector<OptionSpec>& configSchema() {
        {},
        0.001,
        86400 * 7},
+      {"group.join", OptionType::Bool, "false",
+       "This process joins a running job instead of starting it: init() asks the world group's members, which "
+       "admit it at their next syncPoint() (they need group.sync_poll > 0) and broadcast nothing else; the workload "
+       "takes its state from a member. `commhost run --max-restarts` sets it for a restarted rank. Left out of the "
+       "config hash"},
       {"group.sync_poll",
        OptionType::Duration,
        "0s",

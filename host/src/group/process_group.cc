@@ -46,7 +46,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   // creations in the store, so a group re-created after an abort never reads the keys
   // (peer addresses, barrier flags) of the group it replaces.
   const int64_t generation = pg->setup_.store->add(name + "/generation/" + std::to_string(pg->rank_), 1);
-  pg->store_ = std::make_shared<PrefixStore>(name + "/" + std::to_string(generation), pg->setup_.store);
+  pg->storePath_ = name + "/" + std::to_string(generation);
+  pg->store_ = std::make_shared<PrefixStore>(pg->storePath_, pg->setup_.store);
+  if (pg->setup_.config->host.getBool("group.join")) {
+    pg->joinRunningJob();  // a restarted rank: the running members admit it
+    return pg;
+  }
   pg->checkSameConfig();
   pg->createBackends();
   pg->startSupervision();

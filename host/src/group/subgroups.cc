@@ -62,7 +62,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>&
   std::vector<int> global;
   for (int r : members) global.push_back(globalRanks_[r]);
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(sub), name_ + "/" + label, std::move(global)));
-  pg->store_ = std::make_shared<PrefixStore>(label, store_);
+  pg->storePath_ = storePath_ + "/" + label;
+  pg->store_ = std::make_shared<PrefixStore>(pg->storePath_, setup_.store);
   pg->checkSameConfig();
   pg->createBackends(splitFrom);
   pg->startSupervision();

@@ -11,10 +11,13 @@
 // the agreements finished (alike on every rank, as every rank finishes each):
 //   1. each rank posts sync/R/seen/<rank> = "epoch E seen at sync count s" (no waiting);
 //   2. rank 0, at each later syncPoint, checks whether all ranks posted; when they have,
-//      it writes sync/R/decision = "<E> <S>" with E its own latest epoch and S its count + 2;
+//      it writes sync/R/decision = "<E> <S> <J>" with E its own latest epoch, S its count + 2
+//      and J the join requests it saw ("<group>/join/count", read by the same poller);
 //   3. the other ranks read sync/R/decision at each syncPoint until it is there;
-//   4. every rank, at the syncPoint whose count is S, loads the YAML of epoch E and calls
-//      reconfigure(). Epochs published meanwhile start round R + 1.
+//   4. every rank, at the syncPoint whose count is S, admits the join requests up to J when
+//      there are new ones (a membership round: group/membership.h), and otherwise loads the
+//      YAML of epoch E and calls reconfigure(). Epochs published meanwhile, and an epoch
+//      that waited for a join, start round R + 1.
 // Rank 0 decides only after every rank posted, so every rank reads the decision at its
 // next syncPoint; with every step waiting on a collective of the group no rank is more
 // than one step ahead of rank 0, and S = count + 2 is still ahead of all of them. A rank
@@ -26,12 +29,15 @@
 // thread's.
 #include "sync_point.h"
 
+#include <sstream>
+
 #include "commhost/errors.h"
 
 namespace commhost {
 namespace {
 
 std::string latestKey(const std::string& group) { return group + "/pending/epoch"; }
+std::string joinsKey(const std::string& group) { return group + "/join/count"; }
 std::string epochKey(const std::string& group, uint64_t epoch, const char* what) {
   return group + "/pending/" + std::to_string(epoch) + "/" + what;
 }
@@ -61,7 +67,9 @@ void ProcessGroup::startSyncPoller() {
   // still switch at one sync count).
   syncDone_ = 0;
   syncLatest_.store(readEpoch(*setup_.store, latestKey(name_)), std::memory_order_relaxed);
-  sync_->poller = std::thread([this, store = setup_.store, key = latestKey(name_), logger = logger_] {
+  joinLatest_.store(readEpoch(*setup_.store, joinsKey(name_)), std::memory_order_relaxed);
+  sync_->poller = std::thread([this, store = setup_.store, key = latestKey(name_), joins = joinsKey(name_),
+                               logger = logger_] {
     bool reported = false;  // a store that stops answering (the job ending) is logged once
     SyncAgreement& s = *sync_;
     for (;;) {
@@ -74,6 +82,8 @@ void ProcessGroup::startSyncPoller() {
       try {
         const uint64_t epoch = readEpoch(*store, key);
         if (epoch > syncLatest_.load(std::memory_order_relaxed)) syncLatest_.store(epoch, std::memory_order_release);
+        const uint64_t asked = readEpoch(*store, joins);
+        if (asked > joinLatest_.load(std::memory_order_relaxed)) joinLatest_.store(asked, std::memory_order_release);
         reported = false;
       } catch (const std::exception& e) {
         if (!reported && logger) logger->warn("sync poller: cannot read " + key + ": " + e.what());
@@ -110,23 +120,27 @@ void ProcessGroup::syncPointSlow() {
       for (int r = 0; r < worldSize_; ++r) seen[r] = round + "seen/" + std::to_string(r);
       if (!store_->check(seen)) return;
       s.epoch = syncLatest_.load(std::memory_order_acquire);
+      s.joins = joinLatest_.load(std::memory_order_acquire);
       s.switchAt = count + 2;
-      store_->set(round + "decision", toBytes(std::to_string(s.epoch) + " " + std::to_string(s.switchAt)));
+      store_->set(round + "decision", toBytes(std::to_string(s.epoch) + " " + std::to_string(s.switchAt) + " " +
+                                              std::to_string(s.joins)));
     } else {
       if (!store_->check({round + "decision"})) return;
-      const std::string decision = toString(store_->get(round + "decision"));
-      const auto space = decision.find(' ');
-      s.epoch = std::stoull(decision.substr(0, space));
-      s.switchAt = std::stoull(decision.substr(space + 1));
+      std::istringstream decision(toString(store_->get(round + "decision")));
+      decision >> s.epoch >> s.switchAt >> s.joins;
     }
   }
   if (count < s.switchAt) return;
-  const uint64_t epoch = s.epoch, switchAt = s.switchAt;
+  const uint64_t epoch = s.epoch, switchAt = s.switchAt, joins = s.joins;
   // This agreement is over either way; the next epoch starts the next round.
   ++s.round;
   s.posted = false;
-  s.epoch = s.switchAt = 0;
-  syncDone_ = std::max(syncDone_, epoch);
+  s.epoch = s.switchAt = s.joins = 0;
+  // Ranks that asked to join are admitted first; an epoch agreed with them waits for the
+  // next agreement, which they take part in (they would miss this one's reconfigure()).
+  const bool grow = joins > joinsDone_;
+  const bool newEpoch = !grow && epoch > syncDone_;
+  if (newEpoch) syncDone_ = epoch;
   if (count > switchAt) {
     syncError_ = "passed the switch point";
     ErrorContext where{name_, rank_, "syncPoint"};
@@ -139,7 +153,8 @@ void ProcessGroup::syncPointSlow() {
           "call syncPoint() at every step boundary on every rank, with at least one collective of the group "
           "waited on in every step, so no rank runs two steps ahead of rank 0");
   }
-  applyEpoch(epoch);
+  if (grow) growAt(joins);
+  else if (newEpoch) applyEpoch(epoch);
 }
 
 void ProcessGroup::applyEpoch(uint64_t epoch) {

@@ -25,6 +25,7 @@ struct ProcessGroup::SyncAgreement {
   uint64_t round = 0;
   bool posted = false;    // this rank's "seen" is in the store
   uint64_t epoch = 0;     // the epoch decided (0: no decision read yet)
+  uint64_t joins = 0;     // the join requests decided (admitted at switchAt when above joinsDone_)
   uint64_t switchAt = 0;  // the sync count S of the decision
 };
 

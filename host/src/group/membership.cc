@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "membership.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "../supervisor/desync.h"
+#include "../supervisor/group_monitor.h"
+#include "../supervisor/supervisor.h"
+#include "commhost/errors.h"
+#include "sync_point.h"
+
+namespace commhost {
+namespace {
+
+// Short enough that the last member to arrive is seen at once, long enough that the
+// polling costs the store nothing measurable (one check per rank per slice).
+constexpr std::chrono::milliseconds kPollSlice{20};
+
+std::string ranksText(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return out;
+}
+
+const char* outcomeOf(MembershipRound::Kind kind) {
+  switch (kind) {
+    case MembershipRound::Kind::Shrink: return "shrunk";
+    case MembershipRound::Kind::Grow: return "grew";
+    case MembershipRound::Kind::Join: return "joined";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string encodeRanks(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ",") + std::to_string(r);
+  return out;
+}
+
+std::vector<int> decodeRanks(const std::string& text, int limit, const std::string& key) {
+  std::vector<int> out;
+  size_t at = 0;
+  while (at < text.size()) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long r = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || r < 0 || r >= limit || (!out.empty() && r <= out.back()))
+      throw StoreError("the store's '" + key + "' holds '" + text + "', not ascending ranks below " +
+                       std::to_string(limit) +
+                       ": another program wrote that key. Next: give each job a store (or group name) of its own");
+    out.push_back(static_cast<int>(r));
+    at = comma + 1;
+  }
+  return out;
+}
+
+std::string JoinTicket::encode() const {
+  std::ostringstream out;
+  out << storePath << "\n"
+      << round << " " << generation << " " << seq << " " << syncCount << " " << syncRound << " " << epochDone << " "
+      << joinsDone << "\n"
+      << refused << "\n"
+      << yaml;
+  return out.str();
+}
+
+JoinTicket JoinTicket::decode(const std::string& text, const std::string& key) {
+  JoinTicket t;
+  std::istringstream in(text);
+  std::string numbers;
+  std::getline(in, t.storePath);
+  std::getline(in, numbers);
+  std::getline(in, t.refused);
+  std::istringstream n(numbers);
+  if (!(n >> t.round >> t.generation >> t.seq >> t.syncCount >> t.syncRound >> t.epochDone >> t.joinsDone) ||
+      t.storePath.empty())
+    throw StoreError("the store's '" + key + "' is not a join ticket: another program wrote that key");
+  t.yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return t;
+}
+
+MembershipRound::MembershipRound(ProcessGroup& group, Kind kind, std::chrono::milliseconds timeout,
+                                 uint64_t joinsUpTo, JoinTicket ticket)
+    : g_(group),
+      kind_(kind),
+      timeout_(timeout.count() > 0 ? timeout : g_.setup_.config->timeout()),
+      joinsUpTo_(joinsUpTo),
+      ticket_(std::move(ticket)),
+      round_(kind == Kind::Join ? ticket_.round : g_.membershipRounds_),
+      prefix_("member/" + std::to_string(round_) + "/"),
+      where_{g_.name_, g_.rank_, kind == Kind::Shrink ? "shrink" : kind == Kind::Grow ? "grow" : "join"},
+      minRanks_(static_cast<int>(g_.setup_.config->host.getInt("supervisor.min_ranks"))),
+      generation_(kind == Kind::Join ? ticket_.generation : g_.state_->generation),
+      oldRank_(g_.rank_),
+      oldSize_(g_.worldSize_),
+      oldGlobal_(g_.globalRanks_),
+      oldPath_(g_.storePath_),
+      oldStore_(g_.store_) {
+  g_.membershipRounds_ = round_ + 1;
+}
+
+std::chrono::microseconds MembershipRound::since(Steady::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - t);
+}
+
+// A joiner is not a member yet: its global rank is its launch rank (the world group's).
+int MembershipRound::myGlobal() const { return kind_ == Kind::Join ? g_.setup_.rank : oldGlobal_[oldRank_]; }
+
+bool MembershipRound::isMember(int global) const { return std::binary_search(members_.begin(), members_.end(), global); }
+
+ShrinkReport MembershipRound::run() {
+  if (kind_ != Kind::Join && g_.foreignIssue_.load(std::memory_order_acquire) > 0)
+    raise(ErrorCode::InvalidArgument, where_,
+          "called inside a span of beginForeignIssue() (a Reducer iteration): other threads may still issue ops "
+          "on this group",
+          "finish or drop the Reducer iteration (destroy the Reducer), then call shrink()");
+  agree();
+  build();
+  confirm();
+  commit();
+  return report_;
+}
+
+void MembershipRound::agree() {
+  const auto t = Steady::now();
+  deadline_ = t + timeout_;
+  if (kind_ == Kind::Shrink) agreeShrink();
+  else if (kind_ == Kind::Grow) agreeGrow();
+  else {
+    members_ = decodeRanks(toString(oldStore_->get(prefix_ + "decision")), 1 << 30, prefix_ + "decision");
+    report_.seq = ticket_.seq;
+  }
+  checkMembers();
+  report_.agree = since(t);
+}
+
+std::vector<int> MembershipRound::posted(bool& settled) const {
+  // Gone for good: lost (the heartbeat's or a backend's verdict) or left (destroyed its
+  // group). Without the supervisor neither is known: the timeout alone ends the wait.
+  std::map<int, std::string> lost;
+  std::set<int> left;
+  if (g_.monitor_) {
+    lost = g_.monitor_->lost();
+    left = g_.monitor_->left();
+  }
+  std::vector<int> out;
+  settled = true;
+  for (int r = 0; r < oldSize_; ++r) {
+    if (r == oldRank_ || oldStore_->check({prefix_ + "alive/" + std::to_string(r)})) {
+      out.push_back(r);
+    } else if (!lost.count(r) && !left.count(r) && !oldStore_->check({supervisor::leftKey(r)})) {
+      settled = false;  // neither here nor gone (lost, or destroyed its group): wait for it
+    }
+  }
+  return out;
+}
+
+void MembershipRound::agreeShrink() {
+  oldStore_->set(prefix_ + "alive/" + std::to_string(oldRank_), toBytes(std::to_string(g_.seq())));
+  const std::string decisionKey = prefix_ + "decision";
+  std::vector<int> proposal;
+  for (;;) {
+    bool settled = false;
+    proposal = posted(settled);
+    if (settled || Steady::now() >= deadline_ || oldStore_->check({decisionKey})) break;
+    std::this_thread::sleep_for(kPollSlice);
+  }
+  std::vector<int> globals;
+  for (int r : proposal) globals.push_back(oldGlobal_[r]);
+  std::sort(globals.begin(), globals.end());
+  members_ = decodeRanks(toString(oldStore_->compareSet(decisionKey, {}, toBytes(encodeRanks(globals)))), 1 << 30,
+                         decisionKey);
+  for (int r = 0; r < oldSize_; ++r)
+    if (!isMember(oldGlobal_[r])) report_.removed.push_back(r);
+  // The group continues from the highest seq a member issued, so that every member's
+  // next op gets the same seq (a member may have issued one more before it failed).
+  uint64_t seq = 0;
+  for (int r = 0; r < oldSize_; ++r) {
+    if (!isMember(oldGlobal_[r])) continue;
+    const std::string v = toString(oldStore_->get(prefix_ + "alive/" + std::to_string(r)));
+    seq = std::max<uint64_t>(seq, std::strtoull(v.c_str(), nullptr, 10));
+  }
+  report_.seq = seq;
+}
+
+// Every member reaches this sync point (a syncPoint() agreement chose it), so the members
+// stay; the join requests since the last grow are added, by global rank.
+void MembershipRound::agreeGrow() {
+  std::vector<int> requests, globals = oldGlobal_;
+  for (uint64_t j = g_.joinsDone_ + 1; j <= joinsUpTo_; ++j) {
+    const std::string key = g_.name_ + "/join/" + std::to_string(j) + "/rank";
+    const int global = std::atoi(toString(g_.setup_.store->get(key)).c_str());
+    requests.push_back(global);
+    if (std::find(globals.begin(), globals.end(), global) == globals.end()) globals.push_back(global);
+  }
+  std::sort(globals.begin(), globals.end());
+  const std::string decisionKey = prefix_ + "decision";
+  members_ = decodeRanks(toString(oldStore_->compareSet(decisionKey, {}, toBytes(encodeRanks(globals)))), 1 << 30,
+                         decisionKey);
+  report_.seq = g_.seq();
+  admitJoiners(requests);
+}
+
+// Each request gets its ticket (every member writes the same one): a rank already a
+// member (a second process claiming its rank) is refused.
+void MembershipRound::admitJoiners(const std::vector<int>& requests) {
+  JoinTicket t;
+  t.storePath = oldPath_;
+  t.round = round_;
+  t.generation = generation_;
+  t.seq = g_.seq();
+  t.syncCount = g_.syncCount_;
+  t.syncRound = g_.sync_ ? g_.sync_->round : 0;
+  t.epochDone = g_.syncDone_;
+  t.joinsDone = joinsUpTo_;
+  t.yaml = g_.state_->config->effectiveYaml;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    JoinTicket mine = t;
+    if (std::find(oldGlobal_.begin(), oldGlobal_.end(), requests[i]) != oldGlobal_.end())
+      mine.refused = "global rank " + std::to_string(requests[i]) + " is a member of group " + g_.name_ +
+                     " already (its process is alive): a second process cannot take its place";
+    const uint64_t j = g_.joinsDone_ + 1 + i;
+    g_.setup_.store->set(g_.name_ + "/join/" + std::to_string(j) + "/admit", toBytes(mine.encode()));
+  }
+}
+
+std::string MembershipRound::ranksLeftOut() const {
+  std::string out;
+  for (int r : report_.removed) out += (out.empty() ? "" : ", ") + std::to_string(oldGlobal_[r]);
+  return out;
+}
+
+void MembershipRound::checkMembers() {
+  if (!isMember(myGlobal())) {
+    const std::string why = "this rank was removed from group " + g_.name_ + " at generation " +
+                            std::to_string(generation_) + ": the survivors (ranks " + ranksText(members_) +
+                            ") decided without it, as it had not taken part in membership round " +
+                            std::to_string(round_) + " within " + formatDuration(timeout_) +
+                            " (stopped, or too slow to reach shrink())";
+    if (g_.abortTargets_) g_.abortTargets_->abortAll(why);
+    record("removed", why);
+    raise(ErrorCode::Aborted, where_, why,
+          "this process can no longer take part in the job: end it (a launcher with restarts may start a new one)");
+  }
+  if (static_cast<int>(members_.size()) < minRanks_) {
+    const std::string why = "only " + std::to_string(members_.size()) + " of " + std::to_string(oldSize_) +
+                            " ranks are left (lost: " + ranksLeftOut() + "), below supervisor.min_ranks " +
+                            std::to_string(minRanks_) + "; the group stays aborted at generation " +
+                            std::to_string(generation_);
+    record("refused", why);
+    raise(ErrorCode::PeerLost, where_, why,
+          "restart the job (from its last checkpoint) once the lost ranks' hosts are back, or lower "
+          "supervisor.min_ranks");
+  }
+}
+
+void MembershipRound::build() {
+  const auto t = Steady::now();
+  g_.rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), myGlobal()) - members_.begin());
+  g_.worldSize_ = static_cast<int>(members_.size());
+  g_.globalRanks_ = members_;
+  g_.storePath_ = oldPath_ + "/m" + std::to_string(round_);
+  g_.store_ = std::make_shared<PrefixStore>(g_.storePath_, g_.setup_.store);
+  // The backends' rendezvous stops as soon as a member reports failure (another peer
+  // lost while building), instead of waiting for it until the timeout.
+  auto stop = [store = oldStore_, key = prefix_ + "failed"] {
+    if (store->check({key})) throw PeerLostError(toString(store->get(key)));
+  };
+  auto buildStore = std::make_shared<SwapStore>(g_.store_, stop);
+  try {
+    next_ = g_.buildState(g_.setup_.config, *g_.setup_.registry, nullptr, {}, "", buildStore, generation_ + 1,
+                          nullptr, nullptr);
+  } catch (const std::exception& e) {
+    const auto* error = dynamic_cast<const Error*>(&e);
+    failRound(error ? error->code() : ErrorCode::Plugin, std::string("building the backends failed: ") + e.what());
+  }
+  report_.build = since(t);
+}
+
+void MembershipRound::confirm() {
+  const auto t = Steady::now();
+  deadline_ = t + timeout_;
+  g_.store_->set("built/" + std::to_string(g_.rank_), toBytes("1"));
+  const std::string failedKey = prefix_ + "failed";
+  for (int waiting = 0;;) {
+    if (oldStore_->check({failedKey})) failRound(ErrorCode::PeerLost, toString(oldStore_->get(failedKey)));
+    waiting = 0;
+    for (int r = 0; r < g_.worldSize_; ++r)
+      if (!g_.store_->check({"built/" + std::to_string(r)})) ++waiting;
+    if (waiting == 0) break;
+    // A member lost after the decision (the old generation's heartbeat still watches).
+    if (g_.monitor_)
+      for (const auto& [peer, why] : g_.monitor_->lost())
+        if (peer >= 0 && peer < oldSize_ && isMember(oldGlobal_[peer]))
+          failRound(ErrorCode::PeerLost, "member " + std::to_string(oldGlobal_[peer]) + " was lost: " + why);
+    if (Steady::now() >= deadline_)
+      failRound(ErrorCode::Timeout, std::to_string(waiting) + " member(s) did not confirm their build within " +
+                                        formatDuration(timeout_));
+    std::this_thread::sleep_for(kPollSlice);
+  }
+  report_.confirm = since(t);
+}
+
+void MembershipRound::failRound(ErrorCode code, const std::string& why) {
+  try {
+    oldStore_->compareSet(prefix_ + "failed", {}, toBytes("rank " + std::to_string(myGlobal()) + ": " + why));
+  } catch (const std::exception&) {
+    // The store is gone too: the peers fail on their own waits.
+  }
+  // What this round built goes; the old generation stays as it was (aborted after a
+  // loss, running when the round was a grow).
+  if (g_.abortTargets_) {
+    g_.abortTargets_->abortBuilding("membership round " + std::to_string(round_) + " failed: " + why);
+    g_.abortTargets_->clearBuilding();
+  }
+  next_.reset();
+  g_.rank_ = oldRank_;
+  g_.worldSize_ = oldSize_;
+  g_.globalRanks_ = oldGlobal_;
+  g_.storePath_ = oldPath_;
+  g_.store_ = oldStore_;
+  record("failed", why);
+  raise(code, where_, "membership round " + std::to_string(round_) + " failed: " + why,
+        kind_ == Kind::Shrink ? "call shrink() again on every survivor: the next round agrees on who is left"
+                              : "the members go on as they were; a joiner may ask again");
+}
+
+void MembershipRound::commit() {
+  const auto t = Steady::now();
+  std::shared_ptr<const ProcessGroup::State> old = std::move(g_.state_);
+  g_.state_ = std::move(next_);
+  if (g_.abortTargets_) g_.abortTargets_->clearBuilding();
+  // The new generation answers to aborts of its own: a late abort from the old
+  // generation's watchdog (it may still be polling) reaches only the old backends.
+  auto targets = std::make_shared<ProcessGroup::AbortTargets>();
+  g_.aborted_ = std::make_shared<std::atomic<bool>>(false);
+  targets->aborted = g_.aborted_;
+  targets->set(g_.state_->backends);
+  g_.abortTargets_ = std::move(targets);
+  g_.seq_.store(report_.seq, std::memory_order_relaxed);
+  g_.logger_ = std::make_shared<Logger>("commhost", "group " + g_.name_ + " rank " + std::to_string(g_.rank_));
+  // The supervisor watches the new membership; the lease on it is taken before the old
+  // one is given back, so its flight recorder (and its threads) carry on.
+  auto oldSupervisor = std::move(g_.supervisor_);
+  auto oldMonitor = std::move(g_.monitor_);
+  g_.startSupervision();
+  if (oldSupervisor) {
+    if (g_.supervisor_) g_.supervisor_->moveHooks(oldMonitor.get(), g_.monitor_.get());
+    supervisor::Supervisor::release(std::move(oldSupervisor), oldMonitor.get());
+  }
+  if (old) retire(std::move(old));
+  report_.generation = g_.state_->generation;
+  report_.rank = g_.rank_;
+  report_.worldSize = g_.worldSize_;
+  for (int global : members_) {
+    const auto it = std::find(oldGlobal_.begin(), oldGlobal_.end(), global);
+    report_.oldRanks.push_back(it == oldGlobal_.end() ? -1 : static_cast<int>(it - oldGlobal_.begin()));
+  }
+  for (int r : report_.removed) report_.removedGlobal.push_back(oldGlobal_[r]);
+  report_.commit = since(t);
+  record(outcomeOf(kind_), "");
+  g_.logger_->warn(std::string(outcomeOf(kind_)) + ": " + std::to_string(oldSize_) + " -> " +
+                   std::to_string(g_.worldSize_) + " ranks (" +
+                   (report_.removed.empty() ? "nobody removed" : "removed " + ranksLeftOut()) + "; this rank was " +
+                   (oldRank_ < 0 ? "not a member" : std::to_string(oldRank_)) + ") at generation " +
+                   std::to_string(report_.generation) + " in " + std::to_string(report_.total.count() / 1000) + " ms");
+}
+
+void MembershipRound::retire(std::shared_ptr<const ProcessGroup::State> old) {
+  for (const auto& b : old->backends) {
+    if (!b) continue;
+    try {
+      b->shutdown();  // aborted after a loss (its works failed); idle at a grow's sync point
+    } catch (const std::exception& e) {
+      g_.logger_->warn(std::string("a backend of the old membership failed to shut down: ") + e.what());
+    }
+  }
+}
+
+void MembershipRound::record(const std::string& outcome, const std::string& error) {
+  report_.total = since(t0_);
+  if (!g_.supervisor_) return;
+  supervisor::MembershipRecord r;
+  r.group = g_.name_;
+  r.rankBefore = oldRank_;
+  const bool changed = outcome == outcomeOf(kind_);
+  r.rankAfter = changed ? g_.rank_ : -1;
+  r.worldBefore = oldSize_;
+  r.worldAfter = changed ? g_.worldSize_ : oldSize_;
+  r.fromGeneration = generation_;
+  r.toGeneration = changed ? generation_ + 1 : generation_;
+  for (int old : report_.removed) r.removed.push_back(oldGlobal_[old]);
+  r.outcome = outcome;
+  r.error = error;
+  r.startedUs = std::chrono::duration_cast<std::chrono::microseconds>(
+                    std::chrono::system_clock::now().time_since_epoch() - (Steady::now() - t0_))
+                    .count();
+  r.agreeUs = report_.agree.count();
+  r.buildUs = report_.build.count();
+  r.confirmUs = report_.confirm.count();
+  r.commitUs = report_.commit.count();
+  r.totalUs = report_.total.count();
+  g_.supervisor_->recordMembership(std::move(r));
+}
+
+void ProcessGroup::growAt(uint64_t joinsUpTo) {
+  MembershipRound round(*this, MembershipRound::Kind::Grow, {}, joinsUpTo);
+  // Done either way: a joiner that failed (or died) is not waited for again; it may ask anew.
+  try {
+    round.run();
+  } catch (...) {
+    joinsDone_ = joinsUpTo;
+    throw;
+  }
+  joinsDone_ = joinsUpTo;
+}
+
+void ProcessGroup::joinRunningJob() {
+  logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " joining");
+  const ErrorContext where{name_, setup_.rank, "join"};
+  const auto timeout = setup_.config->timeout();
+  const std::string base = name_ + "/join/";
+  const int64_t request = setup_.store->add(base + "count", 1);
+  setup_.store->set(base + std::to_string(request) + "/rank", toBytes(std::to_string(setup_.rank)));
+  logger_->info("global rank " + std::to_string(setup_.rank) + " asked to join group " + name_ + " (request " +
+                std::to_string(request) + "); waiting for the members' next syncPoint()");
+  const std::string key = base + std::to_string(request) + "/admit";
+  try {
+    setup_.store->wait({key}, timeout);
+  } catch (const Error& e) {
+    raise(ErrorCode::Timeout, where,
+          "no member of the running job admitted this rank within " + formatDuration(timeout) + " (" + e.what() + ")",
+          "the members admit joiners at syncPoint() with group.sync_poll > 0 (`commhost run --max-restarts` sets "
+          "it); check that the job is still running and calls syncPoint() every step");
+  }
+  const JoinTicket ticket = JoinTicket::decode(toString(setup_.store->get(key)), key);
+  if (!ticket.refused.empty())
+    raise(ErrorCode::InvalidArgument, where, "the members refused this rank: " + ticket.refused,
+          "start a rank that is not running, or none");
+  // The members' config (they may have swapped since the job started), with this rank's
+  // overrides; a copy of the registry, as a sync point loads one.
+  PluginRegistry registry = *setup_.registry;
+  setup_.config = std::make_shared<Config>(
+      loadConfigText(ticket.yaml, setup_.config->source + " (as the members run it)", registry, setup_.overrides));
+  rank_ = -1;
+  worldSize_ = 0;
+  storePath_ = ticket.storePath;
+  store_ = std::make_shared<PrefixStore>(storePath_, setup_.store);
+  joinsDone_ = ticket.joinsDone;
+  MembershipRound(*this, MembershipRound::Kind::Join, timeout, 0, ticket).run();
+  startSyncPoller();
+  // The joiner's next syncPoint() is the one the members made at the round's count (its
+  // step is the one they run next), and its agreements continue theirs.
+  syncCount_ = ticket.syncCount - 1;
+  syncDone_ = ticket.epochDone;
+  if (sync_) sync_->round = ticket.syncRound;
+}
+
+ShrinkReport ProcessGroup::shrink(const ShrinkOptions& options) {
+  return MembershipRound(*this, MembershipRound::Kind::Shrink, options.timeout).run();
+}
+
+}  // namespace commhost

@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// Internal: one membership round of a group (elastic membership), one method per phase
+// over the round's shared state. Three kinds, one protocol after the agreement:
+//   Shrink  ProcessGroup::shrink(): the survivors of a lost rank (see process_group.h).
+//   Grow    at a sync point: the members admit the ranks that asked to join.
+//   Join    the joining process's side of a Grow (ProcessGroup::create with group.join).
+//
+// Round R (counted alike on every member, and handed to a joiner) uses keys under
+// "member/<R>/" of the group's store as it was before the round:
+//   alive/<old rank>  Shrink: the rank's seq, posted as it enters
+//   decision          the members after the round as global ranks, ascending ("0,1,3");
+//                     the first writer decides for all
+//   failed            why some member's build or wait failed: every member fails the round
+// and the new generation's backends rendezvous under "<store path>/m<R>/", where each
+// member also posts built/<new rank> (confirm). A rank asking to join writes, on the job
+// store, "<group>/join/<J>/rank" (its global rank) with J from "<group>/join/count"; the
+// members' sync point that admits it writes "<group>/join/<J>/admit" (a JoinTicket).
+//
+// Threading: the round, the group's State, rank, size and store belong to the calling
+// thread, as in a swap; the supervisor reaches the backends being built through the
+// group's AbortTargets, and the new generation gets AbortTargets of its own, so a late
+// abort from the old generation's watchdog cannot reach it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commhost/process_group.h"
+#include "group_state.h"
+
+namespace commhost {
+
+// A list of ranks as the store holds it: ascending, comma-separated.
+std::string encodeRanks(const std::vector<int>& ranks);
+// Throws StoreError naming `key` when `text` is not such a list within [0, limit).
+std::vector<int> decodeRanks(const std::string& text, int limit, const std::string& key);
+
+// What a joining rank needs to take part in the round that admits it, written by the
+// members on the job store. Text lines; the config's YAML last.
+struct JoinTicket {
+  std::string storePath;     // the members' group store: "<group>/<creation>[/m<R>...]"
+  uint64_t round = 0;        // the membership round that admits it
+  uint64_t generation = 0;   // the members' generation before the round
+  uint64_t seq = 0;          // the group's seq at the sync point
+  uint64_t syncCount = 0;    // the members' syncPoint() count at the round (the joiner's is one less)
+  uint64_t syncRound = 0;    // the next sync agreement's round
+  uint64_t epochDone = 0;    // the last config epoch the members finished
+  uint64_t joinsDone = 0;    // the last join request the round admits
+  std::string yaml;          // the members' config, as effective YAML
+  std::string refused;       // non-empty: not admitted, and why
+  std::string encode() const;
+  static JoinTicket decode(const std::string& text, const std::string& key);
+};
+
+class MembershipRound {
+ public:
+  enum class Kind { Shrink, Grow, Join };
+  // Grow: admits the join requests up to `joinsUpTo`. Join: `ticket` is what admitted it.
+  MembershipRound(ProcessGroup& group, Kind kind, std::chrono::milliseconds timeout, uint64_t joinsUpTo = 0,
+                  JoinTicket ticket = {});
+  // The phases in order; throws after recording the round when it does not commit.
+  ShrinkReport run();
+
+ private:
+  using Steady = std::chrono::steady_clock;
+  void agree();
+  void agreeShrink();
+  void agreeGrow();
+  void build();
+  void confirm();
+  void commit();
+
+  // Shrink: the old ranks that posted alive/ by now; `settled` says whether every other
+  // rank has either posted or is known gone.
+  std::vector<int> posted(bool& settled) const;
+  void checkMembers();  // this rank is a member; enough members are left
+  void admitJoiners(const std::vector<int>& requests);
+  // A member's build or wait failed: tells the others, restores the old membership.
+  [[noreturn]] void failRound(ErrorCode code, const std::string& why);
+  void retire(std::shared_ptr<const ProcessGroup::State> old);  // the old generation's backends
+  void record(const std::string& outcome, const std::string& error);
+  std::string ranksLeftOut() const;  // global ranks, for messages
+  bool isMember(int global) const;
+  int myGlobal() const;
+  std::chrono::microseconds since(Steady::time_point t) const;
+
+  ProcessGroup& g_;
+  const Kind kind_;
+  const Steady::time_point t0_ = Steady::now();
+  std::chrono::milliseconds timeout_{0};
+  Steady::time_point deadline_{};
+  uint64_t joinsUpTo_ = 0;
+  JoinTicket ticket_;
+  uint64_t round_ = 0;
+  std::string prefix_;  // "member/<round>/"
+  ErrorContext where_;
+  int minRanks_ = 1;
+  uint64_t generation_ = 0;  // before the round
+  // The group as it was: restored when the round fails. A joiner was in none.
+  int oldRank_ = -1, oldSize_ = 0;
+  std::vector<int> oldGlobal_;
+  std::string oldPath_;
+  StorePtr oldStore_;
+  std::vector<int> members_;  // global ranks after the round, ascending
+  std::shared_ptr<const ProcessGroup::State> next_;
+  ShrinkReport report_;
+};
+
+}  // namespace commhost
