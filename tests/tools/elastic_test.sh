@@ -111,11 +111,56 @@ for spec in "gloo:$gloo" "shm:$shm"; do
   done
 done
 
+# With --max-restarts the killed rank's new process joins at a sync point: shrink, then grow.
+rows_after_regrow() {
+  python3 - "$tmp/steps.jsonl" <<'PY' || fail "the --json rows after the shrink and the grow"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+events = [r for r in rows if "event" in r]
+steps = [r for r in rows if "event" not in r]
+assert [e["event"] for e in events] == ["shrink", "grow"], events
+shrink, grow = events
+assert shrink["world"] == 3 and grow["world"] == 4 and grow["generation"] == 2, events
+assert grow["joined"] == shrink["removed"], events
+assert steps[-1]["step"] == 399 and steps[-1]["world"] == 4, steps[-1]
+print(f"   shrink at step {shrink['failed_step']} ({shrink['shrink_ms']:.0f} ms), grew back at step {grow['resume_step']}")
+PY
+}
+
+for spec in "gloo:$gloo" "shm:$shm"; do
+  IFS=: read -r name config <<<"$spec"
+  victim=$((1 + RANDOM % 3))
+  step "$name: rank $victim killed and restarted (--max-restarts 1)"
+  job "$config" "kill:$victim@2" --max-restarts 1
+  expect_rc0 "the job whose rank $victim was restarted"
+  expect_text "the restart" "commhost run: rank $victim failed (signal 9 (Killed)); restarting it (1 of --max-restarts 1)"
+  expect_regex "the grow" "^\[0\] grew from 3 to 4 ranks \(joined $victim\) at generation 2"
+  expect_regex "the check" '^\[0\] check: after 400 steps .*within --tolerance'
+  [[ $(grep -c "above --tolerance" <<<"$out") -eq 0 ]] || fail "a rank's check failed"
+  expect_line "the summary" "commhost run: 4 of 4 rank(s) of this node finished; restarted: $victim 1x"
+  rows_after_regrow
+  pass "the job ended on 4 ranks, every one with the reference's parameters"
+done
+
+step "rank 0 killed and restarted: it rejoins, reports again"
+job "$gloo" "kill:0@2" --max-restarts 1
+expect_rc0 "the job whose rank 0 was restarted"
+expect_regex "rank 0 rejoined" '^\[0\] .*joined: 0 -> 4 ranks .* at generation 2'
+expect_regex "the check" '^\[0\] check: after 400 steps .*within --tolerance'
+expect_line "the summary" "commhost run: 4 of 4 rank(s) of this node finished; restarted: 0 1x"
+pass "the restarted rank 0 took the state of the members and finished the check"
+
+step "--max-restarts needs on_peer_loss shrink"
+run "$commhost" run -n 2 -c "$gloo" --max-restarts 1 -- true
+expect_rc_nonzero "--max-restarts without shrink"
+expect_text "the refusal" "set supervisor.on_peer_loss: shrink"
+pass "refused before any rank starts"
+
 step "rank 0 killed: the launcher serves the store, ranks 1..3 finish"
 job "$gloo" "kill:0@2"
 expect_rc0 "the job that lost rank 0"
 expect_text "the launcher serves the store" "this launcher serves the job's store"
-expect_regex "the survivors shrank" '^\[1\] .*shrank from 4 to 3 ranks \(removed 0; this rank was 1\) at generation 1'
+expect_regex "the survivors shrank" '^\[1\] .*shrunk: 4 -> 3 ranks \(removed 0; this rank was 1\) at generation 1'
 [[ $(grep -c "check: .*above --tolerance" <<<"$out") -eq 0 ]] || fail "a survivor's check failed"
 pass "ranks 1..3 went on without the rank that used to serve the store"
 

@@ -35,6 +35,7 @@ struct RunArgs {
   std::vector<std::string> sets;
   double grace = 5;
   double settle = 1;
+  int maxRestarts = 0;
   std::vector<std::string> command;
 };
 
@@ -92,11 +93,13 @@ int run(const RunArgs& args, std::vector<std::string> command) {
       throw CLI::ValidationError("--watch",
                                  "the job runs the file it watches: give it alone, without -c " + args.config);
     configFile = args.watch;
-    // The ranks' world groups read the store for published configs (ProcessGroup::syncPoint).
-    bool pollSet = false;
-    for (const auto& s : args.sets) pollSet = pollSet || s.rfind("group.sync_poll=", 0) == 0;
-    if (!pollSet) plan.overrides.insert(plan.overrides.begin(), "group.sync_poll=200ms");
   }
+  // The ranks' world groups read the store for published configs and join requests
+  // (ProcessGroup::syncPoint).
+  bool pollSet = false;
+  for (const auto& s : args.sets) pollSet = pollSet || s.rfind("group.sync_poll=", 0) == 0;
+  if (!pollSet && (!args.watch.empty() || args.maxRestarts > 0))
+    plan.overrides.insert(plan.overrides.begin(), "group.sync_poll=200ms");
   PluginRegistry registry;
   ConfigOverrides overrides;
   overrides.set = plan.overrides;
@@ -125,6 +128,11 @@ int run(const RunArgs& args, std::vector<std::string> command) {
   }
   std::unique_ptr<StoreKeeper> keeper;
   if (config) keeper = std::make_unique<StoreKeeper>(*config, plan, selfPath());
+  if (args.maxRestarts > 0 && !plan.keepGoing)
+    throw CLI::ValidationError("--max-restarts",
+                               "a restarted rank joins the running job, which needs the others to go on without it: "
+                               "set supervisor.on_peer_loss: shrink (--set supervisor.on_peer_loss=shrink)");
+  plan.maxRestarts = args.maxRestarts;
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
   std::unique_ptr<ConfigWatch> watch;
@@ -168,6 +176,12 @@ void addRunCommand(CLI::App& app) {
       ->check(CLI::Range(1, 65536));
   cmd->add_option("--node-rank", args.nodeRank, "This node's index, 0 .. nnodes-1");
   cmd->add_option("--master", args.master, "HOST:PORT of the store (node 0); default: this host, a free port");
+  cmd->add_option("--max-restarts", args.maxRestarts,
+                  "With supervisor.on_peer_loss: shrink, start a rank that failed again, up to N times per rank: the "
+                  "new process joins the running job at the others' next syncPoint() (sets group.sync_poll=200ms "
+                  "unless --set gives it)")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
   cmd->add_option("--settle", args.settle,

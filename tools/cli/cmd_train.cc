@@ -108,7 +108,8 @@ int trainCommand(const TrainArgs& a) {
         static_cast<unsigned long long>(a.seed), a.bucketCapMb, a.firstBucketCapMb, a.check ? ", checked" : "");
     std::fflush(out);
   }
-  train::TrainReport report(leader, a.jsonFile, a.epochs, a.stepsPerEpoch);  // opens --json FILE, before the store
+  // Opens --json FILE, before the store; a restarted rank 0 (group.join) adds to it.
+  train::TrainReport report(leader, a.jsonFile, a.epochs, a.stepsPerEpoch, config.host.getBool("group.join"));
   // The swap configs are loaded with the job's overrides (the hook among them), so a bad
   // file fails here, before the store starts, and every config keeps the job's hook.
   std::unique_ptr<Swapper> swapper;

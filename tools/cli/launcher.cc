@@ -47,6 +47,7 @@ struct Rank {
   // From the tcp store client's lines (plugins/tcp_store/reach_lines.h): a rank is
   // another process, so its lines are all the launcher sees of its StoreError.
   enum class StoreReach { Unknown, Waiting, Reached, GaveUp } store = StoreReach::Unknown;
+  int restarts = 0;  // times this rank was started again (--max-restarts)
 };
 
 void noteStoreLine(Rank& r, const std::string& line) {
@@ -156,6 +157,8 @@ ChildPlan childPlan(const LaunchPlan& plan, const Rank& rank, int localRank, int
     vars.emplace_back("COMMHOST_CONFIG_TEXT", plan.configText);
   std::string overrides;
   for (const auto& o : plan.overrides) overrides += o + "\n";
+  // A restarted rank joins the running job (the others admit it at a sync point).
+  if (rank.restarts > 0) overrides += "group.join=true\n";
   if (!overrides.empty()) vars.emplace_back("COMMHOST_OVERRIDES", overrides);
   bool ompSet = false;
   for (char** e = environ; e && *e; ++e) {
@@ -446,6 +449,10 @@ class Job {
         r.end = Clock::now();
         --running_;
         if (failed(status) && plan_.keepGoing && !stopping_) {
+          if (r.restarts < plan_.maxRestarts && running_ > 0) {
+            restart(i);
+            continue;
+          }
           if (firstFailure_ < 0) firstFailure_ = static_cast<int>(i);
           std::cerr << "commhost run: rank " << r.globalRank << " failed (" << describeStatus(status) << "); "
                     << running_ << " rank(s) of this node go on without it (supervisor.on_peer_loss: shrink)"
@@ -482,7 +489,8 @@ class Job {
 
   // The summary of a stopped job (to stderr) and the launcher's exit status.
   int finish() const {
-    if (!stopping_ && firstFailure_ >= 0) return finishShrunk();
+    const bool restarted = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.restarts > 0; });
+    if (!stopping_ && (firstFailure_ >= 0 || restarted)) return finishShrunk();
     if (!stopping_) return 0;
     std::cerr << "commhost run: stopped the job: " << stopReason_ << "\n"
               << "  rank    pid  status                     time(s)\n";
@@ -507,18 +515,46 @@ class Job {
   }
 
  private:
+  // --max-restarts: a new process for the rank that failed; it joins the running job.
+  void restart(size_t i) {
+    Rank& r = ranks_[i];
+    relay(r);  // what the dead process wrote; a pipe a child of it still holds is let go
+    if (r.outFd >= 0) {
+      flushLines(r, true);
+      ::close(r.outFd);
+      r.outFd = -1;
+    }
+    ++r.restarts;
+    std::cerr << "commhost run: rank " << r.globalRank << " failed (" << describeStatus(r.status)
+              << "); restarting it (" << r.restarts << " of --max-restarts " << plan_.maxRestarts
+              << "): it joins the running job at the others' next syncPoint()" << std::endl;
+    try {
+      r.pid = spawn(plan_, r, static_cast<int>(i), plan_.localRanks * plan_.nodes, signals_.parentMask(),
+                    signals_.handled());
+      r.exited = false;
+      r.status = 0;
+      ++running_;
+    } catch (const std::exception& e) {
+      std::cerr << "commhost run: cannot restart rank " << r.globalRank << ": " << e.what() << std::endl;
+    }
+  }
+
   // keepGoing: some ranks failed and the others went on without them.
   int finishShrunk() const {
-    std::string lost;
+    std::string lost, restarted;
     int finished = 0;
     for (const Rank& r : ranks_) {
       if (failed(r.status))
         lost += (lost.empty() ? "" : ", ") + std::to_string(r.globalRank) + " (" + describeStatus(r.status) + ")";
       else ++finished;
+      if (r.restarts > 0)
+        restarted += (restarted.empty() ? "" : ", ") + std::to_string(r.globalRank) + " " + std::to_string(r.restarts) +
+                     "x";
     }
-    std::cerr << "commhost run: " << finished << " of " << ranks_.size()
-              << " rank(s) of this node finished; lost: " << lost << "\n";
-    return finished > 0 ? 0 : exitCodeOf(ranks_[firstFailure_].status);
+    std::cerr << "commhost run: " << finished << " of " << ranks_.size() << " rank(s) of this node finished"
+              << (lost.empty() ? "" : "; lost: " + lost) << (restarted.empty() ? "" : "; restarted: " + restarted)
+              << "\n";
+    return finished > 0 ? 0 : exitCodeOf(ranks_[firstFailure_ >= 0 ? firstFailure_ : 0].status);
   }
 
   void sendTerm() {

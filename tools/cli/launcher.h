@@ -44,6 +44,10 @@ struct LaunchPlan {
   // every rank has exited; its status is 0 when some rank finished with 0 (the survivors
   // did), else the first failure's. The summary names the ranks lost.
   bool keepGoing = false;
+  // With keepGoing: a rank that fails is started again, up to this many times per rank,
+  // as a process that joins the running job (group.join: the others admit it at their next
+  // syncPoint(), which needs group.sync_poll > 0). The summary counts the restarts.
+  int maxRestarts = 0;
   std::function<void(const std::string& why)> onConfigChange;
 };
 

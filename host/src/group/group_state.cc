@@ -45,16 +45,6 @@ void ProcessGroup::AbortTargets::abortAll(const std::string& why) {
   for (auto& b : targets) b->abort(why);
 }
 
-void ProcessGroup::AbortTargets::abortBuilding(const std::string& why) {
-  std::vector<std::shared_ptr<Backend>> targets;
-  {
-    MutexLock lock(&mutex);
-    for (const auto& weak : building)
-      if (auto b = weak.lock()) targets.push_back(std::move(b));
-  }
-  for (auto& b : targets) b->abort(why);
-}
-
 std::string ProcessGroup::AbortTargets::why() {
   MutexLock lock(&mutex);
   return reason;

@@ -43,8 +43,6 @@ struct ProcessGroup::AbortTargets {
   void addBuilding(const std::shared_ptr<Backend>& backend) EXCLUDES(mutex);
   void clearBuilding() EXCLUDES(mutex);
   void abortAll(const std::string& why) EXCLUDES(mutex);
-  // The backends being built only (a failed membership round): the committed ones stay.
-  void abortBuilding(const std::string& why) EXCLUDES(mutex);
   std::string why() EXCLUDES(mutex);  // the first abort's reason ("" before any)
 };
 

@@ -86,8 +86,8 @@ JoinTicket JoinTicket::decode(const std::string& text, const std::string& key) {
   return t;
 }
 
-MembershipRound::MembershipRound(ProcessGroup& group, Kind kind, std::chrono::milliseconds timeout,
-                                 uint64_t joinsUpTo, JoinTicket ticket)
+MembershipRound::MembershipRound(ProcessGroup& group, Kind kind, std::chrono::milliseconds timeout, uint64_t joinsUpTo,
+                                 JoinTicket ticket)
     : g_(group),
       kind_(kind),
       timeout_(timeout.count() > 0 ? timeout : g_.setup_.config->timeout()),
@@ -95,7 +95,10 @@ MembershipRound::MembershipRound(ProcessGroup& group, Kind kind, std::chrono::mi
       ticket_(std::move(ticket)),
       round_(kind == Kind::Join ? ticket_.round : g_.membershipRounds_),
       prefix_("member/" + std::to_string(round_) + "/"),
-      where_{g_.name_, g_.rank_, kind == Kind::Shrink ? "shrink" : kind == Kind::Grow ? "grow" : "join"},
+      where_{g_.name_, g_.rank_,
+             kind == Kind::Shrink ? "shrink"
+             : kind == Kind::Grow ? "grow"
+                                  : "join"},
       minRanks_(static_cast<int>(g_.setup_.config->host.getInt("supervisor.min_ranks"))),
       generation_(kind == Kind::Join ? ticket_.generation : g_.state_->generation),
       oldRank_(g_.rank_),
@@ -113,7 +116,9 @@ std::chrono::microseconds MembershipRound::since(Steady::time_point t) const {
 // A joiner is not a member yet: its global rank is its launch rank (the world group's).
 int MembershipRound::myGlobal() const { return kind_ == Kind::Join ? g_.setup_.rank : oldGlobal_[oldRank_]; }
 
-bool MembershipRound::isMember(int global) const { return std::binary_search(members_.begin(), members_.end(), global); }
+bool MembershipRound::isMember(int global) const {
+  return std::binary_search(members_.begin(), members_.end(), global);
+}
 
 ShrinkReport MembershipRound::run() {
   if (kind_ != Kind::Join && g_.foreignIssue_.load(std::memory_order_acquire) > 0)
@@ -163,7 +168,8 @@ std::vector<int> MembershipRound::posted(bool& settled) const {
 }
 
 void MembershipRound::agreeShrink() {
-  oldStore_->set(prefix_ + "alive/" + std::to_string(oldRank_), toBytes(std::to_string(g_.seq())));
+  oldStore_->set(prefix_ + "alive/" + std::to_string(oldRank_),
+                 toBytes(std::to_string(g_.seq()) + " " + std::to_string(g_.syncCount_)));
   const std::string decisionKey = prefix_ + "decision";
   std::vector<int> proposal;
   for (;;) {
@@ -180,14 +186,20 @@ void MembershipRound::agreeShrink() {
   for (int r = 0; r < oldSize_; ++r)
     if (!isMember(oldGlobal_[r])) report_.removed.push_back(r);
   // The group continues from the highest seq a member issued, so that every member's
-  // next op gets the same seq (a member may have issued one more before it failed).
-  uint64_t seq = 0;
+  // next op gets the same seq (a member may have issued one more before it failed), and
+  // from the highest syncPoint() count, so that the next sync agreement switches all at
+  // one count (a member may have passed one more step boundary).
+  uint64_t seq = 0, count = 0;
   for (int r = 0; r < oldSize_; ++r) {
     if (!isMember(oldGlobal_[r])) continue;
-    const std::string v = toString(oldStore_->get(prefix_ + "alive/" + std::to_string(r)));
-    seq = std::max<uint64_t>(seq, std::strtoull(v.c_str(), nullptr, 10));
+    std::istringstream v(toString(oldStore_->get(prefix_ + "alive/" + std::to_string(r))));
+    uint64_t s = 0, c = 0;
+    v >> s >> c;
+    seq = std::max(seq, s);
+    count = std::max(count, c);
   }
   report_.seq = seq;
+  syncCount_ = count;
 }
 
 // Every member reaches this sync point (a syncPoint() agreement chose it), so the members
@@ -217,7 +229,7 @@ void MembershipRound::admitJoiners(const std::vector<int>& requests) {
   t.generation = generation_;
   t.seq = g_.seq();
   t.syncCount = g_.syncCount_;
-  t.syncRound = g_.sync_ ? g_.sync_->round : 0;
+  t.syncRound = 0;  // the agreements start over in the new store (commit)
   t.epochDone = g_.syncDone_;
   t.joinsDone = joinsUpTo_;
   t.yaml = g_.state_->config->effectiveYaml;
@@ -268,15 +280,29 @@ void MembershipRound::build() {
   g_.globalRanks_ = members_;
   g_.storePath_ = oldPath_ + "/m" + std::to_string(round_);
   g_.store_ = std::make_shared<PrefixStore>(g_.storePath_, g_.setup_.store);
-  // The backends' rendezvous stops as soon as a member reports failure (another peer
-  // lost while building), instead of waiting for it until the timeout.
-  auto stop = [store = oldStore_, key = prefix_ + "failed"] {
+  // The new generation answers to aborts of its own from now on: the old generation's
+  // watchdog may still abort the old one (another verdict on an old work), and that must
+  // not reach the backends being built.
+  oldTargets_ = g_.abortTargets_;
+  oldAborted_ = g_.aborted_;
+  g_.aborted_ = std::make_shared<std::atomic<bool>>(false);
+  g_.abortTargets_ = std::make_shared<ProcessGroup::AbortTargets>();
+  g_.abortTargets_->aborted = g_.aborted_;
+  // The backends' rendezvous stops as soon as a member reports failure, or the old
+  // generation's heartbeat finds a member lost, instead of waiting until the timeout.
+  auto stop = [store = oldStore_, key = prefix_ + "failed", monitor = g_.monitor_, members = members_,
+               global = oldGlobal_] {
     if (store->check({key})) throw PeerLostError(toString(store->get(key)));
+    if (!monitor) return;
+    for (const auto& [peer, why] : monitor->lost())
+      if (peer >= 0 && peer < static_cast<int>(global.size()) &&
+          std::binary_search(members.begin(), members.end(), global[peer]))
+        throw PeerLostError("member " + std::to_string(global[peer]) + " was lost: " + why);
   };
   auto buildStore = std::make_shared<SwapStore>(g_.store_, stop);
   try {
-    next_ = g_.buildState(g_.setup_.config, *g_.setup_.registry, nullptr, {}, "", buildStore, generation_ + 1,
-                          nullptr, nullptr);
+    next_ = g_.buildState(g_.setup_.config, *g_.setup_.registry, nullptr, {}, "", buildStore, generation_ + 1, nullptr,
+                          nullptr);
   } catch (const std::exception& e) {
     const auto* error = dynamic_cast<const Error*>(&e);
     failRound(error ? error->code() : ErrorCode::Plugin, std::string("building the backends failed: ") + e.what());
@@ -301,8 +327,8 @@ void MembershipRound::confirm() {
         if (peer >= 0 && peer < oldSize_ && isMember(oldGlobal_[peer]))
           failRound(ErrorCode::PeerLost, "member " + std::to_string(oldGlobal_[peer]) + " was lost: " + why);
     if (Steady::now() >= deadline_)
-      failRound(ErrorCode::Timeout, std::to_string(waiting) + " member(s) did not confirm their build within " +
-                                        formatDuration(timeout_));
+      failRound(ErrorCode::Timeout,
+                std::to_string(waiting) + " member(s) did not confirm their build within " + formatDuration(timeout_));
     std::this_thread::sleep_for(kPollSlice);
   }
   report_.confirm = since(t);
@@ -316,9 +342,10 @@ void MembershipRound::failRound(ErrorCode code, const std::string& why) {
   }
   // What this round built goes; the old generation stays as it was (aborted after a
   // loss, running when the round was a grow).
-  if (g_.abortTargets_) {
-    g_.abortTargets_->abortBuilding("membership round " + std::to_string(round_) + " failed: " + why);
-    g_.abortTargets_->clearBuilding();
+  if (oldTargets_) {
+    g_.abortTargets_->abortAll("membership round " + std::to_string(round_) + " failed: " + why);
+    g_.abortTargets_ = oldTargets_;
+    g_.aborted_ = oldAborted_;
   }
   next_.reset();
   g_.rank_ = oldRank_;
@@ -336,15 +363,16 @@ void MembershipRound::commit() {
   const auto t = Steady::now();
   std::shared_ptr<const ProcessGroup::State> old = std::move(g_.state_);
   g_.state_ = std::move(next_);
-  if (g_.abortTargets_) g_.abortTargets_->clearBuilding();
-  // The new generation answers to aborts of its own: a late abort from the old
-  // generation's watchdog (it may still be polling) reaches only the old backends.
-  auto targets = std::make_shared<ProcessGroup::AbortTargets>();
-  g_.aborted_ = std::make_shared<std::atomic<bool>>(false);
-  targets->aborted = g_.aborted_;
-  targets->set(g_.state_->backends);
-  g_.abortTargets_ = std::move(targets);
+  g_.abortTargets_->set(g_.state_->backends);  // the new generation's own (build)
   g_.seq_.store(report_.seq, std::memory_order_relaxed);
+  if (kind_ == Kind::Shrink) g_.syncCount_ = syncCount_;
+  // Sync agreements start over in the new store: one in progress (some members had posted,
+  // some had not) ends with the old membership.
+  if (g_.sync_) {
+    g_.sync_->round = 0;
+    g_.sync_->posted = false;
+    g_.sync_->epoch = g_.sync_->switchAt = g_.sync_->joins = 0;
+  }
   g_.logger_ = std::make_shared<Logger>("commhost", "group " + g_.name_ + " rank " + std::to_string(g_.rank_));
   // The supervisor watches the new membership; the lease on it is taken before the old
   // one is given back, so its flight recorder (and its threads) carry on.

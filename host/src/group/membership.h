@@ -18,8 +18,8 @@
 //
 // Threading: the round, the group's State, rank, size and store belong to the calling
 // thread, as in a swap; the supervisor reaches the backends being built through the
-// group's AbortTargets, and the new generation gets AbortTargets of its own, so a late
-// abort from the old generation's watchdog cannot reach it.
+// AbortTargets the new generation gets as its build starts (its own, so that a late abort
+// from the old generation's watchdog cannot reach the backends being built).
 #pragma once
 
 #include <chrono>
@@ -40,16 +40,16 @@ std::vector<int> decodeRanks(const std::string& text, int limit, const std::stri
 // What a joining rank needs to take part in the round that admits it, written by the
 // members on the job store. Text lines; the config's YAML last.
 struct JoinTicket {
-  std::string storePath;     // the members' group store: "<group>/<creation>[/m<R>...]"
-  uint64_t round = 0;        // the membership round that admits it
-  uint64_t generation = 0;   // the members' generation before the round
-  uint64_t seq = 0;          // the group's seq at the sync point
-  uint64_t syncCount = 0;    // the members' syncPoint() count at the round (the joiner's is one less)
-  uint64_t syncRound = 0;    // the next sync agreement's round
-  uint64_t epochDone = 0;    // the last config epoch the members finished
-  uint64_t joinsDone = 0;    // the last join request the round admits
-  std::string yaml;          // the members' config, as effective YAML
-  std::string refused;       // non-empty: not admitted, and why
+  std::string storePath;    // the members' group store: "<group>/<creation>[/m<R>...]"
+  uint64_t round = 0;       // the membership round that admits it
+  uint64_t generation = 0;  // the members' generation before the round
+  uint64_t seq = 0;         // the group's seq at the sync point
+  uint64_t syncCount = 0;   // the members' syncPoint() count at the round (the joiner's is one less)
+  uint64_t syncRound = 0;   // the next sync agreement's round (0: they start over in the new store)
+  uint64_t epochDone = 0;   // the last config epoch the members finished
+  uint64_t joinsDone = 0;   // the last join request the round admits
+  std::string yaml;         // the members' config, as effective YAML
+  std::string refused;      // non-empty: not admitted, and why
   std::string encode() const;
   static JoinTicket decode(const std::string& text, const std::string& key);
 };
@@ -103,7 +103,10 @@ class MembershipRound {
   std::vector<int> oldGlobal_;
   std::string oldPath_;
   StorePtr oldStore_;
+  std::shared_ptr<ProcessGroup::AbortTargets> oldTargets_;  // set once build() gave the group new ones
+  std::shared_ptr<std::atomic<bool>> oldAborted_;
   std::vector<int> members_;  // global ranks after the round, ascending
+  uint64_t syncCount_ = 0;    // Shrink: the highest syncPoint() count of the members
   std::shared_ptr<const ProcessGroup::State> next_;
   ShrinkReport report_;
 };

@@ -42,12 +42,12 @@ StepRecord stepRecord(const ReducerStats& s) {
   return r;
 }
 
-TrainReport::TrainReport(bool leader, const std::string& jsonPath, int epochs, int stepsPerEpoch)
+TrainReport::TrainReport(bool leader, const std::string& jsonPath, int epochs, int stepsPerEpoch, bool append)
     : leader_(leader), bar_(leader && ::isatty(STDOUT_FILENO)), epochs_(epochs), stepsPerEpoch_(stepsPerEpoch) {
   if (!leader_ || jsonPath.empty()) return;
   if (jsonPath == "-") out_ = stderr;
   bar_ = bar_ && out_ == stdout;
-  json_ = jsonPath == "-" ? stdout : std::fopen(jsonPath.c_str(), "w");
+  json_ = jsonPath == "-" ? stdout : std::fopen(jsonPath.c_str(), append ? "a" : "w");
   if (!json_)
     throw InvalidArgument("--json " + jsonPath + ": cannot write it (" + std::strerror(errno) +
                           "); give a writable file, or - for standard output");
@@ -80,6 +80,7 @@ void TrainReport::step(const StepRecord& r) {
     j["world"] = r.world;
     j["end_unix_ms"] = r.endUnixMs;
     std::fprintf(json_, "%s\n", j.dump().c_str());
+    std::fflush(json_);  // a rank killed (elastic jobs) keeps the rows it wrote
   }
   if (bar_) {
     constexpr int kWidth = 30;
@@ -95,24 +96,33 @@ void TrainReport::recovery(const RecoveryRecord& r) {
   if (!leader_) return;
   recoveries_.push_back(r);
   if (bar_) std::fprintf(out_, "\r%70s\r", "");
-  std::string removed;
-  for (int g : r.removed) removed += (removed.empty() ? "" : ", ") + std::to_string(g);
-  std::fprintf(out_,
-               "step %lld failed (%s); shrank from %d to %d ranks (removed %s) at generation %llu in %.1f ms, "
-               "recovered in %.1f ms; resuming at step %lld\n",
-               static_cast<long long>(r.failedStep), r.error.substr(0, 160).c_str(), r.worldBefore, r.world,
-               removed.c_str(), static_cast<unsigned long long>(r.generation), r.shrinkMs, r.recoverMs,
-               static_cast<long long>(r.resumeStep));
+  const auto list = [](const std::vector<int>& ranks) {
+    std::string out;
+    for (int g : ranks) out += (out.empty() ? "" : ", ") + std::to_string(g);
+    return out;
+  };
+  if (r.kind == "grow")
+    std::fprintf(out_, "grew from %d to %d ranks (joined %s) at generation %llu in %.1f ms; at step %lld\n",
+                 r.worldBefore, r.world, list(r.joined).c_str(), static_cast<unsigned long long>(r.generation),
+                 r.recoverMs, static_cast<long long>(r.resumeStep));
+  else
+    std::fprintf(out_,
+                 "step %lld failed (%s); shrank from %d to %d ranks (removed %s) at generation %llu in %.1f ms, "
+                 "recovered in %.1f ms; resuming at step %lld\n",
+                 static_cast<long long>(r.failedStep), r.error.substr(0, 160).c_str(), r.worldBefore, r.world,
+                 list(r.removed).c_str(), static_cast<unsigned long long>(r.generation), r.shrinkMs, r.recoverMs,
+                 static_cast<long long>(r.resumeStep));
   std::fflush(out_);
   if (!json_) return;
   nlohmann::ordered_json j;
-  j["event"] = "shrink";
+  j["event"] = r.kind;
   j["failed_step"] = r.failedStep;
   j["resume_step"] = r.resumeStep;
   j["world_before"] = r.worldBefore;
   j["world"] = r.world;
   j["generation"] = r.generation;
   j["removed"] = r.removed;
+  j["joined"] = r.joined;
   j["shrink_ms"] = r.shrinkMs;
   j["recover_ms"] = r.recoverMs;
   j["error"] = r.error;

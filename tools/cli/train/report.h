@@ -34,13 +34,16 @@ struct StepRecord {
   int64_t endUnixMs = 0;    // wall clock at the step's end (to measure from a kill to the next step)
 };
 
-// The survivors of a lost rank shrank the group and went on (Trainer::recover).
+// The survivors of a lost rank shrank the group and went on (Trainer::recover), or the
+// group grew by ranks that joined it (Trainer::followGrowth).
 struct RecoveryRecord {
-  int64_t failedStep = 0;  // the step that failed (discarded)
+  std::string kind;        // "shrink" or "grow"
+  int64_t failedStep = 0;  // the step that failed (discarded); -1 for a grow
   int64_t resumeStep = 0;  // the step the group runs next (later, when a rank had finished failedStep)
   int worldBefore = 0, world = 0;
   uint64_t generation = 0;   // the group's generation after the shrink
   std::vector<int> removed;  // global ranks
+  std::vector<int> joined;   // global ranks
   double shrinkMs = 0;       // ProcessGroup::shrink()
   double recoverMs = 0;      // shrink, state broadcast and Reducer rebuild
   std::string error;         // why the step failed
@@ -54,7 +57,8 @@ StepRecord stepRecord(const ReducerStats& stats);
 class TrainReport {
  public:
   // Opens (truncates) jsonPath when given; throws InvalidArgument naming it if it cannot.
-  TrainReport(bool leader, const std::string& jsonPath, int epochs, int stepsPerEpoch);
+  // `append`: a restarted rank 0 adds to the file its first process wrote.
+  TrainReport(bool leader, const std::string& jsonPath, int epochs, int stepsPerEpoch, bool append = false);
   ~TrainReport();
   TrainReport(const TrainReport&) = delete;
   TrainReport& operator=(const TrainReport&) = delete;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -71,6 +72,8 @@ Trainer::Trainer(const TrainArgs& args, HookChoice hook, TrainReport& report, st
       teacher_(shape_, static_cast<uint64_t>(args.seed)),
       model_(shape_, static_cast<uint64_t>(args.seed)) {
   if (a_.check) reference_ = std::make_unique<Mlp>(shape_, static_cast<uint64_t>(a_.seed));
+  // A joiner takes the members' state first, as they do right after admitting it.
+  if (pg_.config().host.getBool("group.join")) start_ = adoptFurthest(-1);
   rebuild();
 }
 
@@ -88,6 +91,25 @@ void Trainer::rebuild() {
   // hook takes over ranks is then the gradient of the global batch's mean loss even when
   // the shards differ in size by one.
   scale_ = static_cast<float>(pg_.size()) / static_cast<float>(a_.batch);
+  members_ = pg_.globalRanks();
+}
+
+void Trainer::followGrowth(int64_t step) {
+  if (pg_.globalRanks() == members_ || pg_.size() < static_cast<int>(members_.size())) return;
+  const auto t = std::chrono::steady_clock::now();
+  RecoveryRecord r;
+  r.kind = "grow";
+  r.failedStep = -1;
+  r.worldBefore = static_cast<int>(members_.size());
+  for (int g : pg_.globalRanks())
+    if (std::find(members_.begin(), members_.end(), g) == members_.end()) r.joined.push_back(g);
+  reducer_.reset();
+  r.resumeStep = adoptFurthest(step);
+  rebuild();
+  r.world = pg_.size();
+  r.generation = pg_.generation();
+  r.recoverMs = ms(std::chrono::steady_clock::now() - t);
+  if (reporter()) report_.recovery(r);
 }
 
 StepRecord Trainer::step(int64_t step, int epoch) {
@@ -121,7 +143,10 @@ StepRecord Trainer::step(int64_t step, int epoch) {
 }
 
 int64_t Trainer::recover(const Error& error, int64_t step) {
-  const bool peerTrouble = error.code() == ErrorCode::PeerLost || error.code() == ErrorCode::Aborted;
+  // A timeout too: a rank stopped past the heartbeat timeout sees its peers time out when
+  // it resumes, and shrink() then tells it that it was removed.
+  const bool peerTrouble = error.code() == ErrorCode::PeerLost || error.code() == ErrorCode::Aborted ||
+                           error.code() == ErrorCode::Timeout;
   if (!elastic_ || !peerTrouble || ++failedRecoveries_ > kMaxRecoveriesWithoutProgress) return -1;
   const auto t = std::chrono::steady_clock::now();
   reducer_.reset();  // its buckets failed with the step: waits for none of them
@@ -129,6 +154,7 @@ int64_t Trainer::recover(const Error& error, int64_t step) {
   const int64_t next = adoptFurthest(step);
   rebuild();
   RecoveryRecord r;
+  r.kind = "shrink";
   r.failedStep = step;
   r.resumeStep = next;
   r.worldBefore = static_cast<int>(shrunk.oldRanks.size() + shrunk.removed.size());
@@ -172,14 +198,17 @@ int Trainer::run() {
   // Every rank has the same parameters after each step, so the job's rank 0 alone evaluates.
   const Batch eval = reporter() ? teacher_.evalBatch(a_.evalBatch) : Batch{};
   const double initialLoss = reporter() ? model_.loss(eval) : 0.0;
-  report_.epoch(0, initialLoss);
+  if (start_ == 0) report_.epoch(0, initialLoss);
   double finalLoss = initialLoss;
   const int64_t total = static_cast<int64_t>(a_.epochs) * a_.stepsPerEpoch;
-  int epochsReported = 0;
-  for (int64_t s = 0; s < total;) {
+  int epochsReported = static_cast<int>(start_ / a_.stepsPerEpoch);
+  for (int64_t s = start_; s < total;) {
     const int epoch = static_cast<int>(s / a_.stepsPerEpoch) + 1;
     try {
-      pg_.syncPoint();  // a config published by `commhost run --watch` switches here, alike on every rank
+      // A config published by `commhost run --watch` switches here, alike on every rank;
+      // restarted ranks are admitted here.
+      pg_.syncPoint();
+      followGrowth(s);
       // --swap-every: between steps, when the Reducer has no bucket in flight. The hook
       // stays the one the job started with; the swap changes the backends and routes under it.
       if (swapper_) swapper_->beforeRun(pg_);

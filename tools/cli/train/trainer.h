@@ -3,6 +3,11 @@
 // job): data-parallel SGD of the MLP through the Reducer, --check against one process on
 // the global batch, and, with supervisor.on_peer_loss: shrink, recovery from a lost rank.
 //
+// Joining: a process started with group.join (commhost run --max-restarts) joins the
+// running job (commhost::init returns once the members admitted it at a sync point); it
+// takes the state as a survivor of a recovery does, and so do the members, right after
+// the syncPoint() that grew the group.
+//
 // Recovery: a step that fails because a peer was lost (PeerLostError, or the group
 // aborted for it) is discarded. The survivors call ProcessGroup::shrink(); then the
 // member that completed the most steps (a rank may have finished the step before it
@@ -71,6 +76,9 @@ class Trainer {
   // Returns -1 when the failure is not one to recover from.
   int64_t recover(const Error& error, int64_t step);
   int64_t adoptFurthest(int64_t step);  // returns the step the group continues from
+  // After a syncPoint(): when the group grew (ranks joined), hands the joiners the state
+  // as a recovery does and rebuilds for the new size.
+  void followGrowth(int64_t step);
   void referenceUpTo(int64_t steps);
   bool reporter() const;  // the job's rank 0, whatever its rank in the group now
   int check(int64_t steps, double initialLoss, double finalLoss);
@@ -91,6 +99,8 @@ class Trainer {
   int64_t begin_ = 0, end_ = 0;  // this rank's shard of each global batch
   float scale_ = 1;
   int failedRecoveries_ = 0;  // recoveries in a row without a step completed
+  std::vector<int> members_;  // the group's global ranks when the Reducer was built
+  int64_t start_ = 0;         // the first step: 0, or where the job was when this rank joined it
 };
 
 }  // namespace commhost::cli::train
