@@ -12,6 +12,7 @@
 #include <csignal>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "commhost/backend_sdk.h"
@@ -144,14 +145,26 @@ void keepUntilExit(std::shared_ptr<void> object) {
 }
 }  // namespace
 
+// How long the destructor waits, in 10 ms polls, for ops interrupted after an abort to
+// come back out of Gloo (they fail within the device thread's next read, well under this).
+constexpr int kUnstickPolls = 100;
+
 GlooBackend::~GlooBackend() {
   unregisterForFatalHint(this);
   // An op still inside Gloo after an abort (a peer died) keeps its worker until Gloo's
   // own timeout, group.timeout: joining it would hold a process that already reported
-  // for that long, and its peers would see its connections open all the while. Leave
-  // such a queue behind, with the contexts its ops use (a leak, in a failed job), and
-  // close the connections now (the peers' ops waiting on this rank fail at once).
-  const bool stuck = queue_->stuckAfterAbort() || p2pQueue_->stuckAfterAbort();
+  // for that long, and its peers would see its connections open all the while. Shutting
+  // the connections down ends such waits (closing them would not): the workers come back
+  // and the queues are joined, which an elastic job, dropping a failed generation's
+  // backends while it goes on, needs (else a worker per failure stays behind).
+  bool stuck = queue_->stuckAfterAbort() || p2pQueue_->stuckAfterAbort();
+  if (stuck) interruptConnections("to end the waits of the ops still inside Gloo after the abort");
+  for (int i = 0; stuck && i < kUnstickPolls; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    stuck = queue_->stuckAfterAbort() || p2pQueue_->stuckAfterAbort();
+  }
+  // Still inside Gloo: leave such a queue behind, with the contexts its ops use (a leak,
+  // in a failed job), and close the connections now (the peers' waits fail at once).
   if (stuck) {
     closeConnections();
     // Never destroyed (their workers may still be inside Gloo), but kept reachable, so
@@ -278,7 +291,7 @@ void GlooBackend::abort(const std::string& reason) {
   }
   queue_->abort(reason);
   p2pQueue_->abort(reason);
-  if (callersInGloo_.load() > 0) interruptConnections();
+  if (callersInGloo_.load() > 0) interruptConnections("to end the wait of a collective running on its caller");
 }
 
 // Gloo offers no call that ends a local wait: its tcp pair fails the buffers waiting on
@@ -288,7 +301,7 @@ void GlooBackend::abort(const std::string& reason) {
 // own end; peerByAddress_ holds the peers' ends, recorded to name lost peers) and shuts
 // them down: Gloo's device thread reads the end of stream and fails every waiting buffer,
 // and the peers see the connection drop.
-void GlooBackend::interruptConnections() noexcept {
+void GlooBackend::interruptConnections(const char* what) noexcept {
   std::set<std::string> ours;
   auto collect = [&](const std::shared_ptr<::gloo::Context>& context) {
     for (int peer = 0; peer < ctx_.worldSize; ++peer)
@@ -322,8 +335,8 @@ void GlooBackend::interruptConnections() noexcept {
   }
   ::closedir(dir);
   if (ctx_.logger)
-    ctx_.logger->warn("abort: ended the wait of a collective running on its caller by shutting down " +
-                      std::to_string(interrupted) + " connection(s); the peers see them drop");
+    ctx_.logger->warn("abort: shut down " + std::to_string(interrupted) + " connection(s) " + what +
+                      "; the peers see them drop");
 }
 
 std::string GlooBackend::abortReason() const {

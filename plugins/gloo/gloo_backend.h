@@ -80,7 +80,8 @@ class GlooBackend final : public Backend {
   Call callFor(const OpContext& op) const;
   void closeConnections() noexcept;  // every pair of every context, hard (RST)
   // Shuts down this backend's connections, failing whatever waits on them (see abort()).
-  void interruptConnections() noexcept;
+  // Shuts this backend's connections down (see backend.cc); `what` ends the log line.
+  void interruptConnections(const char* what) noexcept;
   // A collective of `bytes` (what inline_max is compared with) on the collectives' queue.
   // Gloo's collectives wait for their peers as long as the contexts' timeout, whatever
   // the op's own: an op with a shorter deadline (a hier step) is queued, so that its

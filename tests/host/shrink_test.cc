@@ -246,6 +246,18 @@ TEST_P(ShrinkOn, ARestartedRankJoinsAtTheMembersNextSyncPoint) {
   });
 }
 
+TEST(Shrink, RefusedInsideAReducerIterationAndTheRoundsStayAligned) {
+  auto groups = makeGroups(kSelfConfig, 1);
+  ProcessGroup& pg = *groups[0];
+  pg.beginForeignIssue();
+  EXPECT_THROW_WITH(pg.shrink(), InvalidArgument, "inside a span of beginForeignIssue()", "destroy the Reducer");
+  pg.endForeignIssue();
+  const ShrinkReport report = pg.shrink();  // round 0: the refusal counted no round
+  EXPECT_EQ(report.generation, 1u);
+  EXPECT_EQ(report.worldSize, 1);
+  checkOps(pg);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, ShrinkOn, ::testing::Values(kGloo, kShm),
                          [](const auto& info) { return std::string(info.index == 0 ? "gloo" : "shm"); });
 

@@ -68,7 +68,7 @@ expect_rc0 "train --swap-every 7"
 expect_regex "the check line" '^\[0\] check: after 20 steps the largest parameter deviation .*within --tolerance'
 loss_falls "$out" "train --swap-every"
 for g in 0 1 2; do
-  expect_regex "generation $g's step time" "^\[0\] generation $g \(.*\.yaml, hash [0-9a-f]{8}, backends [a-z,]+\): steps [0-9]+\.\.[0-9]+, time per step [0-9.]+ ms"
+  expect_regex "generation $g's step time" "^\[0\] generation $g \(.*\.yaml, hash [0-9a-f]{8}, backends [a-z,]+\): [0-9]+ ranks, steps [0-9]+\.\.[0-9]+, time per step [0-9.]+ ms"
 done
 # gloo and shm generations are told apart by their backends, not only the file name.
 expect_regex "generation 1's backends" '^\[0\] generation 1 \(.*shm\.yaml, hash [0-9a-f]{8}, backends [a-z,]*shm'

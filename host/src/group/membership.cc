@@ -106,6 +106,12 @@ MembershipRound::MembershipRound(ProcessGroup& group, Kind kind, std::chrono::mi
       oldGlobal_(g_.globalRanks_),
       oldPath_(g_.storePath_),
       oldStore_(g_.store_) {
+  // Refused before the round is counted, so that the round numbers stay alike on every rank.
+  if (kind != Kind::Join && g_.foreignIssue_.load(std::memory_order_acquire) > 0)
+    raise(ErrorCode::InvalidArgument, where_,
+          "called inside a span of beginForeignIssue() (a Reducer iteration): other threads may still issue ops "
+          "on this group",
+          "finish or drop the Reducer iteration (destroy the Reducer), then call shrink()");
   g_.membershipRounds_ = round_ + 1;
 }
 
@@ -121,11 +127,6 @@ bool MembershipRound::isMember(int global) const {
 }
 
 ShrinkReport MembershipRound::run() {
-  if (kind_ != Kind::Join && g_.foreignIssue_.load(std::memory_order_acquire) > 0)
-    raise(ErrorCode::InvalidArgument, where_,
-          "called inside a span of beginForeignIssue() (a Reducer iteration): other threads may still issue ops "
-          "on this group",
-          "finish or drop the Reducer iteration (destroy the Reducer), then call shrink()");
   agree();
   build();
   confirm();

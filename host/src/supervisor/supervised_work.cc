@@ -46,6 +46,8 @@ ErrorFacts factsOf(const std::exception_ptr& error) {
 
 void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& message) {
   ErrorFacts facts = factsOf(error);
+  FuturePtr outer;
+  std::exception_ptr forOuter;
   {
     MutexLock lock(&mutex_);
     if (verdict_) return;
@@ -54,10 +56,37 @@ void SupervisedWork::setVerdict(std::exception_ptr error, const std::string& mes
     verdictMessage_ = message;
     verdictWhere_ = std::move(facts.where);
     verdictSet_.store(true, std::memory_order_release);
+    if (outer_) {
+      outer = outer_;
+      forOuter = freshVerdict();
+    }
   }
   cv_.signalAll();
+  // Outside the lock: the future's callbacks run here, and may call this work.
+  if (outer && !outerClaimed_->exchange(true)) outer->setError(forOuter);
   noteEnd();
   inner_->abort(message);  // wakes a waiter blocked in the backend's wait
+}
+
+FuturePtr SupervisedWork::future() {
+  FuturePtr outer;
+  std::exception_ptr verdict;
+  {
+    MutexLock lock(&mutex_);
+    if (outer_) return outer_;
+    outer_ = outer = Future::create();
+    if (verdict_) verdict = freshVerdict();
+  }
+  if (verdict) {
+    if (!outerClaimed_->exchange(true)) outer->setError(verdict);
+    return outer;
+  }
+  inner_->future()->whenDone([outer, claimed = outerClaimed_](Future& done) {
+    if (claimed->exchange(true)) return;
+    if (auto error = done.error()) outer->setError(error);
+    else outer->setValue(done.wait());
+  });
+  return outer;
 }
 
 bool SupervisedWork::isCompleted() {

@@ -34,7 +34,10 @@ class SupervisedWork final : public Work {
   bool wait(Millis timeout = Millis(0)) override EXCLUDES(mutex_);
   std::exception_ptr exception() override EXCLUDES(mutex_);
   void abort(const std::string& reason) override { inner_->abort(reason); }
-  FuturePtr future() override { return inner_->future(); }
+  // Completes with the backend's result, or with the verdict when that comes first (a
+  // lost peer's work stuck in a backend until its own timeout): what chains on it (a comm
+  // hook, the Reducer's bucket) ends when wait() would.
+  FuturePtr future() override EXCLUDES(mutex_);
   int sourceRank() const override { return inner_->sourceRank(); }
   std::optional<double> deviceMs() override { return inner_->deviceMs(); }
 
@@ -79,6 +82,9 @@ class SupervisedWork final : public Work {
   CondVar cv_;
   std::atomic<bool> verdictSet_{false};  // verdict_ is set: lets the common path skip mutex_
   std::exception_ptr verdict_ GUARDED_BY(mutex_);
+  FuturePtr outer_ GUARDED_BY(mutex_);  // future()'s, made at the first call
+  // Whoever sets outer_ first (the backend's completion or the verdict): it completes once.
+  std::shared_ptr<std::atomic<bool>> outerClaimed_ = std::make_shared<std::atomic<bool>>(false);
   ErrorCode verdictCode_ GUARDED_BY(mutex_) = ErrorCode::Backend;
   std::string verdictMessage_ GUARDED_BY(mutex_);
   ErrorContext verdictWhere_ GUARDED_BY(mutex_);  // the verdict's context, kept by every copy
