@@ -322,11 +322,9 @@ void MembershipRound::confirm() {
     for (int r = 0; r < g_.worldSize_; ++r)
       if (!g_.store_->check({"built/" + std::to_string(r)})) ++waiting;
     if (waiting == 0) break;
-    // A member lost after the decision (the old generation's heartbeat still watches).
-    if (g_.monitor_)
-      for (const auto& [peer, why] : g_.monitor_->lost())
-        if (peer >= 0 && peer < oldSize_ && isMember(oldGlobal_[peer]))
-          failRound(ErrorCode::PeerLost, "member " + std::to_string(oldGlobal_[peer]) + " was lost: " + why);
+    // The old generation's verdicts are not read here: a member that confirmed and
+    // committed first shuts its old backends down, which the others' old backends report
+    // as that member lost. A member that dies now fails the round at the timeout.
     if (Steady::now() >= deadline_)
       failRound(ErrorCode::Timeout,
                 std::to_string(waiting) + " member(s) did not confirm their build within " + formatDuration(timeout_));
