@@ -71,9 +71,14 @@ def measure(trials):
     for _ in range(trials):
         with tempfile.TemporaryDirectory(prefix="torchrun-restart-") as out:
             cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "4",
-                   "--max_restarts", "1", "--monitor_interval", "0.1", __file__, "--worker", out]
+                   "--max_restarts", "1", "--monitor_interval", "0.1", "--redirects", "1", "--tee", "1",
+                   __file__, "--worker", out]  # redirects/tee: torch 1.13 on Python 3.11 fails without them
             launcher = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(random.uniform(4.0, 6.0))  # torch's import and init take seconds here
+            # Killed within training: once rank 0 has written a random number of step rows.
+            at = random.randint(50, 200)
+            rows_file = os.path.join(out, "rank0.jsonl")
+            while not os.path.exists(rows_file) or sum(1 for _ in open(rows_file)) < at:
+                time.sleep(0.05)
             victims = []
             for pid in subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True,
                                       text=True).stdout.split():
