@@ -317,9 +317,9 @@ class COMMHOST_API ProcessGroup {
                                              const SplitHandles& splitFrom);
   struct Call;  // one op being validated and issued; see group/call.h
   friend struct Call;
-  friend class SwapAttempt;  // one reconfigure() attempt, phase by phase (group/swap_attempt.h)
-  friend class MembershipRound;  // one shrink(), grow or join, phase by phase (group/membership.h)
-  void joinRunningJob();         // create() with group.join (membership.cc)
+  friend class SwapAttempt;         // one reconfigure() attempt, phase by phase (group/swap_attempt.h)
+  friend class MembershipRound;     // one shrink(), grow or join, phase by phase (group/membership.h)
+  void joinRunningJob();            // create() with group.join (membership.cc)
   void growAt(uint64_t joinsUpTo);  // a sync point admits the join requests up to joinsUpTo
   void startSupervision();
 

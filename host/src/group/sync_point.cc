@@ -68,29 +68,31 @@ void ProcessGroup::startSyncPoller() {
   syncDone_ = 0;
   syncLatest_.store(readEpoch(*setup_.store, latestKey(name_)), std::memory_order_relaxed);
   joinLatest_.store(readEpoch(*setup_.store, joinsKey(name_)), std::memory_order_relaxed);
-  sync_->poller = std::thread([this, store = setup_.store, key = latestKey(name_), joins = joinsKey(name_),
-                               logger = logger_] {
-    bool reported = false;  // a store that stops answering (the job ending) is logged once
-    SyncAgreement& s = *sync_;
-    for (;;) {
-      {
-        MutexLock lock(&s.mutex);
-        if (!s.stop) s.wake.waitFor(&s.mutex, s.poll);
-        if (s.stop) break;
-      }
-      // Unlocked: stopSyncPoller() need not wait for a store call to set `stop`.
-      try {
-        const uint64_t epoch = readEpoch(*store, key);
-        if (epoch > syncLatest_.load(std::memory_order_relaxed)) syncLatest_.store(epoch, std::memory_order_release);
-        const uint64_t asked = readEpoch(*store, joins);
-        if (asked > joinLatest_.load(std::memory_order_relaxed)) joinLatest_.store(asked, std::memory_order_release);
-        reported = false;
-      } catch (const std::exception& e) {
-        if (!reported && logger) logger->warn("sync poller: cannot read " + key + ": " + e.what());
-        reported = true;
-      }
-    }
-  });
+  sync_->poller = std::thread(
+      [this, store = setup_.store, key = latestKey(name_), joins = joinsKey(name_), logger = logger_] {
+        bool reported = false;  // a store that stops answering (the job ending) is logged once
+        SyncAgreement& s = *sync_;
+        for (;;) {
+          {
+            MutexLock lock(&s.mutex);
+            if (!s.stop) s.wake.waitFor(&s.mutex, s.poll);
+            if (s.stop) break;
+          }
+          // Unlocked: stopSyncPoller() need not wait for a store call to set `stop`.
+          try {
+            const uint64_t epoch = readEpoch(*store, key);
+            if (epoch > syncLatest_.load(std::memory_order_relaxed))
+              syncLatest_.store(epoch, std::memory_order_release);
+            const uint64_t asked = readEpoch(*store, joins);
+            if (asked > joinLatest_.load(std::memory_order_relaxed))
+              joinLatest_.store(asked, std::memory_order_release);
+            reported = false;
+          } catch (const std::exception& e) {
+            if (!reported && logger) logger->warn("sync poller: cannot read " + key + ": " + e.what());
+            reported = true;
+          }
+        }
+      });
 }
 
 void ProcessGroup::stopSyncPoller() {
@@ -122,8 +124,8 @@ void ProcessGroup::syncPointSlow() {
       s.epoch = syncLatest_.load(std::memory_order_acquire);
       s.joins = joinLatest_.load(std::memory_order_acquire);
       s.switchAt = count + 2;
-      store_->set(round + "decision", toBytes(std::to_string(s.epoch) + " " + std::to_string(s.switchAt) + " " +
-                                              std::to_string(s.joins)));
+      store_->set(round + "decision",
+                  toBytes(std::to_string(s.epoch) + " " + std::to_string(s.switchAt) + " " + std::to_string(s.joins)));
     } else {
       if (!store_->check({round + "decision"})) return;
       std::istringstream decision(toString(store_->get(round + "decision")));
