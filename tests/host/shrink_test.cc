@@ -2,6 +2,8 @@
 // ProcessGroup::shrink (elastic membership): ranks as threads over a HashStore, real gloo
 // and shm. The rank that is left out here is alive but does not take part in time (the
 // timeout excludes it); processes killed for real are in tests/cli (shrink_kill.sh).
+#include <dirent.h>
+
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -256,6 +258,62 @@ TEST(Shrink, RefusedInsideAReducerIterationAndTheRoundsStayAligned) {
   EXPECT_EQ(report.generation, 1u);
   EXPECT_EQ(report.worldSize, 1);
   checkOps(pg);
+}
+
+size_t entriesIn(const char* dir) {
+  size_t n = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    ::closedir(d);
+  }
+  return n;
+}
+
+// Rank 2 leaves and a new one takes its place, again and again: the members' threads and
+// descriptors do not grow with the cycles (each generation's backends, heartbeat
+// watches and sync poller are let go).
+TEST_P(ShrinkOn, LeaveAndRejoinCyclesLeakNoThreadsOrDescriptors) {
+  constexpr int kWorld = 3, kCycles = 22;
+  auto registry = testRegistry();
+  const std::vector<std::string> sets = {"group.sync_poll=10ms", "supervisor.heartbeat.interval=50ms"};
+  auto config = configFrom(GetParam(), *registry, sets);
+  auto joinSets = sets;
+  joinSets.push_back("group.join=true");
+  auto joinConfig = configFrom(GetParam(), *registry, joinSets);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
+  runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, kWorld}); });
+  size_t threads = 0, fds = 0;
+  for (int cycle = 0; cycle < kCycles; ++cycle) {
+    if (cycle == 2) {
+      threads = entriesIn("/proc/self/task");
+      fds = entriesIn("/proc/self/fd");
+    }
+    groups[2].reset();  // leaves
+    runRanks(kWorld, [&](int r) {
+      if (r == 2) {
+        groups[2] = ProcessGroup::create({joinConfig, registry, store, 2, kWorld});
+        checkedAllreduce(*groups[2], cycle);
+        return;
+      }
+      ProcessGroup& pg = *groups[r];
+      pg.shrink(within(milliseconds(5000)));
+      // A collective every step, as syncPoint() requires (no rank runs ahead of rank 0).
+      for (int i = 0;; ++i) {
+        pg.syncPoint();
+        if (pg.size() == 3) break;
+        checkedAllreduce(pg, i);
+        ASSERT_LT(i, 100000) << "the joiner was never admitted";
+      }
+      checkedAllreduce(pg, cycle);
+    });
+  }
+  // A thread or two of a retiring generation may still be on its way out.
+  for (int i = 0; i < 100 && entriesIn("/proc/self/task") > threads; ++i) std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_LE(entriesIn("/proc/self/task"), threads) << "threads grew over " << kCycles - 2 << " cycles";
+  EXPECT_LE(entriesIn("/proc/self/fd"), fds + 2) << "descriptors grew over " << kCycles - 2 << " cycles";
+  EXPECT_EQ(groups[0]->generation(), static_cast<uint64_t>(2 * kCycles));
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ShrinkOn, ::testing::Values(kGloo, kShm),
