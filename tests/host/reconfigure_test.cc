@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ProcessGroup::reconfigure (hot swap): ranks as threads over a HashStore, real gloo, shm
 // and test plugins (failrank: a storecoll backend whose factory fails or is slow on one rank).
-#include <dirent.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -40,16 +39,6 @@ struct Job {
     runRanks(world, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, world}); });
   }
 };
-
-size_t countEntries(const char* dir, const std::string& prefix = "") {
-  size_t n = 0;
-  if (DIR* d = ::opendir(dir)) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.' && std::string(e->d_name).rfind(prefix, 0) == 0) ++n;
-    ::closedir(d);
-  }
-  return n;
-}
 
 long residentKiB() {
   std::ifstream in("/proc/self/status");

@@ -2,8 +2,6 @@
 // ProcessGroup::shrink (elastic membership): ranks as threads over a HashStore, real gloo
 // and shm. The rank that is left out here is alive but does not take part in time (the
 // timeout excludes it); processes killed for real are in tests/cli (shrink_kill.sh).
-#include <dirent.h>
-
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -260,16 +258,6 @@ TEST(Shrink, RefusedInsideAReducerIterationAndTheRoundsStayAligned) {
   checkOps(pg);
 }
 
-size_t entriesIn(const char* dir) {
-  size_t n = 0;
-  if (DIR* d = ::opendir(dir)) {
-    while (dirent* e = ::readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    ::closedir(d);
-  }
-  return n;
-}
-
 // Rank 2 leaves and a new one takes its place, again and again: the members' threads and
 // descriptors do not grow with the cycles (each generation's backends, heartbeat
 // watches and sync poller are let go).
@@ -287,8 +275,8 @@ TEST_P(ShrinkOn, LeaveAndRejoinCyclesLeakNoThreadsOrDescriptors) {
   size_t threads = 0, fds = 0;
   for (int cycle = 0; cycle < kCycles; ++cycle) {
     if (cycle == 2) {
-      threads = entriesIn("/proc/self/task");
-      fds = entriesIn("/proc/self/fd");
+      threads = countEntries("/proc/self/task");
+      fds = countEntries("/proc/self/fd");
     }
     groups[2].reset();  // leaves
     runRanks(kWorld, [&](int r) {
@@ -310,9 +298,10 @@ TEST_P(ShrinkOn, LeaveAndRejoinCyclesLeakNoThreadsOrDescriptors) {
     });
   }
   // A thread or two of a retiring generation may still be on its way out.
-  for (int i = 0; i < 100 && entriesIn("/proc/self/task") > threads; ++i) std::this_thread::sleep_for(milliseconds(20));
-  EXPECT_LE(entriesIn("/proc/self/task"), threads) << "threads grew over " << kCycles - 2 << " cycles";
-  EXPECT_LE(entriesIn("/proc/self/fd"), fds + 2) << "descriptors grew over " << kCycles - 2 << " cycles";
+  for (int i = 0; i < 100 && countEntries("/proc/self/task") > threads; ++i)
+    std::this_thread::sleep_for(milliseconds(20));
+  EXPECT_LE(countEntries("/proc/self/task"), threads) << "threads grew over " << kCycles - 2 << " cycles";
+  EXPECT_LE(countEntries("/proc/self/fd"), fds + 2) << "descriptors grew over " << kCycles - 2 << " cycles";
   EXPECT_EQ(groups[0]->generation(), static_cast<uint64_t>(2 * kCycles));
 }
 

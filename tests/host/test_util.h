@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <unistd.h>
 
 #include <exception>
@@ -53,6 +54,18 @@ inline std::shared_ptr<const Config> configFrom(const std::string& yaml, PluginR
   if (!namesDumpDir) overrides.set.push_back("supervisor.flight_recorder.dump_dir=" + testDumpDir());
   overrides.fromEnvironment = false;
   return std::make_shared<Config>(loadConfigText(yaml, "test.yaml", registry, overrides));
+}
+
+// Entries of `dir` whose names start with `prefix` (leak tests: /proc/self/fd, /proc/self/task,
+// /dev/shm).
+inline size_t countEntries(const char* dir, const std::string& prefix = "") {
+  size_t n = 0;
+  if (DIR* d = ::opendir(dir)) {
+    while (dirent* e = ::readdir(d))
+      if (e->d_name[0] != '.' && std::string(e->d_name).rfind(prefix, 0) == 0) ++n;
+    ::closedir(d);
+  }
+  return n;
 }
 
 // Runs fn(rank) on `world` threads and rethrows the first failure.

@@ -64,8 +64,7 @@ std::vector<int> decodeRanks(const std::string& text, int limit, const std::stri
 std::string JoinTicket::encode() const {
   std::ostringstream out;
   out << storePath << "\n"
-      << round << " " << generation << " " << seq << " " << syncCount << " " << syncRound << " " << epochDone << " "
-      << joinsDone << "\n"
+      << round << " " << generation << " " << seq << " " << syncCount << " " << epochDone << " " << joinsDone << "\n"
       << refused << "\n"
       << yaml;
   return out.str();
@@ -79,8 +78,7 @@ JoinTicket JoinTicket::decode(const std::string& text, const std::string& key) {
   std::getline(in, numbers);
   std::getline(in, t.refused);
   std::istringstream n(numbers);
-  if (!(n >> t.round >> t.generation >> t.seq >> t.syncCount >> t.syncRound >> t.epochDone >> t.joinsDone) ||
-      t.storePath.empty())
+  if (!(n >> t.round >> t.generation >> t.seq >> t.syncCount >> t.epochDone >> t.joinsDone) || t.storePath.empty())
     throw StoreError("the store's '" + key + "' is not a join ticket: another program wrote that key");
   t.yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return t;
@@ -230,7 +228,6 @@ void MembershipRound::admitJoiners(const std::vector<int>& requests) {
   t.generation = generation_;
   t.seq = g_.seq();
   t.syncCount = g_.syncCount_;
-  t.syncRound = 0;  // the agreements start over in the new store (commit)
   t.epochDone = g_.syncDone_;
   t.joinsDone = joinsUpTo_;
   t.yaml = g_.state_->config->effectiveYaml;
@@ -487,7 +484,6 @@ void ProcessGroup::joinRunningJob() {
   // step is the one they run next), and its agreements continue theirs.
   syncCount_ = ticket.syncCount - 1;
   syncDone_ = ticket.epochDone;
-  if (sync_) sync_->round = ticket.syncRound;
 }
 
 ShrinkReport ProcessGroup::shrink(const ShrinkOptions& options) {

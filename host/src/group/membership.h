@@ -45,7 +45,6 @@ struct JoinTicket {
   uint64_t generation = 0;  // the members' generation before the round
   uint64_t seq = 0;         // the group's seq at the sync point
   uint64_t syncCount = 0;   // the members' syncPoint() count at the round (the joiner's is one less)
-  uint64_t syncRound = 0;   // the next sync agreement's round (0: they start over in the new store)
   uint64_t epochDone = 0;   // the last config epoch the members finished
   uint64_t joinsDone = 0;   // the last join request the round admits
   std::string yaml;         // the members' config, as effective YAML
