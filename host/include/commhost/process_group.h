@@ -322,6 +322,7 @@ class COMMHOST_API ProcessGroup {
   void joinRunningJob();            // create() with group.join (membership.cc)
   void growAt(uint64_t joinsUpTo);  // a sync point admits the join requests up to joinsUpTo
   void startSupervision();
+  void publishStatusInfo();  // the committed generation, for `commhost status` (the monitor's Info)
 
   Setup setup_;
   std::string name_;

@@ -88,7 +88,30 @@ void ProcessGroup::startSupervision() {
   auto targets = abortTargets_;
   monitor_->abortGroup = [targets](const std::string& reason) { targets->abortAll(reason); };
   supervisor_ = supervisor::Supervisor::acquire(settings);
+  publishStatusInfo();
   supervisor_->attach(monitor_);
+}
+
+void ProcessGroup::publishStatusInfo() {
+  if (!monitor_ || !state_) return;
+  supervisor::GroupMonitor::Info info;
+  info.generation = state_->generation;
+  info.configHash = std::to_string(state_->config->hash);
+  info.configSource = state_->config->source;
+  const auto& names = state_->routes.backendNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!state_->routes.uses(static_cast<int>(i))) continue;
+    const bool down = i < state_->unavailable.size() && !state_->unavailable[i].empty();
+    info.backends.push_back(down ? names[i] + " (unavailable: " + state_->unavailable[i] + ")" : names[i]);
+  }
+  // describe() is written for people (`config check`): status shows its lines as they are.
+  std::string table = state_->routes.describe();
+  for (size_t at = 0; at < table.size();) {
+    const size_t end = std::min(table.find('\n', at), table.size());
+    if (end > at) info.routes.push_back(table.substr(at, end - at));
+    at = end + 1;
+  }
+  monitor_->setInfo(std::move(info));
 }
 
 int ProcessGroup::addCompletionHook(CompletionHook hook) {

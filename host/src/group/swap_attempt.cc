@@ -84,6 +84,10 @@ SwapAttempt::SwapAttempt(ProcessGroup& group, std::shared_ptr<const Config> conf
 ReconfigureReport SwapAttempt::run() {
   if (g_.aborted_->load(std::memory_order_acquire))
     raise(ErrorCode::Aborted, where_, "the group was aborted", "create a new group to continue");
+  if (g_.supervisor_)
+    g_.supervisor_->events().add("swap_started", g_.name_,
+                                 where_.format() + "swap from generation " + std::to_string(record_.fromGeneration) +
+                                     " started (config " + config_->source + ")");
   check();
   drain();
   build();
@@ -459,6 +463,7 @@ void SwapAttempt::commit() {
   report_.commit += since(t);
   report_.generation = g_.state_->generation;
   record_.toGeneration = report_.generation;
+  g_.publishStatusInfo();
   finish("committed", "");
   if (!g_.logger_) return;
   for (const auto& p : reloaded_)

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "flight_recorder.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <chrono>
@@ -74,6 +75,28 @@ std::vector<OpRecord> FlightRecorder::snapshot() const {
     if (r.id != 0) out.push_back(r);
   }
   return out;
+}
+
+uint64_t FlightRecorder::collect(uint64_t from, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const {
+  if (ring_.empty()) return from;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const uint64_t oldest = nextId_ > ring_.size() ? nextId_ - ring_.size() : 1;
+  if (from < oldest) {
+    *missed += oldest - from;
+    from = oldest;
+  }
+  const uint64_t end = std::min<uint64_t>(nextId_, from + max);
+  for (uint64_t id = from; id < end; ++id) out.push_back(ring_[id % ring_.size()]);
+  return end;
+}
+
+bool FlightRecorder::find(uint64_t id, OpRecord& out) const {
+  if (ring_.empty() || id == 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  const OpRecord& r = ring_[id % ring_.size()];
+  if (r.id != id) return false;
+  out = r;
+  return true;
 }
 
 void FlightRecorder::addSwap(SwapRecord record) {

@@ -123,6 +123,13 @@ class FlightRecorder {
   // Updates the record with this id, if the ring still holds it; `deviceMs` < 0: unknown.
   void finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs = -1);
   std::vector<OpRecord> snapshot() const;  // oldest first
+  // For readers that follow the ring (the status publisher's op statistics): appends to
+  // `out` the records with ids from `from` on that the ring still holds, at most `max` (the
+  // lock is held for one copy of that many), oldest first. Returns the id to start from
+  // next time; `*missed` grows by the ids overwritten before they were read.
+  uint64_t collect(uint64_t from, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const;
+  // The record with this id, if the ring still holds it.
+  bool find(uint64_t id, OpRecord& out) const;
   void addSwap(SwapRecord record);
   std::vector<SwapRecord> swaps() const;  // oldest first
   void addMembership(MembershipRecord record);

@@ -82,6 +82,25 @@ struct GroupMonitor {
     TimePoint lastIncidentAt{};
   } watchdog;
 
+  // What `commhost status` shows of the committed generation: set by the group's caller
+  // thread at creation and at each swap's commit, read by the heartbeat thread.
+  struct Info {
+    uint64_t generation = 0;
+    std::string configHash, configSource;
+    std::vector<std::string> backends;  // "name" or "name (unavailable: why)"
+    std::vector<std::string> routes;    // RouteTable::describe()'s lines
+  };
+  Mutex infoMutex;
+  Info info GUARDED_BY(infoMutex);
+  void setInfo(Info i) EXCLUDES(infoMutex) {
+    MutexLock lock(&infoMutex);
+    info = std::move(i);
+  }
+  Info infoSnapshot() EXCLUDES(infoMutex) {
+    MutexLock lock(&infoMutex);
+    return info;
+  }
+
   int globalRank(int r) const { return r >= 0 && r < static_cast<int>(globalRanks.size()) ? globalRanks[r] : r; }
   void markLost(int peer, const std::string& why) EXCLUDES(lostMutex);
   void markLeft(int peer) EXCLUDES(lostMutex);

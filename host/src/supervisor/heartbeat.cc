@@ -31,7 +31,8 @@ std::vector<int> peersToWatch(int rank, int worldSize) {
 
 }  // namespace
 
-Heartbeat::Heartbeat(Supervisor& sup) : sup_(sup), ticker_(sup.sharedClock()), thread_([this] { loop(); }) {}
+Heartbeat::Heartbeat(Supervisor& sup)
+    : sup_(sup), ticker_(sup.sharedClock()), status_(sup), thread_([this] { loop(); }) {}
 
 Heartbeat::~Heartbeat() {
   ticker_.stop();
@@ -149,6 +150,12 @@ void Heartbeat::tick() {
       sup_.logger().error(message);
       applyOnError(*g, message, sup_.logger());
     }
+  }
+  try {
+    status_.tick(now, groups);
+  } catch (const std::exception&) {
+    // A store that fails here fails the next beat too, which says so and marks it lost
+    // (this record waits for nothing: a job does not end for want of a status).
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include "clock.h"
 #include "group_monitor.h"
+#include "status.h"
 
 namespace commhost::supervisor {
 
@@ -38,6 +39,7 @@ class Heartbeat {
   // rank and tick: at 256 ranks a poll every tick was nearly half of all store calls).
   TimePoint nextTraceCheck_{};
   bool watchdogStallReported_ = false;
+  StatusPublisher status_;  // this thread's
   std::thread thread_;  // last: starts once the members above exist
 };
 

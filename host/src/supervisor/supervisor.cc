@@ -409,6 +409,49 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   return j;
 }
 
+void Supervisor::recordSwap(SwapRecord record) {
+  const bool committed = record.outcome == "committed";
+  events_.add(committed ? "swap_committed" : "swap_rolled_back", record.group,
+              "[group " + record.group + " rank " + std::to_string(record.rank) + "] swap from generation " +
+                  std::to_string(record.fromGeneration) +
+                  (committed ? " committed generation " + std::to_string(record.toGeneration)
+                             : " rolled back: " + record.error));
+  recorder_.addSwap(std::move(record));
+}
+
+void Supervisor::recordMembership(MembershipRecord m) {
+  std::string removed;
+  for (int r : m.removed) removed += (removed.empty() ? "" : ", ") + std::to_string(r);
+  events_.add("membership", m.group,
+              "[group " + m.group + " rank " + std::to_string(m.rankBefore) + "] " + m.outcome + ": " +
+                  std::to_string(m.worldBefore) + " -> " + std::to_string(m.worldAfter) + " ranks" +
+                  (removed.empty() ? "" : " (removed " + removed + ")") + ", generation " +
+                  std::to_string(m.toGeneration) + (m.error.empty() ? "" : ": " + m.error));
+  recorder_.addMembership(std::move(m));
+}
+
+void Supervisor::recordShadow(ShadowEvent e) {
+  {
+    MutexLock lock(&mutex_);
+    ShadowTally& t = shadowTallies_[{e.group, e.op, e.backend, e.shadow}];
+    if (t.group.empty()) t = ShadowTally{e.group, e.op, e.backend, e.shadow, 0, 0, 0};
+    (e.outcome == "agree" ? t.agree : e.outcome == "disagree" ? t.disagree : t.failed)++;
+  }
+  if (e.outcome != "agree")
+    events_.add("shadow_" + e.outcome, e.group,
+                "[group " + e.group + " rank " + std::to_string(e.rank) + " " + e.op + " seq " + std::to_string(e.seq) +
+                    "] shadow " + e.shadow + " " + (e.outcome == "disagree" ? "disagreed with " : "failed beside ") +
+                    e.backend + (e.detail.empty() ? "" : ": " + e.detail));
+  recorder_.addShadow(std::move(e));
+}
+
+std::vector<ShadowTally> Supervisor::shadowTallies() {
+  MutexLock lock(&mutex_);
+  std::vector<ShadowTally> out;
+  for (const auto& [key, t] : shadowTallies_) out.push_back(t);
+  return out;
+}
+
 std::string Supervisor::dump(const std::string& reason) {
   return dumps_.write([&] { return dumpJson(reason); }, reason);
 }

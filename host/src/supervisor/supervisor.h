@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,7 +32,9 @@
 #include "commhost/mutex.h"
 #include "commhost/supervisor.h"
 #include "commhost/work.h"
+#include "commhost/job_status.h"
 #include "dump_writer.h"
+#include "events.h"
 #include "flight_recorder.h"
 #include "group_monitor.h"
 #include "hook_dispatcher.h"
@@ -102,9 +105,13 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // Caller thread of `group` (reconfigure's drain): waits until none of the group's works
   // is in flight, or `deadline`. Returns "" when idle, else which work is still running.
   std::string waitGroupIdle(const GroupMonitor* group, TimePoint deadline) EXCLUDES(mutex_);
-  void recordSwap(SwapRecord record) { recorder_.addSwap(std::move(record)); }
-  void recordShadow(ShadowEvent event) { recorder_.addShadow(std::move(event)); }
-  void recordMembership(MembershipRecord record) { recorder_.addMembership(std::move(record)); }
+  // Each also becomes an event of the job status (a shadow comparison when it did not agree).
+  void recordSwap(SwapRecord record);
+  void recordShadow(ShadowEvent event) EXCLUDES(mutex_);
+  void recordMembership(MembershipRecord record);
+  EventLog& events() { return events_; }
+  const FlightRecorder& recorder() const { return recorder_; }
+  std::vector<ShadowTally> shadowTallies() EXCLUDES(mutex_);
 
   // Any thread that sees the work end; records it once (flight recorder, progress, hooks).
   void complete(SupervisedWork& work);
@@ -146,11 +153,13 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   DumpWriter dumps_;
   PauseDetector pauses_;
   std::atomic<bool> signalDump_{false};
+  EventLog events_;
 
   Mutex mutex_;
   std::vector<std::weak_ptr<GroupMonitor>> groups_ GUARDED_BY(mutex_);
   std::vector<std::shared_ptr<SupervisedWork>> inflight_ GUARDED_BY(mutex_);
   size_t pruneAt_ GUARDED_BY(mutex_) = 1024;
+  std::map<std::vector<std::string>, ShadowTally> shadowTallies_ GUARDED_BY(mutex_);  // group, op, backend, shadow
 
   // Threads last: they start once the state above exists, and stop() ends them first.
   HookDispatcher hooks_;

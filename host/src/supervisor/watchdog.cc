@@ -203,6 +203,8 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
                         " (one per rank); run `commhost "
                         "trace analyze " +
                         sup_.dumpDir() + "` for the first collective where ranks diverge.";
+    sup_.events().add("incident", g.name,
+                      where.format() + (peerLost ? lost : "did not complete within " + formatDuration(ctx.timeout)));
   }
   if (!isPointToPoint(ctx.op)) what += mine.lastIncident;
   const std::string hint =

@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "events.h"
+
+#include <nlohmann/json.hpp>
+
+#include "flight_recorder.h"
+
+namespace commhost::supervisor {
+
+void EventLog::add(std::string kind, std::string group, std::string text) {
+  Event e;
+  e.unixMs = wallMicros() / 1000;
+  e.kind = std::move(kind);
+  e.group = std::move(group);
+  e.text = std::move(text);
+  MutexLock lock(&mutex_);
+  e.id = next_++;
+  if (events_.size() >= kEntries) events_.pop_front();
+  events_.push_back(std::move(e));
+}
+
+std::vector<Event> EventLog::events() const {
+  MutexLock lock(&mutex_);
+  return {events_.begin(), events_.end()};
+}
+
+nlohmann::json eventToJson(const Event& e) {
+  return {{"id", e.id}, {"unix_ms", e.unixMs}, {"kind", e.kind}, {"group", e.group}, {"text", e.text}};
+}
+
+}  // namespace commhost::supervisor

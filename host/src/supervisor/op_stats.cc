@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "op_stats.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+namespace commhost::supervisor {
+
+const char* sizeClassName(size_t sizeClass) {
+  static const char* const kNames[kNumSizeClasses] = {"le1KiB", "le64KiB", "le1MiB", "le16MiB", "gt16MiB"};
+  return sizeClass < kNumSizeClasses ? kNames[sizeClass] : "?";
+}
+
+size_t sizeClassOf(int64_t bytes) {
+  size_t c = 0;
+  while (c < kSizeClassBytes.size() && bytes > kSizeClassBytes[c]) ++c;
+  return c;
+}
+
+void OpStats::add(const OpRecord& r) {
+  OpKey key{r.group, r.op, r.backend, sizeClassOf(r.bytes)};
+  auto it = cells_.find(key);
+  if (it == cells_.end()) {
+    if (cells_.size() >= kMaxCells) {
+      ++overflow_;
+      return;
+    }
+    it = cells_.emplace(std::move(key), OpCell{}).first;
+  }
+  OpCell& c = it->second;
+  if (r.state == OpState::Failed) {
+    ++c.failed;
+    return;
+  }
+  ++c.completed;
+  c.bytes += static_cast<uint64_t>(std::max<int64_t>(r.bytes, 0));
+  // Issue to completion as the recorder saw it (scheduled: before the backend was called).
+  const int64_t from = r.scheduledUs ? r.scheduledUs : r.startedUs;
+  const int64_t us = std::max<int64_t>(r.endedUs - from, 0);
+  c.latencySumUs += static_cast<uint64_t>(us);
+  size_t b = 0;
+  while (b < kLatencyBucketsUs.size() && us > kLatencyBucketsUs[b]) ++b;
+  ++c.buckets[b];
+}
+
+nlohmann::json OpStats::toJson() const {
+  nlohmann::json cells = nlohmann::json::array();
+  for (const auto& [k, c] : cells_)
+    cells.push_back({{"group", k.group},
+                     {"op", opName(k.op)},
+                     {"backend", k.backend},
+                     {"size_class", sizeClassName(k.sizeClass)},
+                     {"completed", c.completed},
+                     {"failed", c.failed},
+                     {"bytes", c.bytes},
+                     {"latency_sum_us", c.latencySumUs},
+                     {"buckets", c.buckets}});
+  return {{"cells", std::move(cells)},
+          {"missed", missed_},
+          {"overflow", overflow_},
+          {"latency_buckets_us", kLatencyBucketsUs}};
+}
+
+void OpStatsCollector::poll(const FlightRecorder& recorder) {
+  // Works seen running before: those that ended count now; those overwritten are missed.
+  std::vector<uint64_t> still;
+  OpRecord r;
+  for (uint64_t id : pending_) {
+    if (!recorder.find(id, r)) {
+      stats_.addMissed(1);
+    } else if (r.state == OpState::Started) {
+      still.push_back(id);
+    } else {
+      stats_.add(r);
+    }
+  }
+  pending_.swap(still);
+  std::vector<OpRecord> batch;
+  batch.reserve(kBatch);
+  for (;;) {
+    batch.clear();
+    uint64_t missed = 0;
+    const uint64_t next = recorder.collect(next_, kBatch, batch, &missed);
+    stats_.addMissed(missed);
+    for (const OpRecord& rec : batch) {
+      if (rec.id == 0) continue;
+      if (rec.state != OpState::Started) {
+        stats_.add(rec);
+      } else if (pending_.size() < kMaxPending) {
+        pending_.push_back(rec.id);
+      } else {
+        stats_.addMissed(1);
+      }
+    }
+    next_ = next;
+    if (batch.size() < kBatch) break;
+  }
+}
+
+}  // namespace commhost::supervisor

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: Apache-2.0
+// OpStats: what this process's collectives did, per (group, op, backend, size class):
+// counts, bytes and a latency histogram, for `commhost status`, `commhost top` and the
+// Prometheus endpoint. Aggregated by the heartbeat thread from the flight recorder, so
+// the per-op path does nothing more than it did (its ring write); a cell is made the first
+// time its key is seen, off that path, and has a fixed size from then on.
+//
+// Threading: heartbeat thread only (OpStatsCollector owns its OpStats).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "flight_recorder.h"
+
+namespace commhost::supervisor {
+
+// Upper bounds of the latency buckets, in microseconds (the last bucket is +Inf).
+constexpr std::array<int64_t, 12> kLatencyBucketsUs = {10,    50,     100,    500,     1000,    5000,
+                                                       10000, 50000,  100000, 500000,  1000000, 5000000};
+// Upper bounds of the size classes, in bytes (the last class has no bound).
+constexpr std::array<int64_t, 4> kSizeClassBytes = {1024, 65536, 1 << 20, 16 << 20};
+constexpr size_t kNumSizeClasses = kSizeClassBytes.size() + 1;
+// "le1KiB", "le64KiB", "le1MiB", "le16MiB", "gt16MiB": a Prometheus label value.
+const char* sizeClassName(size_t sizeClass);
+size_t sizeClassOf(int64_t bytes);
+
+struct OpCell {
+  uint64_t completed = 0, failed = 0;
+  uint64_t bytes = 0;          // of the completed ones
+  uint64_t latencySumUs = 0;   // issue to completion, of the completed ones
+  std::array<uint64_t, kLatencyBucketsUs.size() + 1> buckets{};  // not cumulative; last: +Inf
+};
+
+struct OpKey {
+  std::string group;
+  OpType op = OpType::Allreduce;
+  std::string backend;
+  size_t sizeClass = 0;
+  bool operator<(const OpKey& o) const {
+    return std::tie(group, op, backend, sizeClass) < std::tie(o.group, o.op, o.backend, o.sizeClass);
+  }
+};
+
+class OpStats {
+ public:
+  // At most this many cells; later keys count in `overflow` (a job with thousands of
+  // groups would otherwise grow the status without bound).
+  static constexpr size_t kMaxCells = 2048;
+  void add(const OpRecord& finished);
+  void addMissed(uint64_t n) { missed_ += n; }
+  const std::map<OpKey, OpCell>& cells() const { return cells_; }
+  uint64_t missed() const { return missed_; }
+  uint64_t overflow() const { return overflow_; }
+  // {"cells": [{group, op, backend, size_class, completed, failed, bytes, latency_sum_us,
+  //   buckets: [...]}], "missed": N, "overflow": N, "latency_buckets_us": [...]}
+  nlohmann::json toJson() const;
+
+ private:
+  std::map<OpKey, OpCell> cells_;
+  uint64_t missed_ = 0;    // ops that left the ring before they were read (no labels known)
+  uint64_t overflow_ = 0;  // ops whose key found no room
+};
+
+// Follows the flight recorder: each poll() adds the records that ended since the last.
+class OpStatsCollector {
+ public:
+  void poll(const FlightRecorder& recorder);
+  const OpStats& stats() const { return stats_; }
+
+ private:
+  static constexpr size_t kBatch = 256;        // records copied per lock hold
+  static constexpr size_t kMaxPending = 4096;  // works still running that poll() will look at again
+  uint64_t next_ = 1;
+  std::vector<uint64_t> pending_;  // ids seen while still running
+  OpStats stats_;
+};
+
+}  // namespace commhost::supervisor

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "status.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "commhost/errors.h"
+#include "supervisor.h"
+
+namespace commhost::supervisor {
+namespace {
+
+std::string hostName() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+
+double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+std::vector<OpStat> opStats(const OpStats& stats) {
+  std::vector<OpStat> out;
+  out.reserve(stats.cells().size());
+  for (const auto& [k, c] : stats.cells())
+    out.push_back({k.group, opName(k.op), k.backend, sizeClassName(k.sizeClass), c.completed, c.failed, c.bytes,
+                   c.latencySumUs, std::vector<uint64_t>(c.buckets.begin(), c.buckets.end())});
+  return out;
+}
+
+}  // namespace
+
+void StatusPublisher::tick(TimePoint now, const std::vector<std::shared_ptr<GroupMonitor>>& groups) {
+  ops_.poll(sup_.recorder());
+  notePeerLosses(groups);
+  if (now < nextPublish_) return;
+  nextPublish_ = now + sup_.settings().heartbeatInterval;
+  // The first group with a job store that still answers carries the record.
+  GroupMonitor* carrier = nullptr;
+  for (const auto& g : groups)
+    if (g->jobStore && !g->storeLost.load(std::memory_order_acquire)) {
+      carrier = g.get();
+      break;
+    }
+  if (!carrier) return;
+  const auto start = SteadyClock::now();
+  ProcessStatus status = build(now, groups);
+  status.publishCostUs = lastCostUs_;
+  Store& store = *carrier->jobStore;
+  if (!worldPublished_) {
+    // The job's world: the size of the group whose ranks are the job's (the largest).
+    int world = 0;
+    for (const auto& g : groups)
+      for (int r : g->globalRanks) world = std::max(world, r + 1);
+    const int64_t known = store.add(kStatusWorldKey, 0);
+    if (world > known) store.add(kStatusWorldKey, world - known);
+    worldPublished_ = true;
+  }
+  store.set(statusKey(status.rank), toBytes(encodeStatus(status)));
+  lastCostUs_ = std::chrono::duration<double, std::micro>(SteadyClock::now() - start).count();
+}
+
+ProcessStatus StatusPublisher::build(TimePoint now, const std::vector<std::shared_ptr<GroupMonitor>>& groups) {
+  ProcessStatus p;
+  p.rank = groups.empty() ? 0 : groups.front()->globalRank(groups.front()->rank);
+  p.host = hostName();
+  p.pid = static_cast<int>(::getpid());
+  p.publishedUnixMs = wallMicros() / 1000;
+  p.intervalMs = sup_.settings().heartbeatInterval.count();
+  for (const auto& g : groups) p.groups.push_back(groupStatus(*g, now));
+  for (const Event& e : sup_.events().events()) p.events.push_back({e.id, e.unixMs, e.kind, e.group, e.text});
+  const OpStats& stats = ops_.stats();
+  p.ops = opStats(stats);
+  p.latencyBucketsUs.assign(kLatencyBucketsUs.begin(), kLatencyBucketsUs.end());
+  p.opsMissed = stats.missed() + stats.overflow();
+  p.shadows = sup_.shadowTallies();
+  return p;
+}
+
+GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now) {
+  GroupStatus s;
+  s.name = g.name;
+  s.rank = g.rank;
+  s.worldSize = g.worldSize;
+  s.globalRanks = g.globalRanks;
+  const GroupMonitor::Info info = g.infoSnapshot();
+  s.generation = info.generation;
+  s.configHash = info.configHash;
+  s.configSource = info.configSource;
+  s.backends = info.backends;
+  s.routes = info.routes;
+  s.lastIssuedSeq = g.lastIssued.load(std::memory_order_relaxed);
+  s.lastIssuedOp = s.lastIssuedSeq ? opName(static_cast<OpType>(g.lastIssuedOp.load(std::memory_order_relaxed)))
+                                   : "none";
+  s.lastCompletedSeq = g.lastCompleted.load(std::memory_order_relaxed);
+  for (const auto& w : sup_.running()) {
+    if (w->group().get() != &g) continue;
+    ++s.inFlight;
+    const double age = seconds(now - w->issued());
+    if (!s.oldest || age > s.oldest->seconds)
+      s.oldest = OpInFlight{opName(w->context().op), w->context().seq, w->backend, age};
+  }
+  // An op a backend runs inline waits inside the call, before any work exists.
+  const uint64_t inCall = g.inBackendCall.load(std::memory_order_acquire);
+  auto& since = inCallSince_[&g];
+  if (inCall == 0) {
+    since = {0, now};
+  } else {
+    if (since.first != inCall) since = {inCall, now};
+    if (!s.oldest) {
+      s.inFlight = 1;
+      s.oldest = OpInFlight{opName(static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed))), inCall,
+                            "", seconds(now - since.second)};
+    }
+  }
+  const GroupMonitor::HeartbeatView& h = g.heartbeat;  // this thread's own view
+  for (size_t i = 0; i < h.watched.size(); ++i) s.heartbeatAge[h.watched[i]] = seconds(now - h.watchedSince[i]);
+  s.lostPeers = g.lost();
+  const std::set<int> left = g.left();
+  s.leftPeers.assign(left.begin(), left.end());
+  return s;
+}
+
+void StatusPublisher::notePeerLosses(const std::vector<std::shared_ptr<GroupMonitor>>& groups) {
+  std::map<const GroupMonitor*, std::set<int>> seen;
+  std::map<const GroupMonitor*, std::pair<uint64_t, TimePoint>> inCall;
+  for (const auto& g : groups) {
+    std::set<int>& mine = seen[g.get()];
+    if (auto it = lostSeen_.find(g.get()); it != lostSeen_.end()) mine = std::move(it->second);
+    if (auto it = inCallSince_.find(g.get()); it != inCallSince_.end()) inCall.insert(*it);
+    if (!g->anyPeerLost.load(std::memory_order_acquire)) continue;
+    for (const auto& [peer, why] : g->lost()) {
+      if (!mine.insert(peer).second) continue;
+      const std::string who = peer < 0 ? "the store" : "peer " + std::to_string(g->globalRank(peer));
+      sup_.events().add("peer_lost", g->name,
+                        ErrorContext{g->name, g->rank}.format() + who + " lost: " + why);
+    }
+  }
+  lostSeen_.swap(seen);  // groups that are gone leave both maps
+  inCallSince_.swap(inCall);
+}
+
+}  // namespace commhost::supervisor
