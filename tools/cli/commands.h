@@ -18,5 +18,6 @@ void addRunCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
 void addTraceCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
+void addStatusCommand(CLI::App& app);
 
 }  // namespace commhost::cli

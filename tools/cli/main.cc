@@ -130,6 +130,7 @@ int run(int argc, char** argv) {
   commhost::cli::addBenchCommand(app);
   commhost::cli::addTraceCommand(app);
   commhost::cli::addTrainCommand(app);
+  commhost::cli::addStatusCommand(app);
   addHelpCommand(app);
   const std::string unknown = findUnknownCommand(app, argc, argv);
   if (!unknown.empty()) {

@@ -89,6 +89,7 @@ struct ProcessStatus {
   double publishCostUs = 0;   // what building and writing the previous record cost this process
   std::vector<GroupStatus> groups;
   std::vector<StatusEvent> events;  // the last ones, oldest first
+  std::map<std::string, uint64_t> eventCounts;  // every event since the process started, by kind
   std::vector<OpStat> ops;
   std::vector<int64_t> latencyBucketsUs;  // upper bounds of OpStat::buckets
   // Ops that left the flight recorder before the statistics read them (a rate above

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "events.h"
 
-#include <nlohmann/json.hpp>
-
 #include "flight_recorder.h"
 
 namespace commhost::supervisor {
@@ -15,6 +13,7 @@ void EventLog::add(std::string kind, std::string group, std::string text) {
   e.text = std::move(text);
   MutexLock lock(&mutex_);
   e.id = next_++;
+  ++counts_[e.kind];
   if (events_.size() >= kEntries) events_.pop_front();
   events_.push_back(std::move(e));
 }
@@ -24,8 +23,9 @@ std::vector<Event> EventLog::events() const {
   return {events_.begin(), events_.end()};
 }
 
-nlohmann::json eventToJson(const Event& e) {
-  return {{"id", e.id}, {"unix_ms", e.unixMs}, {"kind", e.kind}, {"group", e.group}, {"text", e.text}};
+std::map<std::string, uint64_t> EventLog::counts() const {
+  MutexLock lock(&mutex_);
+  return counts_;
 }
 
 }  // namespace commhost::supervisor

@@ -10,10 +10,9 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "commhost/mutex.h"
 
@@ -33,13 +32,13 @@ class EventLog {
   static constexpr size_t kEntries = 64;
   void add(std::string kind, std::string group, std::string text) EXCLUDES(mutex_);
   std::vector<Event> events() const EXCLUDES(mutex_);  // oldest first
+  std::map<std::string, uint64_t> counts() const EXCLUDES(mutex_);  // every event added, by kind
 
  private:
   mutable Mutex mutex_;
   std::deque<Event> events_ GUARDED_BY(mutex_);  // at most kEntries
   uint64_t next_ GUARDED_BY(mutex_) = 1;
+  std::map<std::string, uint64_t> counts_ GUARDED_BY(mutex_);
 };
-
-nlohmann::json eventToJson(const Event& e);
 
 }  // namespace commhost::supervisor

@@ -52,8 +52,14 @@ void StatusPublisher::tick(TimePoint now, const std::vector<std::shared_ptr<Grou
     int world = 0;
     for (const auto& g : groups)
       for (int r : g->globalRanks) world = std::max(world, r + 1);
-    const int64_t known = store.add(kStatusWorldKey, 0);
-    if (world > known) store.add(kStatusWorldKey, world - known);
+    // The largest any rank saw wins, whatever the order of their writes.
+    const Bytes want = toBytes(std::to_string(world));
+    Bytes expected;
+    for (;;) {
+      const Bytes stored = store.compareSet(kStatusWorldKey, expected, want);
+      if (stored == want || counterValue(kStatusWorldKey, stored) >= world) break;
+      expected = stored;
+    }
     worldPublished_ = true;
   }
   store.set(statusKey(status.rank), toBytes(encodeStatus(status)));
@@ -69,6 +75,7 @@ ProcessStatus StatusPublisher::build(TimePoint now, const std::vector<std::share
   p.intervalMs = sup_.settings().heartbeatInterval.count();
   for (const auto& g : groups) p.groups.push_back(groupStatus(*g, now));
   for (const Event& e : sup_.events().events()) p.events.push_back({e.id, e.unixMs, e.kind, e.group, e.text});
+  p.eventCounts = sup_.events().counts();
   const OpStats& stats = ops_.stats();
   p.ops = opStats(stats);
   p.latencyBucketsUs.assign(kLatencyBucketsUs.begin(), kLatencyBucketsUs.end());
@@ -107,10 +114,15 @@ GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now) {
     since = {0, now};
   } else {
     if (since.first != inCall) since = {inCall, now};
+    const auto op = static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed));
+    // A rank inside the call has issued it, though track() has not seen it yet.
+    if (!isPointToPoint(op) && inCall > s.lastIssuedSeq) {
+      s.lastIssuedSeq = inCall;
+      s.lastIssuedOp = opName(op);
+    }
     if (!s.oldest) {
       s.inFlight = 1;
-      s.oldest = OpInFlight{opName(static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed))), inCall,
-                            "", seconds(now - since.second)};
+      s.oldest = OpInFlight{opName(op), inCall, "", seconds(now - since.second)};
     }
   }
   const GroupMonitor::HeartbeatView& h = g.heartbeat;  // this thread's own view

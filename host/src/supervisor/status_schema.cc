@@ -114,6 +114,7 @@ static void to_json(nlohmann::json& j, const ProcessStatus& p) {
        {"publish_cost_us", p.publishCostUs},
        {"groups", p.groups},
        {"events", p.events},
+       {"event_counts", p.eventCounts},
        {"ops", p.ops},
        {"latency_buckets_us", p.latencyBucketsUs},
        {"ops_missed", p.opsMissed},
@@ -129,6 +130,7 @@ static void from_json(const nlohmann::json& j, ProcessStatus& p) {
   j.at("publish_cost_us").get_to(p.publishCostUs);
   j.at("groups").get_to(p.groups);
   j.at("events").get_to(p.events);
+  j.at("event_counts").get_to(p.eventCounts);
   j.at("ops").get_to(p.ops);
   j.at("latency_buckets_us").get_to(p.latencyBucketsUs);
   j.at("ops_missed").get_to(p.opsMissed);

@@ -11,6 +11,7 @@
 #include "commhost/registry.h"
 #include "commhost/supervisor.h"
 #include "dumps.h"
+#include "../job_store.h"
 
 namespace commhost::cli {
 namespace {
@@ -24,31 +25,7 @@ struct TraceArgs {
 };
 
 int requestDump(const TraceArgs& a) {
-  const size_t colon = a.master.rfind(':');
-  if (colon == std::string::npos || colon == 0)
-    throw InvalidArgument("--master " + a.master + ": want HOST:PORT of the job's store (MASTER_ADDR:MASTER_PORT)");
-  PluginRegistry registry;
-  registry.scan(PluginRegistry::searchPath(a.pluginPaths));
-  const PluginEntry& tcp = registry.require("tcp", PluginKind::Store);
-  const OptionValues options = resolveOptions(tcp.descriptor->options,
-                                              {{"serve", "never"},
-                                               {"host", a.master.substr(0, colon)},
-                                               {"port", a.master.substr(colon + 1)},
-                                               {"auth_token", a.token},
-                                               {"timeout", "10s"}},
-                                              "commhost trace dump");
-  StoreContext ctx;
-  ctx.logger = std::make_shared<Logger>("commhost.tcp", "trace dump");
-  std::shared_ptr<Store> store;
-  try {
-    store = tcp.descriptor->createStore(options, ctx);
-  } catch (const StoreError& e) {
-    // Whatever went wrong: the way that needs no store.
-    throw StoreError(std::string(e.what()) +
-                     ". If this is a torch job, its store (MASTER_ADDR:MASTER_PORT) is torch's TCPStore, which "
-                     "this command cannot talk to: send SIGUSR1 to `commhost run` (it passes it to every rank) or "
-                     "to each rank's process; each dumps into its supervisor.flight_recorder.dump_dir");
-  }
+  const auto store = connectMaster(a.master, a.token, a.pluginPaths, std::chrono::seconds(10), "commhost trace dump");
   // The ranks log "(commhost trace dump: REASON)": the reason says who asked.
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
