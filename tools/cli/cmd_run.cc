@@ -14,6 +14,7 @@
 #include "commhost/registry.h"
 #include "config_watch.h"
 #include "launcher.h"
+#include "status/job_metrics.h"
 #include "store_keeper.h"
 
 namespace commhost::cli {
@@ -36,6 +37,8 @@ struct RunArgs {
   double grace = 5;
   double settle = 1;
   int maxRestarts = 0;
+  std::string metrics;
+  bool metricsInsecure = false;
   std::vector<std::string> command;
 };
 
@@ -133,6 +136,18 @@ int run(const RunArgs& args, std::vector<std::string> command) {
                                "a restarted rank joins the running job, which needs the others to go on without it: "
                                "set supervisor.on_peer_loss: shrink (--set supervisor.on_peer_loss=shrink)");
   plan.maxRestarts = args.maxRestarts;
+  std::unique_ptr<MetricsServer> metrics;
+  if (!args.metrics.empty()) {
+    if (!config)
+      throw CLI::ValidationError("--metrics",
+                                 "the ranks' config does not load here, so the launcher cannot read "
+                                 "their store: give -c CONFIG");
+    metrics = serveJobMetrics(args.metrics, args.metricsInsecure, *config, registry, plan.masterAddr, plan.masterPort,
+                              plan.localRanks * plan.nodes);
+    const std::string host = args.metrics.substr(0, args.metrics.rfind(':'));
+    std::cerr << "commhost run: metrics at http://" << host << ":" << metrics->port()
+              << "/metrics (Prometheus), the ranks' status at /status.json" << std::endl;
+  }
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
   std::unique_ptr<ConfigWatch> watch;
@@ -182,6 +197,13 @@ void addRunCommand(CLI::App& app) {
                   "unless --set gives it)")
       ->type_name("N")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--metrics", args.metrics,
+                  "Serve the job's metrics (Prometheus, /metrics) and status (/status.json) over HTTP at HOST:PORT "
+                  "(port 0: any free one); loopback unless --metrics-insecure")
+      ->type_name("HOST:PORT");
+  cmd->add_flag("--metrics-insecure", args.metricsInsecure,
+                "Allow --metrics on an address other than loopback (no authentication: anyone who reaches it sees "
+                "the job's status)");
   cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
   cmd->add_option("--settle", args.settle,

@@ -47,11 +47,12 @@ std::shared_ptr<Store> connectMaster(const std::string& master, const std::strin
     return tcp.descriptor->createStore(options, ctx);
   } catch (const StoreError& e) {
     // Whatever went wrong: say the likeliest other cause too.
-    throw StoreError(std::string(e.what()) +
-                     ". If this is a torch job, its store (MASTER_ADDR:MASTER_PORT) is torch's TCPStore, which "
-                     "this command cannot talk to: give the commhost config a tcp store of its own (store: {plugin: "
-                     "tcp}); for a flight-recorder dump, send SIGUSR1 to `commhost run` (it passes it to every rank) or to "
-                     "each rank's process");
+    throw StoreError(
+        std::string(e.what()) +
+        ". If this is a torch job, its store (MASTER_ADDR:MASTER_PORT) is torch's TCPStore, which "
+        "this command cannot talk to: give the commhost config a tcp store of its own (store: {plugin: "
+        "tcp}); for a flight-recorder dump, send SIGUSR1 to `commhost run` (it passes it to every rank) or to "
+        "each rank's process");
   }
 }
 

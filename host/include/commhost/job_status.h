@@ -47,9 +47,9 @@ struct GroupStatus {
   uint64_t lastIssuedSeq = 0;
   std::string lastIssuedOp;  // "none" before the first
   uint64_t lastCompletedSeq = 0;
-  int inFlight = 0;                 // works issued and not completed
-  std::optional<OpInFlight> oldest;  // the oldest of them
-  std::map<int, double> heartbeatAge;  // watched peer (group rank) -> seconds since its last beat changed
+  int inFlight = 0;                      // works issued and not completed
+  std::optional<OpInFlight> oldest;      // the oldest of them
+  std::map<int, double> heartbeatAge;    // watched peer (group rank) -> seconds since its last beat changed
   std::map<int, std::string> lostPeers;  // group rank -> why (-1: the store)
   std::vector<int> leftPeers;            // ranks that destroyed the group (a clean exit)
 };
@@ -85,10 +85,10 @@ struct ProcessStatus {
   std::string host;
   int pid = 0;
   int64_t publishedUnixMs = 0;
-  int64_t intervalMs = 0;     // how often it publishes
-  double publishCostUs = 0;   // what building and writing the previous record cost this process
+  int64_t intervalMs = 0;    // how often it publishes
+  double publishCostUs = 0;  // what building and writing the previous record cost this process
   std::vector<GroupStatus> groups;
-  std::vector<StatusEvent> events;  // the last ones, oldest first
+  std::vector<StatusEvent> events;              // the last ones, oldest first
   std::map<std::string, uint64_t> eventCounts;  // every event since the process started, by kind
   std::vector<OpStat> ops;
   std::vector<int64_t> latencyBucketsUs;  // upper bounds of OpStat::buckets

@@ -31,7 +31,7 @@ class EventLog {
  public:
   static constexpr size_t kEntries = 64;
   void add(std::string kind, std::string group, std::string text) EXCLUDES(mutex_);
-  std::vector<Event> events() const EXCLUDES(mutex_);  // oldest first
+  std::vector<Event> events() const EXCLUDES(mutex_);               // oldest first
   std::map<std::string, uint64_t> counts() const EXCLUDES(mutex_);  // every event added, by kind
 
  private:

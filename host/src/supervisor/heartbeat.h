@@ -40,7 +40,7 @@ class Heartbeat {
   TimePoint nextTraceCheck_{};
   bool watchdogStallReported_ = false;
   StatusPublisher status_;  // this thread's
-  std::thread thread_;  // last: starts once the members above exist
+  std::thread thread_;      // last: starts once the members above exist
 };
 
 // Publishes to the log, once per group, that its incident log is full (any thread).

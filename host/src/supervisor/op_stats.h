@@ -22,8 +22,8 @@
 namespace commhost::supervisor {
 
 // Upper bounds of the latency buckets, in microseconds (the last bucket is +Inf).
-constexpr std::array<int64_t, 12> kLatencyBucketsUs = {10,    50,     100,    500,     1000,    5000,
-                                                       10000, 50000,  100000, 500000,  1000000, 5000000};
+constexpr std::array<int64_t, 12> kLatencyBucketsUs = {10,    50,    100,    500,    1000,    5000,
+                                                       10000, 50000, 100000, 500000, 1000000, 5000000};
 // Upper bounds of the size classes, in bytes (the last class has no bound).
 constexpr std::array<int64_t, 4> kSizeClassBytes = {1024, 65536, 1 << 20, 16 << 20};
 constexpr size_t kNumSizeClasses = kSizeClassBytes.size() + 1;
@@ -33,8 +33,8 @@ size_t sizeClassOf(int64_t bytes);
 
 struct OpCell {
   uint64_t completed = 0, failed = 0;
-  uint64_t bytes = 0;          // of the completed ones
-  uint64_t latencySumUs = 0;   // issue to completion, of the completed ones
+  uint64_t bytes = 0;                                            // of the completed ones
+  uint64_t latencySumUs = 0;                                     // issue to completion, of the completed ones
   std::array<uint64_t, kLatencyBucketsUs.size() + 1> buckets{};  // not cumulative; last: +Inf
 };
 

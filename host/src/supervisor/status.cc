@@ -144,8 +144,7 @@ void StatusPublisher::notePeerLosses(const std::vector<std::shared_ptr<GroupMoni
     for (const auto& [peer, why] : g->lost()) {
       if (!mine.insert(peer).second) continue;
       const std::string who = peer < 0 ? "the store" : "peer " + std::to_string(g->globalRank(peer));
-      sup_.events().add("peer_lost", g->name,
-                        ErrorContext{g->name, g->rank}.format() + who + " lost: " + why);
+      sup_.events().add("peer_lost", g->name, ErrorContext{g->name, g->rank}.format() + who + " lost: " + why);
     }
   }
   lostSeen_.swap(seen);  // groups that are gone leave both maps

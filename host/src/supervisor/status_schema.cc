@@ -74,9 +74,9 @@ static void from_json(const nlohmann::json& j, StatusEvent& e) {
 }
 
 static void to_json(nlohmann::json& j, const OpStat& s) {
-  j = {{"group", s.group},         {"op", s.op},         {"backend", s.backend},
-       {"size_class", s.sizeClass}, {"completed", s.completed}, {"failed", s.failed},
-       {"bytes", s.bytes},         {"latency_sum_us", s.latencySumUs}, {"buckets", s.buckets}};
+  j = {{"group", s.group},         {"op", s.op},         {"backend", s.backend}, {"size_class", s.sizeClass},
+       {"completed", s.completed}, {"failed", s.failed}, {"bytes", s.bytes},     {"latency_sum_us", s.latencySumUs},
+       {"buckets", s.buckets}};
 }
 static void from_json(const nlohmann::json& j, OpStat& s) {
   j.at("group").get_to(s.group);
@@ -91,8 +91,8 @@ static void from_json(const nlohmann::json& j, OpStat& s) {
 }
 
 static void to_json(nlohmann::json& j, const ShadowTally& s) {
-  j = {{"group", s.group}, {"op", s.op},     {"backend", s.backend},   {"shadow", s.shadow},
-       {"agree", s.agree}, {"disagree", s.disagree}, {"failed", s.failed}};
+  j = {{"group", s.group},       {"op", s.op},        {"backend", s.backend}, {"shadow", s.shadow}, {"agree", s.agree},
+       {"disagree", s.disagree}, {"failed", s.failed}};
 }
 static void from_json(const nlohmann::json& j, ShadowTally& s) {
   j.at("group").get_to(s.group);
@@ -163,7 +163,8 @@ std::vector<ProcessStatus> readJobStatus(Store& jobStore, std::vector<std::strin
       keys.push_back(key);
       ranks.push_back(r);
     } else if (problems) {
-      problems->push_back("rank " + std::to_string(r) + " has published no status (not started yet, or it has no "
+      problems->push_back("rank " + std::to_string(r) +
+                          " has published no status (not started yet, or it has no "
                           "group with the supervisor on)");
     }
   }

@@ -28,11 +28,11 @@
 
 #include "clock.h"
 #include "commhost/config.h"
+#include "commhost/job_status.h"
 #include "commhost/logging.h"
 #include "commhost/mutex.h"
 #include "commhost/supervisor.h"
 #include "commhost/work.h"
-#include "commhost/job_status.h"
 #include "dump_writer.h"
 #include "events.h"
 #include "flight_recorder.h"

@@ -30,8 +30,7 @@ struct StatusArgs {
 constexpr int kProblemsFound = 3;
 
 int64_t nowUnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -57,7 +56,9 @@ ViewOptions viewOptions(const StatusArgs& a, const Reading& r) {
   return o;
 }
 
-bool healthy(const std::string& summary) { return summary.find(" ok") != std::string::npos && summary.find(';') == std::string::npos; }
+bool healthy(const std::string& summary) {
+  return summary.find(" ok") != std::string::npos && summary.find(';') == std::string::npos;
+}
 
 int showOnce(const StatusArgs& a, Store& store) {
   const Reading r = readOnce(store);

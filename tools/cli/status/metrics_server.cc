@@ -89,8 +89,9 @@ MetricsServer::MetricsServer(const std::string& host, int port, Source source) :
   impl_->source = std::move(source);
   beast::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
-  if (ec) throw InvalidArgument("--metrics " + host + ":" + std::to_string(port) + ": '" + host +
-                                "' is not an IP address (give 127.0.0.1, 0.0.0.0 or an interface's address)");
+  if (ec)
+    throw InvalidArgument("--metrics " + host + ":" + std::to_string(port) + ": '" + host +
+                          "' is not an IP address (give 127.0.0.1, 0.0.0.0 or an interface's address)");
   const tcp::endpoint endpoint(address, static_cast<unsigned short>(port));
   auto& a = impl_->acceptor;
   a.open(endpoint.protocol(), ec);

@@ -40,8 +40,7 @@ std::string number(double v) {
 class Writer {
  public:
   // One family: its HELP and TYPE once, then `series` writes its samples.
-  void family(const std::string& name, const char* type, const std::string& help,
-              const std::function<void()>& series) {
+  void family(const std::string& name, const char* type, const std::string& help, const std::function<void()>& series) {
     out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
     series();
   }
@@ -69,8 +68,8 @@ Labels opLabels(const ProcessStatus& p, const OpStat& s) {
 void processFamilies(Writer& w, const std::vector<ProcessStatus>& ranks, int64_t nowUnixMs) {
   w.family("commhost_rank_info", "gauge", "A rank's process: always 1, with its host and pid.", [&] {
     for (const auto& p : ranks)
-      w.sample("commhost_rank_info", {{"rank", std::to_string(p.rank)}, {"host", p.host}, {"pid", std::to_string(p.pid)}},
-               1);
+      w.sample("commhost_rank_info",
+               {{"rank", std::to_string(p.rank)}, {"host", p.host}, {"pid", std::to_string(p.pid)}}, 1);
   });
   w.family("commhost_status_age_seconds", "gauge", "Seconds since the rank last published its status.", [&] {
     for (const auto& p : ranks)
@@ -143,8 +142,8 @@ void opFamilies(Writer& w, const std::vector<ProcessStatus>& ranks) {
         for (size_t b = 0; b < s.buckets.size(); ++b) {
           cumulative += s.buckets[b];
           Labels l = opLabels(p, s);
-          l.emplace_back("le", b < p.latencyBucketsUs.size() ? number(static_cast<double>(p.latencyBucketsUs[b]) / 1e6)
-                                                               : "+Inf");
+          l.emplace_back(
+              "le", b < p.latencyBucketsUs.size() ? number(static_cast<double>(p.latencyBucketsUs[b]) / 1e6) : "+Inf");
           w.sample("commhost_op_latency_seconds_bucket", l, static_cast<double>(cumulative));
         }
         w.sample("commhost_op_latency_seconds_sum", opLabels(p, s), static_cast<double>(s.latencySumUs) / 1e6);
@@ -157,9 +156,8 @@ void eventFamilies(Writer& w, const std::vector<ProcessStatus>& ranks) {
   w.family("commhost_shadow_calls_total", "counter", "Sampled calls compared with a route's shadow backend.", [&] {
     for (const auto& p : ranks)
       for (const auto& t : p.shadows)
-        for (const auto& [outcome, n] : {std::pair<const char*, uint64_t>{"agree", t.agree},
-                                         {"disagree", t.disagree},
-                                         {"failed", t.failed}})
+        for (const auto& [outcome, n] :
+             {std::pair<const char*, uint64_t>{"agree", t.agree}, {"disagree", t.disagree}, {"failed", t.failed}})
           w.sample("commhost_shadow_calls_total",
                    {{"group", t.group},
                     {"rank", std::to_string(p.rank)},

@@ -49,8 +49,8 @@ bool isSilent(const ProcessStatus& p, const ViewOptions& o) {
 
 // "rank 2 behind by 1 op in allreduce seq 50 for 12 s (ranks 0, 1 and 3 wait)", one per
 // rank behind, when the ranks ahead have waited at least behindAfterSeconds.
-void behindProblems(const std::string& name, const std::vector<Member>& members, const ViewOptions& o,
-                    bool nameGroup, std::vector<std::string>& problems) {
+void behindProblems(const std::string& name, const std::vector<Member>& members, const ViewOptions& o, bool nameGroup,
+                    std::vector<std::string>& problems) {
   uint64_t maxIssued = 0;
   for (const auto& m : members) maxIssued = std::max(maxIssued, m.group->lastIssuedSeq);
   std::vector<int> waiting;
@@ -78,9 +78,8 @@ void lostProblems(const std::vector<Member>& members, std::vector<std::string>& 
   std::set<int> said;
   for (const auto& m : members)
     for (const auto& [peer, why] : m.group->lostPeers) {
-      const int global = peer >= 0 && peer < static_cast<int>(m.group->globalRanks.size())
-                             ? m.group->globalRanks[peer]
-                             : peer;
+      const int global = peer >= 0 && peer < static_cast<int>(m.group->globalRanks.size()) ? m.group->globalRanks[peer]
+                                                                                           : peer;
       if (!said.insert(global).second) continue;
       problems.push_back((peer < 0 ? std::string("the store") : "rank " + std::to_string(global)) +
                          " lost (said by rank " + std::to_string(m.rank) + ": " + why + ")");
@@ -145,12 +144,11 @@ std::string details(const std::vector<ProcessStatus>& ranks, const ViewOptions& 
       for (const auto& [peer, age] : s.heartbeatAge)
         beats += (beats.empty() ? "" : " ") + std::to_string(peer) + ":" + secondsText(age);
       char line[400];
-      std::snprintf(line, sizeof line, "  %-5d %-20s %-8d %-24s %-9llu %-5llu %-32s %-18s %s\n", m.rank,
-                    m.process->host.c_str(), m.process->pid,
-                    (s.lastIssuedOp + " " + std::to_string(s.lastIssuedSeq)).c_str(),
-                    static_cast<unsigned long long>(s.lastCompletedSeq), static_cast<unsigned long long>(s.generation),
-                    oldest.c_str(), beats.empty() ? "-" : beats.c_str(),
-                    secondsText(silentSeconds(*m.process, o)).c_str());
+      std::snprintf(
+          line, sizeof line, "  %-5d %-20s %-8d %-24s %-9llu %-5llu %-32s %-18s %s\n", m.rank, m.process->host.c_str(),
+          m.process->pid, (s.lastIssuedOp + " " + std::to_string(s.lastIssuedSeq)).c_str(),
+          static_cast<unsigned long long>(s.lastCompletedSeq), static_cast<unsigned long long>(s.generation),
+          oldest.c_str(), beats.empty() ? "-" : beats.c_str(), secondsText(silentSeconds(*m.process, o)).c_str());
       out << line;
     }
   }

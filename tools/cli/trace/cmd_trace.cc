@@ -6,12 +6,12 @@
 #include <iostream>
 
 #include "../commands.h"
+#include "../job_store.h"
 #include "commhost/config.h"
 #include "commhost/errors.h"
 #include "commhost/registry.h"
 #include "commhost/supervisor.h"
 #include "dumps.h"
-#include "../job_store.h"
 
 namespace commhost::cli {
 namespace {

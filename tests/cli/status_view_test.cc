@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: Apache-2.0
+// `commhost status`'s views (tools/cli/status): the summary line from the ranks' records,
+// the events --watch prints once each, and the Prometheus text of `commhost run --metrics`.
+#include <gtest/gtest.h>
+
+#include "prometheus.h"
+#include "status_view.h"
+
+namespace commhost::cli {
+namespace {
+
+constexpr int64_t kNow = 1'000'000'000;
+
+ProcessStatus rank(int r, uint64_t issued, double waiting = 0) {
+  ProcessStatus p;
+  p.rank = r;
+  p.host = "h";
+  p.pid = 100 + r;
+  p.publishedUnixMs = kNow - 100;
+  p.intervalMs = 1000;
+  GroupStatus g;
+  g.name = "main";
+  g.rank = r;
+  g.worldSize = 4;
+  g.globalRanks = {0, 1, 2, 3};
+  g.lastIssuedSeq = issued;
+  g.lastIssuedOp = "allreduce";
+  g.lastCompletedSeq = issued - (waiting > 0 ? 1 : 0);
+  if (waiting > 0) {
+    g.inFlight = 1;
+    g.oldest = OpInFlight{"allreduce", issued, "gloo", waiting};
+  }
+  p.groups.push_back(g);
+  return p;
+}
+
+ViewOptions at(int expected = 4) {
+  ViewOptions o;
+  o.nowUnixMs = kNow;
+  o.expectedRanks = expected;
+  return o;
+}
+
+TEST(StatusView, EveryRankOk) {
+  std::vector<ProcessStatus> ranks = {rank(0, 1041), rank(1, 1041), rank(2, 1041), rank(3, 1041)};
+  EXPECT_EQ(summaryLine(ranks, at()), "4 ranks ok (group main generation 0, allreduce seq 1041)");
+}
+
+TEST(StatusView, ARankBehindIsNamedWithTheOpAndSeqTheOthersWaitIn) {
+  std::vector<ProcessStatus> ranks = {rank(0, 1041, 12), rank(1, 1041, 12), rank(2, 1038), rank(3, 1041, 11)};
+  EXPECT_EQ(summaryLine(ranks, at()),
+            "rank 2 behind by 3 ops in allreduce seq 1041 for 12 s (ranks 0, 1 and 3 wait; it last issued allreduce "
+            "seq 1038)");
+  // Ordinary skew (the others waited less than behindAfterSeconds) is not a problem.
+  ranks = {rank(0, 1041, 0.5), rank(1, 1041, 0.5), rank(2, 1040), rank(3, 1041, 0.5)};
+  EXPECT_EQ(summaryLine(ranks, at()).substr(0, 10), "4 ranks ok");
+}
+
+TEST(StatusView, SilentMissingAndLostRanksAreNamed) {
+  std::vector<ProcessStatus> ranks = {rank(0, 5), rank(1, 5), rank(2, 5)};
+  ranks[1].publishedUnixMs = kNow - 9000;
+  ranks[0].groups[0].lostPeers[2] = "no heartbeat for 10 s";
+  EXPECT_EQ(summaryLine(ranks, at()),
+            "rank 3 has published no status; rank 1 silent for 9.0 s (h pid 101); rank 2 lost (said by rank 0: no "
+            "heartbeat for 10 s)");
+}
+
+TEST(StatusView, WatchPrintsEachEventOnceAndARestartedRanksAnew) {
+  std::vector<ProcessStatus> ranks = {rank(0, 1)};
+  ranks[0].events = {{1, kNow, "swap_started", "main", "a"}, {2, kNow, "swap_committed", "main", "b"}};
+  std::map<std::string, uint64_t> seen;
+  ASSERT_EQ(newEvents(ranks, seen).size(), 2u);
+  EXPECT_TRUE(newEvents(ranks, seen).empty());
+  ranks[0].events.push_back({3, kNow + 1, "peer_lost", "main", "c"});
+  const auto lines = newEvents(ranks, seen);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("rank 0 peer_lost: c"), std::string::npos) << lines[0];
+  ranks[0].pid = 999;  // restarted: its ids start at 1 again
+  ranks[0].events = {{1, kNow + 2, "membership", "main", "d"}};
+  EXPECT_EQ(newEvents(ranks, seen).size(), 1u);
+}
+
+TEST(Prometheus, HistogramsAreCumulativeAndLabelsEscaped) {
+  ProcessStatus p = rank(0, 3);
+  p.latencyBucketsUs = {10, 100};
+  p.ops.push_back({"we\"ird\\group", "allreduce", "gloo", "le1KiB", 3, 1, 24, 150, {1, 1, 1}});
+  const std::string text = prometheusText({p}, kNow);
+  const std::string labels = R"(group="we\"ird\\group",rank="0",op="allreduce",backend="gloo",size_class="le1KiB")";
+  EXPECT_NE(text.find("commhost_ops_total{" + labels + "} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("commhost_op_latency_seconds_bucket{" + labels + ",le=\"1.0000000000000001e-05\"} 1\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("commhost_op_latency_seconds_bucket{" + labels + ",le=\"+Inf\"} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("commhost_op_latency_seconds_count{" + labels + "} 3\n"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE commhost_op_latency_seconds histogram\n"), std::string::npos);
+  EXPECT_NE(text.find("commhost_group_last_issued_seq{group=\"main\",rank=\"0\"} 3\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace commhost::cli

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "job_metrics.h"
+
+#include <chrono>
+#include <iostream>
+#include <mutex>
+
+#include "../job_store.h"
+#include "commhost/errors.h"
+#include "commhost/job_status.h"
+#include "prometheus.h"
+
+namespace commhost::cli {
+namespace {
+
+// A scrape waits at most this long for the store (the ranks publish once per heartbeat
+// interval, so a slow store is the only thing a scrape can wait for).
+constexpr std::chrono::milliseconds kStoreTimeout{2000};
+
+int64_t nowUnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The server's thread only: a store client made at the first request (the store may not
+// serve yet when the launcher starts) and made again after it failed.
+struct StoreReader {
+  const Config& config;
+  const PluginRegistry& registry;
+  std::string masterAddr;
+  int masterPort;
+  int worldSize;
+  std::shared_ptr<Store> store;
+
+  std::vector<ProcessStatus> read() {
+    if (!store)
+      store = connectConfigStore(config, registry, masterAddr, masterPort, worldSize, kStoreTimeout,
+                                 "commhost run --metrics");
+    try {
+      std::vector<std::string> problems;
+      return readJobStatus(*store, &problems);
+    } catch (const std::exception&) {
+      store.reset();
+      throw;
+    }
+  }
+};
+
+bool isLoopback(const std::string& host) { return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1"; }
+
+}  // namespace
+
+std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& address, bool insecure, const Config& config,
+                                               const PluginRegistry& registry, const std::string& masterAddr,
+                                               int masterPort, int worldSize) {
+  const size_t colon = address.rfind(':');
+  const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+  const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
+  if (host.empty() || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(port) > 65535)
+    throw InvalidArgument("--metrics " + address + ": want HOST:PORT, e.g. 127.0.0.1:9400 (port 0: any free one)");
+  if (!isLoopback(host) && !insecure)
+    throw InvalidArgument("--metrics " + address +
+                          ": the endpoint has no authentication, so it binds loopback unless told otherwise: give "
+                          "127.0.0.1:" +
+                          port + ", or add --metrics-insecure to serve " + host + " to its network");
+  if (!isLoopback(host))
+    std::cerr << "commhost run: warning: --metrics serves " << address
+              << " without authentication (--metrics-insecure): anyone who reaches it sees the job's status"
+              << std::endl;
+  auto reader = std::make_shared<StoreReader>(StoreReader{config, registry, masterAddr, masterPort, worldSize, {}});
+  return std::make_unique<MetricsServer>(host == "localhost" ? "127.0.0.1" : host, std::stoi(port),
+                                         [reader](const std::string& path, std::string& contentType) -> std::string {
+                                           if (path == "/metrics") {
+                                             contentType = "text/plain; version=0.0.4; charset=utf-8";
+                                             return prometheusText(reader->read(), nowUnixMs());
+                                           }
+                                           if (path == "/status.json") {
+                                             contentType = "application/json";
+                                             return jobStatusJson(reader->read()) + "\n";
+                                           }
+                                           return "";
+                                         });
+}
+
+}  // namespace commhost::cli
