@@ -77,6 +77,22 @@ void parseMaster(const RunArgs& args, LaunchPlan& plan) {
   }
 }
 
+// --metrics: the endpoint, serving until the launcher returns (null without --metrics).
+std::unique_ptr<MetricsServer> startMetrics(const RunArgs& args, const Config* config, const PluginRegistry& registry,
+                                            const LaunchPlan& plan) {
+  if (args.metrics.empty()) return nullptr;
+  if (!config)
+    throw CLI::ValidationError("--metrics",
+                               "the ranks' config does not load here, so the launcher cannot read their store: give "
+                               "-c CONFIG");
+  auto metrics = serveJobMetrics(args.metrics, args.metricsInsecure, *config, registry, plan.masterAddr,
+                                 plan.masterPort, plan.localRanks * plan.nodes);
+  const std::string host = args.metrics.substr(0, args.metrics.rfind(':'));
+  std::cerr << "commhost run: metrics at http://" << host << ":" << metrics->port()
+            << "/metrics (Prometheus), the ranks' status at /status.json" << std::endl;
+  return metrics;
+}
+
 int run(const RunArgs& args, std::vector<std::string> command) {
   if (command.empty()) throw CLI::ValidationError("run", "give the program to start after --, e.g. -- commhost bench");
   if (args.nodeRank < 0 || args.nodeRank >= args.nodes)
@@ -136,18 +152,8 @@ int run(const RunArgs& args, std::vector<std::string> command) {
                                "a restarted rank joins the running job, which needs the others to go on without it: "
                                "set supervisor.on_peer_loss: shrink (--set supervisor.on_peer_loss=shrink)");
   plan.maxRestarts = args.maxRestarts;
-  std::unique_ptr<MetricsServer> metrics;
-  if (!args.metrics.empty()) {
-    if (!config)
-      throw CLI::ValidationError("--metrics",
-                                 "the ranks' config does not load here, so the launcher cannot read "
-                                 "their store: give -c CONFIG");
-    metrics = serveJobMetrics(args.metrics, args.metricsInsecure, *config, registry, plan.masterAddr, plan.masterPort,
-                              plan.localRanks * plan.nodes);
-    const std::string host = args.metrics.substr(0, args.metrics.rfind(':'));
-    std::cerr << "commhost run: metrics at http://" << host << ":" << metrics->port()
-              << "/metrics (Prometheus), the ranks' status at /status.json" << std::endl;
-  }
+  const auto metrics = startMetrics(args, config.get(), registry, plan);
+
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
   std::unique_ptr<ConfigWatch> watch;
