@@ -5,6 +5,7 @@
 
 #include "prometheus.h"
 #include "status_view.h"
+#include "top_view.h"
 
 namespace commhost::cli {
 namespace {
@@ -94,6 +95,37 @@ TEST(Prometheus, HistogramsAreCumulativeAndLabelsEscaped) {
   EXPECT_NE(text.find("commhost_op_latency_seconds_count{" + labels + "} 3\n"), std::string::npos);
   EXPECT_NE(text.find("# TYPE commhost_op_latency_seconds histogram\n"), std::string::npos);
   EXPECT_NE(text.find("commhost_group_last_issued_seq{group=\"main\",rank=\"0\"} 3\n"), std::string::npos);
+}
+
+TEST(Top, QuantilesAreReadWithinTheirBucket) {
+  const std::vector<int64_t> bounds = {10, 20, 50};
+  EXPECT_EQ(quantileUs({0, 0, 0, 0}, bounds, 0.5), -1);
+  EXPECT_DOUBLE_EQ(quantileUs({0, 4, 0, 0}, bounds, 0.5), 15);  // half of (10, 20]
+  EXPECT_DOUBLE_EQ(quantileUs({98, 0, 2, 0}, bounds, 0.99), 35);
+  EXPECT_DOUBLE_EQ(quantileUs({0, 0, 0, 3}, bounds, 0.5), 50);  // +Inf: its lower bound
+}
+
+TEST(Top, RatesAreOfTheOpsCompletedBetweenTwoReadings) {
+  ProcessStatus before = rank(0, 10);
+  before.latencyBucketsUs = {10, 20, 50};
+  before.ops.push_back({"main", "allreduce", "gloo", "le64KiB", 100, 0, 100 * 4096, 0, {0, 100, 0, 0}});
+  ProcessStatus now = before;
+  now.ops[0].completed = 300;
+  now.ops[0].bytes = 300 * 4096;
+  now.ops[0].buckets = {0, 100, 200, 0};
+  TopFrame f = topFrame({before}, {now}, 2.0, kNow);
+  ASSERT_EQ(f.ranks.size(), 1u);
+  EXPECT_DOUBLE_EQ(f.ranks[0].opsPerSecond, 100);
+  EXPECT_DOUBLE_EQ(f.ranks[0].bytesPerSecond, 100 * 4096);
+  EXPECT_DOUBLE_EQ(f.ranks[0].busBytesPerSecond, 100 * 4096 * 1.5);  // allreduce at 4 ranks: 2 * 3 / 4
+  EXPECT_DOUBLE_EQ(f.ranks[0].p50Us, 35);                            // all 200 new ones in (20, 50]
+  ASSERT_EQ(f.ops.size(), 1u);
+  EXPECT_EQ(f.ops[0].key, "main allreduce gloo");
+  // A restarted rank (another pid) counts from its own start.
+  now.pid = 4242;
+  f = topFrame({before}, {now}, 2.0, kNow);
+  EXPECT_DOUBLE_EQ(f.ranks[0].opsPerSecond, 150);
+  EXPECT_NE(renderTop(f, "1 rank ok").find("rank 0"), std::string::npos);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ OpRecord op(int64_t bytes, OpState state, int64_t latencyUs) {
 TEST(OpStats, CountsFinishedOpsPerSizeClassAndLatencyBucket) {
   FlightRecorder fr(8);
   supervisor::OpStatsCollector c;
-  fr.add(op(8, OpState::Completed, 5));       // le1KiB, bucket <= 10 us
+  fr.add(op(8, OpState::Completed, 5));       // le1KiB, bucket <= 5 us
   fr.add(op(4096, OpState::Completed, 700));  // le64KiB, bucket <= 1 ms
   fr.add(op(4096, OpState::Failed, 0));       // counted as failed only
   const uint64_t running = fr.add(op(8, OpState::Started, 0));
@@ -42,12 +42,12 @@ TEST(OpStats, CountsFinishedOpsPerSizeClassAndLatencyBucket) {
   ASSERT_EQ(c.stats().cells().size(), 2u);
   const auto& small = c.stats().cells().begin()->second;
   EXPECT_EQ(small.completed, 1u);
-  EXPECT_EQ(small.buckets[0], 1u);
+  EXPECT_EQ(small.buckets[2], 1u);
   const auto& mid = std::next(c.stats().cells().begin())->second;
   EXPECT_EQ(mid.completed, 1u);
   EXPECT_EQ(mid.failed, 1u);
   EXPECT_EQ(mid.bytes, 4096u);
-  EXPECT_EQ(mid.buckets[4], 1u);  // 500 < 700 <= 1000 us
+  EXPECT_EQ(mid.buckets[9], 1u);  // 500 < 700 <= 1000 us
   // The running op counts once it ends, not before and not twice.
   fr.finish(running, OpState::Completed, 1020, "");
   c.poll(fr);

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # A running job seen from outside: `commhost status` on a live 4-rank job (every rank
 # within a second or two; a hang injected at rank 2 named, with the op and seq, long
-# before group.timeout), --json's records, `commhost run --metrics` scraped by a real
+# before group.timeout), --json's records, `commhost top`, `commhost run --metrics` scraped by a real
 # Prometheus server and checked by promtool, clients that stall or send garbage not
 # blocking the endpoint, and `status --watch` printing a swap and a peer loss as they happen.
 #   status_test.sh <commhost binary> <gloo config> <shm config>
@@ -104,6 +104,16 @@ for r in ranks:
 print("   4 records, version 1")
 PY
 pass "4 records that carry what the summary said"
+
+step "commhost top: plain frames in a pipe, every rank, the op row, the hang as an alert"
+run "$commhost" top --master "$store" -n 2 --interval 0.6
+expect_rc0 "top -n 2"
+[[ $(grep -c '^rank 2 behind by 1 op in allreduce seq 50' <<<"$out") -eq 2 ]] || fail "two frames, each with the summary"
+for r in 0 1 3; do expect_regex "rank $r's row" "^rank $r +0 +[0-9]+ .* allreduce 50 for [0-9]+ s\$"; done
+expect_regex "rank 2's row" '^rank 2 +0 +0 '
+expect_regex "the op row" '^main allreduce gloo +0 '
+[[ $out != *$'\033'* ]] || fail "top wrote terminal escapes into a pipe"
+pass "2 frames: 4 rank rows (ranks 0, 1 and 3 alert on allreduce 50), the op row"
 
 step "/metrics: promtool check metrics, and a real Prometheus server scrapes it"
 body=$(http_get "http://$metrics/metrics") || fail "GET /metrics"

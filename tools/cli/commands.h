@@ -19,5 +19,6 @@ void addBenchCommand(CLI::App& app);
 void addTraceCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
 void addStatusCommand(CLI::App& app);
+void addTopCommand(CLI::App& app);
 
 }  // namespace commhost::cli

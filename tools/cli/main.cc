@@ -131,6 +131,7 @@ int run(int argc, char** argv) {
   commhost::cli::addTraceCommand(app);
   commhost::cli::addTrainCommand(app);
   commhost::cli::addStatusCommand(app);
+  commhost::cli::addTopCommand(app);
   addHelpCommand(app);
   const std::string unknown = findUnknownCommand(app, argc, argv);
   if (!unknown.empty()) {

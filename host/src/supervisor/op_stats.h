@@ -21,9 +21,11 @@
 
 namespace commhost::supervisor {
 
-// Upper bounds of the latency buckets, in microseconds (the last bucket is +Inf).
-constexpr std::array<int64_t, 12> kLatencyBucketsUs = {10,    50,    100,    500,    1000,    5000,
-                                                       10000, 50000, 100000, 500000, 1000000, 5000000};
+// Upper bounds of the latency buckets, in microseconds (the last bucket is +Inf): 1-2-5
+// steps from 1 us to 10 s, fine enough for `commhost top`'s p50/p99 (read within a bucket).
+constexpr std::array<int64_t, 22> kLatencyBucketsUs = {
+    1,    2,     5,     10,    20,     50,     100,    200,     500,     1000,    2000,
+    5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 2000000, 5000000, 10000000};
 // Upper bounds of the size classes, in bytes (the last class has no bound).
 constexpr std::array<int64_t, 4> kSizeClassBytes = {1024, 65536, 1 << 20, 16 << 20};
 constexpr size_t kNumSizeClasses = kSizeClassBytes.size() + 1;

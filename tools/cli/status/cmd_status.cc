@@ -7,11 +7,14 @@
 #include <iostream>
 #include <thread>
 
+#include <unistd.h>
+
 #include "../commands.h"
 #include "../job_store.h"
 #include "commhost/errors.h"
 #include "commhost/job_status.h"
 #include "status_view.h"
+#include "top_view.h"
 
 namespace commhost::cli {
 namespace {
@@ -54,6 +57,14 @@ ViewOptions viewOptions(const StatusArgs& a, const Reading& r) {
   o.behindAfterSeconds = a.behindAfter;
   o.expectedRanks = r.world;
   return o;
+}
+
+std::string masterFromEnvironment() {
+  const char* addr = std::getenv("MASTER_ADDR");
+  const char* port = std::getenv("MASTER_PORT");
+  if (!addr || !port)
+    throw CLI::ValidationError("--master", "give HOST:PORT of the job's store (MASTER_ADDR/MASTER_PORT are unset)");
+  return std::string(addr) + ":" + port;
 }
 
 bool healthy(const std::string& summary) {
@@ -105,7 +116,61 @@ int watch(const StatusArgs& a, Store& store) {
   }
 }
 
+// commhost top: a frame per interval, each from two readings `interval` apart.
+int top(const StatusArgs& a, Store& store, int iterations) {
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  Reading before = readOnce(store);
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; iterations <= 0 || i < iterations; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(a.interval * 1000)));
+    Reading now;
+    try {
+      now = readOnce(store);
+    } catch (const Error& e) {
+      std::cout << "the job's store at " << a.master << " stopped answering (" << e.what()
+                << "): the job has ended, or its store died" << std::endl;
+      return 0;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    const ViewOptions o = viewOptions(a, now);
+    const TopFrame frame = topFrame(before.ranks, now.ranks, std::chrono::duration<double>(t1 - t0).count(),
+                                    o.nowUnixMs);
+    // On a terminal the frame replaces the last one; in a pipe or file frames follow each other.
+    std::cout << (tty ? "\033[H\033[2J" : "") << renderTop(frame, summaryLine(now.ranks, o)) << (tty ? "" : "\n");
+    std::cout.flush();
+    before = std::move(now);
+    t0 = t1;
+  }
+  return 0;
+}
+
 }  // namespace
+
+void addTopCommand(CLI::App& app) {
+  static StatusArgs a;
+  static int iterations = 0;
+  auto* cmd = app.add_subcommand("top", "A running job live: per rank and op, ops/s, bandwidth, p50/p99 latency");
+  cmd->add_option("--master", a.master, "HOST:PORT of the job's tcp store (default: MASTER_ADDR:MASTER_PORT)");
+  cmd->add_option("--token", a.token, "The store's auth token, if it has one");
+  cmd->add_option("--plugin-path", a.pluginPaths, "Extra directories to search for the tcp plugin");
+  cmd->add_option("--interval", a.interval, "Seconds per frame (the rates are over it)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  cmd->add_option("-n,--iterations", iterations, "Frames to show, then exit (0: until interrupted)");
+  cmd->footer(
+      "Examples:\n"
+      "  commhost top --master 127.0.0.1:29500\n"
+      "  commhost top --master 127.0.0.1:29500 -n 5 > top.log      plain frames, one after another\n"
+      "Rates are of the ops completed within each frame, from the ranks' records (published once per\n"
+      "supervisor.heartbeat.interval: keep --interval above it). busbw uses nccl-tests' factors on each rank's\n"
+      "own buffer bytes. p50/p99 are read within the latency buckets (1-2-5 steps).");
+  cmd->callback([] {
+    if (a.master.empty()) a.master = masterFromEnvironment();
+    const auto store = connectMaster(a.master, a.token, a.pluginPaths, std::chrono::seconds(5), "commhost top");
+    const int rc = top(a, *store, iterations);
+    if (rc) throw CLI::RuntimeError(rc);
+  });
+}
 
 void addStatusCommand(CLI::App& app) {
   static StatusArgs a;
@@ -126,13 +191,7 @@ void addStatusCommand(CLI::App& app) {
       "Exit status: 0 when every rank is ok, 3 when the summary names a problem, 1 on an error.\n"
       "Ranks publish once per supervisor.heartbeat.interval; a query reads the store only.");
   cmd->callback([] {
-    if (a.master.empty()) {
-      const char* addr = std::getenv("MASTER_ADDR");
-      const char* port = std::getenv("MASTER_PORT");
-      if (!addr || !port)
-        throw CLI::ValidationError("--master", "give HOST:PORT of the job's store (MASTER_ADDR/MASTER_PORT are unset)");
-      a.master = std::string(addr) + ":" + port;
-    }
+    if (a.master.empty()) a.master = masterFromEnvironment();
     const auto store = connectMaster(a.master, a.token, a.pluginPaths, std::chrono::seconds(5), "commhost status");
     const int rc = a.watch ? watch(a, *store) : showOnce(a, *store);
     if (rc) throw CLI::RuntimeError(rc);
