@@ -5,11 +5,14 @@
 # before group.timeout), --json's records, `commhost top`, `commhost run --metrics` scraped by a real
 # Prometheus server and checked by promtool, clients that stall or send garbage not
 # blocking the endpoint, and `status --watch` printing a swap and a peer loss as they happen.
-#   status_test.sh <commhost binary> <gloo config> <shm config>
+# The dashboard is loaded in headless chromium: every rank shown, updating, the hung rank
+# highlighted; its screenshot is written to OUTPUT_DIR.
+#   status_test.sh <commhost binary> <gloo config> <shm config> [OUTPUT_DIR]
 set -euo pipefail
 commhost=$1
 gloo=$2
 shm=$3
+output=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/check_lib.sh"
 tmp=$(mktemp -d)
@@ -38,6 +41,7 @@ start_job() {
   sleep 0.2
   store=$(grep -oE 'store at 127\.0\.0\.1:[0-9]+' "$out" | grep -oE '127.*$')
   metrics=$(grep -oE 'metrics at http://127\.0\.0\.1:[0-9]+' "$out" | grep -oE '127.*$' || true)
+  dashboard=$(grep -oE 'dashboard at http://127\.0\.0\.1:[0-9]+/' "$out" | grep -oE 'http.*$' || true)
 }
 
 stop_job() {
@@ -70,7 +74,7 @@ PY
 
 step "status of a live 4-rank job; rank 2 hangs before allreduce seq 50 (group.timeout 120 s)"
 start_job "$tmp/job.out" -n 4 -c "$gloo" --set group.timeout=120s --set supervisor.heartbeat.interval=500ms \
-  --metrics 127.0.0.1:0 -- "$commhost" bench --sizes 4K --iters 100000 --inject hang:2@50
+  --metrics 127.0.0.1:0 --dashboard 127.0.0.1:0 -- "$commhost" bench --sizes 4K --iters 100000 --inject hang:2@50
 [[ -n $metrics ]] || { out=$(cat "$tmp/job.out"); fail "commhost run printed no metrics address"; }
 until_status "all 4 ranks" '^  3 ' 20
 expect_regex "the rank table" '^  0 +[^ ]+ +[0-9]+ +allreduce'
@@ -78,6 +82,28 @@ until_status "the hang named" '^rank 2 behind by 1 op in allreduce seq 50 for [0
 expect_rc_nonzero "status with a rank behind (exit 3)"
 [[ $rc -eq 3 ]] || fail "status exited with $rc, expected 3 (a problem named)"
 pass "rank 2 named, with the op and the seq, well before group.timeout"
+
+step "the dashboard in headless chromium: every rank, updating, rank 2 highlighted"
+[[ -n $dashboard ]] || { out=$(cat "$tmp/job.out"); fail "commhost run printed no dashboard address"; }
+if command -v chromium >/dev/null; then
+  browse() { timeout 90 chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/chromium" \
+    --window-size=1280,900 --virtual-time-budget=5000 "$@" 2>"$tmp/chromium.log"; }
+  out=$(browse --dump-dom "$dashboard") || { out=$(cat "$tmp/chromium.log"); fail "chromium could not load $dashboard"; }
+  expect_regex "the summary, marked a problem" 'id="summary" class="problem">rank 2 behind by 1 op in allreduce seq 50'
+  for r in 0 1 3; do expect_text "rank $r's row" "<tr class=\"ok\" data-rank=\"$r\">"; done
+  expect_text "rank 2's row, highlighted" '<tr class="behind" data-rank="2">'
+  updates=$(grep -oE 'id="updates">[0-9]+' <<<"$out" | grep -oE '[0-9]+$')
+  ((updates >= 2)) || fail "the page read /dashboard.json $updates time(s); it updates once a second"
+  expect_text "the chart's legend" "main allreduce gloo"
+  shot=${output:-$tmp}/status_dashboard.png
+  browse --screenshot="$shot" "$dashboard" || fail "chromium's screenshot"
+  [[ -s $shot ]] || fail "no screenshot at $shot"
+  pass "4 rank rows (rank 2 highlighted), $updates updates, the op chart; screenshot: $shot"
+else
+  out=$(http_get "$dashboard") || fail "GET $dashboard"
+  expect_text "the page" "<title>commhost job</title>"
+  pass "the page is served (skipped the browser: chromium is not installed here)"
+fi
 
 step "--json: the schema's records"
 run "$commhost" status --master "$store" --json

@@ -6,6 +6,8 @@
 #include <climits>
 #include <iostream>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "commands.h"
 #include "commhost/config.h"
@@ -37,8 +39,8 @@ struct RunArgs {
   double grace = 5;
   double settle = 1;
   int maxRestarts = 0;
-  std::string metrics;
-  bool metricsInsecure = false;
+  std::string metrics, dashboard;
+  bool metricsInsecure = false, dashboardInsecure = false;
   std::vector<std::string> command;
 };
 
@@ -77,20 +79,29 @@ void parseMaster(const RunArgs& args, LaunchPlan& plan) {
   }
 }
 
-// --metrics: the endpoint, serving until the launcher returns (null without --metrics).
-std::unique_ptr<MetricsServer> startMetrics(const RunArgs& args, const Config* config, const PluginRegistry& registry,
-                                            const LaunchPlan& plan) {
-  if (args.metrics.empty()) return nullptr;
-  if (!config)
-    throw CLI::ValidationError("--metrics",
-                               "the ranks' config does not load here, so the launcher cannot read their store: give "
-                               "-c CONFIG");
-  auto metrics = serveJobMetrics(args.metrics, args.metricsInsecure, *config, registry, plan.masterAddr,
-                                 plan.masterPort, plan.localRanks * plan.nodes);
-  const std::string host = args.metrics.substr(0, args.metrics.rfind(':'));
-  std::cerr << "commhost run: metrics at http://" << host << ":" << metrics->port()
-            << "/metrics (Prometheus), the ranks' status at /status.json" << std::endl;
-  return metrics;
+// --metrics and --dashboard: their endpoints (one when both give the same address),
+// serving until the launcher returns.
+std::vector<std::unique_ptr<MetricsServer>> startEndpoints(const RunArgs& args, const Config* config,
+                                                           const PluginRegistry& registry, const LaunchPlan& plan) {
+  std::vector<std::unique_ptr<MetricsServer>> out;
+  for (const auto& [flag, address] :
+       {std::pair<std::string, std::string>{"--metrics", args.metrics}, {"--dashboard", args.dashboard}}) {
+    if (address.empty() || (flag == "--dashboard" && address == args.metrics)) continue;
+    if (!config)
+      throw CLI::ValidationError(flag,
+                                 "the ranks' config does not load here, so the launcher cannot read their "
+                                 "store: give -c CONFIG");
+    out.push_back(serveJobMetrics(flag, address, flag == "--metrics" ? args.metricsInsecure : args.dashboardInsecure,
+                                  *config, registry, plan.masterAddr, plan.masterPort, plan.localRanks * plan.nodes));
+    const std::string url = "http://" + address.substr(0, address.rfind(':')) + ":" +
+                            std::to_string(out.back()->port());
+    if (flag == "--metrics" || address == args.metrics)
+      std::cerr << "commhost run: metrics at " << url << "/metrics (Prometheus), the ranks' status at /status.json"
+                << std::endl;
+    if (flag == "--dashboard" || args.dashboard == args.metrics)
+      std::cerr << "commhost run: dashboard at " << url << "/" << std::endl;
+  }
+  return out;
 }
 
 int run(const RunArgs& args, std::vector<std::string> command) {
@@ -152,7 +163,7 @@ int run(const RunArgs& args, std::vector<std::string> command) {
                                "a restarted rank joins the running job, which needs the others to go on without it: "
                                "set supervisor.on_peer_loss: shrink (--set supervisor.on_peer_loss=shrink)");
   plan.maxRestarts = args.maxRestarts;
-  const auto metrics = startMetrics(args, config.get(), registry, plan);
+  const auto endpoints = startEndpoints(args, config.get(), registry, plan);
 
   if (command[0] == "commhost") command[0] = selfPath();
   plan.command = command;
@@ -210,6 +221,12 @@ void addRunCommand(CLI::App& app) {
   cmd->add_flag("--metrics-insecure", args.metricsInsecure,
                 "Allow --metrics on an address other than loopback (no authentication: anyone who reaches it sees "
                 "the job's status)");
+  cmd->add_option("--dashboard", args.dashboard,
+                  "Serve a live page of the job (ranks, per-op charts, swaps, incidents) at HOST:PORT (port 0: any "
+                  "free one); loopback unless --dashboard-insecure")
+      ->type_name("HOST:PORT");
+  cmd->add_flag("--dashboard-insecure", args.dashboardInsecure,
+                "Allow --dashboard on an address other than loopback (no authentication)");
   cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
   cmd->add_option("--settle", args.settle,

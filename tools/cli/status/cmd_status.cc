@@ -67,10 +67,6 @@ std::string masterFromEnvironment() {
   return std::string(addr) + ":" + port;
 }
 
-bool healthy(const std::string& summary) {
-  return summary.find(" ok") != std::string::npos && summary.find(';') == std::string::npos;
-}
-
 int showOnce(const StatusArgs& a, Store& store) {
   const Reading r = readOnce(store);
   if (a.json) {
@@ -80,6 +76,7 @@ int showOnce(const StatusArgs& a, Store& store) {
   }
   const ViewOptions o = viewOptions(a, r);
   const std::string summary = summaryLine(r.ranks, o);
+  const bool healthy = !r.ranks.empty() && problems(r.ranks, o).empty();
   std::cout << summary << "\n" << details(r.ranks, o);
   std::map<std::string, uint64_t> none;
   const auto events = newEvents(r.ranks, none);
@@ -87,7 +84,7 @@ int showOnce(const StatusArgs& a, Store& store) {
   for (size_t i = events.size() > 10 ? events.size() - 10 : 0; i < events.size(); ++i)
     std::cout << "  " << events[i] << "\n";
   for (const auto& p : r.problems) std::cout << "note: " << p << "\n";
-  return r.ranks.empty() || !healthy(summary) ? kProblemsFound : 0;
+  return healthy ? 0 : kProblemsFound;
 }
 
 // Monitor mode: the summary when it changes, and each event once, as they happen.

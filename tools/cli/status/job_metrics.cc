@@ -8,6 +8,7 @@
 #include "../job_store.h"
 #include "commhost/errors.h"
 #include "commhost/job_status.h"
+#include "dashboard.h"
 #include "prometheus.h"
 
 namespace commhost::cli {
@@ -50,37 +51,46 @@ bool isLoopback(const std::string& host) { return host == "localhost" || host.rf
 
 }  // namespace
 
-std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& address, bool insecure, const Config& config,
-                                               const PluginRegistry& registry, const std::string& masterAddr,
-                                               int masterPort, int worldSize) {
+std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& flag, const std::string& address, bool insecure,
+                                               const Config& config, const PluginRegistry& registry,
+                                               const std::string& masterAddr, int masterPort, int worldSize) {
   const size_t colon = address.rfind(':');
   const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
   const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
   if (host.empty() || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(port) > 65535)
-    throw InvalidArgument("--metrics " + address + ": want HOST:PORT, e.g. 127.0.0.1:9400 (port 0: any free one)");
+    throw InvalidArgument(flag + " " + address + ": want HOST:PORT, e.g. 127.0.0.1:9400 (port 0: any free one)");
   if (!isLoopback(host) && !insecure)
-    throw InvalidArgument("--metrics " + address +
+    throw InvalidArgument(flag + " " + address +
                           ": the endpoint has no authentication, so it binds loopback unless told otherwise: give "
                           "127.0.0.1:" +
-                          port + ", or add --metrics-insecure to serve " + host + " to its network");
+                          port + ", or add " + flag + "-insecure to serve " + host + " to its network");
   if (!isLoopback(host))
-    std::cerr << "commhost run: warning: --metrics serves " << address
-              << " without authentication (--metrics-insecure): anyone who reaches it sees the job's status"
-              << std::endl;
+    std::cerr << "commhost run: warning: " << flag << " serves " << address << " without authentication (" << flag
+              << "-insecure): anyone who reaches it sees the job's status" << std::endl;
   auto reader = std::make_shared<StoreReader>(StoreReader{config, registry, masterAddr, masterPort, worldSize, {}});
-  return std::make_unique<MetricsServer>(host == "localhost" ? "127.0.0.1" : host, std::stoi(port),
-                                         [reader](const std::string& path, std::string& contentType) -> std::string {
-                                           if (path == "/metrics") {
-                                             contentType = "text/plain; version=0.0.4; charset=utf-8";
-                                             return prometheusText(reader->read(), nowUnixMs());
-                                           }
-                                           if (path == "/status.json") {
-                                             contentType = "application/json";
-                                             return jobStatusJson(reader->read()) + "\n";
-                                           }
-                                           return "";
-                                         });
+  const std::string page = dashboardPage();  // read once: a missing page is said at start
+  return std::make_unique<MetricsServer>(
+      host == "localhost" ? "127.0.0.1" : host, std::stoi(port),
+      [reader, page, worldSize](const std::string& path, std::string& contentType) -> std::string {
+        if (path == "/" || path == "/index.html") {
+          contentType = "text/html; charset=utf-8";
+          return page;
+        }
+        if (path == "/dashboard.json") {
+          contentType = "application/json";
+          return dashboardJson(reader->read(), nowUnixMs(), worldSize);
+        }
+        if (path == "/metrics") {
+          contentType = "text/plain; version=0.0.4; charset=utf-8";
+          return prometheusText(reader->read(), nowUnixMs());
+        }
+        if (path == "/status.json") {
+          contentType = "application/json";
+          return jobStatusJson(reader->read()) + "\n";
+        }
+        return "";
+      });
 }
 
 }  // namespace commhost::cli

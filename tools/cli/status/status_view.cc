@@ -50,7 +50,7 @@ bool isSilent(const ProcessStatus& p, const ViewOptions& o) {
 // "rank 2 behind by 1 op in allreduce seq 50 for 12 s (ranks 0, 1 and 3 wait)", one per
 // rank behind, when the ranks ahead have waited at least behindAfterSeconds.
 void behindProblems(const std::string& name, const std::vector<Member>& members, const ViewOptions& o, bool nameGroup,
-                    std::vector<std::string>& problems) {
+                    std::vector<Problem>& problems) {
   uint64_t maxIssued = 0;
   for (const auto& m : members) maxIssued = std::max(maxIssued, m.group->lastIssuedSeq);
   std::vector<int> waiting;
@@ -66,46 +66,54 @@ void behindProblems(const std::string& name, const std::vector<Member>& members,
   for (const auto& m : members) {
     const uint64_t behind = maxIssued - m.group->lastIssuedSeq;
     if (behind == 0) continue;
-    problems.push_back("rank " + std::to_string(m.rank) + " behind by " + std::to_string(behind) +
-                       (behind == 1 ? " op" : " ops") + " in " + op + " seq " + std::to_string(maxIssued) + " for " +
-                       secondsText(waited) + (nameGroup ? " in group " + name : "") + " (" + rankListText(waiting) +
-                       " wait; it last issued " + m.group->lastIssuedOp + " seq " +
-                       std::to_string(m.group->lastIssuedSeq) + ")");
+    problems.push_back({m.rank, "behind",
+                        "rank " + std::to_string(m.rank) + " behind by " + std::to_string(behind) +
+                            (behind == 1 ? " op" : " ops") + " in " + op + " seq " + std::to_string(maxIssued) +
+                            " for " + secondsText(waited) + (nameGroup ? " in group " + name : "") + " (" +
+                            rankListText(waiting) + " wait; it last issued " + m.group->lastIssuedOp + " seq " +
+                            std::to_string(m.group->lastIssuedSeq) + ")"});
   }
 }
 
-void lostProblems(const std::vector<Member>& members, std::vector<std::string>& problems) {
+void lostProblems(const std::vector<Member>& members, std::vector<Problem>& problems) {
   std::set<int> said;
   for (const auto& m : members)
     for (const auto& [peer, why] : m.group->lostPeers) {
       const int global = peer >= 0 && peer < static_cast<int>(m.group->globalRanks.size()) ? m.group->globalRanks[peer]
                                                                                            : peer;
       if (!said.insert(global).second) continue;
-      problems.push_back((peer < 0 ? std::string("the store") : "rank " + std::to_string(global)) +
-                         " lost (said by rank " + std::to_string(m.rank) + ": " + why + ")");
+      problems.push_back({peer < 0 ? -1 : global, "lost",
+                          (peer < 0 ? std::string("the store") : "rank " + std::to_string(global)) +
+                              " lost (said by rank " + std::to_string(m.rank) + ": " + why + ")"});
     }
 }
 
 }  // namespace
 
-std::string summaryLine(const std::vector<ProcessStatus>& ranks, const ViewOptions& o) {
-  std::vector<std::string> problems;
+std::vector<Problem> problems(const std::vector<ProcessStatus>& ranks, const ViewOptions& o) {
+  std::vector<Problem> problems;
   std::set<int> present;
   for (const auto& p : ranks) present.insert(p.rank);
   for (int r = 0; r < o.expectedRanks; ++r)
-    if (!present.count(r)) problems.push_back("rank " + std::to_string(r) + " has published no status");
+    if (!present.count(r)) problems.push_back({r, "missing", "rank " + std::to_string(r) + " has published no status"});
   for (const auto& p : ranks)
     if (isSilent(p, o))
-      problems.push_back("rank " + std::to_string(p.rank) + " silent for " + secondsText(silentSeconds(p, o)) + " (" +
-                         p.host + " pid " + std::to_string(p.pid) + ")");
+      problems.push_back({p.rank, "silent",
+                          "rank " + std::to_string(p.rank) + " silent for " + secondsText(silentSeconds(p, o)) + " (" +
+                              p.host + " pid " + std::to_string(p.pid) + ")"});
   const auto groups = membersByGroup(ranks);
   for (const auto& [name, members] : groups) {
     behindProblems(name, members, o, groups.size() > 1, problems);
     lostProblems(members, problems);
   }
+  return problems;
+}
+
+std::string summaryLine(const std::vector<ProcessStatus>& ranks, const ViewOptions& o) {
+  const std::vector<Problem> problems = cli::problems(ranks, o);
   if (!problems.empty()) {
     std::string out;
-    for (const auto& p : problems) out += (out.empty() ? "" : "; ") + p;
+    for (const auto& p : problems) out += (out.empty() ? "" : "; ") + p.text;
     return out;
   }
   std::string out = std::to_string(ranks.size()) + (ranks.size() == 1 ? " rank ok" : " ranks ok");

@@ -22,6 +22,14 @@ struct ViewOptions {
   int expectedRanks = 0;  // the job's world (0: the ranks that published)
 };
 
+// What the summary names, one per rank and problem.
+struct Problem {
+  int rank = -1;     // the job's rank it is about (-1: the store)
+  std::string kind;  // "missing", "silent", "behind", "lost"
+  std::string text;  // as the summary says it
+};
+std::vector<Problem> problems(const std::vector<ProcessStatus>& ranks, const ViewOptions& o);
+
 // One line: "4 ranks ok (group main generation 0, allreduce seq 1041)", or the problems
 // joined by "; " ("rank 2 behind by 1 op in allreduce seq 50 for 12 s (ranks 0, 1 and 3
 // wait)", "rank 3 silent for 9 s", "rank 1 reports peer 3 lost: ...").
