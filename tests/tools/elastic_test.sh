@@ -97,7 +97,11 @@ steps = [r for r in rows if "event" not in r]
 assert len(events) == 1, events
 e = events[0]
 assert e["world_before"] == 4 and e["world"] == world_after and e["generation"] == 1, e
-assert [r["step"] for r in steps] == list(range(300)), [r["step"] for r in steps][:50]
+# Every step once; the failed step may have no row of rank 0's when another member had
+# completed it before it noticed the loss (the members then go on from the furthest).
+done = e["failed_step"] if e["resume_step"] == e["failed_step"] + 1 else None
+want = [s for s in range(300) if s != done]
+assert [r["step"] for r in steps] in (want, list(range(300))), ([r["step"] for r in steps][:50], e)
 assert all(r["world"] == 4 for r in steps if r["step"] < e["resume_step"]), e
 assert all(r["world"] == world_after and r["generation"] == 1 for r in steps if r["step"] >= e["resume_step"]), e
 print(f"   shrink at step {e['failed_step']}: {e['shrink_ms']:.0f} ms, recovered in {e['recover_ms']:.0f} ms")

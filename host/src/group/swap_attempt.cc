@@ -87,7 +87,8 @@ ReconfigureReport SwapAttempt::run() {
   if (g_.supervisor_)
     g_.supervisor_->events().add("swap_started", g_.name_,
                                  where_.format() + "swap from generation " + std::to_string(record_.fromGeneration) +
-                                     " started (config " + config_->source + ")");
+                                     " started (config " +
+                                     (config_ ? config_->source : std::string("that did not load")) + ")");
   check();
   drain();
   build();
