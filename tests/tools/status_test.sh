@@ -233,17 +233,19 @@ watcher=$!
 sleep 1
 sed -i 's/backend: \[shm, gloo\]/backend: gloo/' "$tmp/live.yaml"
 grep -q "backend: gloo }" "$tmp/live.yaml" || fail "could not edit the routes of $tmp/live.yaml"
-for ((i = 0; i < 100; ++i)); do grep -q "swap_committed" "$tmp/watch.out" && break; sleep 0.2; done
+for ((i = 0; i < 300; ++i)); do grep -q "swap_committed" "$tmp/watch.out" && break; sleep 0.2; done
 victim=""
 for p in $(pgrep -P "$launcher"); do
   tr '\0' '\n' <"/proc/$p/environ" | grep -qx "RANK=2" && victim=$p
 done
 [[ -n $victim ]] || fail "no rank 2 among the launcher's children"
 kill -9 "$victim"
-for ((i = 0; i < 100; ++i)); do grep -q "peer_lost" "$tmp/watch.out" && break; sleep 0.2; done
+for ((i = 0; i < 300; ++i)); do grep -q "peer_lost" "$tmp/watch.out" && break; sleep 0.2; done
 kill "$watcher" 2>/dev/null || true
 out=$(cat "$tmp/watch.out")
 expect_regex "the swap" '^[0-9:]+ rank [0-9] swap_committed: \[group main rank [0-9]\] swap from generation 0 committed generation 1'
 expect_regex "the peer loss" '^[0-9:]+ rank [01] peer_lost: .*peer 2 lost'
+expect_regex "the summary's change" '^status: .*rank 2 (silent|lost)'
+[[ $(grep -c '^status: ' <<<"$out") -le 6 ]] || fail "--watch repeated the summary while only its seconds changed"
 stop_job
 pass "the swap and the peer loss, each printed as it happened"

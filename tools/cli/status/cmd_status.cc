@@ -90,7 +90,7 @@ int showOnce(const StatusArgs& a, Store& store) {
 // Monitor mode: the summary when it changes, and each event once, as they happen.
 int watch(const StatusArgs& a, Store& store) {
   std::map<std::string, uint64_t> seen;
-  std::string lastSummary;
+  std::string lastSignature;
   bool first = true;
   for (;;) {
     Reading r;
@@ -104,10 +104,14 @@ int watch(const StatusArgs& a, Store& store) {
     const auto events = newEvents(r.ranks, seen);
     if (!first)
       for (const auto& line : events) std::cout << line << "\n";
-    const std::string summary = summaryLine(r.ranks, viewOptions(a, r));
-    if (summary != lastSummary) std::cout << (first ? "" : "status: ") << summary << "\n";
+    // The summary when what it names changes (which ranks, which problem), not when only
+    // its seconds grow.
+    const ViewOptions o = viewOptions(a, r);
+    std::string signature = std::to_string(r.ranks.size());
+    for (const Problem& p : problems(r.ranks, o)) signature += " " + p.kind + ":" + std::to_string(p.rank);
+    if (signature != lastSignature) std::cout << (first ? "" : "status: ") << summaryLine(r.ranks, o) << "\n";
     std::cout.flush();
-    lastSummary = summary;
+    lastSignature = signature;
     first = false;
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(a.interval * 1000)));
   }
