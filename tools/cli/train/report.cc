@@ -59,7 +59,18 @@ TrainReport::~TrainReport() {
 
 void TrainReport::step(const StepRecord& r) {
   if (!leader_) return;
-  steps_.push_back(r);
+  (firstStep_.count ? laterSteps_ : firstStep_).add(r);
+  if (stretches_.empty() || stretches_.back().generation != r.generation) {
+    Stretch s;
+    s.generation = r.generation;
+    s.label = r.configLabel.empty() ? r.config : r.configLabel;
+    s.world = r.world;
+    s.fromStep = r.step;
+    stretches_.push_back(std::move(s));
+  }
+  Stretch& s = stretches_.back();
+  s.toStep = r.step;
+  (s.first.count ? s.rest : s.first).add(r);
   epochLossSum_ += r.loss;
   ++epochSteps_;
   if (json_) {
@@ -144,31 +155,33 @@ void TrainReport::epoch(int epoch, double evalLoss) {
   std::fflush(out_);
 }
 
+void TrainReport::Sums::add(const StepRecord& r) {
+  ++count;
+  stepMs += r.stepMs;
+  backwardMs += r.backwardMs;
+  commMs += r.commMs;
+  waitMs += r.waitMs;
+  bytes += static_cast<double>(r.bytes);
+  wireBytes += static_cast<double>(r.wireBytes);
+  buckets += static_cast<double>(r.buckets);
+}
+
 void TrainReport::summary() {
-  if (!leader_ || steps_.empty()) return;
+  if (!leader_ || firstStep_.count == 0) return;
   // The first step is left out when there are others: its buckets are the initial
   // assignment, rebuilt after it, and its time includes first-touch allocations.
-  const size_t first = steps_.size() > 1 ? 1 : 0;
-  double stepMs = 0, backwardMs = 0, commMs = 0, waitMs = 0, bytes = 0, wireBytes = 0, buckets = 0;
-  for (size_t i = first; i < steps_.size(); ++i) {
-    stepMs += steps_[i].stepMs;
-    backwardMs += steps_[i].backwardMs;
-    commMs += steps_[i].commMs;
-    waitMs += steps_[i].waitMs;
-    bytes += static_cast<double>(steps_[i].bytes);
-    wireBytes += static_cast<double>(steps_[i].wireBytes);
-    buckets += static_cast<double>(steps_[i].buckets);
-  }
-  const double n = static_cast<double>(steps_.size() - first);
-  const double hidden = commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - waitMs / commMs)) : 0.0;
+  const Sums& m = laterSteps_.count ? laterSteps_ : firstStep_;
+  const size_t first = laterSteps_.count ? 1 : 0;
+  const double n = static_cast<double>(m.count);
+  const double hidden = m.commMs > 0 ? std::min(1.0, std::max(0.0, 1.0 - m.waitMs / m.commMs)) : 0.0;
   std::fprintf(
       out_,
       "time per step %.3f ms; %.0f bytes per step handed to the hook in %.1f buckets, %.0f sent by its "
       "collectives; %.0f%% of communication "
       "hidden behind backward (backward %.3f ms, communication %.3f ms, finalize waited %.3f ms per step); means "
       "over steps %zu..%zu of rank 0\n",
-      stepMs / n, bytes / n, buckets / n, wireBytes / n, 100.0 * hidden, backwardMs / n, commMs / n, waitMs / n, first,
-      steps_.size() - 1);
+      m.stepMs / n, m.bytes / n, m.buckets / n, m.wireBytes / n, 100.0 * hidden, m.backwardMs / n, m.commMs / n,
+      m.waitMs / n, first, firstStep_.count + laterSteps_.count - 1);
   generationSummary();
   std::fflush(out_);
 }
@@ -177,23 +190,14 @@ void TrainReport::generationSummary() {
   // One line per stretch of steps on one config generation, when a hot swap made more
   // than one: the step time before and after each swap. A stretch's first step is left
   // out when it has others, as above (the new backends' first use: connections, first-touch).
-  if (steps_.front().generation == steps_.back().generation) return;
-  for (size_t from = 0; from < steps_.size();) {
-    size_t to = from;
-    while (to + 1 < steps_.size() && steps_[to + 1].generation == steps_[from].generation) ++to;
-    const size_t first = to > from ? from + 1 : from;
-    double stepMs = 0, commMs = 0;
-    for (size_t i = first; i <= to; ++i) {
-      stepMs += steps_[i].stepMs;
-      commMs += steps_[i].commMs;
-    }
-    const double n = static_cast<double>(to - first + 1);
-    std::fprintf(
-        out_, "generation %llu (%s): %d ranks, steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
-        static_cast<unsigned long long>(steps_[from].generation),
-        (steps_[from].configLabel.empty() ? steps_[from].config : steps_[from].configLabel).c_str(), steps_[from].world,
-        static_cast<long long>(steps_[from].step), static_cast<long long>(steps_[to].step), stepMs / n, commMs / n);
-    from = to + 1;
+  if (stretches_.size() < 2) return;
+  for (const Stretch& s : stretches_) {
+    const Sums& m = s.mean();
+    const double n = static_cast<double>(m.count);
+    std::fprintf(out_,
+                 "generation %llu (%s): %d ranks, steps %lld..%lld, time per step %.3f ms, communication %.3f ms\n",
+                 static_cast<unsigned long long>(s.generation), s.label.c_str(), s.world,
+                 static_cast<long long>(s.fromStep), static_cast<long long>(s.toStep), m.stepMs / n, m.commMs / n);
   }
 }
 

@@ -74,13 +74,30 @@ class TrainReport {
   std::FILE* text() const { return out_; }
 
  private:
+  // Sums of a run of steps, the first kept apart: a summary leaves out its first step when
+  // it has others (the initial buckets, a new generation's first use of its backends).
+  // Running sums, not the steps themselves: a job of millions of steps keeps a few bytes.
+  struct Sums {
+    size_t count = 0;
+    double stepMs = 0, backwardMs = 0, commMs = 0, waitMs = 0, bytes = 0, wireBytes = 0, buckets = 0;
+    void add(const StepRecord& r);
+  };
+  struct Stretch {  // steps on one config generation
+    uint64_t generation = 0;
+    std::string label;
+    int world = 0;
+    int64_t fromStep = 0, toStep = 0;
+    Sums first, rest;
+    const Sums& mean() const { return rest.count ? rest : first; }
+  };
   void generationSummary();
 
   bool leader_, bar_;
   int epochs_, stepsPerEpoch_;
   std::FILE* json_ = nullptr;
   std::FILE* out_ = stdout;
-  std::vector<StepRecord> steps_;
+  Sums firstStep_, laterSteps_;    // the whole run
+  std::vector<Stretch> stretches_;  // one per generation change
   std::vector<RecoveryRecord> recoveries_;
   double epochLossSum_ = 0;
   int epochSteps_ = 0;
