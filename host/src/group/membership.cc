@@ -111,6 +111,9 @@ MembershipRound::MembershipRound(ProcessGroup& group, Kind kind, std::chrono::mi
           "on this group",
           "finish or drop the Reducer iteration (destroy the Reducer), then call shrink()");
   g_.membershipRounds_ = round_ + 1;
+  // A live rank beats once per interval (its heartbeat thread wakes at most every 100 ms):
+  // two intervals without a beat is a stopped heartbeat, not a slow one.
+  if (g_.supervisor_) lossGrace_ = 2 * g_.supervisor_->settings().heartbeatInterval + std::chrono::milliseconds(250);
 }
 
 std::chrono::microseconds MembershipRound::since(Steady::time_point t) const {
@@ -145,7 +148,15 @@ void MembershipRound::agree() {
   report_.agree = since(t);
 }
 
-std::vector<int> MembershipRound::posted(bool& settled) const {
+bool MembershipRound::heartbeatStopped(int r) {
+  const int64_t beat = oldStore_->add(supervisor::heartbeatKey(r), 0);
+  const auto now = Steady::now();
+  auto [it, fresh] = beats_.try_emplace(r, beat, now);
+  if (!fresh && it->second.first != beat) it->second = {beat, now};
+  return now - it->second.second >= lossGrace_;
+}
+
+std::vector<int> MembershipRound::posted(bool& settled) {
   // Gone for good: lost (the heartbeat's or a backend's verdict) or left (destroyed its
   // group). Without the supervisor neither is known: the timeout alone ends the wait.
   std::map<int, std::string> lost;
@@ -159,7 +170,9 @@ std::vector<int> MembershipRound::posted(bool& settled) const {
   for (int r = 0; r < oldSize_; ++r) {
     if (r == oldRank_ || oldStore_->check({prefix_ + "alive/" + std::to_string(r)})) {
       out.push_back(r);
-    } else if (!lost.count(r) && !left.count(r) && !oldStore_->check({supervisor::leftKey(r)})) {
+    } else if (left.count(r) || oldStore_->check({supervisor::leftKey(r)})) {
+      continue;  // destroyed its group
+    } else if (!lost.count(r) || !heartbeatStopped(r)) {
       settled = false;  // neither here nor gone (lost, or destroyed its group): wait for it
     }
   }

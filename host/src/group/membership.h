@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,7 +74,12 @@ class MembershipRound {
 
   // Shrink: the old ranks that posted alive/ by now; `settled` says whether every other
   // rank has either posted or is known gone.
-  std::vector<int> posted(bool& settled) const;
+  std::vector<int> posted(bool& settled);
+  // A peer a verdict calls lost is gone once its heartbeat has stood still for
+  // lossGrace_ as well: a live rank that aborts its own backends drops its connections,
+  // which its peers' backends read as its exit (gloo: "connection closed by peer"),
+  // while its heartbeat goes on.
+  bool heartbeatStopped(int r);
   void checkMembers();  // this rank is a member; enough members are left
   void admitJoiners(const std::vector<int>& requests);
   // A member's build or wait failed: tells the others, restores the old membership.
@@ -104,6 +110,8 @@ class MembershipRound {
   StorePtr oldStore_;
   std::shared_ptr<ProcessGroup::AbortTargets> oldTargets_;  // set once build() gave the group new ones
   std::shared_ptr<std::atomic<bool>> oldAborted_;
+  std::map<int, std::pair<int64_t, Steady::time_point>> beats_;  // peer -> its last heartbeat count, since
+  std::chrono::milliseconds lossGrace_{0};
   std::vector<int> members_;  // global ranks after the round, ascending
   uint64_t syncCount_ = 0;    // Shrink: the highest syncPoint() count of the members
   std::shared_ptr<const ProcessGroup::State> next_;
