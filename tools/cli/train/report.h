@@ -96,7 +96,7 @@ class TrainReport {
   int epochs_, stepsPerEpoch_;
   std::FILE* json_ = nullptr;
   std::FILE* out_ = stdout;
-  Sums firstStep_, laterSteps_;    // the whole run
+  Sums firstStep_, laterSteps_;     // the whole run
   std::vector<Stretch> stretches_;  // one per generation change
   std::vector<RecoveryRecord> recoveries_;
   double epochLossSum_ = 0;
