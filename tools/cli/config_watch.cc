@@ -9,6 +9,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/logging.h"
+#include "job_store.h"
 
 namespace commhost::cli {
 namespace {
@@ -100,16 +101,10 @@ void ConfigWatch::publishLoop() {
 
 Store& ConfigWatch::store(const Publication& p) {
   if (store_) return *store_;
-  OptionValues options = p.storeOptions;
   // A client of the ranks' store: never the server (rank 0 hosts it with serve: auto),
-  // and one that gives up after kPublishTimeout (a store's own timeout, as tcp's, rules
-  // its connect and its calls; ctx.timeout is for stores without one).
-  for (const auto& spec : p.storeDescriptor->options) {
-    const std::string key = spec.key;
-    if (key == "serve") options.set("serve", std::string("never"));
-    if (key == "timeout" && spec.type == OptionType::Duration)
-      options.set("timeout", std::min(options.getDuration("timeout"), kPublishTimeout));
-  }
+  // and one that gives up after kPublishTimeout (ctx.timeout is for stores without a
+  // timeout option of their own).
+  const OptionValues options = clientStoreOptions(*p.storeDescriptor, p.storeOptions, kPublishTimeout);
   StoreContext ctx;
   ctx.rank = -1;
   ctx.worldSize = worldSize_;

@@ -7,11 +7,7 @@
 #include "commhost/logging.h"
 
 namespace commhost::cli {
-namespace {
-
-// Client options: never serve, and a store timeout no longer than `timeout` (a store's
-// own timeout, as tcp's, rules its connect and its calls).
-OptionValues clientOptions(const PluginDescriptor& d, OptionValues options, std::chrono::milliseconds timeout) {
+OptionValues clientStoreOptions(const PluginDescriptor& d, OptionValues options, std::chrono::milliseconds timeout) {
   for (const auto& spec : d.options) {
     const std::string key = spec.key;
     if (key == "serve") options.set("serve", std::string("never"));
@@ -20,8 +16,6 @@ OptionValues clientOptions(const PluginDescriptor& d, OptionValues options, std:
   }
   return options;
 }
-
-}  // namespace
 
 std::shared_ptr<Store> connectMaster(const std::string& master, const std::string& token,
                                      const std::vector<std::string>& pluginPaths, std::chrono::milliseconds timeout,
@@ -67,7 +61,7 @@ std::shared_ptr<Store> connectConfigStore(const Config& config, const PluginRegi
   ctx.masterPort = masterPort;
   ctx.timeout = std::min(config.timeout(), timeout);
   ctx.logger = std::make_shared<Logger>("commhost." + config.store.plugin, who);
-  return entry.descriptor->createStore(clientOptions(*entry.descriptor, config.store.options, timeout), ctx);
+  return entry.descriptor->createStore(clientStoreOptions(*entry.descriptor, config.store.options, timeout), ctx);
 }
 
 }  // namespace commhost::cli

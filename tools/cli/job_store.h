@@ -11,10 +11,16 @@
 #include <vector>
 
 #include "commhost/config.h"
+#include "commhost/plugin.h"
 #include "commhost/registry.h"
 #include "commhost/store.h"
 
 namespace commhost::cli {
+
+// A store plugin's options as a client's: never the server (serve: never, where the plugin
+// has that option), and a store timeout no longer than `timeout` (a store's own timeout,
+// as tcp's, rules its connect and its calls).
+OptionValues clientStoreOptions(const PluginDescriptor& d, OptionValues options, std::chrono::milliseconds timeout);
 
 // The tcp store at HOST:PORT (the address `commhost run` prints, or MASTER_ADDR:MASTER_PORT).
 // `who` names the command in the store's log lines and errors.

@@ -100,7 +100,9 @@ struct ProcessStatus {
 
 // Every process's latest record, in rank order. Ranks that published nothing yet, or whose
 // record cannot be read (another version, not JSON), are left out and named in `problems`.
-COMMHOST_API std::vector<ProcessStatus> readJobStatus(Store& jobStore, std::vector<std::string>* problems);
+// `worldSize`, when given, gets the job's world as the ranks published it (0: none yet).
+COMMHOST_API std::vector<ProcessStatus> readJobStatus(Store& jobStore, std::vector<std::string>* problems,
+                                                      int* worldSize = nullptr);
 // The record as JSON text (what the store holds, and `commhost status --json` prints).
 COMMHOST_API std::string jobStatusJson(const std::vector<ProcessStatus>& statuses);
 

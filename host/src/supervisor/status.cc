@@ -73,7 +73,8 @@ ProcessStatus StatusPublisher::build(TimePoint now, const std::vector<std::share
   p.pid = static_cast<int>(::getpid());
   p.publishedUnixMs = wallMicros() / 1000;
   p.intervalMs = sup_.settings().heartbeatInterval.count();
-  for (const auto& g : groups) p.groups.push_back(groupStatus(*g, now));
+  const auto running = sup_.running();  // one copy of the list for every group
+  for (const auto& g : groups) p.groups.push_back(groupStatus(*g, now, running));
   for (const Event& e : sup_.events().events()) p.events.push_back({e.id, e.unixMs, e.kind, e.group, e.text});
   p.eventCounts = sup_.events().counts();
   const OpStats& stats = ops_.stats();
@@ -84,7 +85,8 @@ ProcessStatus StatusPublisher::build(TimePoint now, const std::vector<std::share
   return p;
 }
 
-GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now) {
+GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now,
+                                         const std::vector<std::shared_ptr<SupervisedWork>>& running) {
   GroupStatus s;
   s.name = g.name;
   s.rank = g.rank;
@@ -100,7 +102,7 @@ GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now) {
   s.lastIssuedOp = s.lastIssuedSeq ? opName(static_cast<OpType>(g.lastIssuedOp.load(std::memory_order_relaxed)))
                                    : "none";
   s.lastCompletedSeq = g.lastCompleted.load(std::memory_order_relaxed);
-  for (const auto& w : sup_.running()) {
+  for (const auto& w : running) {
     if (w->group().get() != &g) continue;
     ++s.inFlight;
     const double age = seconds(now - w->issued());

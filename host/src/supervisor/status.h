@@ -20,6 +20,7 @@
 #include "commhost/job_status.h"
 #include "group_monitor.h"
 #include "op_stats.h"
+#include "supervised_work.h"
 
 namespace commhost::supervisor {
 
@@ -38,7 +39,8 @@ class StatusPublisher {
   ProcessStatus build(TimePoint now, const std::vector<std::shared_ptr<GroupMonitor>>& groups);
 
  private:
-  GroupStatus groupStatus(GroupMonitor& g, TimePoint now);
+  // `running`: the supervisor's works not finalized yet (all groups').
+  GroupStatus groupStatus(GroupMonitor& g, TimePoint now, const std::vector<std::shared_ptr<SupervisedWork>>& running);
   void notePeerLosses(const std::vector<std::shared_ptr<GroupMonitor>>& groups);
 
   Supervisor& sup_;

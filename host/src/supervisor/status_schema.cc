@@ -145,8 +145,9 @@ std::string encodeStatus(const ProcessStatus& status) { return nlohmann::json(st
 
 }  // namespace supervisor
 
-std::vector<ProcessStatus> readJobStatus(Store& jobStore, std::vector<std::string>* problems) {
+std::vector<ProcessStatus> readJobStatus(Store& jobStore, std::vector<std::string>* problems, int* worldSize) {
   std::vector<ProcessStatus> out;
+  if (worldSize) *worldSize = 0;
   if (!jobStore.check({supervisor::kStatusWorldKey})) {
     if (problems)
       problems->push_back(
@@ -155,6 +156,7 @@ std::vector<ProcessStatus> readJobStatus(Store& jobStore, std::vector<std::strin
     return out;
   }
   const int64_t world = counterValue(supervisor::kStatusWorldKey, jobStore.get(supervisor::kStatusWorldKey));
+  if (worldSize) *worldSize = static_cast<int>(world);
   std::vector<std::string> keys;
   std::vector<int> ranks;
   for (int r = 0; r < world; ++r) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "../job_store.h"
 #include "commhost/errors.h"
 #include "commhost/job_status.h"
+#include "commhost/process_group.h"
 #include "status_view.h"
 #include "top_view.h"
 
@@ -45,10 +47,20 @@ struct Reading {
 
 Reading readOnce(Store& store) {
   Reading r;
-  r.ranks = readJobStatus(store, &r.problems);
-  if (store.check({"commhost/status/world"}))
-    r.world = static_cast<int>(counterValue("commhost/status/world", store.get("commhost/status/world")));
+  r.ranks = readJobStatus(store, &r.problems, &r.world);
   return r;
+}
+
+// The monitor modes' reading: none once the store stopped answering (said on stdout: the
+// job has ended), which ends the mode with status 0.
+std::optional<Reading> readWhileUp(const StatusArgs& a, Store& store) {
+  try {
+    return readOnce(store);
+  } catch (const Error& e) {
+    std::cout << "the job's store at " << a.master << " stopped answering (" << e.what()
+              << "): the job has ended, or its store died" << std::endl;
+    return std::nullopt;
+  }
 }
 
 ViewOptions viewOptions(const StatusArgs& a, const Reading& r) {
@@ -59,12 +71,12 @@ ViewOptions viewOptions(const StatusArgs& a, const Reading& r) {
   return o;
 }
 
+// The store's address as the ranks find it (MASTER_ADDR:MASTER_PORT, or Slurm's).
 std::string masterFromEnvironment() {
-  const char* addr = std::getenv("MASTER_ADDR");
-  const char* port = std::getenv("MASTER_PORT");
-  if (!addr || !port)
+  const LaunchInfo launch = detectLaunch();
+  if (launch.masterAddr.empty() || launch.masterPort == 0)
     throw CLI::ValidationError("--master", "give HOST:PORT of the job's store (MASTER_ADDR/MASTER_PORT are unset)");
-  return std::string(addr) + ":" + port;
+  return launch.masterAddr + ":" + std::to_string(launch.masterPort);
 }
 
 int showOnce(const StatusArgs& a, Store& store) {
@@ -93,14 +105,9 @@ int watch(const StatusArgs& a, Store& store) {
   std::string lastSignature;
   bool first = true;
   for (;;) {
-    Reading r;
-    try {
-      r = readOnce(store);
-    } catch (const Error& e) {
-      std::cout << "the job's store at " << a.master << " stopped answering (" << e.what()
-                << "): the job has ended, or its store died" << std::endl;
-      return 0;
-    }
+    const std::optional<Reading> read = readWhileUp(a, store);
+    if (!read) return 0;
+    const Reading& r = *read;
     const auto events = newEvents(r.ranks, seen);
     if (!first)
       for (const auto& line : events) std::cout << line << "\n";
@@ -124,14 +131,9 @@ int top(const StatusArgs& a, Store& store, int iterations) {
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; iterations <= 0 || i < iterations; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(a.interval * 1000)));
-    Reading now;
-    try {
-      now = readOnce(store);
-    } catch (const Error& e) {
-      std::cout << "the job's store at " << a.master << " stopped answering (" << e.what()
-                << "): the job has ended, or its store died" << std::endl;
-      return 0;
-    }
+    std::optional<Reading> read = readWhileUp(a, store);
+    if (!read) return 0;
+    Reading now = std::move(*read);
     const auto t1 = std::chrono::steady_clock::now();
     const ViewOptions o = viewOptions(a, now);
     const TopFrame frame = topFrame(before.ranks, now.ranks, std::chrono::duration<double>(t1 - t0).count(),

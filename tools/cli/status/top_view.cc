@@ -24,12 +24,19 @@ double busFactor(const std::string& op, int world) {
 struct Delta {
   uint64_t completed = 0, bytes = 0;
   std::vector<uint64_t> buckets;
-  void add(const OpStat& now, const OpStat* before) {
-    completed += now.completed - (before ? before->completed : 0);
-    bytes += now.bytes - (before ? before->bytes : 0);
-    buckets.resize(std::max(buckets.size(), now.buckets.size()));
-    for (size_t b = 0; b < now.buckets.size(); ++b)
-      buckets[b] += now.buckets[b] - (before && b < before->buckets.size() ? before->buckets[b] : 0);
+  Delta() = default;
+  Delta(const OpStat& now, const OpStat* before) {
+    completed = now.completed - (before ? before->completed : 0);
+    bytes = now.bytes - (before ? before->bytes : 0);
+    buckets = now.buckets;
+    for (size_t b = 0; before && b < before->buckets.size() && b < buckets.size(); ++b)
+      buckets[b] -= before->buckets[b];
+  }
+  void add(const Delta& d) {
+    completed += d.completed;
+    bytes += d.bytes;
+    buckets.resize(std::max(buckets.size(), d.buckets.size()));
+    for (size_t b = 0; b < d.buckets.size(); ++b) buckets[b] += d.buckets[b];
   }
 };
 
@@ -107,16 +114,16 @@ TopFrame topFrame(const std::vector<ProcessStatus>& before, const std::vector<Pr
     Delta mine;
     double busBytes = 0;
     for (const auto& s : p.ops) {
-      Delta d;
-      d.add(s, sameCell(was, s));
+      const Delta d(s, sameCell(was, s));
       int world = 1;
       for (const auto& g : p.groups)
         if (g.name == s.group) world = g.worldSize;
-      busBytes += static_cast<double>(d.bytes) * busFactor(s.op, world);
-      mine.add(s, sameCell(was, s));
+      const double bus = static_cast<double>(d.bytes) * busFactor(s.op, world);
+      busBytes += bus;
+      mine.add(d);
       auto& cell = ops[opKey(s)];
-      cell.first.add(s, sameCell(was, s));
-      cell.second += static_cast<double>(d.bytes) * busFactor(s.op, world);
+      cell.first.add(d);
+      cell.second += bus;
     }
     finish(row, mine, p.latencyBucketsUs, seconds);
     row.busBytesPerSecond = busBytes / seconds;
