@@ -19,11 +19,10 @@ RankDump rankDump(int rank, uint64_t completed, int64_t idleUs, int64_t startedA
   d.rank = rank;
   d.timeUs = kNow;
   d.reason = "commhost trace dump: asked from host pid 1";
-  d.groupRank["main"] = rank;
-  d.groupSize["main"] = 2;
+  d.groups.push_back({"main", rank, 2, {0, 1}, completed, completed, {}, {}});
   const int64_t lastEnd = kNow - idleUs;
   for (uint64_t seq = 1; seq <= completed; ++seq) {
-    Entry e;
+    DumpOp e;
     e.group = "main";
     e.op = "allreduce";
     e.backend = "shm";
@@ -38,7 +37,7 @@ RankDump rankDump(int rank, uint64_t completed, int64_t idleUs, int64_t startedA
     d.entries.push_back(e);
   }
   if (startedAgoUs >= 0) {
-    Entry e = d.entries.back();
+    DumpOp e = d.entries.back();
     e.seq = completed + 1;
     e.state = "started";
     e.startedUs = e.scheduledUs = kNow - startedAgoUs;
@@ -92,7 +91,7 @@ RankDump survivorDump(int global, int rankAfter) {
     e.rank = after ? rankAfter : global;
     e.generation = after ? 1 : 0;
   }
-  Membership m;
+  MembershipRecord m;
   m.group = "main";
   m.outcome = "shrunk";
   m.rankBefore = global;

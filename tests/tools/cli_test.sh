@@ -202,7 +202,7 @@ expect_text "trace analyze (bad dump)" "$tmp/baddump/rank0.json is not a flight 
 expect_text "trace analyze (bad dump)" "remove it or re-dump that rank"
 pass "exit $rc"
 
-# The dump format is versioned (kFlightRecorderDumpVersion): another version is refused by
+# The dump format is versioned (kFlightDumpVersion, commhost/flight_dump.h): another version is refused by
 # name rather than misread field by field.
 step "trace analyze on a dump of another version"
 echo '{"version": 2, "rank": 0, "entries": []}' >"$tmp/baddump/rank0.json"

@@ -51,11 +51,7 @@ COMMHOST_API void requestTraceDump(Store& jobStore, const std::string& reason);
 // (empty when no group is alive in this process).
 COMMHOST_API std::string dumpFlightRecorder(const std::string& reason);
 
-// The "version" of the flight-recorder dumps this commhost writes; `commhost trace` reads
-// this version only and refuses others by name. Bumped when a field changes meaning.
-constexpr int kFlightRecorderDumpVersion = 1;
-
-// This process's flight recorder as the JSON text a dump holds, written nowhere (reading
+// This process's flight recorder as the JSON text a dump holds (commhost/flight_dump.h), written nowhere (reading
 // it must not overwrite an incident's dump); empty when no group is alive here.
 COMMHOST_API std::string flightRecorderJson(const std::string& reason);
 

@@ -424,7 +424,7 @@ void MembershipRound::retire(std::shared_ptr<const ProcessGroup::State> old) {
 void MembershipRound::record(const std::string& outcome, const std::string& error) {
   report_.total = since(t0_);
   if (!g_.supervisor_) return;
-  supervisor::MembershipRecord r;
+  MembershipRecord r;
   r.group = g_.name_;
   r.rankBefore = oldRank_;
   const bool changed = outcome == outcomeOf(kind_);

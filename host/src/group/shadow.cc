@@ -66,7 +66,7 @@ struct Sample {
     target.stats->add(opName(ctx.op), target.backendName, target.shadowName, bytes, backendUs, shadowUs, failed,
                       detail);
     if (target.supervisor) {
-      supervisor::ShadowEvent e;
+      ShadowEvent e;
       e.group = ctx.group;
       e.rank = ctx.rank;
       e.seq = ctx.seq;

@@ -109,7 +109,7 @@ class SwapAttempt {
   swap::BuildReport failure_;  // this rank's drain or build (Ok while none failed)
   std::shared_ptr<const ProcessGroup::State> next_;
   ReconfigureReport report_;
-  supervisor::SwapRecord record_;
+  SwapRecord record_;
 };
 
 }  // namespace commhost

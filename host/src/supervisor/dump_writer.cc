@@ -8,13 +8,12 @@
 
 namespace commhost::supervisor {
 
-std::string DumpWriter::write(const std::function<nlohmann::json()>& make, const std::string& reason) {
+std::string DumpWriter::write(const std::function<FlightDump()>& make, const std::string& reason) {
   MutexLock lock(&mu_);
   try {
-    const nlohmann::json j = make();
-    // replace: an error message from a backend need not be valid UTF-8.
-    const std::string text = j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace);
-    const int rank = j.value("rank", -1);
+    const FlightDump dump = make();
+    const std::string text = encodeFlightDump(dump);
+    const int rank = dump.rank;
     std::filesystem::create_directories(dir_);
     std::string path = dir_ + "/rank" + std::to_string(rank) + ".json";
     const std::string tmp = path + ".tmp" + std::to_string(::getpid());

@@ -6,8 +6,7 @@
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "commhost/flight_dump.h"
 #include "commhost/logging.h"
 #include "commhost/mutex.h"
 
@@ -17,9 +16,9 @@ class DumpWriter {
  public:
   DumpWriter(std::string dir, std::shared_ptr<Logger> logger) : dir_(std::move(dir)), logger_(std::move(logger)) {}
   const std::string& dir() const { return dir_; }
-  // Writes what `make` returns (its "rank" names the file) and returns the path; on
+  // Writes what `make` returns (its rank names the file) and returns the path; on
   // failure logs why and returns "". Readers never see half a file.
-  std::string write(const std::function<nlohmann::json()>& make, const std::string& reason) EXCLUDES(mu_);
+  std::string write(const std::function<FlightDump()>& make, const std::string& reason) EXCLUDES(mu_);
 
  private:
   const std::string dir_;

@@ -7,8 +7,6 @@
 #include <chrono>
 #include <cstring>
 
-#include <nlohmann/json.hpp>
-
 namespace commhost::supervisor {
 
 const char* opStateName(OpState s) {
@@ -132,79 +130,26 @@ std::vector<ShadowEvent> FlightRecorder::shadows() const {
   return {shadows_.begin(), shadows_.end()};
 }
 
-nlohmann::json shadowToJson(const ShadowEvent& e) {
-  nlohmann::json j = {
-      {"group", e.group},          {"rank", e.rank},         {"seq", e.seq},       {"op", e.op},
-      {"bytes", e.bytes},          {"backend", e.backend},   {"shadow", e.shadow}, {"outcome", e.outcome},
-      {"backend_us", e.backendUs}, {"shadow_us", e.shadowUs}};
-  if (!e.detail.empty()) j["detail"] = e.detail;
-  return j;
-}
-
-nlohmann::json membershipToJson(const MembershipRecord& m) {
-  nlohmann::json j = {
-      {"group", m.group},
-      {"rank_before", m.rankBefore},
-      {"rank_after", m.rankAfter},
-      {"world_before", m.worldBefore},
-      {"world_after", m.worldAfter},
-      {"from_generation", m.fromGeneration},
-      {"to_generation", m.toGeneration},
-      {"removed", m.removed},
-      {"outcome", m.outcome},
-      {"started_us", m.startedUs},
-      {"agree_us", m.agreeUs},
-      {"build_us", m.buildUs},
-      {"confirm_us", m.confirmUs},
-      {"commit_us", m.commitUs},
-      {"total_us", m.totalUs},
-  };
-  if (!m.error.empty()) j["error"] = m.error;
-  return j;
-}
-
-nlohmann::json swapToJson(const SwapRecord& s) {
-  nlohmann::json j = {
-      {"group", s.group},
-      {"rank", s.rank},
-      {"from_generation", s.fromGeneration},
-      {"to_generation", s.toGeneration},
-      {"outcome", s.outcome},
-      {"started_us", s.startedUs},
-      {"check_us", s.checkUs},
-      {"drain_us", s.drainUs},
-      {"build_us", s.buildUs},
-      {"commit_us", s.commitUs},
-      {"total_us", s.totalUs},
-      {"kept", s.kept},
-      {"built", s.built},
-      {"removed", s.removed},
-  };
-  if (!s.error.empty()) j["error"] = s.error;
-  return j;
-}
-
-nlohmann::json recordToJson(const OpRecord& r) {
-  nlohmann::json j = {
-      {"id", r.id},
-      {"group", r.group},
-      {"rank", r.rank},
-      {"world_size", r.worldSize},
-      {"seq", r.seq},
-      {"generation", r.generation},
-      {"op", opName(r.op)},
-      {"backend", r.backend},
-      {"dtype", dtypeName(r.dtype)},
-      {"bytes", r.bytes},
-      {"numel", r.numel},
-      {"state", opStateName(r.state)},
-      {"scheduled_us", r.scheduledUs},
-      {"started_us", r.startedUs},
-      {"ended_us", r.endedUs},
-  };
-  if (r.deviceMs >= 0) j["device_ms"] = r.deviceMs;
-  if (r.error[0]) j["error"] = r.error;
-  return j;
+DumpOp toDumpOp(const OpRecord& r) {
+  DumpOp o;
+  o.id = r.id;
+  o.group = r.group;
+  o.rank = r.rank;
+  o.worldSize = r.worldSize;
+  o.seq = r.seq;
+  o.generation = r.generation;
+  o.op = opName(r.op);
+  o.backend = r.backend;
+  o.dtype = dtypeName(r.dtype);
+  o.bytes = r.bytes;
+  o.numel = r.numel;
+  o.state = opStateName(r.state);
+  o.scheduledUs = r.scheduledUs;
+  o.startedUs = r.startedUs;
+  o.endedUs = r.endedUs;
+  o.deviceMs = r.deviceMs >= 0 ? r.deviceMs : -1;
+  o.error = r.error;
+  return o;
 }
 
 }  // namespace commhost::supervisor

@@ -14,8 +14,7 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
+#include "commhost/flight_dump.h"
 #include "commhost/types.h"
 
 namespace commhost::supervisor {
@@ -54,49 +53,11 @@ int64_t wallMicros();
 int64_t wallMicros(std::chrono::steady_clock::time_point t);
 void refreshWallClockOffset();
 
-// One hot swap (ProcessGroup::reconfigure) on this rank: its outcome and phase times.
-// Swaps are rare, so these keep strings; the ring holds the last kSwapEntries.
-struct SwapRecord {
-  std::string group;
-  int rank = 0;
-  uint64_t fromGeneration = 0;
-  uint64_t toGeneration = 0;  // == fromGeneration when it did not commit
-  std::string outcome;        // "committed", "rolled_back"
-  int64_t startedUs = 0;      // wall clock
-  int64_t checkUs = 0, drainUs = 0, buildUs = 0, commitUs = 0, totalUs = 0;
-  std::vector<std::string> kept, built, removed;
-  std::string error;  // why it rolled back
-};
+// Swaps, membership changes and shadow comparisons are rare, so their records keep
+// strings: SwapRecord, MembershipRecord and ShadowEvent are the dump schema's own types
+// (commhost/flight_dump.h). The recorder keeps the last kSwapEntries swaps, as many
+// membership changes, and the last kShadowEntries comparisons.
 constexpr size_t kSwapEntries = 256;
-
-// One membership change (ProcessGroup::shrink) on this rank: who left, the phase times.
-// Rare, so it keeps strings, as a swap's record does; the ring holds the last kSwapEntries.
-struct MembershipRecord {
-  std::string group;
-  int rankBefore = 0;  // this rank's rank in the group before
-  int rankAfter = -1;  // and after (-1: it did not become a member)
-  int worldBefore = 0, worldAfter = 0;
-  uint64_t fromGeneration = 0, toGeneration = 0;
-  std::vector<int> removed;  // global ranks no longer members
-  std::string outcome;       // "shrunk", "failed", "removed" (this rank left out), "refused" (below min_ranks)
-  std::string error;         // why it did not shrink
-  int64_t startedUs = 0;     // wall clock
-  int64_t agreeUs = 0, buildUs = 0, confirmUs = 0, commitUs = 0, totalUs = 0;
-};
-
-// One sampled call compared with its route's shadow backend (shadow mode). The ring holds
-// the last kShadowEntries; `commhost trace analyze` sums them per op and size.
-struct ShadowEvent {
-  std::string group;
-  int rank = 0;
-  uint64_t seq = 0;
-  std::string op;
-  int64_t bytes = 0;
-  std::string backend, shadow;
-  std::string outcome;  // "agree", "disagree", "failed"
-  double backendUs = 0, shadowUs = 0;
-  std::string detail;  // where they differ, or why one failed
-};
 constexpr size_t kShadowEntries = 1024;
 
 class FlightRecorder {
@@ -147,9 +108,7 @@ class FlightRecorder {
   std::deque<MembershipRecord> memberships_;  // guarded by mutex_, at most kSwapEntries
 };
 
-nlohmann::json recordToJson(const OpRecord& r);
-nlohmann::json swapToJson(const SwapRecord& s);
-nlohmann::json shadowToJson(const ShadowEvent& e);
-nlohmann::json membershipToJson(const MembershipRecord& m);
+// The record as the dump schema holds it (names for the enums, the arrays as strings).
+DumpOp toDumpOp(const OpRecord& r);
 
 }  // namespace commhost::supervisor

@@ -357,7 +357,7 @@ void Supervisor::publishCompletion(const std::shared_ptr<GroupMonitor>& group, c
   hooks_.post(group, std::move(ev));
 }
 
-nlohmann::json Supervisor::dumpJson(const std::string& reason) {
+FlightDump Supervisor::dumpNow(const std::string& reason) {
   // Works a waiter has not looked at yet may have finished: show them as they are.
   std::vector<std::shared_ptr<SupervisedWork>> running;
   {
@@ -366,47 +366,25 @@ nlohmann::json Supervisor::dumpJson(const std::string& reason) {
   }
   for (auto& w : running)  // outside mutex_, as in pollOnce
     if (!w->finalized() && w->inner()->isCompleted()) w->noteEnd();
-  nlohmann::json j;
-  j["version"] = kFlightRecorderDumpVersion;
-  j["reason"] = reason;
-  j["pid"] = ::getpid();
+  FlightDump d;
+  d.reason = reason;
+  d.pid = ::getpid();
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  j["host"] = host;
-  j["time_us"] = wallMicros();
-  j["entries_capacity"] = recorder_.capacity();
-  int processRank = -1;
-  nlohmann::json groupsJson = nlohmann::json::array();
+  d.host = host;
+  d.timeUs = wallMicros();
+  d.entriesCapacity = recorder_.capacity();
   for (auto& g : groups()) {
-    if (processRank < 0) processRank = g->globalRank(g->rank);
-    nlohmann::json lost = nlohmann::json::object();
-    nlohmann::json left = nlohmann::json::array();
-    for (auto& [peer, why] : g->lost()) lost[std::to_string(peer)] = why;
-    for (int peer : g->left()) left.push_back(peer);
-    groupsJson.push_back({{"name", g->name},
-                          {"rank", g->rank},
-                          {"world_size", g->worldSize},
-                          {"global_ranks", g->globalRanks},
-                          {"last_issued", g->lastIssued.load()},
-                          {"last_completed", g->lastCompleted.load()},
-                          {"lost_peers", lost},
-                          {"left_peers", left}});
+    if (d.rank < 0) d.rank = g->globalRank(g->rank);
+    const std::set<int> left = g->left();
+    d.groups.push_back({g->name, g->rank, g->worldSize, g->globalRanks, g->lastIssued.load(), g->lastCompleted.load(),
+                        g->lost(), std::vector<int>(left.begin(), left.end())});
   }
-  j["rank"] = processRank;
-  j["groups"] = groupsJson;
-  nlohmann::json entries = nlohmann::json::array();
-  for (const auto& r : recorder_.snapshot()) entries.push_back(recordToJson(r));
-  j["entries"] = entries;
-  nlohmann::json swaps = nlohmann::json::array();
-  for (const auto& s : recorder_.swaps()) swaps.push_back(swapToJson(s));
-  j["swaps"] = swaps;
-  nlohmann::json memberships = nlohmann::json::array();
-  for (const auto& m : recorder_.memberships()) memberships.push_back(membershipToJson(m));
-  j["memberships"] = memberships;
-  nlohmann::json shadows = nlohmann::json::array();
-  for (const auto& e : recorder_.shadows()) shadows.push_back(shadowToJson(e));
-  j["shadows"] = shadows;
-  return j;
+  for (const auto& r : recorder_.snapshot()) d.entries.push_back(toDumpOp(r));
+  d.swaps = recorder_.swaps();
+  d.memberships = recorder_.memberships();
+  d.shadows = recorder_.shadows();
+  return d;
 }
 
 void Supervisor::recordSwap(SwapRecord record) {
@@ -453,7 +431,7 @@ std::vector<ShadowTally> Supervisor::shadowTallies() {
 }
 
 std::string Supervisor::dump(const std::string& reason) {
-  return dumps_.write([&] { return dumpJson(reason); }, reason);
+  return dumps_.write([&] { return dumpNow(reason); }, reason);
 }
 
 }  // namespace commhost::supervisor
@@ -467,7 +445,7 @@ std::string dumpFlightRecorder(const std::string& reason) {
 
 std::string flightRecorderJson(const std::string& reason) {
   auto sup = supervisor::Supervisor::current();
-  return sup ? sup->dumpJson(reason).dump() : std::string();
+  return sup ? encodeFlightDump(sup->dumpNow(reason)) : std::string();
 }
 
 void requestTraceDump(Store& jobStore, const std::string& reason) {

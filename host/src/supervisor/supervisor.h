@@ -24,8 +24,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "clock.h"
 #include "commhost/config.h"
 #include "commhost/job_status.h"
@@ -127,7 +125,7 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
 
   // Writes rank<N>.json (N: the rank of the first group attached); returns its path.
   std::string dump(const std::string& reason);
-  nlohmann::json dumpJson(const std::string& reason) EXCLUDES(mutex_);
+  FlightDump dumpNow(const std::string& reason) EXCLUDES(mutex_);
   const std::string& dumpDir() const { return dumps_.dir(); }
 
   void requestSignalDump() { signalDump_.store(true, std::memory_order_relaxed); }

@@ -27,7 +27,7 @@ std::string plural(const std::vector<int>& ranks) { return ranks.size() > 1 ? "R
 
 // The generation is part of the call: ranks that routed one seq by different configs
 // (one swapped, another did not) diverge there.
-std::string signature(const Entry& e) {
+std::string signature(const DumpOp& e) {
   return e.op + " " + e.dtype + "[" + std::to_string(e.numel) + "]" +
          (e.generation ? " (config generation " + std::to_string(e.generation) + ")" : "");
 }
@@ -35,7 +35,7 @@ std::string signature(const Entry& e) {
 // "Group G: N hot swaps; rank R's last: generation F -> T committed (check ... ms)", and
 // each rank whose last swap ended otherwise.
 std::string describeSwaps(const std::vector<RankDump>& dumps) {
-  std::map<std::string, std::map<int, const Swap*>> last;  // group -> group rank -> its last swap
+  std::map<std::string, std::map<int, const SwapRecord*>> last;  // group -> group rank -> its last swap
   std::map<std::string, size_t> count;
   for (const auto& d : dumps)
     for (const auto& s : d.swaps) {
@@ -81,7 +81,7 @@ std::string describeMemberships(const std::vector<RankDump>& dumps) {
 
 // A group's ranks are renumbered by each shrink: its collectives are compared within one
 // membership, named "G (members since generation T)" after the shrink that made it.
-std::string membershipLabel(const RankDump& d, const Entry& e) {
+std::string membershipLabel(const RankDump& d, const DumpOp& e) {
   uint64_t since = 0;
   for (const auto& m : d.memberships)
     if (m.group == e.group && m.outcome == "shrunk" && m.toGeneration <= e.generation)
@@ -110,8 +110,8 @@ std::string sizeClass(int64_t bytes) {
 std::string describeShadows(const std::vector<RankDump>& dumps) {
   struct Tally {
     int agree = 0, disagree = 0, failed = 0;
-    int64_t backendUs = 0, shadowUs = 0;
-    const ShadowRun* firstBad = nullptr;
+    double backendUs = 0, shadowUs = 0;
+    const ShadowEvent* firstBad = nullptr;
   };
   std::map<std::string, std::map<int64_t, std::pair<std::string, Tally>>> tallies;
   for (const auto& d : dumps)
@@ -149,7 +149,7 @@ std::string describeShadows(const std::vector<RankDump>& dumps) {
 // its backend timed on the device, their median and the slowest (rank and seq). Empty
 // when no entry has a device time (cpu backends; nccl without enable_timing).
 std::string describeDeviceTimes(const std::vector<RankDump>& dumps) {
-  std::map<std::string, std::vector<const Entry*>> timed;
+  std::map<std::string, std::vector<const DumpOp*>> timed;
   for (const auto& d : dumps)
     for (const auto& e : d.entries)
       if (e.deviceMs >= 0) timed["group " + e.group + ", " + e.op + " on " + e.backend].push_back(&e);
@@ -157,8 +157,9 @@ std::string describeDeviceTimes(const std::vector<RankDump>& dumps) {
   std::ostringstream out;
   out << "Device times (device_ms: each op's time on its device, from its backend's events):\n";
   for (auto& [key, entries] : timed) {
-    std::sort(entries.begin(), entries.end(), [](const Entry* a, const Entry* b) { return a->deviceMs < b->deviceMs; });
-    const Entry& slowest = *entries.back();
+    std::sort(entries.begin(), entries.end(),
+              [](const DumpOp* a, const DumpOp* b) { return a->deviceMs < b->deviceMs; });
+    const DumpOp& slowest = *entries.back();
     char text[160];
     std::snprintf(text, sizeof text, ": %zu timed, median %.3f ms, max %.3f ms (rank %d seq %llu)", entries.size(),
                   entries[(entries.size() - 1) / 2]->deviceMs, slowest.deviceMs, slowest.rank,
@@ -168,13 +169,13 @@ std::string describeDeviceTimes(const std::vector<RankDump>& dumps) {
   return out.str();
 }
 
-using Timeline = std::map<int, std::map<uint64_t, const Entry*>>;  // group rank -> seq -> entry
+using Timeline = std::map<int, std::map<uint64_t, const DumpOp*>>;  // group rank -> seq -> entry
 
 std::string describeDivergence(const std::string& group, const Timeline& byRank, uint64_t seq) {
   std::vector<int> missing;
   std::map<std::string, std::vector<int>> bySignature;
   std::map<std::string, std::vector<int>> byState;
-  const Entry* any = nullptr;
+  const DumpOp* any = nullptr;
   for (const auto& [rank, entries] : byRank) {
     auto it = entries.find(seq);
     if (it == entries.end()) {
@@ -210,7 +211,7 @@ std::string describeDivergence(const std::string& group, const Timeline& byRank,
     if (before == entries.begin()) {
       out << "Rank " << rank << " never issued it (nothing recorded before it). ";
     } else {
-      const Entry& last = *std::prev(before)->second;
+      const DumpOp& last = *std::prev(before)->second;
       out << "Rank " << rank << " never issued it: its last collective was " << last.op << " seq " << last.seq << " ("
           << last.state << ")"
           << (before != entries.end() ? ", and it went on to seq " + std::to_string(before->first) : "") << ". ";
@@ -249,7 +250,8 @@ constexpr int64_t kRecentUs = 2000000;
 // none reports a lost peer: only such dumps can be a running job's skew.
 bool allOnRequest(const std::vector<RankDump>& dumps) {
   for (const auto& d : dumps) {
-    if (!d.lostPeers.empty()) return false;
+    for (const auto& g : d.groups)
+      if (!g.lostPeers.empty()) return false;
     for (const char* failure : {"incident", "error in ", "watchdog stalled"})
       if (d.reason.rfind(failure, 0) == 0) return false;
   }
@@ -309,8 +311,9 @@ std::string analyze(const std::vector<RankDump>& dumps) {
   for (const auto& d : dumps) out << " " << d.rank;
   out << "; first reason: " << (dumps.empty() ? "" : dumps[0].reason) << ").\n";
   for (const auto& d : dumps)
-    for (const auto& [peer, why] : d.lostPeers)
-      out << "Rank " << d.rank << " reported " << peer << " lost: " << why << "\n";
+    for (const auto& g : d.groups)
+      for (const auto& [peer, why] : g.lostPeers)
+        out << "Rank " << d.rank << " reported " << g.name << ": peer " << peer << " lost: " << why << "\n";
   const std::string swaps = describeSwaps(dumps);
   if (!swaps.empty()) out << swaps;
   out << describeMemberships(dumps);

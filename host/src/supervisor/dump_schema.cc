@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+// The flight-recorder dump schema (commhost/flight_dump.h): its one writer and one reader.
+//
+// Each type's JSON names are listed once, in a `fields` function that both directions walk:
+// the writer with a FieldWriter, the reader with a FieldReader. A field absent from a dump
+// keeps its default (older dumps of the same version lack "swaps", "memberships",
+// "shadows"); a field present with the wrong type throws.
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "commhost/errors.h"
+#include "commhost/flight_dump.h"
+
+namespace commhost {
+
+namespace {
+
+using Json = nlohmann::json;
+
+struct FieldWriter {
+  Json& j;
+  template <class V> void operator()(const char* key, const V& v) { j[key] = v; }
+  // Written only when it differs from `absent` (an op with no error, no device time).
+  template <class V> void optional(const char* key, const V& v, const V& absent) {
+    if (!(v == absent)) j[key] = v;
+  }
+  // JSON object keys are strings: peers as decimal text.
+  void operator()(const char* key, const std::map<int, std::string>& m) {
+    Json o = Json::object();
+    for (const auto& [peer, why] : m) o[std::to_string(peer)] = why;
+    j[key] = std::move(o);
+  }
+};
+
+struct FieldReader {
+  const Json& j;
+  template <class V> void operator()(const char* key, V& v) {
+    if (j.contains(key)) j.at(key).get_to(v);
+  }
+  template <class V> void optional(const char* key, V& v, const V&) { (*this)(key, v); }
+  void operator()(const char* key, std::map<int, std::string>& m) {
+    if (!j.contains(key)) return;
+    for (const auto& [peer, why] : j.at(key).items()) m[std::stoi(peer)] = why.get<std::string>();
+  }
+};
+
+template <class F, class Op> void opFields(F& f, Op& o) {
+  f("id", o.id);
+  f("group", o.group);
+  f("rank", o.rank);
+  f("world_size", o.worldSize);
+  f("seq", o.seq);
+  f("generation", o.generation);
+  f("op", o.op);
+  f("backend", o.backend);
+  f("dtype", o.dtype);
+  f("bytes", o.bytes);
+  f("numel", o.numel);
+  f("state", o.state);
+  f("scheduled_us", o.scheduledUs);
+  f("started_us", o.startedUs);
+  f("ended_us", o.endedUs);
+  f.optional("device_ms", o.deviceMs, -1.0);
+  f.optional("error", o.error, std::string());
+}
+
+template <class F, class Swap> void swapFields(F& f, Swap& s) {
+  f("group", s.group);
+  f("rank", s.rank);
+  f("from_generation", s.fromGeneration);
+  f("to_generation", s.toGeneration);
+  f("outcome", s.outcome);
+  f("started_us", s.startedUs);
+  f("check_us", s.checkUs);
+  f("drain_us", s.drainUs);
+  f("build_us", s.buildUs);
+  f("commit_us", s.commitUs);
+  f("total_us", s.totalUs);
+  f("kept", s.kept);
+  f("built", s.built);
+  f("removed", s.removed);
+  f.optional("error", s.error, std::string());
+}
+
+template <class F, class Membership> void membershipFields(F& f, Membership& m) {
+  f("group", m.group);
+  f("rank_before", m.rankBefore);
+  f("rank_after", m.rankAfter);
+  f("world_before", m.worldBefore);
+  f("world_after", m.worldAfter);
+  f("from_generation", m.fromGeneration);
+  f("to_generation", m.toGeneration);
+  f("removed", m.removed);
+  f("outcome", m.outcome);
+  f("started_us", m.startedUs);
+  f("agree_us", m.agreeUs);
+  f("build_us", m.buildUs);
+  f("confirm_us", m.confirmUs);
+  f("commit_us", m.commitUs);
+  f("total_us", m.totalUs);
+  f.optional("error", m.error, std::string());
+}
+
+template <class F, class Shadow> void shadowFields(F& f, Shadow& e) {
+  f("group", e.group);
+  f("rank", e.rank);
+  f("seq", e.seq);
+  f("op", e.op);
+  f("bytes", e.bytes);
+  f("backend", e.backend);
+  f("shadow", e.shadow);
+  f("outcome", e.outcome);
+  f("backend_us", e.backendUs);
+  f("shadow_us", e.shadowUs);
+  f.optional("detail", e.detail, std::string());
+}
+
+template <class F, class Group> void groupFields(F& f, Group& g) {
+  f("name", g.name);
+  f("rank", g.rank);
+  f("world_size", g.worldSize);
+  f("global_ranks", g.globalRanks);
+  f("last_issued", g.lastIssued);
+  f("last_completed", g.lastCompleted);
+  f("lost_peers", g.lostPeers);
+  f("left_peers", g.leftPeers);
+}
+
+template <class F, class Dump> void dumpFields(F& f, Dump& d) {
+  f("version", d.version);
+  f("reason", d.reason);
+  f("rank", d.rank);
+  f("pid", d.pid);
+  f("host", d.host);
+  f("time_us", d.timeUs);
+  f("entries_capacity", d.entriesCapacity);
+  f("groups", d.groups);
+  f("entries", d.entries);
+  f("swaps", d.swaps);
+  f("memberships", d.memberships);
+  f("shadows", d.shadows);
+}
+
+template <class T, class Walk> void write(Json& j, const T& x, Walk walk) {
+  FieldWriter w{j = Json::object()};
+  walk(w, x);
+}
+template <class T, class Walk> void read(const Json& j, T& x, Walk walk) {
+  if (!j.is_object()) throw std::invalid_argument(std::string("expected an object, found ") + j.type_name());
+  FieldReader r{j};
+  walk(r, x);
+}
+
+}  // namespace
+
+// nlohmann's ADL hooks, so the lists above nest (a dump's vector of ops, of groups, ...).
+static void to_json(Json& j, const DumpOp& o) {
+  write(j, o, [](auto& f, auto& x) { opFields(f, x); });
+}
+static void from_json(const Json& j, DumpOp& o) {
+  read(j, o, [](auto& f, auto& x) { opFields(f, x); });
+}
+static void to_json(Json& j, const SwapRecord& s) {
+  write(j, s, [](auto& f, auto& x) { swapFields(f, x); });
+}
+static void from_json(const Json& j, SwapRecord& s) {
+  read(j, s, [](auto& f, auto& x) { swapFields(f, x); });
+}
+static void to_json(Json& j, const MembershipRecord& m) {
+  write(j, m, [](auto& f, auto& x) { membershipFields(f, x); });
+}
+static void from_json(const Json& j, MembershipRecord& m) {
+  read(j, m, [](auto& f, auto& x) { membershipFields(f, x); });
+}
+static void to_json(Json& j, const ShadowEvent& e) {
+  write(j, e, [](auto& f, auto& x) { shadowFields(f, x); });
+}
+static void from_json(const Json& j, ShadowEvent& e) {
+  read(j, e, [](auto& f, auto& x) { shadowFields(f, x); });
+}
+static void to_json(Json& j, const DumpGroup& g) {
+  write(j, g, [](auto& f, auto& x) { groupFields(f, x); });
+}
+static void from_json(const Json& j, DumpGroup& g) {
+  read(j, g, [](auto& f, auto& x) { groupFields(f, x); });
+}
+
+const DumpGroup* FlightDump::group(const std::string& name) const {
+  for (const auto& g : groups)
+    if (g.name == name) return &g;
+  return nullptr;
+}
+
+std::string encodeFlightDump(const FlightDump& dump) {
+  Json j;
+  write(j, dump, [](auto& f, auto& x) { dumpFields(f, x); });
+  // replace: an error message from a backend need not be valid UTF-8.
+  return j.dump(1, ' ', false, Json::error_handler_t::replace);
+}
+
+std::optional<FlightDump> decodeFlightDump(const std::string& text, const std::string& where) {
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const std::exception& e) {
+    throw InvalidArgument("trace: " + where + " is not valid JSON (" + e.what() + "); remove it or re-dump that rank");
+  }
+  if (!j.is_object() || !j.contains("entries") || !j.contains("rank")) return std::nullopt;  // not a dump
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() != kFlightDumpVersion)
+    throw InvalidArgument("trace: " + where + " is a flight recorder dump of version " +
+                          (j.contains("version") ? j["version"].dump() : std::string("(none)")) +
+                          " but this commhost reads version " + std::to_string(kFlightDumpVersion) +
+                          "; read it with the commhost that wrote it, or remove it");
+  FlightDump dump;
+  try {
+    read(j, dump, [](auto& f, auto& x) { dumpFields(f, x); });
+  } catch (const std::exception& e) {  // a field of the wrong type, a peer that is not a number
+    throw InvalidArgument("trace: " + where + " is not a flight recorder dump (" + e.what() +
+                          "); remove it or re-dump that rank");
+  }
+  return dump;
+}
+
+}  // namespace commhost
