@@ -18,7 +18,6 @@
 
 #include "commhost/errors.h"
 #include "commhost/option_schema.h"
-#include "reach_lines.h"
 
 namespace commhost::tcpstore {
 namespace {
@@ -178,6 +177,19 @@ void Client::giveBack(int fd) {
   idle_.push_back(fd);
 }
 
+void Client::reportLaunch(LaunchEvent event, Clock::time_point start, const std::string& text,
+                          const std::string& hint) const {
+  if (!options_.reportLaunch) return;
+  LaunchReport r;
+  r.event = event;
+  r.where = where_;
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.code = event == LaunchEvent::StoreGaveUp ? errorCodeName(ErrorCode::Store) : "";
+  r.text = text;
+  r.hint = hint;
+  options_.reportLaunch(r);
+}
+
 // Exponential backoff with jitter, so hundreds of ranks starting together do not
 // reconnect in lockstep.
 int Client::connectWithRetry() {
@@ -209,18 +221,23 @@ int Client::connectWithRetry() {
             "the store at " + where_ + " served this client before and now refuses connections (" + error +
                 "): its server has exited",
             "The store server (rank 0, or `commhost store serve`) died; check its log and restart the job");
-    if (Clock::now() + delay > deadline)
-      raise(ErrorCode::Store, context(),
-            kGaveUpLine + where_ + " after " + std::to_string(attempts) + " attempts over " +
-                formatDuration(options_.timeout) + " (" + error + ")",
-            "Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the store host/port "
-            "(MASTER_ADDR/MASTER_PORT)");
+    if (Clock::now() + delay > deadline) {
+      const std::string message = "cannot connect to the store at " + where_ + " after " + std::to_string(attempts) +
+                                  " attempts over " + formatDuration(options_.timeout) + " (" + error + ")";
+      const std::string hint =
+          "Check that rank 0 (serve: auto) or `commhost store serve` is running there, and the store host/port "
+          "(MASTER_ADDR/MASTER_PORT)";
+      reportLaunch(LaunchEvent::StoreGaveUp, start, message, hint);
+      raise(ErrorCode::Store, context(), message, hint);
+    }
     if (!reached && options_.logger && options_.progressEvery.count() > 0 && Clock::now() >= nextReport) {
-      // The logger names the rank; `commhost run` looks for these lines (reach_lines.h).
-      options_.logger->warn(kStillWaitingLine + where_ + " after " + waited() + " (" + error + "); giving up after " +
-                            formatDuration(options_.timeout) +
-                            ". Check that rank 0 (serve: auto) or `commhost store serve` is running there and that "
-                            "this host can reach it (MASTER_ADDR/MASTER_PORT, store.options.host/port, firewall)");
+      // The logger names the rank, for people; `commhost run` takes the report.
+      const std::string hint =
+          "Check that rank 0 (serve: auto) or `commhost store serve` is running there and that this host can reach it "
+          "(MASTER_ADDR/MASTER_PORT, store.options.host/port, firewall)";
+      options_.logger->warn("still waiting for the store at " + where_ + " after " + waited() + " (" + error +
+                            "); giving up after " + formatDuration(options_.timeout) + ". " + hint);
+      reportLaunch(LaunchEvent::StoreWaiting, start, error, hint);
       reported = true;
       while (nextReport <= Clock::now()) nextReport += options_.progressEvery;
     }
@@ -228,7 +245,10 @@ int Client::connectWithRetry() {
     std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(delay.count() * jitter(rng))));
     delay = std::min(delay * 2, std::chrono::milliseconds(1000));
   }
-  if (reported) options_.logger->warn(kReachedLine + where_ + " after " + waited());
+  if (reported) {
+    options_.logger->warn("reached the store at " + where_ + " after " + waited());
+    reportLaunch(LaunchEvent::StoreReached, start, "", "");
+  }
   handshake(fd);
   reached_.store(true, std::memory_order_release);
   return fd;

@@ -11,7 +11,8 @@
 // or that goes away during a call, gives StoreError naming the rank, op, key, host:port
 // and what to check; never a hang. A wait past its timeout gives TimeoutError. Until the
 // server is reached, a warning every progressEvery says so ("still waiting for the store
-// at host:port"); `commhost run` reads these lines to name the ranks that never reached it.
+// at host:port") and a StoreWaiting launch report goes to `commhost run`, which names the
+// ranks that never reached it (StoreReached / StoreGaveUp follow).
 // Once reached, a server that refuses a new connection (ECONNREFUSED; a second thread's
 // call needs one) has exited: the client tries for kReconnectWindow at most, not the
 // whole timeout (other connect errors, a timeout or an unreachable network, may pass and
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "commhost/errors.h"
+#include "commhost/launch_report.h"
 #include "commhost/logging.h"
 #include "commhost/store.h"
 #include "protocol.h"
@@ -43,6 +45,7 @@ struct ClientOptions {
   // While the server cannot be reached, a progress line every this often (0: none).
   std::chrono::milliseconds progressEvery{std::chrono::seconds(5)};
   std::shared_ptr<Logger> logger;  // for the progress lines; none: they are not printed
+  LaunchReportFn reportLaunch;     // the progress as launch reports; null: none sent
 };
 
 class Client final : public Store {
@@ -74,6 +77,9 @@ class Client final : public Store {
   // Waits up to `serverWait` for the server's answer (plus a grace for the network).
   std::vector<uint8_t> call(const Request& request, std::chrono::milliseconds serverWait);
   int connectWithRetry();  // returns a connected, authenticated socket
+  // Sends a launch report about reaching the store, `start` being when the wait began.
+  void reportLaunch(LaunchEvent event, std::chrono::steady_clock::time_point start, const std::string& text,
+                    const std::string& hint) const;
   void handshake(int fd);  // closes `fd` and throws StoreError with the server's reason when refused
   int borrow();            // an idle connection, or a new one
   void giveBack(int fd);

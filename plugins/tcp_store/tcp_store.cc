@@ -81,6 +81,7 @@ std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx) {
   co.rank = ctx.rank;
   co.progressEvery = options.progressInterval;
   co.logger = ctx.logger;
+  co.reportLaunch = ctx.reportLaunch;  // ABI 2.1; the loader refuses this plugin to an older host
   return std::make_shared<Client>(std::move(co), server);
 }
 

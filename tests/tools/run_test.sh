@@ -95,3 +95,28 @@ for r in 0 1 2 3; do
   grep -q "^\[$r\] \[rank $r\] all collectives correct: 4 ranks" "$tmp/node$node" || fail "rank $r on node $node"
 done
 echo "ok: two launchers with --nnodes 2 form one 4-rank job with global rank numbers"
+
+# Launch reports (commhost/launch_report.h): the launcher learns why a rank failed from the
+# rank's report channel, not from its output. The ranks' output goes to /dev/null here, so
+# nothing the launcher prints below was read from what they wrote.
+quiet=(sh -c 'exec "$0" "$@" >/dev/null 2>&1')
+status=0
+"$commhost" run -n 3 -c "$src/configs/gloo.yaml" -- "${quiet[@]}" "$commhost" bench --op allreduce --sizes 1K \
+  --iters 200 --warmup 0 --inject exit:1@5 >"$tmp/out" 2>&1 || status=$?
+[ "$status" = 1 ] || fail "exit status $status, expected 1 (a survivor's)"
+grep -Eq "stopped the job: rank [02] failed \(exit 1: \[peer-lost\] \[group main rank [02]\] allreduce seq 5: peer 1 lost" \
+  "$tmp/out" || fail "the stop reason lacks the survivor's reported error"
+for r in 0 2; do
+  grep -Eq "^  rank $r: \[peer-lost\] \[group main rank $r\] allreduce seq 5: peer 1 lost: .*saw it go\.$" "$tmp/out" ||
+    fail "the summary lacks rank $r's own account (its first sentence)"
+done
+echo "ok: each survivor's reported error (code, group, op, seq, peer) is in the summary, its output unread"
+
+status=0
+"$commhost" run -n 2 -c "$src/configs/gloo.yaml" -- "${quiet[@]}" sh -c \
+  '[ "$RANK" = 1 ] && export COMMHOST_OVERRIDES=group.timeout=banana; exec "$0" "$@"' \
+  "$(dirname "$commhost")/commhost_all_collectives" --elements 64 >"$tmp/out" 2>&1 || status=$?
+[ "$status" = 2 ] || fail "exit status $status, expected rank 1's 2 (a config error)"
+grep -Eq "^  rank 1: \[config\] config .*gloo.yaml has 1 error: --set group.timeout=banana .* is not a duration" \
+  "$tmp/out" || fail "rank 1's init failure was not reported on one line"
+echo "ok: a rank whose init fails reports its ConfigError to the launcher"

@@ -163,6 +163,16 @@ grep -q "\[rank 1\] still waiting for the store at 127.0.0.1:$port after [0-9.]*
 grep -q "cannot connect to the store at 127.0.0.1:$port" "$tmp/nowhere.log" || fail "the final error does not name host:port"
 grep -q "ranks that never reached the store: 0, 1" "$tmp/nowhere.log" ||
   fail "commhost run does not say which ranks never reached the store"
+# The launcher learns it from the ranks' launch reports, not their output: with that gone,
+# it still names them.
+if timeout 60 "$commhost" run -n 2 -c "$tmp/nowhere.yaml" -- sh -c 'exec "$0" "$@" >/dev/null 2>&1' "$job" \
+  --elements 8 >"$tmp/nowhere_quiet.log" 2>&1; then
+  fail "a job whose store is nowhere succeeded"
+fi
+grep -q "ranks that never reached the store: 0, 1" "$tmp/nowhere_quiet.log" ||
+  fail "with the ranks' output gone, commhost run does not name the ranks that never reached the store"
+grep -Eq "^  rank 1: \[store\] .*cannot connect to the store at 127.0.0.1:$port" "$tmp/nowhere_quiet.log" ||
+  fail "rank 1's report of giving up on the store is not in the summary"
 echo "ok: unreachable store: progress lines, a final error naming it, and commhost run names the ranks"
 
 # --- a rank that starts before the store: it waits, says so, then says it got there ---

@@ -27,7 +27,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "reach_lines.h"
+#include "launch_reports.h"
 
 extern char** environ;  // the launcher's environment, copied into each rank's (unistd.h with _GNU_SOURCE)
 
@@ -40,35 +40,22 @@ struct Rank {
   int globalRank = 0;
   pid_t pid = -1;
   int outFd = -1;       // the rank's stdout and stderr, merged
+  int reportFd = -1;    // the launcher's end of the rank's report channel (launch_reports.h)
   std::string pending;  // a partial line not yet printed
   bool exited = false;
   int status = 0;  // waitpid status
   Clock::time_point start, end;
-  // From the tcp store client's lines (plugins/tcp_store/reach_lines.h): a rank is
-  // another process, so its lines are all the launcher sees of its StoreError.
-  enum class StoreReach { Unknown, Waiting, Reached, GaveUp } store = StoreReach::Unknown;
-  int restarts = 0;  // times this rank was started again (--max-restarts)
+  RankReports reports;  // what the rank reported: the store reached, joined, why it failed
+  int restarts = 0;     // times this rank was started again (--max-restarts)
 };
-
-void noteStoreLine(Rank& r, const std::string& line) {
-  if (line.find(tcpstore::kStillWaitingLine) != std::string::npos) {
-    if (r.store != Rank::StoreReach::GaveUp) r.store = Rank::StoreReach::Waiting;
-  } else if (line.find(tcpstore::kReachedLine) != std::string::npos) {
-    r.store = Rank::StoreReach::Reached;
-  } else if (line.find(tcpstore::kGaveUpLine) != std::string::npos) {
-    r.store = Rank::StoreReach::GaveUp;
-  }
-}
 
 void flushLines(Rank& r, bool all) {
   size_t nl;
   while ((nl = r.pending.find('\n')) != std::string::npos) {
-    noteStoreLine(r, r.pending.substr(0, nl));
     std::cout << "[" << r.globalRank << "] " << r.pending.substr(0, nl + 1);
     r.pending.erase(0, nl + 1);
   }
   if (all && !r.pending.empty()) {
-    noteStoreLine(r, r.pending);
     std::cout << "[" << r.globalRank << "] " << r.pending << "\n";
     r.pending.clear();
   }
@@ -80,6 +67,12 @@ std::string describeStatus(int status) {
   if (WIFSIGNALED(status))
     return std::string("signal ") + std::to_string(WTERMSIG(status)) + " (" + strsignal(WTERMSIG(status)) + ")";
   return "unknown";
+}
+
+// "exit 1: [PeerLost] ...": the status, and the rank's own account when it sent one.
+std::string describeFailure(const Rank& r) {
+  const std::string why = r.reports.failureLine();
+  return describeStatus(r.status) + (why.empty() ? "" : ": " + why);
 }
 
 int exitCodeOf(int status) {
@@ -143,13 +136,13 @@ std::string resolveProgram(const std::string& program) {
   return program;
 }
 
-ChildPlan childPlan(const LaunchPlan& plan, const Rank& rank, int localRank, int worldSize) {
+ChildPlan childPlan(const LaunchPlan& plan, const Rank& rank, int localRank, int worldSize, int reportFd) {
   ChildPlan c;
   std::vector<std::pair<std::string, std::string>> vars = {
       {"RANK", std::to_string(rank.globalRank)},        {"WORLD_SIZE", std::to_string(worldSize)},
       {"LOCAL_RANK", std::to_string(localRank)},        {"LOCAL_WORLD_SIZE", std::to_string(plan.localRanks)},
       {"GROUP_RANK", std::to_string(plan.nodeRank)},    {"MASTER_ADDR", plan.masterAddr},
-      {"MASTER_PORT", std::to_string(plan.masterPort)},
+      {"MASTER_PORT", std::to_string(plan.masterPort)}, {"COMMHOST_LAUNCH_REPORT_FD", std::to_string(reportFd)},
   };
   if (!plan.configPath.empty()) vars.emplace_back("COMMHOST_CONFIG", plan.configPath);
   constexpr size_t kMaxEnvText = 64 * 1024;  // Linux refuses a single variable over 128 KiB
@@ -185,13 +178,22 @@ void writeAll(int fd, const char* text) { (void)!::write(fd, text, std::strlen(t
 
 pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, const sigset_t& parentMask,
             const sigset_t& handled) {
-  ChildPlan child = childPlan(plan, rank, localRank, worldSize);
+  const ReportChannel channel = ReportChannel::open();
+  ChildPlan child = childPlan(plan, rank, localRank, worldSize, channel.theirs);
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0)
-    throw std::runtime_error(std::string("pipe: ") + std::generic_category().message(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    const int error = errno;
+    ::close(channel.mine);
+    ::close(channel.theirs);
+    throw std::runtime_error(std::string("pipe: ") + std::generic_category().message(error));
+  }
   const pid_t launcher = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::generic_category().message(errno));
+  if (pid < 0) {
+    const int error = errno;
+    for (int fd : {fds[0], fds[1], channel.mine, channel.theirs}) ::close(fd);
+    throw std::runtime_error(std::string("fork: ") + std::generic_category().message(error));
+  }
   if (pid == 0) {
     // A rank dies with its launcher: a launcher killed in a way its loop never sees
     // (SIGKILL, an OOM kill) must not leave the job running. The signal follows the thread
@@ -210,6 +212,7 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
     ::sigprocmask(SIG_SETMASK, &parentMask, nullptr);
     ::dup2(fds[1], STDOUT_FILENO);
     ::dup2(fds[1], STDERR_FILENO);
+    ::fcntl(channel.theirs, F_SETFD, 0);  // the report channel's end goes through exec
     ::execve(child.path.c_str(), child.argv.data(), child.envp.data());
     const int error = errno;
     writeAll(STDERR_FILENO, child.failure.c_str());
@@ -219,8 +222,11 @@ pid_t spawn(const LaunchPlan& plan, Rank& rank, int localRank, int worldSize, co
   }
   ::setpgid(pid, pid);  // also here, so a signal sent right away finds the group
   ::close(fds[1]);
+  ::close(channel.theirs);
   ::fcntl(fds[0], F_SETFL, ::fcntl(fds[0], F_GETFL) | O_NONBLOCK);
   rank.outFd = fds[0];
+  if (rank.reportFd >= 0) ::close(rank.reportFd);  // a restarted rank's last process's
+  rank.reportFd = channel.mine;
   rank.start = Clock::now();
   return pid;
 }
@@ -396,8 +402,10 @@ class Job {
     std::vector<pollfd> fds;
     fds.push_back({signals_.fd(), POLLIN, 0});
     if (watch.fd >= 0 && !stopping_) fds.push_back({watch.fd, POLLIN, 0});
-    for (auto& r : ranks_)
+    for (auto& r : ranks_) {
       if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
+      if (r.reportFd >= 0 && !r.exited) fds.push_back({r.reportFd, POLLIN, 0});
+    }
     int timeoutMs = kReapSweepMs;
     if (stopping_ && !killed_)
       timeoutMs = std::clamp<int>(static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -405,6 +413,7 @@ class Job {
                                                        .count()),
                                   0, kReapSweepMs);
     ::poll(fds.data(), fds.size(), timeoutMs);
+    for (auto& r : ranks_) r.reports.readFrom(r.reportFd);
     // A survivor still writing while the job stops is reporting: its settle time is renewed.
     for (auto& r : ranks_)
       if (relay(r) && stopping_ && !termed_)
@@ -447,6 +456,7 @@ class Job {
         r.exited = true;
         r.status = status;
         r.end = Clock::now();
+        r.reports.readFrom(r.reportFd);  // what it sent before it exited
         --running_;
         if (failed(status) && plan_.keepGoing && !stopping_) {
           if (r.restarts < plan_.maxRestarts && running_ > 0) {
@@ -454,12 +464,11 @@ class Job {
             continue;
           }
           if (firstFailure_ < 0) firstFailure_ = static_cast<int>(i);
-          std::cerr << "commhost run: rank " << r.globalRank << " failed (" << describeStatus(status) << "); "
-                    << running_ << " rank(s) of this node go on without it (supervisor.on_peer_loss: shrink)"
-                    << std::endl;
+          std::cerr << "commhost run: rank " << r.globalRank << " failed (" << describeFailure(r) << "); " << running_
+                    << " rank(s) of this node go on without it (supervisor.on_peer_loss: shrink)" << std::endl;
         } else if (failed(status) && firstFailure_ < 0 && !stopping_) {
           firstFailure_ = static_cast<int>(i);
-          stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeStatus(status) + ")", plan_.settle);
+          stopAll("rank " + std::to_string(r.globalRank) + " failed (" + describeFailure(r) + ")", plan_.settle);
         }
       }
     }
@@ -502,14 +511,7 @@ class Job {
                     static_cast<int>(i) == firstFailure_ ? "  <- failed first" : "");
       std::cerr << line;
     }
-    std::string unreached;
-    for (const Rank& r : ranks_)
-      if (r.store == Rank::StoreReach::Waiting || r.store == Rank::StoreReach::GaveUp)
-        unreached += (unreached.empty() ? "" : ", ") + std::to_string(r.globalRank);
-    if (!unreached.empty())
-      std::cerr << "  ranks that never reached the store: " << unreached
-                << " (their 'store at host:port' lines above say where they looked; check that rank 0 or `commhost "
-                   "store serve` runs there and MASTER_ADDR/MASTER_PORT)\n";
+    printReports();
     if (firstFailure_ >= 0) return exitCodeOf(ranks_[firstFailure_].status);
     return stopSignal_ ? 128 + stopSignal_ : 1;  // as a shell reports a signal (130 for Ctrl-C)
   }
@@ -525,9 +527,10 @@ class Job {
       r.outFd = -1;
     }
     ++r.restarts;
-    std::cerr << "commhost run: rank " << r.globalRank << " failed (" << describeStatus(r.status)
-              << "); restarting it (" << r.restarts << " of --max-restarts " << plan_.maxRestarts
+    std::cerr << "commhost run: rank " << r.globalRank << " failed (" << describeFailure(r) << "); restarting it ("
+              << r.restarts << " of --max-restarts " << plan_.maxRestarts
               << "): it joins the running job at the others' next syncPoint()" << std::endl;
+    r.reports = RankReports{};  // the new process reports afresh
     try {
       r.pid = spawn(plan_, r, static_cast<int>(i), plan_.localRanks * plan_.nodes, signals_.parentMask(),
                     signals_.handled());
@@ -537,6 +540,31 @@ class Job {
     } catch (const std::exception& e) {
       std::cerr << "commhost run: cannot restart rank " << r.globalRank << ": " << e.what() << std::endl;
     }
+  }
+
+  // What the ranks reported (launch_reports.h), under the summary table: each rank's own
+  // account of its failure, the ranks that never reached the store or never joined.
+  void printReports() const {
+    std::string unreached, unjoined;
+    for (const Rank& r : ranks_) {
+      const auto store = r.reports.store();
+      if (store == RankReports::StoreReach::Waiting || store == RankReports::StoreReach::GaveUp)
+        unreached += (unreached.empty() ? "" : ", ") + std::to_string(r.globalRank);
+      else if (!r.reports.joined()) unjoined += (unjoined.empty() ? "" : ", ") + std::to_string(r.globalRank);
+      if (r.reports.failure()) std::cerr << "  rank " << r.globalRank << ": " << r.reports.failureLine() << "\n";
+      if (!r.reports.problem().empty())
+        std::cerr << "  rank " << r.globalRank << " sent " << r.reports.problem() << "\n";
+    }
+    if (!unreached.empty())
+      std::cerr << "  ranks that never reached the store: " << unreached
+                << " (their 'store at host:port' lines above say where they looked; check that rank 0 or `commhost "
+                   "store serve` runs there and MASTER_ADDR/MASTER_PORT)\n";
+    // Only a commhost program joins; a rank running something else (a shell, a torch job
+    // on torch's store) never reports, and is not named for it.
+    const bool anyJoined = std::any_of(ranks_.begin(), ranks_.end(), [](const Rank& r) { return r.reports.joined(); });
+    if (anyJoined && !unjoined.empty())
+      std::cerr << "  ranks that never joined the job: " << unjoined
+                << " (they failed or were stopped before their group was made; their output above says where)\n";
   }
 
   // keepGoing: some ranks failed and the others went on without them.

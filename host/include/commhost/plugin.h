@@ -31,6 +31,7 @@
 #include "commhost/comm_hook.h"
 #include "commhost/errors.h"
 #include "commhost/future.h"
+#include "commhost/launch_report.h"
 #include "commhost/logging.h"
 #include "commhost/option_schema.h"
 #include "commhost/store.h"
@@ -85,6 +86,9 @@ struct BackendContext {
   // rebuild, a makeBackend part) and when the parent's backend prepared nothing. The
   // factory keeps what it needs; the host drops its references once the subgroup exists.
   std::shared_ptr<void> splitFrom;
+  // ABI 2.1: reports to the launcher (commhost/launch_report.h), e.g. a peer this rank
+  // cannot reach while the backend is built; null when no launcher listens.
+  LaunchReportFn reportLaunch;
 };
 
 // What a store factory gets: the job's rendezvous facts. Filled by the host (or a tool
@@ -99,6 +103,9 @@ struct StoreContext {
   int masterPort = 0;                    // from MASTER_PORT; 0 if unset
   std::chrono::milliseconds timeout{0};  // how long store calls may wait (group.timeout)
   std::shared_ptr<Logger> logger;        // tagged with the plugin and rank
+  // ABI 2.1: reports to the launcher (commhost/launch_report.h): a store that waits for its
+  // server reports StoreWaiting / StoreReached / StoreGaveUp. Null when no launcher listens.
+  LaunchReportFn reportLaunch;
 };
 
 // What a comm-hook factory gets. Filled by the host; valid during the factory call only.

@@ -283,6 +283,7 @@ class COMMHOST_API ProcessGroup {
 
  private:
   ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks);
+  static std::shared_ptr<ProcessGroup> createWorld(Setup setup);  // create() less its launch reports
   // What this group's backends prepared for this rank's subgroup (Backend::prepareSplit),
   // by backend name.
   using SplitHandles = std::map<std::string, std::shared_ptr<void>>;
@@ -383,6 +384,7 @@ struct LaunchInfo {
   int masterPort = 0;
   std::string configPath;  // COMMHOST_CONFIG, may be empty
   std::string launcher;    // "torchrun", "openmpi", "pmi", "slurm" or "none"
+  int reportFd = -1;       // COMMHOST_LAUNCH_REPORT_FD: `commhost run`'s report channel (launch_report.h)
 };
 COMMHOST_API LaunchInfo detectLaunch();
 

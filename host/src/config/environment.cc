@@ -34,7 +34,7 @@ std::vector<std::pair<std::string, std::string>> commhostVariables() {
 
 bool isReservedVariable(const std::string& name) {
   return name == "COMMHOST_CONFIG" || name == "COMMHOST_PLUGIN_PATH" || name == "COMMHOST_STORE_TOKEN" ||
-         name == "COMMHOST_OVERRIDES" || name == "COMMHOST_CONFIG_TEXT";
+         name == "COMMHOST_OVERRIDES" || name == "COMMHOST_CONFIG_TEXT" || name == "COMMHOST_LAUNCH_REPORT_FD";
 }
 
 std::string variableForKey(const std::string& key) {
@@ -165,6 +165,7 @@ LaunchInfo detectLaunch() {
       if (auto job = intVar("SLURM_JOB_ID")) info.masterPort = 29500 + *job % 10000;
   }
   info.configPath = readEnv("COMMHOST_CONFIG").value_or("");
+  info.reportFd = intVar("COMMHOST_LAUNCH_REPORT_FD").value_or(-1);
   return info;
 }
 

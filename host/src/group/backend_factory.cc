@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "commhost/errors.h"
+#include "commhost/launch_report.h"
 #include "commhost/plugin.h"
 
 namespace commhost {
@@ -71,6 +72,7 @@ std::shared_ptr<Backend> createConfiguredBackend(const Config& cfg, const Plugin
   ctx.store = site.store;
   ctx.timeout = cfg.timeout();
   ctx.splitFrom = site.splitFrom;
+  ctx.reportLaunch = launchReporter();
   ctx.logger = std::make_shared<Logger>("commhost." + ref.plugin,
                                         "group " + site.group + " rank " + std::to_string(site.rank));
   ctx.makeBackend = [&cfg, &registry, &site, &name, composite](const std::string& part, const std::vector<int>& members,

@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/errors.h"
+#include "commhost/launch_report.h"
 #include "commhost/process_group.h"
 #include "features.h"
 
 namespace commhost {
 
-std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
+namespace {
+
+// Everything init() does before the world group: the config, the store, the launch checks.
+ProcessGroup::Setup prepareWorld(const InitOptions& options) {
   const LaunchInfo launch = detectLaunch();
   auto registry = std::make_shared<PluginRegistry>();
   const std::string path = options.configPath.empty() ? launch.configPath : options.configPath;
@@ -22,6 +26,7 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   ctx.masterPort = launch.masterPort;
   ctx.timeout = config->timeout();
   ctx.logger = std::make_shared<Logger>("commhost." + config->store.plugin, "rank " + std::to_string(launch.rank));
+  ctx.reportLaunch = launchReporter();
   StorePtr store;
   try {
     store = entry.descriptor->createStore(config->store.options, ctx);
@@ -47,7 +52,20 @@ std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
   setup.rank = launch.rank;
   setup.worldSize = launch.worldSize;
   setup.overrides = options.overrides;
-  return ProcessGroup::create(std::move(setup));
+  return setup;
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init(const InitOptions& options) {
+  ProcessGroup::Setup setup;
+  try {
+    setup = prepareWorld(options);
+  } catch (const std::exception& e) {
+    reportLaunchFailure(e, "init");  // `commhost run` names it in its summary
+    throw;
+  }
+  return ProcessGroup::create(std::move(setup));  // reports Joined, or why not
 }
 
 }  // namespace commhost

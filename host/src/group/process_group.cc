@@ -9,6 +9,7 @@
 #include "../supervisor/supervisor.h"
 #include "backend_factory.h"
 #include "commhost/errors.h"
+#include "commhost/launch_report.h"
 #include "group_state.h"
 #include "sync_point.h"
 
@@ -32,7 +33,7 @@ std::vector<ShadowRecord> ProcessGroup::shadowReport(std::chrono::milliseconds w
   return shadows_->report(waitInFlight);
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
+std::shared_ptr<ProcessGroup> ProcessGroup::createWorld(Setup setup) {
   if (!setup.config || !setup.registry || !setup.store)
     throw InvalidArgument("ProcessGroup::create needs a config, a plugin registry and a store");
   if (setup.worldSize < 1 || setup.rank < 0 || setup.rank >= setup.worldSize)
@@ -57,6 +58,19 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   pg->startSupervision();
   pg->startSyncPoller();
   return pg;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
+  // `commhost run` learns from these whether each rank joined, and why one did not.
+  const std::string group = setup.config ? setup.config->groupName() : std::string();
+  try {
+    auto pg = createWorld(std::move(setup));
+    if (const auto& report = launchReporter()) report({LaunchEvent::Joined, -1, group, 0, "", "", ""});
+    return pg;
+  } catch (const std::exception& e) {
+    reportLaunchFailure(e, group);
+    throw;
+  }
 }
 
 ProcessGroup::~ProcessGroup() {

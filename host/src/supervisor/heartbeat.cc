@@ -148,7 +148,7 @@ void Heartbeat::tick() {
         continue;
       }
       sup_.logger().error(message);
-      applyOnError(*g, message, sup_.logger());
+      applyOnError(*g, message, sup_.logger(), ErrorCode::Store);
     }
   }
   try {
@@ -228,7 +228,7 @@ void Heartbeat::reportWatchdogStall(Millis stalled) {
                               suspect + " Next: report the backend's blocking call to its author";
   sup_.logger().error(message);
   sup_.dump("watchdog stalled");
-  for (const auto& g : sup_.groups()) applyOnError(*g, message, sup_.logger());
+  for (const auto& g : sup_.groups()) applyOnError(*g, message, sup_.logger(), ErrorCode::Backend);
 }
 
 }  // namespace commhost::supervisor

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "commhost/errors.h"
+#include "commhost/launch_report.h"
 #include "commhost/option_schema.h"
 #include "desync.h"
 #include "heartbeat.h"
@@ -236,10 +237,14 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
     if (g.abortGroup) g.abortGroup(message);  // the process lives on, to shrink the group
     return;
   }
-  applyOnError(g, message, sup_.logger());
+  applyOnError(g, message, sup_.logger(), peerLost ? ErrorCode::PeerLost : ErrorCode::Timeout);
 }
 
-void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger) {
+void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger, ErrorCode code) {
+  if (g.onError == OnError::Report) return;
+  // The group ends here (abort) or the process does (teardown): the launcher hears why.
+  if (const auto& report = launchReporter())
+    report({LaunchEvent::Failed, -1, g.name, 0, errorCodeName(code), message, ""});
   switch (g.onError) {
     case OnError::Report: return;
     case OnError::Abort:

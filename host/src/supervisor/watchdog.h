@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "clock.h"
+#include "commhost/errors.h"
 #include "commhost/logging.h"
 #include "group_monitor.h"
 #include "supervised_work.h"
@@ -38,7 +39,8 @@ class Watchdog {
   std::thread thread_;              // last: starts once the members above exist
 };
 
-// supervisor.on_error for a failed collective of `g` (watchdog or heartbeat thread).
-void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger);
+// supervisor.on_error for a failed collective of `g` (watchdog or heartbeat thread); unless
+// it is `report`, a Failed launch report with `code` goes to the launcher first.
+void applyOnError(GroupMonitor& g, const std::string& message, Logger& logger, ErrorCode code);
 
 }  // namespace commhost::supervisor
