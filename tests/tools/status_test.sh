@@ -222,6 +222,51 @@ expect_rc_nonzero "--metrics 0.0.0.0:0"
 expect_text "the refusal" "binds loopback unless told otherwise"
 pass "refused before any rank starts"
 
+step "with the store's token the endpoint requires it, and may then bind beyond loopback"
+secret="tok-$RANDOM-s3cret"
+COMMHOST_STORE_TOKEN=$secret "$commhost" run -n 2 -c "$gloo" --metrics 0.0.0.0:0 -- \
+  "$commhost" train --epochs 100000 --steps-per-epoch 50 --hidden 64 >"$tmp/job_tok.out" 2>&1 &
+launcher=$!
+for ((i = 0; i < 300; ++i)); do grep -q "metrics at" "$tmp/job_tok.out" && break; sleep 0.1; done
+port=$(grep -oE 'metrics at http://0\.0\.0\.0:[0-9]+' "$tmp/job_tok.out" | grep -oE '[0-9]+$') ||
+  { out=$(cat "$tmp/job_tok.out"); fail "--metrics 0.0.0.0:0 with a store token did not serve"; }
+grep -q "without authentication" "$tmp/job_tok.out" && { out=$(cat "$tmp/job_tok.out"); fail "warned of no authentication with a token"; }
+codes=$(python3 - "127.0.0.1:$port" "$secret" <<'PY'
+import sys, time, urllib.request, urllib.error
+base, secret = sys.argv[1], sys.argv[2]
+def get(path, headers=None):
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"http://{base}{path}", headers=headers or {}), timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+for _ in range(100):  # until the ranks have published
+    code, body = get("/metrics", {"Authorization": "Bearer " + secret})
+    if code == 200 and "commhost_ops_total" in body:
+        break
+    time.sleep(0.2)
+none, none_body = get("/metrics")
+wrong, _ = get("/status.json", {"Authorization": "Bearer " + secret + "x"})
+query, _ = get(f"/dashboard.json?token={secret}")
+page, page_body = get(f"/?token={secret}")
+leaked = secret in none_body + page_body + body
+print(code, none, wrong, query, page, "leaked" if leaked else "clean")
+PY
+)
+[[ $codes == "200 401 401 200 200 clean" ]] ||
+  fail "with the token / none / a wrong one / ?token= / the page: want 200 401 401 200 200 clean, got $codes"
+run "$commhost" status --master "127.0.0.1:$(grep -oE 'store at 127\.0\.0\.1:[0-9]+' "$tmp/job_tok.out" | grep -oE '[0-9]+$')" \
+  --token "$secret"
+expect_regex "status with the token" '^2 ranks ok'
+if command -v chromium >/dev/null; then  # the page passes ?token= on to its own requests
+  out=$(browse --dump-dom "http://127.0.0.1:$port/?token=$secret") || fail "chromium could not load the page"
+  expect_text "the token-guarded page's rows" '<tr class="ok" data-rank="1">'
+  grep -qF -- "$secret" <<<"$out" && fail "the page shows the token"
+fi
+stop_job
+grep -q -- "$secret" "$tmp/job_tok.out" && { out=$(cat "$tmp/job_tok.out"); fail "the token appears in the job's output"; }
+pass "401 without the token or with a wrong one; 200 with it as a Bearer header or ?token= (the page in chromium too); never printed"
+
 step "status --watch prints a swap and a peer loss as they happen"
 cp "$shm" "$tmp/live.yaml"
 start_job "$tmp/job2.out" -n 3 --watch "$tmp/live.yaml" --set supervisor.on_peer_loss=shrink \

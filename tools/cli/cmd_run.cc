@@ -95,11 +95,15 @@ std::vector<std::unique_ptr<MetricsServer>> startEndpoints(const RunArgs& args, 
                                   *config, registry, plan.masterAddr, plan.masterPort, plan.localRanks * plan.nodes));
     const std::string url = "http://" + address.substr(0, address.rfind(':')) + ":" +
                             std::to_string(out.back()->port());
+    // The token itself is never printed: the operator has it (the config or COMMHOST_STORE_TOKEN).
+    const OptionValues& o = config->store.options;
+    const bool token = o.has("auth_token") && !o.getString("auth_token").empty();
     if (flag == "--metrics" || address == args.metrics)
       std::cerr << "commhost run: metrics at " << url << "/metrics (Prometheus), the ranks' status at /status.json"
-                << std::endl;
+                << (token ? "; send the store's token: Authorization: Bearer TOKEN" : "") << std::endl;
     if (flag == "--dashboard" || args.dashboard == args.metrics)
-      std::cerr << "commhost run: dashboard at " << url << "/" << std::endl;
+      std::cerr << "commhost run: dashboard at " << url << "/" << (token ? "?token=TOKEN (the store's token)" : "")
+                << std::endl;
   }
   return out;
 }

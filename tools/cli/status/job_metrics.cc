@@ -60,12 +60,18 @@ std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& flag, const st
   if (host.empty() || port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
       std::stoi(port) > 65535)
     throw InvalidArgument(flag + " " + address + ": want HOST:PORT, e.g. 127.0.0.1:9400 (port 0: any free one)");
-  if (!isLoopback(host) && !insecure)
+  // The job's store token guards the endpoint too: whoever may read the store may read this.
+  const OptionValues& storeOptions = config.store.options;
+  const std::string token = storeOptions.has("auth_token") ? storeOptions.getString("auth_token") : "";
+  if (!isLoopback(host) && token.empty() && !insecure)
     throw InvalidArgument(flag + " " + address +
-                          ": the endpoint has no authentication, so it binds loopback unless told otherwise: give "
-                          "127.0.0.1:" +
-                          port + ", or add " + flag + "-insecure to serve " + host + " to its network");
-  if (!isLoopback(host))
+                          ": the job's store has no auth token, so the endpoint binds loopback unless told "
+                          "otherwise: give 127.0.0.1:" +
+                          port +
+                          ", give the store a token (store.options.auth_token or COMMHOST_STORE_TOKEN), "
+                          "which the endpoint then requires, or add " +
+                          flag + "-insecure to serve " + host + " to its network");
+  if (!isLoopback(host) && token.empty())
     std::cerr << "commhost run: warning: " << flag << " serves " << address << " without authentication (" << flag
               << "-insecure): anyone who reaches it sees the job's status" << std::endl;
   auto reader = std::make_shared<StoreReader>(StoreReader{config, registry, masterAddr, masterPort, worldSize, {}});
@@ -90,7 +96,8 @@ std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& flag, const st
           return jobStatusJson(reader->read()) + "\n";
         }
         return "";
-      });
+      },
+      token);
 }
 
 }  // namespace commhost::cli
