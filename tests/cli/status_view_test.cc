@@ -97,6 +97,17 @@ TEST(Prometheus, HistogramsAreCumulativeAndLabelsEscaped) {
   EXPECT_NE(text.find("commhost_group_last_issued_seq{group=\"main\",rank=\"0\"} 3\n"), std::string::npos);
 }
 
+TEST(Prometheus, StoreRequestsAndFailuresPerRankAndOp) {
+  ProcessStatus p = rank(2, 3);
+  p.storeRequests = {{"set", 40}, {"wait", 7}};
+  p.storeFailures = {{"wait", 1}};
+  const std::string text = prometheusText({p}, kNow);
+  EXPECT_NE(text.find("# TYPE commhost_store_requests_total counter\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("commhost_store_requests_total{rank=\"2\",op=\"set\"} 40\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("commhost_store_requests_total{rank=\"2\",op=\"wait\"} 7\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("commhost_store_request_failures_total{rank=\"2\",op=\"wait\"} 1\n"), std::string::npos) << text;
+}
+
 TEST(Top, QuantilesAreReadWithinTheirBucket) {
   const std::vector<int64_t> bounds = {10, 20, 50};
   EXPECT_EQ(quantileUs({0, 0, 0, 0}, bounds, 0.5), -1);

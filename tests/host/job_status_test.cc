@@ -9,6 +9,7 @@
 
 #include "commhost/commhost.h"
 #include "commhost/job_status.h"
+#include "store/counting_store.h"
 #include "supervisor/op_stats.h"
 #include "test_util.h"
 
@@ -111,8 +112,32 @@ TEST(JobStatus, GroupsPublishTheirRecordAndItReadsBack) {
   EXPECT_EQ(p.ops[0].sizeClass, "le1KiB");
   EXPECT_EQ(p.ops[0].completed, 20u);
   EXPECT_EQ(p.ops[0].bytes, 20u * 256);
+  // The two groups' calls to the job's store: each rank counted its generation (add), the
+  // config check (set, get), the world key (compare_set) and the records themselves (set).
+  EXPECT_GE(p.storeRequests.at("add"), 2u);
+  EXPECT_GE(p.storeRequests.at("set"), 3u);
+  EXPECT_GE(p.storeRequests.at("compare_set"), 1u);
+  EXPECT_TRUE(p.storeFailures.empty());
   // What --json prints parses back to the same records.
   EXPECT_NE(jobStatusJson(statuses).find("\"last_completed_seq\": 10"), std::string::npos);
+  EXPECT_NE(jobStatusJson(statuses).find("\"store_requests\": {"), std::string::npos);
+}
+
+TEST(CountingStore, CountsEachCallAndEachFailureByOp) {
+  auto base = std::make_shared<HashStore>(std::chrono::milliseconds(50));
+  CountingStore store(base);
+  store.set("a", toBytes("1"));
+  EXPECT_EQ(toString(store.get("a")), "1");
+  EXPECT_EQ(store.add("n", 2), 2);
+  EXPECT_EQ(store.add("n", 3), 5);
+  EXPECT_THROW(store.wait({"missing"}, std::chrono::milliseconds(10)), TimeoutError);
+  EXPECT_THROW(store.get("missing"), TimeoutError);  // the base store's timeout
+  EXPECT_TRUE(store.check({"a"}));
+  const auto calls = store.counts()->snapshot(false);
+  const auto failed = store.counts()->snapshot(true);
+  EXPECT_EQ(calls, (std::map<std::string, uint64_t>{{"add", 2}, {"check", 1}, {"get", 2}, {"set", 1}, {"wait", 1}}));
+  EXPECT_EQ(failed, (std::map<std::string, uint64_t>{{"get", 1}, {"wait", 1}}));
+  EXPECT_EQ(store.timeout(), base->timeout());  // a wrapper starts with its base's timeout
 }
 
 TEST(JobStatus, ARecordOfAnotherVersionOrNotJsonIsNamedNotRead) {

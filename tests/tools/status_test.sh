@@ -146,6 +146,8 @@ body=$(http_get "http://$metrics/metrics") || fail "GET /metrics"
 for r in 0 1 2 3; do
   grep -qE "^commhost_ops_total\{group=\"main\",rank=\"$r\",op=\"allreduce\",backend=\"gloo\",size_class=\"le64KiB\"\} [0-9]+" <<<"$body" \
     || { out=$body; fail "commhost_ops_total of rank $r"; }
+  grep -qE "^commhost_store_requests_total\{rank=\"$r\",op=\"set\"\} [1-9][0-9]*" <<<"$body" \
+    || { out=$body; fail "commhost_store_requests_total of rank $r"; }
 done
 # tools/setup installs prometheus on the Debian 12 host; the Debian 13 chroot has none.
 if command -v promtool >/dev/null && command -v prometheus >/dev/null; then

@@ -96,6 +96,10 @@ struct ProcessStatus {
   // supervisor.flight_recorder.entries per 100 ms): counted, without labels.
   uint64_t opsMissed = 0;
   std::vector<ShadowTally> shadows;
+  // This process's calls to the job's store since it started, by op ("set", "get", "add",
+  // "compare_set", "wait", "check", "delete", "num_keys", "multi_get", "multi_set",
+  // "append"), and those that failed (a timeout included). Absent in older records.
+  std::map<std::string, uint64_t> storeRequests, storeFailures;
 };
 
 // Every process's latest record, in rank order. Ranks that published nothing yet, or whose

@@ -81,6 +81,32 @@ class COMMHOST_API HashStore final : public Store {
   std::map<std::string, Bytes> map_;
 };
 
+// A store that forwards every call to another one, as LevelDB's EnvWrapper does an Env: a
+// decorator derives from it and overrides only what it changes (counting calls, waiting in
+// slices). Its timeout starts as the base store's. Not for stores that rewrite keys
+// (PrefixStore), which change every call anyway.
+class COMMHOST_API StoreWrapper : public Store {
+ public:
+  explicit StoreWrapper(StorePtr base);  // InvalidArgument when null
+  using Store::wait;
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool deleteKey(const std::string& key) override;
+  int64_t numKeys() override;
+  std::vector<Bytes> multiGet(const std::vector<std::string>& keys) override;
+  void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override;
+  void append(const std::string& key, const Bytes& value) override;
+
+  const StorePtr& base() const { return base_; }
+
+ private:
+  StorePtr base_;
+};
+
 // Prepends "<prefix>/" to every key of an underlying store. numKeys() counts the
 // underlying store's keys, as c10d's PrefixStore does. get() and wait() without a
 // timeout use the underlying store's timeout.

@@ -56,10 +56,7 @@ namespace {
 constexpr std::chrono::milliseconds kSlice{50};
 }  // namespace
 
-SwapStore::SwapStore(StorePtr base, StopCheck stop)
-    : Store(base ? base->timeout() : std::chrono::milliseconds(0)), base_(std::move(base)), stop_(std::move(stop)) {
-  if (!base_) throw InvalidArgument("SwapStore needs an underlying store");
-}
+SwapStore::SwapStore(StorePtr base, StopCheck stop) : StoreWrapper(std::move(base)), stop_(std::move(stop)) {}
 
 void SwapStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -67,14 +64,14 @@ void SwapStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
                                                                             std::chrono::steady_clock::now());
     try {
-      base_->wait(keys, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
+      StoreWrapper::wait(keys, std::max(std::chrono::milliseconds(1), std::min(left, kSlice)));
       return;
     } catch (const TimeoutError&) {
       if (left <= kSlice) {
         // The base store's message names the last slice's length: say the whole wait.
         std::string missing;
         for (const auto& k : keys)
-          if (!base_->check({k})) missing += (missing.empty() ? "" : ", ") + k;
+          if (!check({k})) missing += (missing.empty() ? "" : ", ") + k;
         throw TimeoutError("store wait timed out after " + formatDuration(timeout) + "; keys not set: " + missing);
       }
     }
@@ -97,12 +94,12 @@ std::vector<std::string> SwapStore::stopRecording() {
 
 Bytes SwapStore::get(const std::string& key) {
   wait({key}, timeout_);
-  return base_->get(key);
+  return StoreWrapper::get(key);
 }
 
 std::vector<Bytes> SwapStore::multiGet(const std::vector<std::string>& keys) {
   wait(keys, timeout_);
-  return base_->multiGet(keys);
+  return StoreWrapper::multiGet(keys);
 }
 
 void checkSameAvailability(Store& store, const std::string& key, const Config& config, const PluginRegistry& registry,

@@ -51,7 +51,7 @@ struct ProcessGroup::AbortTargets {
 // lost, the group was aborted) by throwing. A wait whose keys arrive returns at once: the
 // slices cost nothing on the success path. A backend may keep the store it was built
 // with (and so this check) for its whole life: `stop` shares what it reads, never borrows.
-class SwapStore final : public Store {
+class SwapStore final : public StoreWrapper {
  public:
   // Called between slices: returns to go on waiting, or throws why the wait ends.
   using StopCheck = std::function<void()>;
@@ -59,29 +59,26 @@ class SwapStore final : public Store {
   using Store::wait;
   void set(const std::string& key, const Bytes& value) override {
     record(key);
-    base_->set(key, value);
+    StoreWrapper::set(key, value);
   }
   Bytes get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override {
     record(key);
-    return base_->add(key, delta);
+    return StoreWrapper::add(key, delta);
   }
   Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
     record(key);
-    return base_->compareSet(key, expected, desired);
+    return StoreWrapper::compareSet(key, expected, desired);
   }
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
-  bool check(const std::vector<std::string>& keys) override { return base_->check(keys); }
-  bool deleteKey(const std::string& key) override { return base_->deleteKey(key); }
-  int64_t numKeys() override { return base_->numKeys(); }
   std::vector<Bytes> multiGet(const std::vector<std::string>& keys) override;
   void multiSet(const std::vector<std::string>& keys, const std::vector<Bytes>& values) override {
     for (const auto& k : keys) record(k);
-    base_->multiSet(keys, values);
+    StoreWrapper::multiSet(keys, values);
   }
   void append(const std::string& key, const Bytes& value) override {
     record(key);
-    base_->append(key, value);
+    StoreWrapper::append(key, value);
   }
 
   // The keys written through this store until now (the swap's build and decision), after
@@ -92,7 +89,6 @@ class SwapStore final : public Store {
 
  private:
   void record(const std::string& key) EXCLUDES(mutex_);
-  StorePtr base_;
   StopCheck stop_;
   Mutex mutex_;  // backends may write from threads of their own while being built
   bool recording_ GUARDED_BY(mutex_) = true;

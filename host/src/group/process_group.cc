@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "../store/counting_store.h"
 #include "../supervisor/supervisor.h"
 #include "backend_factory.h"
 #include "commhost/errors.h"
@@ -41,6 +42,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::createWorld(Setup setup) {
                           std::to_string(setup.worldSize));
   std::vector<int> ranks(setup.worldSize);
   for (int i = 0; i < setup.worldSize; ++i) ranks[i] = i;
+  setup.store = std::make_shared<CountingStore>(std::move(setup.store));  // for the status record
   const std::string name = setup.config->groupName();
   std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(setup), name, std::move(ranks)));
   // Each creation of a group name works under a fresh prefix: every rank counts its own
@@ -92,6 +94,9 @@ void ProcessGroup::startSupervision() {
   monitor_->globalRanks = globalRanks_;
   monitor_->store = store_;
   monitor_->jobStore = setup_.store;
+  // createWorld() wrapped the job's store to count its calls; subgroups share it.
+  if (const auto* counting = dynamic_cast<const CountingStore*>(setup_.store.get()))
+    monitor_->storeCounts = counting->counts();
   monitor_->onError = settings.onError;
   monitor_->shrinkOnPeerLoss = settings.shrinkOnPeerLoss;
   if (!settings.enabled) return;

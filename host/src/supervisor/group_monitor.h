@@ -16,6 +16,10 @@
 #include "commhost/store.h"
 #include "incident_channel.h"
 
+namespace commhost {
+struct StoreCounts;  // ../store/counting_store.h
+}
+
 namespace commhost::supervisor {
 
 enum class OnError { Abort, Teardown, Report };
@@ -27,6 +31,9 @@ struct GroupMonitor {
   std::vector<int> globalRanks;
   StorePtr store;     // the group's store ("<name>/<generation>/")
   StorePtr jobStore;  // the job's store (trace dump requests)
+  // The calls this process made to the job's store (shared by its groups; null when the
+  // job's store was not wrapped, as in tests that make a monitor by hand).
+  std::shared_ptr<const StoreCounts> storeCounts;
   OnError onError = OnError::Abort;
   // supervisor.on_peer_loss: shrink. A lost peer aborts the group whatever onError says
   // (never teardown or report): the survivors' works fail and ProcessGroup::shrink()

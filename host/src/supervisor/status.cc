@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
+#include "../store/counting_store.h"
 #include "commhost/errors.h"
 #include "supervisor.h"
 
@@ -82,6 +84,13 @@ ProcessStatus StatusPublisher::build(TimePoint now, const std::vector<std::share
   p.latencyBucketsUs.assign(kLatencyBucketsUs.begin(), kLatencyBucketsUs.end());
   p.opsMissed = stats.missed() + stats.overflow();
   p.shadows = sup_.shadowTallies();
+  // The groups of one job share its store's counts: each counted once.
+  std::set<const StoreCounts*> seen;
+  for (const auto& g : groups)
+    if (g->storeCounts && seen.insert(g->storeCounts.get()).second) {
+      for (const auto& [op, n] : g->storeCounts->snapshot(false)) p.storeRequests[op] += n;
+      for (const auto& [op, n] : g->storeCounts->snapshot(true)) p.storeFailures[op] += n;
+    }
   return p;
 }
 

@@ -118,7 +118,9 @@ static void to_json(nlohmann::json& j, const ProcessStatus& p) {
        {"ops", p.ops},
        {"latency_buckets_us", p.latencyBucketsUs},
        {"ops_missed", p.opsMissed},
-       {"shadows", p.shadows}};
+       {"shadows", p.shadows},
+       {"store_requests", p.storeRequests},
+       {"store_failures", p.storeFailures}};
 }
 static void from_json(const nlohmann::json& j, ProcessStatus& p) {
   j.at("version").get_to(p.version);
@@ -135,6 +137,8 @@ static void from_json(const nlohmann::json& j, ProcessStatus& p) {
   j.at("latency_buckets_us").get_to(p.latencyBucketsUs);
   j.at("ops_missed").get_to(p.opsMissed);
   j.at("shadows").get_to(p.shadows);
+  if (j.contains("store_requests")) j.at("store_requests").get_to(p.storeRequests);  // absent in older records
+  if (j.contains("store_failures")) j.at("store_failures").get_to(p.storeFailures);
 }
 
 namespace supervisor {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <functional>
 #include <sstream>
+#include <tuple>
 
 namespace commhost::cli {
 namespace {
@@ -178,6 +179,22 @@ void eventFamilies(Writer& w, const std::vector<ProcessStatus>& ranks) {
            });
 }
 
+// The job's store as each rank used it: calls by op, and the calls that failed.
+void storeFamilies(Writer& w, const std::vector<ProcessStatus>& ranks) {
+  using Counts = std::map<std::string, uint64_t> ProcessStatus::*;
+  for (const auto& [name, help, counts] :
+       {std::tuple<const char*, const char*, Counts>{"commhost_store_requests_total",
+                                                     "Calls the rank made to the job's store, by op.",
+                                                     &ProcessStatus::storeRequests},
+        {"commhost_store_request_failures_total", "Calls to the job's store that failed (timeouts included), by op.",
+         &ProcessStatus::storeFailures}})
+    w.family(name, "counter", help, [&, name = name, counts = counts] {
+      for (const auto& p : ranks)
+        for (const auto& [op, n] : p.*counts)
+          w.sample(name, {{"rank", std::to_string(p.rank)}, {"op", op}}, static_cast<double>(n));
+    });
+}
+
 }  // namespace
 
 std::string prometheusText(const std::vector<ProcessStatus>& ranks, int64_t nowUnixMs) {
@@ -186,6 +203,7 @@ std::string prometheusText(const std::vector<ProcessStatus>& ranks, int64_t nowU
   groupFamilies(w, ranks);
   opFamilies(w, ranks);
   eventFamilies(w, ranks);
+  storeFamilies(w, ranks);
   return w.text();
 }
 
