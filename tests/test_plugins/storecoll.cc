@@ -8,6 +8,8 @@
 // Built a third time as `failrank` (STORECOLL_FAIL_RANK), for hot-swap tests: its factory
 // first rendezvouses through the store like a real backend, and on the rank its options
 // name it throws (fail: throw), kills its own process (fail: kill) or first sleeps (slow_rank).
+// Built as `shortvalue` (STORECOLL_SHORT_VALUE): its allgathers complete with a value other
+// than their outputs, which the host must refuse (the Work contract).
 // Built twice more as `reloadable` (STORECOLL_RELOAD_ADD / _VERSION), for plugin reload tests:
 // its float allreduce adds the build's constant to every element, so a result tells which
 // build ran it.
@@ -76,7 +78,11 @@ class StoreCollBackend final : public Backend {
                     const AllgatherOptions&) override {
     put(key(op, ctx_.rank), in);
     for (int r = 0; r < ctx_.worldSize; ++r) take(op, key(op, r), outs[r]);
+#ifdef STORECOLL_SHORT_VALUE
+    return done(op, {outs[0]});  // the outputs are right; the work's value is not
+#else
     return done(op, outs);
+#endif
   }
   WorkPtr allgatherIntoTensor(const OpContext& op, Tensor& out, const Tensor& in, const AllgatherOptions&) override {
     put(key(op, ctx_.rank), in);
@@ -84,7 +90,11 @@ class StoreCollBackend final : public Backend {
       Tensor part = out.slice(r * in.numel(), in.numel());
       take(op, key(op, r), part);
     }
+#ifdef STORECOLL_SHORT_VALUE
+    return done(op, {out.slice(0, in.numel())});
+#else
     return done(op, {out});
+#endif
   }
   WorkPtr allgatherCoalesced(const OpContext& op, std::vector<std::vector<Tensor>>& outs,
                              const std::vector<Tensor>& ins, const AllgatherOptions&) override {
@@ -270,6 +280,11 @@ const PluginDescriptor kDescriptor = {
     "reloadable",
     STORECOLL_RELOAD_VERSION,
     "Test backend (storecoll) whose allreduce adds a constant that tells its build",
+    {},
+#elif defined(STORECOLL_SHORT_VALUE)
+    "shortvalue",
+    "1.0",
+    "Test backend (storecoll) whose allgathers complete with a short value: a broken Work contract",
     {},
 #elif defined(STORECOLL_FAIL_RANK)
     "failrank",

@@ -68,6 +68,9 @@ class COMMHOST_API CompletedWork final : public Work {
   std::exception_ptr exception() override { return nullptr; }
   void abort(const std::string&) override {}
   FuturePtr future() override;  // the same Future on every call, from any thread
+  // The outputs it completed with, until future() takes them (then null): for the host's
+  // check of the Work contract on the thread that got the work, before sharing it.
+  const std::vector<Tensor>* pendingOutputs() const { return future_ ? nullptr : &outputs_; }
 
  private:
   std::once_flag made_;

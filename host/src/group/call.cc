@@ -172,12 +172,12 @@ std::unique_ptr<ShadowOp> ProcessGroup::Call::startShadow(const Tensor& input, c
   return std::make_unique<ShadowOp>(std::move(target), ctx, bytes_, input, outputLike);
 }
 
-WorkPtr ProcessGroup::Call::supervise(WorkPtr work) {
+WorkPtr ProcessGroup::Call::supervise(WorkPtr work, const supervisor::OutputSpec& expect) {
   if (!pg.supervisor_) return work;
   pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);
   inBackend = false;
   return pg.supervisor_->track(pg.monitor_, ctx, st.routes.backendNames()[backendIndex], st.generation, dtype_, bytes_,
-                               issued, std::move(work));
+                               issued, std::move(work), expect);
 }
 
 }  // namespace commhost

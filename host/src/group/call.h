@@ -9,6 +9,7 @@
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "group_state.h"
+#include "../supervisor/output_check.h"
 #include "shadow.h"
 
 namespace commhost {
@@ -49,8 +50,15 @@ struct ProcessGroup::Call {
                  const ReduceOp* reduceOp = nullptr);
   const OpContext& context() const { return ctx; }
   // Hands the backend's work to the supervisor (when on), which returns the work the
-  // caller gets.
-  WorkPtr supervise(WorkPtr work);
+  // caller gets. With the call's outputs, the supervisor also checks that the work's value
+  // is them (output_check.h): count, elements and dtype.
+  WorkPtr supervise(WorkPtr work, const supervisor::OutputSpec& expect = {});
+  WorkPtr supervise(WorkPtr work, const Tensor& output) {
+    return supervise(std::move(work), supervisor::OutputSpec::of(output));
+  }
+  WorkPtr supervise(WorkPtr work, const std::vector<Tensor>& outputs) {
+    return supervise(std::move(work), supervisor::OutputSpec::of(outputs));
+  }
   // Shadow mode: when issue() sampled this call for its route's shadow, copies `input`
   // now (before the primary may change it) and returns the op that runs it; else null.
   // `outputLike`: the shape of the shadow's own output (null: the op is in place).

@@ -19,7 +19,7 @@ WorkPtr ProcessGroup::allreduce(Tensor& tensor, const AllreduceOptions& opts) {
   call.checkReduceOp(opts.reduceOp, tensor.dtype());
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout, &opts.reduceOp);
   const auto shadow = call.shadow(tensor);
-  WorkPtr work = call.supervise(b.allreduce(call.context(), tensor, opts));
+  WorkPtr work = call.supervise(b.allreduce(call.context(), tensor, opts), tensor);
   if (!shadow) return work;
   return shadow->run(std::move(work), tensor, [&](Backend& s, const OpContext& ctx, Tensor& out, Tensor&) {
     return s.allreduce(ctx, out, opts);
@@ -33,7 +33,7 @@ WorkPtr ProcessGroup::allreduceCoalesced(std::vector<Tensor>& tensors, const All
     call.checkLike(tensors[0], tensors[i], "tensors[" + std::to_string(i) + "]", false);
   call.checkReduceOp(opts.reduceOp, tensors[0].dtype());
   Backend& b = call.issue(tensors[0].device(), bytesOf(tensors), tensors[0].dtype(), opts.timeout, &opts.reduceOp);
-  return call.supervise(b.allreduceCoalesced(call.context(), tensors, opts));
+  return call.supervise(b.allreduceCoalesced(call.context(), tensors, opts), tensors);
 }
 
 WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
@@ -42,7 +42,7 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
   call.checkRoot(opts.root);
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
   const auto shadow = call.shadow(tensor);
-  WorkPtr work = call.supervise(b.broadcast(call.context(), tensor, opts));
+  WorkPtr work = call.supervise(b.broadcast(call.context(), tensor, opts), tensor);
   if (!shadow) return work;
   return shadow->run(std::move(work), tensor, [&](Backend& s, const OpContext& ctx, Tensor& out, Tensor&) {
     return s.broadcast(ctx, out, opts);
@@ -55,7 +55,7 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
   call.checkRoot(opts.root);
   call.checkReduceOp(opts.reduceOp, tensor.dtype());
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout, &opts.reduceOp);
-  return call.supervise(b.reduce(call.context(), tensor, opts));
+  return call.supervise(b.reduce(call.context(), tensor, opts), tensor);
 }
 
 WorkPtr ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& input, const AllgatherOptions& opts) {
@@ -65,7 +65,7 @@ WorkPtr ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& inpu
   for (size_t i = 0; i < outputs.size(); ++i)
     call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
-  return call.supervise(b.allgather(call.context(), outputs, input, opts));
+  return call.supervise(b.allgather(call.context(), outputs, input, opts), outputs);
 }
 
 WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, const AllgatherOptions& opts) {
@@ -78,7 +78,7 @@ WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, c
                  "allocate the output with size() * input.numel() elements");
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
   const auto shadow = call.shadow(input, &output);
-  WorkPtr work = call.supervise(b.allgatherIntoTensor(call.context(), output, input, opts));
+  WorkPtr work = call.supervise(b.allgatherIntoTensor(call.context(), output, input, opts), output);
   if (!shadow) return work;
   return shadow->run(std::move(work), output, [&](Backend& s, const OpContext& ctx, Tensor& out, Tensor& in) {
     return s.allgatherIntoTensor(ctx, out, in, opts);
@@ -131,7 +131,7 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
                  "pass an empty list here");
   }
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout);
-  return call.supervise(b.scatter(call.context(), output, inputs, opts));
+  return call.supervise(b.scatter(call.context(), output, inputs, opts), output);
 }
 
 WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& inputs,
@@ -143,7 +143,7 @@ WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& i
     call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
   call.checkReduceOp(opts.reduceOp, output.dtype());
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout, &opts.reduceOp);
-  return call.supervise(b.reduceScatter(call.context(), output, inputs, opts));
+  return call.supervise(b.reduceScatter(call.context(), output, inputs, opts), output);
 }
 
 WorkPtr ProcessGroup::reduceScatterTensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
@@ -156,7 +156,7 @@ WorkPtr ProcessGroup::reduceScatterTensor(Tensor& output, const Tensor& input, c
                  "allocate the input with size() * output.numel() elements");
   call.checkReduceOp(opts.reduceOp, output.dtype());
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout, &opts.reduceOp);
-  return call.supervise(b.reduceScatterTensor(call.context(), output, input, opts));
+  return call.supervise(b.reduceScatterTensor(call.context(), output, input, opts), output);
 }
 
 WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -170,7 +170,7 @@ WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<T
     call.checkLike(inputs[0], outputs[i], "outputs[" + std::to_string(i) + "]", false);
   }
   Backend& b = call.issue(inputs[0].device(), bytesOf(inputs), inputs[0].dtype(), opts.timeout);
-  return call.supervise(b.alltoall(call.context(), outputs, inputs, opts));
+  return call.supervise(b.alltoall(call.context(), outputs, inputs, opts), outputs);
 }
 
 WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const AlltoallSingleOptions& opts) {
@@ -204,7 +204,7 @@ WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const 
   resolve(resolved.inputSplitSizes, input, "input");
   resolve(resolved.outputSplitSizes, output, "output");
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
-  return call.supervise(b.alltoallSingle(call.context(), output, input, resolved));
+  return call.supervise(b.alltoallSingle(call.context(), output, input, resolved), output);
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
@@ -228,7 +228,7 @@ WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const RecvOptions& opts) {
   call.checkTensor(tensor, "tensor");
   call.checkPeer(src, "source");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
-  return call.supervise(b.recv(call.context(), tensor, src, opts));
+  return call.supervise(b.recv(call.context(), tensor, src, opts), tensor);
 }
 
 WorkPtr ProcessGroup::recvAnySource(Tensor& tensor, const RecvOptions& opts) {
@@ -236,7 +236,7 @@ WorkPtr ProcessGroup::recvAnySource(Tensor& tensor, const RecvOptions& opts) {
   call.checkTensor(tensor, "tensor");
   if (worldSize_ < 2) call.invalid("a group of one has no peer to receive from", "receive in a larger group");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
-  return call.supervise(b.recvAnySource(call.context(), tensor, opts));
+  return call.supervise(b.recvAnySource(call.context(), tensor, opts), tensor);
 }
 
 }  // namespace commhost

@@ -12,6 +12,7 @@
 #include "commhost/mutex.h"
 #include "commhost/work.h"
 #include "group_monitor.h"
+#include "output_check.h"
 
 namespace commhost::supervisor {
 
@@ -64,6 +65,7 @@ class SupervisedWork final : public Work {
   // Set by track() before the work is shared.
   std::string backend;
   int64_t issuedUs = 0;  // wall clock, as the flight recorder shows it
+  OutputSpec expect;     // what future()'s value must match (output_check.h)
 
  private:
   std::exception_ptr freshVerdict() const REQUIRES(mutex_);  // a new copy of the verdict

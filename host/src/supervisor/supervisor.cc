@@ -238,13 +238,25 @@ std::string Supervisor::waitGroupIdle(const GroupMonitor* group, TimePoint deadl
 }
 
 WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
-                          uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) {
+                          uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner,
+                          const OutputSpec& expect) {
   if (!isPointToPoint(ctx.op)) {
     group->lastIssued.store(ctx.seq, std::memory_order_relaxed);
     group->lastIssuedOp.store(static_cast<uint8_t>(ctx.op), std::memory_order_relaxed);
   }
   // A backend that ran the op inline (self; shm when idle) returns it done: nothing is
-  // left to watch, so it is recorded as completed and handed back as it is.
+  // left to watch, so it is recorded as completed and handed back as it is, once its
+  // value is the call's outputs (a CompletedWork's is readable for free; others are
+  // checked in SupervisedWork::future()).
+  if (expect.count >= 0 && inner->isCompleted() && typeid(*inner) == typeid(CompletedWork))
+    if (const auto* value = static_cast<const CompletedWork&>(*inner).pendingOutputs()) {
+      const std::string mismatch = outputMismatch(expect, *value);
+      if (!mismatch.empty()) {
+        auto failed = std::make_shared<AsyncWork>(ctx);
+        failed->fail(brokenContract(ctx, backend, mismatch));
+        inner = std::move(failed);
+      }
+    }
   const bool done = inner->isCompleted() && !inner->exception();
   const std::optional<double> deviceMs = done ? inner->deviceMs() : std::nullopt;
   int64_t scheduledUs = 0, startedUs = 0;
@@ -291,6 +303,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   work->attachTo(weak_from_this());
   work->backend = backend;
   work->issuedUs = scheduledUs;
+  work->expect = expect;
   if (!lostVerdict.empty())
     work->setVerdict(std::make_exception_ptr(
                          PeerLostError(lostVerdict, ErrorContext{group->name, group->rank, opName(ctx.op), ctx.seq})),

@@ -36,6 +36,7 @@
 #include "flight_recorder.h"
 #include "group_monitor.h"
 #include "hook_dispatcher.h"
+#include "output_check.h"
 #include "supervised_work.h"
 
 namespace commhost::supervisor {
@@ -96,9 +97,12 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // one for an op that goes on running (the watchdog's start).
   bool wantsIssueTime() const { return settings_.entries > 0 || hooks_.any(); }
   // Caller thread: records the op and returns the work the caller gets. `issued`:
-  // TimePoint{} when not read (wantsIssueTime() was false).
+  // TimePoint{} when not read (wantsIssueTime() was false). `expect`: the call's outputs,
+  // which the work's value must match (output_check.h); a work that completed inline with
+  // another value is failed here, a later one when its value is read (future()).
   WorkPtr track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
-                uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner) EXCLUDES(mutex_);
+                uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner,
+                const OutputSpec& expect = {}) EXCLUDES(mutex_);
 
   // Caller thread of `group` (reconfigure's drain): waits until none of the group's works
   // is in flight, or `deadline`. Returns "" when idle, else which work is still running.

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: Apache-2.0
+// The Work contract's value, checked: a work completes with the op's output tensors
+// (work.h), so the host compares what a backend hands back with the call's outputs
+// before anyone reads it (a comm hook's bucket, torch's work.result()). Cheap by design:
+// the count, the elements in all and the dtype, no data.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "commhost/options.h"
+#include "commhost/tensor.h"
+#include "commhost/types.h"
+
+namespace commhost::supervisor {
+
+struct OutputSpec {
+  int count = -1;  // -1: not checked (ops whose value differs by rank, such as gather)
+  int64_t totalNumel = 0;
+  DType dtype = DType::Float32;
+
+  static OutputSpec of(const Tensor& output) { return {1, output.numel(), output.dtype()}; }
+  static OutputSpec of(const std::vector<Tensor>& outputs);
+};
+
+// "" when `value` matches `spec`; else what differs, for an error that names the backend.
+std::string outputMismatch(const OutputSpec& spec, const std::vector<Tensor>& value);
+
+// The BackendError of a work whose value broke the contract (`mismatch` says how).
+std::exception_ptr brokenContract(const OpContext& ctx, const std::string& backend, const std::string& mismatch);
+
+}  // namespace commhost::supervisor
