@@ -70,6 +70,8 @@ OptionSchema<Options> Options::schema() {
               {0, 86400 * 7});
 }
 
+std::string Options::checkHere() const { return deviceProblem(device); }
+
 std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx) {
   // Gloo writes to its sockets without MSG_NOSIGNAL: a peer that dies would kill this
   // process with SIGPIPE instead of failing the op with "connection closed by peer".

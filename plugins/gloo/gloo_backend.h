@@ -36,6 +36,9 @@ struct Options {
   ThreadPlacement placement = ThreadPlacement::Auto;
   std::chrono::milliseconds timeout{0};
   static OptionSchema<Options> schema();
+  // Where the config is loaded (config check, commhost run, each rank): the device is an
+  // interface, an address or a name of this host (rendezvous.h deviceProblem).
+  std::string checkHere() const;
 };
 std::unique_ptr<Backend> create(const Options& options, const BackendContext& ctx);
 

@@ -14,6 +14,10 @@ const commhost::PluginDescriptor kDescriptor = {
     commhost::gloo_backend::capabilities(),
     nullptr,
     commhost::typedBackendFactory<commhost::gloo_backend::Options, &commhost::gloo_backend::create>,
+    nullptr,  // not a store
+    nullptr,  // not a comm hook
+    nullptr,  // no wrap name
+    commhost::typedOptionCheck<commhost::gloo_backend::Options>,
 };
 
 }  // namespace

@@ -64,19 +64,17 @@ std::string addressText(const addrinfo& addr) {
 }
 }  // namespace
 
-std::string numericAddress(const std::string& device, const BackendContext& ctx) {
-  const std::string hint = "Set backends." + ctx.backendName +
-                           ".options.device to an interface (ip -br link), a local address or a hostname of this host";
+std::string resolveAddress(const std::string& device, std::string* problem) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const int rv = ::getaddrinfo(device.c_str(), nullptr, &hints, &found);
-  if (rv != 0 || found == nullptr)
-    raise(ErrorCode::Config, ErrorContext::of(ctx, "gloo device"),
-          "device '" + device + "' is neither a network interface of this host (none in /sys/class/net) nor a " +
-              "hostname or address it can resolve (" + (rv != 0 ? ::gai_strerror(rv) : "no address") + ")",
-          hint);
+  if (rv != 0 || found == nullptr) {
+    *problem = "device '" + device + "' is neither a network interface of this host (none in /sys/class/net) nor a " +
+               "hostname or address it can resolve (" + (rv != 0 ? ::gai_strerror(rv) : "no address") + ")";
+    return "";
+  }
   std::string chosen, seen;
   for (const addrinfo* a = found; a != nullptr && chosen.empty(); a = a->ai_next) {
     const std::string text = addressText(*a);
@@ -86,11 +84,27 @@ std::string numericAddress(const std::string& device, const BackendContext& ctx)
   }
   ::freeaddrinfo(found);
   if (chosen.empty())
-    raise(ErrorCode::Config, ErrorContext::of(ctx, "gloo device"),
-          "device '" + device + "' resolves to " + (seen.empty() ? std::string("no usable address") : seen) +
-              ", none of them an address of this host (bind failed)",
-          hint);
+    *problem = "device '" + device + "' resolves to " + (seen.empty() ? std::string("no usable address") : seen) +
+               ", none of them an address of this host (bind failed)";
   return chosen;
+}
+
+std::string deviceProblem(const std::string& device) {
+  struct stat st {};
+  if (device.empty() || ::stat(("/sys/class/net/" + device).c_str(), &st) == 0) return "";
+  std::string problem;
+  if (!resolveAddress(device, &problem).empty()) return "";
+  return problem + ". Set it to an interface (ip -br link), a local address or a hostname of this host";
+}
+
+std::string numericAddress(const std::string& device, const BackendContext& ctx) {
+  std::string problem;
+  const std::string address = resolveAddress(device, &problem);
+  if (address.empty())
+    raise(ErrorCode::Config, ErrorContext::of(ctx, "gloo device"), problem,
+          "Set backends." + ctx.backendName +
+              ".options.device to an interface (ip -br link), a local address or a hostname of this host");
+  return address;
 }
 
 std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx,

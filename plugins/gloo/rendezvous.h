@@ -39,6 +39,12 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
 // A hostname or address as the numeric address it resolves to (Gloo is handed only
 // those); ConfigError when it does not resolve.
 std::string numericAddress(const std::string& device, const BackendContext& ctx);
+// The same without raising: "" with `*problem` set when it does not resolve to an
+// address of this host.
+std::string resolveAddress(const std::string& device, std::string* problem);
+// "" when `device` (the option) can be used on this host: "", an interface, or a name or
+// address of this host; else what is wrong and what to do (the descriptor's checkOptions).
+std::string deviceProblem(const std::string& device);
 
 std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& device, const BackendContext& ctx,
                                                         const std::vector<int>& transportCpus);

@@ -167,6 +167,33 @@ TEST(Config, PluginOptionErrorsCarryPlaceAndHint) {
                     "test.yaml:6:18", "did you mean 'ring'", "test.yaml:7:16", "out of range", "3 errors");
 }
 
+// Issue 42.1: a gloo device that is neither an interface nor an address of this host is
+// refused where the config is loaded (config check, commhost run, each rank), through the
+// plugin's checkOptions, not first met by Gloo inside a backend or a swap.
+TEST(Config, APluginsOwnOptionCheckRefusesWhatItsSpecsCannot) {
+  auto registry = testRegistry();
+  const std::string yaml =
+      "backends:\n"
+      "  gloo:\n"
+      "    options:\n"
+      "      device: chadv_nodev0\n"
+      "routes: [{ device: cpu, backend: gloo }]\n";
+  EXPECT_THROW_WITH(
+      configFrom(yaml, *registry), ConfigError, "test.yaml:4:7: 'backends.gloo.options': device 'chadv_nodev0'",
+      "device 'chadv_nodev0' is neither a network interface of this host", "Set it to an interface (ip -br link)");
+  // Loopback by name, an interface and an address of this host pass.
+  for (const char* device : {"lo", "127.0.0.1", "localhost"})
+    EXPECT_NO_THROW(configFrom(std::string("backends: { gloo: { options: { device: ") + device +
+                                   " } } }\nroutes: [{ device: cpu, backend: gloo }]\n",
+                               *registry))
+        << device;
+  // An address that is not this host's resolves but cannot be bound.
+  EXPECT_THROW_WITH(configFrom("backends: { gloo: { options: { device: 192.0.2.7 } } }\n"
+                               "routes: [{ device: cpu, backend: gloo }]\n",
+                               *registry),
+                    ConfigError, "resolves to 192.0.2.7, none of them an address of this host");
+}
+
 TEST(Config, TokensAreRedactedInTheEffectiveConfig) {
   auto registry = testRegistry();
   auto cfg = configFrom(std::string("store: { plugin: tcp, options: { auth_token: s3cret } }\n") + kSelfConfig,

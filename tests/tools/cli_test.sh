@@ -75,6 +75,21 @@ expect_text "config check (default)" "config hash"
 expect_regex "config check (default)" '^# +cpu allreduce .* -> gloo$'
 pass "exit 0, prints the config hash and route table"
 
+# Issue 42.1: a gloo device that is neither an interface nor an address of this host is
+# refused by the plugin's own option check where the config is loaded, before any rank
+# (or a hot swap) hands it to Gloo.
+baddevice=$tmp/baddevice.yaml
+printf 'backends: { gloo: { options: { device: chadv_nodev0 } } }\nroutes: [{ device: cpu, backend: gloo }]\n' >"$baddevice"
+step "config check and run refuse a gloo device this host does not have"
+run "$commhost" config check "$baddevice"
+expect_rc_nonzero "config check $baddevice"
+expect_text "config check (bad device)" "baddevice.yaml:1:30: 'backends.gloo.options': device 'chadv_nodev0' is neither a network interface of this host"
+run "$commhost" run -n 2 -c "$baddevice" -- sh -c 'echo started'
+expect_rc_nonzero "run -c $baddevice"
+grep -q "started" <<<"$out" && fail "a rank started with the bad device"
+expect_text "run (bad device)" "device 'chadv_nodev0' is neither a network interface"
+pass "refused with file:line:col, before any rank starts"
+
 # A fallback list exists for backends that cannot run everywhere (tests/test_plugins:
 # probedcpu's probe always says no).
 good=$(cd "$(dirname "$commhost")/.." && pwd)/tests/test_plugins/good

@@ -146,7 +146,22 @@ struct PluginDescriptor {
   // Comm hooks only: the name a config's `wrap:` calls this plugin by ("fp16"), when it can
   // wrap another hook (CommHookContext::inner); null when it cannot.
   const char* wrapName = nullptr;
+  // ABI 2.1, optional: checks a configured instance's options (all of them, defaults
+  // filled, already valid against `options`) for what their specs cannot say, on the host
+  // that loads the config: every rank at init, `config check`, and `commhost run` before
+  // it starts any rank. Returns "" when they can work here, else what is wrong and what to
+  // do (e.g. gloo: a device that is neither an interface nor an address of this host).
+  // Must not block for long or touch the job. A 2.0 plugin's descriptor ends before it:
+  // the host reads it only when `size` covers it (hasOptionCheck).
+  std::string (*checkOptions)(const OptionValues& options) = nullptr;
 };
+
+// Whether `d` (of any minor) has a checkOptions the host may call.
+inline bool hasOptionCheck(const PluginDescriptor& d) {
+  const auto end = static_cast<size_t>(reinterpret_cast<const char*>(&d.checkOptions + 1) -
+                                       reinterpret_cast<const char*>(&d));
+  return d.size >= end && d.checkOptions != nullptr;
+}
 
 // The start of a descriptor's initializer list, before its kind:
 //   const PluginDescriptor kDescriptor = {COMMHOST_DESCRIPTOR_PREFIX, PluginKind::Backend, "name", ...};

@@ -33,7 +33,8 @@
 // checks), fills a default for a key the caller left out, then calls validate(). Every
 // refusal is a ConfigError that names the key ("option 'chunk': ..."); the host adds the
 // group, rank, plugin and where in the config the options are. validate() runs when the
-// plugin's object is created (group or store creation), not during `config check`.
+// plugin's object is created (group or store creation), not during `config check`; a
+// checkHere() (see typedOptionCheck) runs there too.
 //
 // Member types: bool (Bool), any integer (Int; or Size with size()), double (Double),
 // std::string (String; or Enum with choice()), std::chrono::milliseconds (Duration),
@@ -289,6 +290,18 @@ template <class Options> Options parseOptions(const OptionValues& values) {
   Options options = optionSchema<Options>().parse(values);
   if constexpr (typed_options_detail::HasValidate<Options>::value) options.validate();
   return options;
+}
+
+// The descriptor's checkOptions (ABI 2.1) for typed options that declare
+// `std::string checkHere() const`: what only the host loading the config can check (an
+// interface, a file, a device there), "" when fine. Parses the values first (validate()
+// included): a refusal there comes back as its message.
+template <class Options> std::string typedOptionCheck(const OptionValues& values) {
+  try {
+    return parseOptions<Options>(values).checkHere();
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
 }
 
 // Factory adapters with the descriptor's signatures: the typed factory receives the struct.

@@ -230,7 +230,18 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
     warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable here (" + entry->unavailable +
                        "); a route's list passes it over for the next backend, and a route to it alone fails "
                        "when used");
+  const size_t problemsBefore = problems.count();
   ref.options = config::validateOptions(options, path + ".options", entry->descriptor->options, problems);
+  // The plugin's own check (checkOptions), of options that passed their specs, where it can run.
+  if (problems.count() == problemsBefore && entry->unavailable.empty() && hasOptionCheck(*entry->descriptor)) {
+    std::string why;
+    try {
+      why = entry->descriptor->checkOptions(ref.options);
+    } catch (const std::exception& e) {
+      why = std::string("the plugin's option check failed: ") + e.what();
+    }
+    if (!why.empty()) problems.add(options.IsDefined() ? options : node, path + ".options", why);
+  }
   if (wrap.IsDefined()) ref.wrap = resolveWrap(wrap, path + ".wrap", ref.plugin, registry, problems);
   return ref;
 }

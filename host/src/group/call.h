@@ -6,10 +6,10 @@
 #include <optional>
 #include <string>
 
+#include "../supervisor/output_check.h"
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "group_state.h"
-#include "../supervisor/output_check.h"
 #include "shadow.h"
 
 namespace commhost {

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "output_check.h"
 
+#include <typeinfo>
+
 #include "commhost/errors.h"
 
 namespace commhost::supervisor {
@@ -28,6 +30,17 @@ std::string outputMismatch(const OutputSpec& spec, const std::vector<Tensor>& va
   }
   return got + ", but the call's outputs are " + std::to_string(spec.count) + " tensor(s) of " +
          std::to_string(spec.totalNumel) + " element(s) in all (" + dtypeName(spec.dtype) + ")";
+}
+
+WorkPtr checkInlineValue(WorkPtr work, const OpContext& ctx, const std::string& backend, const OutputSpec& expect) {
+  if (expect.count < 0 || !work->isCompleted() || typeid(*work) != typeid(CompletedWork)) return work;
+  const auto* value = static_cast<const CompletedWork&>(*work).pendingOutputs();
+  if (!value) return work;  // its future was taken: checked where its value is read
+  const std::string mismatch = outputMismatch(expect, *value);
+  if (mismatch.empty()) return work;
+  auto failed = std::make_shared<AsyncWork>(ctx);
+  failed->fail(brokenContract(ctx, backend, mismatch));
+  return failed;
 }
 
 std::exception_ptr brokenContract(const OpContext& ctx, const std::string& backend, const std::string& mismatch) {

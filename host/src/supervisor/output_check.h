@@ -13,6 +13,7 @@
 #include "commhost/options.h"
 #include "commhost/tensor.h"
 #include "commhost/types.h"
+#include "commhost/work.h"
 
 namespace commhost::supervisor {
 
@@ -27,6 +28,10 @@ struct OutputSpec {
 
 // "" when `value` matches `spec`; else what differs, for an error that names the backend.
 std::string outputMismatch(const OutputSpec& spec, const std::vector<Tensor>& value);
+
+// `work` as it is, unless it completed inline (a CompletedWork, whose value is readable
+// for free) with a value other than `expect`: then a work failed with brokenContract.
+WorkPtr checkInlineValue(WorkPtr work, const OpContext& ctx, const std::string& backend, const OutputSpec& expect);
 
 // The BackendError of a work whose value broke the contract (`mismatch` says how).
 std::exception_ptr brokenContract(const OpContext& ctx, const std::string& backend, const std::string& mismatch);

@@ -81,15 +81,15 @@ FuturePtr SupervisedWork::future() {
     if (!outerClaimed_->exchange(true)) outer->setError(verdict);
     return outer;
   }
-  inner_->future()->whenDone([outer, claimed = outerClaimed_, expect = expect, ctx = ctx_,
-                              backend = backend](Future& done) {
-    if (claimed->exchange(true)) return;
-    if (auto error = done.error()) return outer->setError(error);
-    const std::vector<Tensor>& value = done.wait();
-    const std::string mismatch = outputMismatch(expect, value);
-    if (mismatch.empty()) outer->setValue(value);
-    else outer->setError(brokenContract(ctx, backend, mismatch));
-  });
+  inner_->future()->whenDone(
+      [outer, claimed = outerClaimed_, expect = expect, ctx = ctx_, backend = backend](Future& done) {
+        if (claimed->exchange(true)) return;
+        if (auto error = done.error()) return outer->setError(error);
+        const std::vector<Tensor>& value = done.wait();
+        const std::string mismatch = outputMismatch(expect, value);
+        if (mismatch.empty()) outer->setValue(value);
+        else outer->setError(brokenContract(ctx, backend, mismatch));
+      });
   return outer;
 }
 

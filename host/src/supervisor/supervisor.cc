@@ -248,15 +248,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // left to watch, so it is recorded as completed and handed back as it is, once its
   // value is the call's outputs (a CompletedWork's is readable for free; others are
   // checked in SupervisedWork::future()).
-  if (expect.count >= 0 && inner->isCompleted() && typeid(*inner) == typeid(CompletedWork))
-    if (const auto* value = static_cast<const CompletedWork&>(*inner).pendingOutputs()) {
-      const std::string mismatch = outputMismatch(expect, *value);
-      if (!mismatch.empty()) {
-        auto failed = std::make_shared<AsyncWork>(ctx);
-        failed->fail(brokenContract(ctx, backend, mismatch));
-        inner = std::move(failed);
-      }
-    }
+  inner = checkInlineValue(std::move(inner), ctx, backend, expect);
   const bool done = inner->isCompleted() && !inner->exception();
   const std::optional<double> deviceMs = done ? inner->deviceMs() : std::nullopt;
   int64_t scheduledUs = 0, startedUs = 0;
