@@ -120,3 +120,13 @@ status=0
 grep -Eq "^  rank 1: \[config\] config .*gloo.yaml has 1 error: --set group.timeout=banana .* is not a duration" \
   "$tmp/out" || fail "rank 1's init failure was not reported on one line"
 echo "ok: a rank whose init fails reports its ConfigError to the launcher"
+
+# A rank that closes its report channel (a program that closes the descriptors it did not
+# open) leaves the launcher idle, not woken by the closed end in a loop: over a 2 s rank,
+# a spinning launcher would use about 2 s of CPU.
+TIMEFORMAT='%U %S'  # bash's own `time`: user and system seconds of the launcher and its rank
+{ time "$commhost" run -n 1 -- sh -c 'eval "exec ${COMMHOST_LAUNCH_REPORT_FD}>&-"; sleep 2' >"$tmp/out" 2>&1; } \
+  2>"$tmp/cpu" || fail "the job that closed its channel failed"
+cpu=$(awk '{ printf "%d", ($1 + $2) * 1000 }' "$tmp/cpu")
+[ "$cpu" -lt 1000 ] || fail "the launcher used ${cpu} ms of CPU over a 2 s rank that closed its report channel: a busy loop"
+echo "ok: a rank that closes its report channel costs the launcher ${cpu} ms of CPU over 2 s"

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
@@ -22,14 +23,21 @@ ReportChannel ReportChannel::open() {
   return {fds[0], fds[1]};
 }
 
-bool RankReports::readFrom(int fd) {
+bool RankReports::readFrom(int& fd) {
   if (fd < 0) return false;
   bool any = false;
-  std::vector<char> buf(kMaxLaunchReportBytes);
+  static thread_local std::vector<char> buf(kMaxLaunchReportBytes);
   while (true) {
     const ssize_t n = ::recv(fd, buf.data(), buf.size(), MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return any;  // nothing waiting (EAGAIN), or the rank's end is closed
+    if (n == 0) {
+      // Every holder of the rank's end closed it (the rank exited, or a program that is
+      // not commhost's closed it): nothing more can come, and a closed end would wake
+      // poll() at once forever.
+      ::close(fd);
+      fd = -1;
+    }
+    if (n <= 0) return any;
     any = true;
     std::string problem;
     if (auto report = decodeLaunchReport(std::string(buf.data(), static_cast<size_t>(n)), &problem)) take(*report);

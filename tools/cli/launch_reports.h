@@ -28,8 +28,9 @@ class RankReports {
   enum class StoreReach { Unknown, Waiting, Reached, GaveUp };
 
   // Reads every record waiting on `fd` (non-blocking) and takes it in; returns whether one
-  // came. A record this launcher cannot read is noted once (problem()).
-  bool readFrom(int fd);
+  // came. A record this launcher cannot read is noted once (problem()). At end of stream
+  // (no process holds the rank's end any more) closes `fd` and sets it to -1.
+  bool readFrom(int& fd);
   void take(const LaunchReport& report);
 
   StoreReach store() const { return store_; }

@@ -404,7 +404,7 @@ class Job {
     if (watch.fd >= 0 && !stopping_) fds.push_back({watch.fd, POLLIN, 0});
     for (auto& r : ranks_) {
       if (r.outFd >= 0) fds.push_back({r.outFd, POLLIN, 0});
-      if (r.reportFd >= 0 && !r.exited) fds.push_back({r.reportFd, POLLIN, 0});
+      if (r.reportFd >= 0) fds.push_back({r.reportFd, POLLIN, 0});
     }
     int timeoutMs = kReapSweepMs;
     if (stopping_ && !killed_)

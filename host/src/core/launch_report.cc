@@ -45,7 +45,8 @@ const char* launchEventName(LaunchEvent event) {
 }
 
 std::string encodeLaunchReport(const LaunchReport& r) {
-  // The texts share what the record leaves: 4096 bytes less the fixed fields' ~200.
+  // Cut so that the record stays under kMaxLaunchReportBytes even if JSON escapes every
+  // byte of the texts (6 bytes each).
   nlohmann::json j = {{"version", kLaunchReportVersion},
                       {"event", launchEventName(r.event)},
                       {"rank", r.rank},
