@@ -261,8 +261,10 @@ TEST(Gloo, ADeviceThatIsNeitherAnInterfaceNorAHostIsAConfigErrorEveryTime) {
       "routes: [{ device: cpu, backend: gloo }]\n";
   for (int attempt = 0; attempt < 3; ++attempt) {
     SCOPED_TRACE("attempt " + std::to_string(attempt));
-    EXPECT_THROW_WITH(makeGroups(config, 2), ConfigError, "device 'chadv_nodev0' is neither a network interface",
-                      "backends.gloo.options.device");
+    // Refused where the config is loaded (gloo's checkOptions), before any backend exists.
+    EXPECT_THROW_WITH(makeGroups(config, 2), ConfigError,
+                      "'backends.gloo.options': device 'chadv_nodev0' is neither a network interface",
+                      "Set it to an interface (ip -br link)");
   }
   // A resolvable name that is no address of this host is refused as well, naming what it
   // resolved to; a name of this host works and is used by its address.
