@@ -53,11 +53,12 @@ struct ProcessGroup::Call {
   // caller gets. With the call's outputs, the supervisor also checks that the work's value
   // is them (output_check.h): count, elements and dtype.
   WorkPtr supervise(WorkPtr work, const supervisor::OutputSpec& expect = {});
+  // The spec is made only when a supervisor will check it.
   WorkPtr supervise(WorkPtr work, const Tensor& output) {
-    return supervise(std::move(work), supervisor::OutputSpec::of(output));
+    return pg.supervisor_ ? supervise(std::move(work), supervisor::OutputSpec::of(output)) : work;
   }
   WorkPtr supervise(WorkPtr work, const std::vector<Tensor>& outputs) {
-    return supervise(std::move(work), supervisor::OutputSpec::of(outputs));
+    return pg.supervisor_ ? supervise(std::move(work), supervisor::OutputSpec::of(outputs)) : work;
   }
   // Shadow mode: when issue() sampled this call for its route's shadow, copies `input`
   // now (before the primary may change it) and returns the op that runs it; else null.

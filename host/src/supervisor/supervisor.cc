@@ -248,8 +248,13 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // left to watch, so it is recorded as completed and handed back as it is, once its
   // value is the call's outputs (a CompletedWork's is readable for free; others are
   // checked in SupervisedWork::future()).
-  inner = checkInlineValue(std::move(inner), ctx, backend, expect);
-  const bool done = inner->isCompleted() && !inner->exception();
+  bool done = inner->isCompleted() && !inner->exception();
+  if (done && !inlineValueMatches(*inner, expect)) {
+    auto failed = std::make_shared<AsyncWork>(ctx);
+    failed->fail(brokenContract(ctx, backend, inlineValueMismatch(*inner, expect)));
+    inner = std::move(failed);
+    done = false;
+  }
   const std::optional<double> deviceMs = done ? inner->deviceMs() : std::nullopt;
   int64_t scheduledUs = 0, startedUs = 0;
   if (issued != TimePoint{}) {
