@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The flight-recorder dump schema (commhost/flight_dump.h): its one writer and one reader.
 //
-// Each type's JSON names are listed once, in a `fields` function that both directions walk:
+// Each type's JSON names are listed once, in its overload of fields(), which both directions walk:
 // the writer with a FieldWriter, the reader with a FieldReader. A field absent from a dump
 // keeps its default (older dumps of the same version lack "swaps", "memberships",
 // "shadows"); a field present with the wrong type throws.
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -45,7 +47,11 @@ struct FieldReader {
   }
 };
 
-template <class F, class Op> void opFields(F& f, Op& o) {
+// Each schema type's field list is one overload of fields(), for T = the type or const
+// the type (the writer walks a const one, the reader a mutable one).
+template <class T, class Type> using Schema = std::enable_if_t<std::is_same_v<std::remove_const_t<T>, Type>>;
+
+template <class F, class T> Schema<T, DumpOp> fields(F& f, T& o) {
   f("id", o.id);
   f("group", o.group);
   f("rank", o.rank);
@@ -65,7 +71,7 @@ template <class F, class Op> void opFields(F& f, Op& o) {
   f.optional("error", o.error, std::string());
 }
 
-template <class F, class Swap> void swapFields(F& f, Swap& s) {
+template <class F, class T> Schema<T, SwapRecord> fields(F& f, T& s) {
   f("group", s.group);
   f("rank", s.rank);
   f("from_generation", s.fromGeneration);
@@ -83,7 +89,7 @@ template <class F, class Swap> void swapFields(F& f, Swap& s) {
   f.optional("error", s.error, std::string());
 }
 
-template <class F, class Membership> void membershipFields(F& f, Membership& m) {
+template <class F, class T> Schema<T, MembershipRecord> fields(F& f, T& m) {
   f("group", m.group);
   f("rank_before", m.rankBefore);
   f("rank_after", m.rankAfter);
@@ -102,7 +108,7 @@ template <class F, class Membership> void membershipFields(F& f, Membership& m) 
   f.optional("error", m.error, std::string());
 }
 
-template <class F, class Shadow> void shadowFields(F& f, Shadow& e) {
+template <class F, class T> Schema<T, ShadowEvent> fields(F& f, T& e) {
   f("group", e.group);
   f("rank", e.rank);
   f("seq", e.seq);
@@ -116,7 +122,7 @@ template <class F, class Shadow> void shadowFields(F& f, Shadow& e) {
   f.optional("detail", e.detail, std::string());
 }
 
-template <class F, class Group> void groupFields(F& f, Group& g) {
+template <class F, class T> Schema<T, DumpGroup> fields(F& f, T& g) {
   f("name", g.name);
   f("rank", g.rank);
   f("world_size", g.worldSize);
@@ -127,7 +133,7 @@ template <class F, class Group> void groupFields(F& f, Group& g) {
   f("left_peers", g.leftPeers);
 }
 
-template <class F, class Dump> void dumpFields(F& f, Dump& d) {
+template <class F, class T> Schema<T, FlightDump> fields(F& f, T& d) {
   f("version", d.version);
   f("reason", d.reason);
   f("rank", d.rank);
@@ -142,48 +148,27 @@ template <class F, class Dump> void dumpFields(F& f, Dump& d) {
   f("shadows", d.shadows);
 }
 
-template <class T, class Walk> void write(Json& j, const T& x, Walk walk) {
+template <class T> void write(Json& j, const T& x) {
   FieldWriter w{j = Json::object()};
-  walk(w, x);
+  fields(w, x);
 }
-template <class T, class Walk> void read(const Json& j, T& x, Walk walk) {
+template <class T> void read(const Json& j, T& x) {
   if (!j.is_object()) throw std::invalid_argument(std::string("expected an object, found ") + j.type_name());
   FieldReader r{j};
-  walk(r, x);
+  fields(r, x);
 }
 
 }  // namespace
 
-// nlohmann's ADL hooks, so the lists above nest (a dump's vector of ops, of groups, ...).
-static void to_json(Json& j, const DumpOp& o) {
-  write(j, o, [](auto& f, auto& x) { opFields(f, x); });
+// nlohmann's ADL hooks, so the lists above nest (a dump's vector of ops, of groups, ...):
+// one pair for every type that has a field list.
+template <class T, class = decltype(fields(std::declval<FieldWriter&>(), std::declval<const T&>()))>
+static void to_json(Json& j, const T& x) {
+  write(j, x);
 }
-static void from_json(const Json& j, DumpOp& o) {
-  read(j, o, [](auto& f, auto& x) { opFields(f, x); });
-}
-static void to_json(Json& j, const SwapRecord& s) {
-  write(j, s, [](auto& f, auto& x) { swapFields(f, x); });
-}
-static void from_json(const Json& j, SwapRecord& s) {
-  read(j, s, [](auto& f, auto& x) { swapFields(f, x); });
-}
-static void to_json(Json& j, const MembershipRecord& m) {
-  write(j, m, [](auto& f, auto& x) { membershipFields(f, x); });
-}
-static void from_json(const Json& j, MembershipRecord& m) {
-  read(j, m, [](auto& f, auto& x) { membershipFields(f, x); });
-}
-static void to_json(Json& j, const ShadowEvent& e) {
-  write(j, e, [](auto& f, auto& x) { shadowFields(f, x); });
-}
-static void from_json(const Json& j, ShadowEvent& e) {
-  read(j, e, [](auto& f, auto& x) { shadowFields(f, x); });
-}
-static void to_json(Json& j, const DumpGroup& g) {
-  write(j, g, [](auto& f, auto& x) { groupFields(f, x); });
-}
-static void from_json(const Json& j, DumpGroup& g) {
-  read(j, g, [](auto& f, auto& x) { groupFields(f, x); });
+template <class T, class = decltype(fields(std::declval<FieldReader&>(), std::declval<T&>()))>
+static void from_json(const Json& j, T& x) {
+  read(j, x);
 }
 
 const DumpGroup* FlightDump::group(const std::string& name) const {
@@ -194,7 +179,7 @@ const DumpGroup* FlightDump::group(const std::string& name) const {
 
 std::string encodeFlightDump(const FlightDump& dump) {
   Json j;
-  write(j, dump, [](auto& f, auto& x) { dumpFields(f, x); });
+  write(j, dump);
   // replace: an error message from a backend need not be valid UTF-8.
   return j.dump(1, ' ', false, Json::error_handler_t::replace);
 }
@@ -214,7 +199,7 @@ std::optional<FlightDump> decodeFlightDump(const std::string& text, const std::s
                           "; read it with the commhost that wrote it, or remove it");
   FlightDump dump;
   try {
-    read(j, dump, [](auto& f, auto& x) { dumpFields(f, x); });
+    read(j, dump);
   } catch (const std::exception& e) {  // a field of the wrong type, a peer that is not a number
     throw InvalidArgument("trace: " + where + " is not a flight recorder dump (" + e.what() +
                           "); remove it or re-dump that rank");
