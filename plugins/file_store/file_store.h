@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 
+#include "commhost/mutex.h"
 #include "commhost/plugin.h"
 #include "commhost/typed_options.h"
 
@@ -38,17 +39,18 @@ class FileStore final : public Store {
   void append(const std::string& key, const Bytes& value) override;
 
  private:
-  class Lock;      // holds the fcntl lock on the whole file for one call
-  void refresh();  // reads records appended since pos_; caller holds a Lock
-  void write(uint8_t type, const std::string& key, const Bytes& value);  // caller holds a write Lock
-  int64_t addLocked(const std::string& key, int64_t delta);
+  class Lock;                       // holds the fcntl lock on the whole file for one call
+  void refresh() REQUIRES(mutex_);  // reads records appended since pos_; caller holds a Lock
+  void write(uint8_t type, const std::string& key, const Bytes& value) REQUIRES(mutex_);  // and a write Lock
+  int64_t addLocked(const std::string& key, int64_t delta) REQUIRES(mutex_);
   [[noreturn]] void fail(const std::string& what) const;
 
   std::string path_;
-  std::mutex mutex_;  // guards everything below
-  int fd_ = -1;
-  off_t pos_ = 0;  // bytes of the file already applied to cache_
-  std::map<std::string, Bytes> cache_;
+  int fd_ = -1;  // opened by the constructor, then only read
+  // Between this process's threads; the fcntl Lock is between processes.
+  Mutex mutex_;
+  off_t pos_ GUARDED_BY(mutex_) = 0;  // bytes of the file already applied to cache_
+  std::map<std::string, Bytes> cache_ GUARDED_BY(mutex_);
 };
 
 // The plugin options (schema in file_store.cc).

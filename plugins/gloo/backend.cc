@@ -10,13 +10,13 @@
 #include <algorithm>
 #include <cctype>
 #include <csignal>
-#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "commhost/mutex.h"
 #include "fatal.h"
 #include "gloo_backend.h"
 #include "rendezvous.h"
@@ -139,11 +139,14 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
 }
 
 namespace {
+struct KeptObjects {
+  Mutex mutex;
+  std::vector<std::shared_ptr<void>> objects GUARDED_BY(mutex);
+};
 void keepUntilExit(std::shared_ptr<void> object) {
-  static std::mutex mutex;
-  static auto* kept = new std::vector<std::shared_ptr<void>>();  // never destroyed, on purpose
-  std::lock_guard<std::mutex> lock(mutex);
-  kept->push_back(std::move(object));
+  static auto* kept = new KeptObjects();  // never destroyed, on purpose
+  MutexLock lock(&kept->mutex);
+  kept->objects.push_back(std::move(object));
 }
 }  // namespace
 

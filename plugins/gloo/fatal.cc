@@ -6,17 +6,19 @@
 #include <mutex>
 #include <set>
 
+#include "commhost/mutex.h"
 #include "gloo_backend.h"
 
 namespace commhost::gloo_backend {
 namespace {
 
-std::mutex& registryMutex() {
-  static std::mutex m;
-  return m;
-}
-std::set<const GlooBackend*>& registry() {
-  static std::set<const GlooBackend*> r;
+// The gloo backends alive in this process, for the handler's in-flight lines.
+struct LiveBackends {
+  Mutex mutex;
+  std::set<const GlooBackend*> backends GUARDED_BY(mutex);
+};
+LiveBackends& live() {
+  static LiveBackends r;
   return r;
 }
 std::terminate_handler previousHandler = nullptr;
@@ -32,10 +34,9 @@ void onTerminate() {
     }
   }
   std::string inFlight;
-  {
-    std::unique_lock<std::mutex> lock(registryMutex(), std::try_to_lock);
-    if (lock)
-      for (const auto* backend : registry()) inFlight += "  " + backend->inFlight() + "\n";
+  if (LiveBackends& r = live(); r.mutex.tryLock()) {
+    for (const auto* backend : r.backends) inFlight += "  " + backend->inFlight() + "\n";
+    r.mutex.unlock();
   }
   if (!inFlight.empty()) {  // only processes that run a gloo backend get the hint
     const std::string hint = fatalHint(what, inFlight);
@@ -70,13 +71,15 @@ void installFatalHint() {
 }
 
 void registerForFatalHint(const GlooBackend* backend) {
-  std::lock_guard<std::mutex> lock(registryMutex());
-  registry().insert(backend);
+  LiveBackends& r = live();
+  MutexLock lock(&r.mutex);
+  r.backends.insert(backend);
 }
 
 void unregisterForFatalHint(const GlooBackend* backend) {
-  std::lock_guard<std::mutex> lock(registryMutex());
-  registry().erase(backend);
+  LiveBackends& r = live();
+  MutexLock lock(&r.mutex);
+  r.backends.erase(backend);
 }
 
 }  // namespace commhost::gloo_backend

@@ -16,13 +16,12 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <random>
 #include <thread>
 
 #include "commhost/hook_sdk.h"
+#include "commhost/mutex.h"
 #include "commhost/plugin.h"
 #include "commhost/process_group.h"
 #include "powersgd_state.h"
@@ -90,10 +89,10 @@ class PowerSgdHook final : public CommHook {
 
   ~PowerSgdHook() override {
     {
-      std::lock_guard<std::mutex> lock(queueMutex_);
+      MutexLock lock(&queueMutex_);
       stop_ = true;
     }
-    queueCv_.notify_all();
+    queueCv_.signalAll();
     worker_.join();
   }
 
@@ -110,21 +109,21 @@ class PowerSgdHook final : public CommHook {
             "use hook allreduce for these parameters' group");
     auto future = Future::create();
     {
-      std::lock_guard<std::mutex> lock(queueMutex_);
+      MutexLock lock(&queueMutex_);
       queue_.push_back({bucket, future});
     }
-    queueCv_.notify_one();
+    queueCv_.signal();
     return future;
   }
 
   bool hasState() const override { return true; }
   std::vector<uint8_t> saveState() const override {
-    std::lock_guard<std::mutex> lock(stateMutex_);
+    MutexLock lock(&stateMutex_);
     return encode(state_, opts_.rank);
   }
   void loadState(const std::vector<uint8_t>& bytes) override {
     State s = decode(bytes, opts_.rank);
-    std::lock_guard<std::mutex> lock(stateMutex_);
+    MutexLock lock(&stateMutex_);
     state_ = std::move(s);
   }
 
@@ -138,8 +137,8 @@ class PowerSgdHook final : public CommHook {
     for (;;) {
       Job job;
       {
-        std::unique_lock<std::mutex> lock(queueMutex_);
-        queueCv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        MutexLock lock(&queueMutex_);
+        while (!stop_ && queue_.empty()) queueCv_.wait(&queueMutex_);
         if (queue_.empty()) return;
         if (stop_) {  // the hook is going away: its group may be gone too
           for (auto& j : queue_)
@@ -155,7 +154,7 @@ class PowerSgdHook final : public CommHook {
       // may call back into the hook (saveState, the next runHook).
       std::exception_ptr error;
       try {
-        std::lock_guard<std::mutex> lock(stateMutex_);
+        MutexLock lock(&stateMutex_);
         step(job.bucket);
       } catch (...) {
         error = std::current_exception();
@@ -167,11 +166,11 @@ class PowerSgdHook final : public CommHook {
     }
   }
 
-  void advance(const GradBucket& bucket) {
+  void advance(const GradBucket& bucket) REQUIRES(stateMutex_) {
     if (bucket.isLast) ++state_.iter;
   }
 
-  void step(GradBucket& bucket) {
+  void step(GradBucket& bucket) REQUIRES(stateMutex_) {
     ProcessGroup& group = *bucket.group;
     if (state_.iter < opts_.startIter) {
       hooks::allreduceAverage(group, bucket.buffer)->wait();
@@ -280,14 +279,14 @@ class PowerSgdHook final : public CommHook {
   }
 
   const Options opts_;
-  mutable std::mutex stateMutex_;
-  State state_;  // under stateMutex_
+  mutable Mutex stateMutex_;
+  State state_ GUARDED_BY(stateMutex_);
 
-  std::mutex queueMutex_;
-  std::condition_variable queueCv_;
-  std::deque<Job> queue_;  // under queueMutex_
-  bool stop_ = false;      // under queueMutex_
-  std::thread worker_;     // last: started once everything above exists
+  Mutex queueMutex_;
+  CondVar queueCv_;
+  std::deque<Job> queue_ GUARDED_BY(queueMutex_);
+  bool stop_ GUARDED_BY(queueMutex_) = false;
+  std::thread worker_;  // last: started once everything above exists
 };
 
 std::unique_ptr<CommHook> create(const OptionValues& values, const CommHookContext& ctx) {

@@ -96,7 +96,7 @@ void ShmBackend::checkUsable(const OpContext& op) {
   if (broken_.load(std::memory_order_acquire)) {
     std::string reason;
     {
-      std::lock_guard<std::mutex> lock(brokenMutex_);
+      MutexLock lock(&brokenMutex_);
       reason = brokenReason_;
     }
     const ErrorContext where = ErrorContext::of(op);
@@ -112,11 +112,11 @@ std::exception_ptr ShmBackend::failed(const OpContext& op, std::exception_ptr er
   } catch (const InvalidArgument&) {
     return error;  // every rank found the same problem before moving data: still in step
   } catch (const Error& e) {
-    std::lock_guard<std::mutex> lock(brokenMutex_);
+    MutexLock lock(&brokenMutex_);
     if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
   } catch (const std::exception& e) {
     error = std::make_exception_ptr(BackendError(where.format() + "shm: " + e.what()));
-    std::lock_guard<std::mutex> lock(brokenMutex_);
+    MutexLock lock(&brokenMutex_);
     if (!broken_.load(std::memory_order_relaxed)) brokenReason_ = e.what();
   }
   broken_.store(true, std::memory_order_release);

@@ -18,10 +18,10 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 
 #include "algorithms.h"
 #include "channel.h"
+#include "commhost/mutex.h"
 #include "commhost/plugin.h"
 #include "commhost/typed_options.h"
 #include "commhost/work_queue.h"
@@ -111,8 +111,8 @@ class ShmBackend final : public Backend {
   std::unique_ptr<Segment> segment_;
   std::unique_ptr<Channel> channel_;  // used only by the thread the queue lets run
   std::atomic<bool> broken_{false};   // set once (release), then read (acquire)
-  std::mutex brokenMutex_;
-  std::string brokenReason_;          // guarded by brokenMutex_
+  Mutex brokenMutex_;
+  std::string brokenReason_ GUARDED_BY(brokenMutex_);
   std::unique_ptr<WorkQueue> queue_;  // destroyed first: drains and joins before the channel goes
 };
 

@@ -26,10 +26,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "commhost/fast_clock.h"
+#include "commhost/mutex.h"
 
 namespace commhost::shm {
 
@@ -66,21 +66,21 @@ class AbortFlag {
  public:
   void set(const std::string& reason) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(&mutex_);
       if (reason_.empty()) reason_ = reason.empty() ? "no reason given" : reason;
     }
     set_.store(true, std::memory_order_release);
   }
   bool isSet() const { return set_.load(std::memory_order_acquire); }
   std::string reason() const {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     return reason_;
   }
 
  private:
   std::atomic<bool> set_{false};
-  mutable std::mutex mutex_;  // guards reason_
-  std::string reason_;
+  mutable Mutex mutex_;
+  std::string reason_ GUARDED_BY(mutex_);
 };
 
 // Polls `done` for `spin`, a pause between polls; true as soon as it returns true. The

@@ -162,7 +162,7 @@ Client::~Client() {
 
 int Client::borrow() {
   {
-    std::lock_guard<std::mutex> lock(idleMutex_);
+    MutexLock lock(&idleMutex_);
     if (!idle_.empty()) {
       const int fd = idle_.back();
       idle_.pop_back();
@@ -173,7 +173,7 @@ int Client::borrow() {
 }
 
 void Client::giveBack(int fd) {
-  std::lock_guard<std::mutex> lock(idleMutex_);
+  MutexLock lock(&idleMutex_);
   idle_.push_back(fd);
 }
 

@@ -30,6 +30,7 @@
 #include "commhost/errors.h"
 #include "commhost/launch_report.h"
 #include "commhost/logging.h"
+#include "commhost/mutex.h"
 #include "commhost/store.h"
 #include "protocol.h"
 
@@ -89,10 +90,10 @@ class Client final : public Store {
 
   std::shared_ptr<void> keepAlive_;  // declared first: released last
   ClientOptions options_;
-  std::string where_;                 // "host:port"
-  std::mutex idleMutex_;              // guards idle_
-  std::vector<int> idle_;             // connected sockets no call is using
-  std::atomic<bool> reached_{false};  // a connection was established once
+  std::string where_;  // "host:port"
+  Mutex idleMutex_;
+  std::vector<int> idle_ GUARDED_BY(idleMutex_);  // connected sockets no call is using
+  std::atomic<bool> reached_{false};              // a connection was established once
 };
 
 }  // namespace commhost::tcpstore

@@ -7,14 +7,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "commhost/export.h"
+#include "commhost/mutex.h"
 #include "commhost/tensor.h"
 
 namespace commhost {
@@ -49,14 +48,17 @@ class COMMHOST_API Future : public std::enable_shared_from_this<Future> {
   void whenDone(std::function<void(Future&)> fn);
 
  private:
-  void complete(std::unique_lock<std::mutex>& lock);
+  // Marks it done and hands back the callbacks, which runCallbacks() runs after the
+  // mutex is released.
+  std::vector<std::function<void()>> completeLocked() REQUIRES(mutex_);
+  void runCallbacks(std::vector<std::function<void()>>& callbacks) EXCLUDES(mutex_);
 
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::vector<Tensor> value_;
-  std::exception_ptr error_;
-  std::vector<std::function<void()>> callbacks_;
+  mutable Mutex mutex_;
+  CondVar cv_;
+  bool done_ GUARDED_BY(mutex_) = false;
+  std::vector<Tensor> value_ GUARDED_BY(mutex_);  // set once, before done_
+  std::exception_ptr error_ GUARDED_BY(mutex_);
+  std::vector<std::function<void()>> callbacks_ GUARDED_BY(mutex_);
 };
 
 }  // namespace commhost

@@ -9,15 +9,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "commhost/export.h"
+#include "commhost/mutex.h"
 
 namespace commhost {
 
@@ -74,11 +73,10 @@ class COMMHOST_API HashStore final : public Store {
   void append(const std::string& key, const Bytes& value) override;
 
  private:
-  void waitLocked(std::unique_lock<std::mutex>& lock, const std::vector<std::string>& keys,
-                  std::chrono::milliseconds timeout);
-  std::mutex mutex_;            // guards map_
-  std::condition_variable cv_;  // signalled on every write
-  std::map<std::string, Bytes> map_;
+  void waitLocked(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) REQUIRES(mutex_);
+  Mutex mutex_;
+  CondVar cv_;  // signalled on every write
+  std::map<std::string, Bytes> map_ GUARDED_BY(mutex_);
 };
 
 // A store that forwards every call to another one, as LevelDB's EnvWrapper does an Env: a

@@ -20,6 +20,7 @@
 
 #include "commhost/export.h"
 #include "commhost/future.h"
+#include "commhost/mutex.h"
 #include "commhost/options.h"
 
 namespace commhost {
@@ -94,8 +95,10 @@ class COMMHOST_API AsyncWork : public Work {
   bool fail(std::exception_ptr error);
 
  private:
-  std::mutex finishMutex_;  // makes the first of finish/fail/abort win
-  bool finished_ = false;
+  Mutex finishMutex_;  // makes the first of finish/fail/abort win
+  bool finished_ GUARDED_BY(finishMutex_) = false;
+  // Written once, by the finish() that wins, before the future completes; read after it
+  // completed (the future's completion orders the two), so read without the mutex.
   int sourceRank_ = -1;
   FuturePtr future_;
 };

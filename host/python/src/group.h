@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bridge.h"
+#include "commhost/mutex.h"
 #include "commhost/process_group.h"
 #include "commhost/work.h"
 
@@ -20,7 +21,7 @@ struct PyGroup {
   // The C++ group takes one issuing thread at a time (reconfigure replaces the snapshot
   // an issuing thread reads): Python threads calling one group take turns here. Taken
   // only with the GIL released, so a waiter never holds the GIL.
-  mutable std::mutex issueMutex;
+  mutable Mutex issueMutex;
 
   PyGroup(std::shared_ptr<ProcessGroup> group, ConfigOverrides o);
   // Destroying a group waits for its works, whose backends may need this thread's GIL to
@@ -52,7 +53,7 @@ using PyWorkPtr = std::shared_ptr<PyWork>;
 // every call that issues on the group or replaces its state goes through here.
 template <class F> auto inTurn(const PyGroup& g, F&& call) {
   py::gil_scoped_release unlocked;
-  std::lock_guard<std::mutex> turn(g.issueMutex);
+  MutexLock turn(&g.issueMutex);
   return call(g.group());
 }
 

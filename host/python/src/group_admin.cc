@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "commhost/errors.h"
+#include "commhost/mutex.h"
 #include "commhost/registry.h"
 #include "commhost/supervisor.h"
 #include "group.h"
@@ -17,8 +18,8 @@ using py::arg;
 
 namespace {
 
-std::mutex gLiveMutex;
-std::vector<std::weak_ptr<ProcessGroup>> gLive;  // guarded by gLiveMutex
+Mutex gLiveMutex;
+std::vector<std::weak_ptr<ProcessGroup>> gLive GUARDED_BY(gLiveMutex);
 
 std::string hex(uint64_t v) {
   char buf[32];
@@ -162,7 +163,7 @@ PyGroup::~PyGroup() {
 py::object wrapGroup(std::shared_ptr<ProcessGroup> group, const ConfigOverrides& overrides) {
   if (!group) return py::none();
   {
-    std::lock_guard<std::mutex> lock(gLiveMutex);
+    MutexLock lock(&gLiveMutex);
     gLive.erase(std::remove_if(gLive.begin(), gLive.end(), [](const auto& w) { return w.expired(); }), gLive.end());
     gLive.push_back(group);
   }
@@ -172,7 +173,7 @@ py::object wrapGroup(std::shared_ptr<ProcessGroup> group, const ConfigOverrides&
 void shutdownAll() {
   std::vector<std::shared_ptr<ProcessGroup>> live;
   {
-    std::lock_guard<std::mutex> lock(gLiveMutex);
+    MutexLock lock(&gLiveMutex);
     for (auto& w : gLive)
       if (auto g = w.lock()) live.push_back(std::move(g));
     gLive.clear();

@@ -14,13 +14,14 @@
 
 #include "bridge.h"
 #include "commhost/errors.h"
+#include "commhost/mutex.h"
 
 namespace commhost::python {
 namespace {
 
-std::mutex gReleaseMutex;
-std::vector<std::function<void()>> gReleases;  // guarded by gReleaseMutex
-bool gReleaseScheduled = false;                // guarded by gReleaseMutex
+Mutex gReleaseMutex;
+std::vector<std::function<void()>> gReleases GUARDED_BY(gReleaseMutex);
+bool gReleaseScheduled GUARDED_BY(gReleaseMutex) = false;
 
 int drainPending(void*) {
   drainReleases();
@@ -147,7 +148,7 @@ void releaseWithGil(std::function<void()> fn) {
     fn();
     return;
   }
-  std::lock_guard<std::mutex> lock(gReleaseMutex);
+  MutexLock lock(&gReleaseMutex);
   gReleases.push_back(std::move(fn));
   // Py_AddPendingCall's queue is small: one call drains everything queued until it runs.
   if (!gReleaseScheduled) gReleaseScheduled = Py_AddPendingCall(drainPending, nullptr) == 0;
@@ -156,7 +157,7 @@ void releaseWithGil(std::function<void()> fn) {
 void drainReleases() {
   std::vector<std::function<void()>> run;
   {
-    std::lock_guard<std::mutex> lock(gReleaseMutex);
+    MutexLock lock(&gReleaseMutex);
     run.swap(gReleases);
     gReleaseScheduled = false;
   }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "commhost/mutex.h"
 #include "commhost/process_group.h"
 #include "commhost/store.h"
 #include "commhost/work.h"
@@ -157,18 +158,17 @@ class TorchBackend final : public compat::BackendBase {
   template <class F> c10::intrusive_ptr<c10d::Work> run(c10d::OpType type, std::vector<at::Tensor> outputs, F&& issue);
   // Notes one call's works for waitForPendingWorks and an open coalescing block; called
   // with issueMutex_ held.
-  void track(const Issued& issued);
+  void track(const Issued& issued) REQUIRES(issueMutex_);
 
   std::shared_ptr<commhost::ProcessGroup> group_;
   // commhost takes one group's calls from one thread at a time; torch may issue from the
   // caller's and the autograd engine's threads (DDP), so calls are serialised here.
-  std::mutex issueMutex_;
-  // What was issued since startCoalescing (guarded by issueMutex_); `coalescing_` false
-  // outside a coalescing block.
-  bool coalescing_ = false;
-  Issued coalesced_;
-  // Recent works, for waitForPendingWorks (guarded by issueMutex_; completed ones pruned).
-  std::vector<std::weak_ptr<commhost::Work>> pending_;
+  commhost::Mutex issueMutex_;
+  // What was issued since startCoalescing; `coalescing_` false outside a coalescing block.
+  bool coalescing_ GUARDED_BY(issueMutex_) = false;
+  Issued coalesced_ GUARDED_BY(issueMutex_);
+  // Recent works, for waitForPendingWorks (completed ones pruned).
+  std::vector<std::weak_ptr<commhost::Work>> pending_ GUARDED_BY(issueMutex_);
   int completionHook_ = -1;  // commhost hook id, -1: none
 };
 

@@ -84,7 +84,7 @@ struct Completion {
   // Called by each work's callback (a commhost backend thread, or inline when done).
   void done(const commhost::Future& work) {
     if (auto e = work.error()) {
-      std::lock_guard<std::mutex> lock(mutex);
+      commhost::MutexLock lock(&mutex);
       if (!error) error = e;
     }
     if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) finish();
@@ -99,7 +99,7 @@ struct Completion {
     try {
       std::exception_ptr failed;
       {
-        std::lock_guard<std::mutex> lock(mutex);
+        commhost::MutexLock lock(&mutex);
         failed = error;
       }
       if (failed) {
@@ -120,8 +120,8 @@ struct Completion {
   std::vector<at::Tensor> outputs;
   std::vector<Staged> staged;
   std::atomic<size_t> left;
-  std::mutex mutex;
-  std::exception_ptr error;  // the first failed work's (guarded by mutex)
+  commhost::Mutex mutex;
+  std::exception_ptr error GUARDED_BY(mutex);  // the first failed work's
 };
 
 }  // namespace
@@ -371,7 +371,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::run(c10d::OpType type, std::vector<
   Issued issued;
   issued.outputs = std::move(outputs);
   try {
-    std::lock_guard<std::mutex> lock(issueMutex_);
+    commhost::MutexLock lock(&issueMutex_);
     const StagingScope scope(&issued.staged);
     auto works = issue();  // one WorkPtr, or a vector of them for a coalesced call
     if constexpr (std::is_same_v<decltype(works), commhost::WorkPtr>) issued.works.push_back(std::move(works));
@@ -582,7 +582,7 @@ void TorchBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool waitA
   o.timeout = toTimeout(opts.timeout);
   o.waitAllRanks = waitAllRanks;
   try {
-    std::lock_guard<std::mutex> lock(issueMutex_);
+    commhost::MutexLock lock(&issueMutex_);
     group_->monitoredBarrier(o);
   } catch (const std::exception& e) {
     throw compat::error(e.what());
@@ -632,7 +632,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::barrier(const c10d::BarrierOptions&
 #if TORCH_VERSION_MAJOR >= 2
 
 void TorchBackend::startCoalescing() {
-  std::lock_guard<std::mutex> lock(issueMutex_);
+  commhost::MutexLock lock(&issueMutex_);
   TORCH_CHECK(!coalescing_, prefix(*group_, "start_coalescing"),
               "a coalescing block is already open on this group; end it (endCoalescing) before starting another");
   coalescing_ = true;
@@ -642,7 +642,7 @@ void TorchBackend::startCoalescing() {
 c10::intrusive_ptr<c10d::Work> TorchBackend::endCoalescing() {
   Issued issued;
   {
-    std::lock_guard<std::mutex> lock(issueMutex_);
+    commhost::MutexLock lock(&issueMutex_);
     TORCH_CHECK(coalescing_, prefix(*group_, "end_coalescing"),
                 "no coalescing block is open on this group; call startCoalescing first");
     coalescing_ = false;
@@ -708,7 +708,7 @@ c10::intrusive_ptr<c10d::Work> TorchBackend::reduce_scatter_tensor_coalesced(std
 void TorchBackend::waitForPendingWorks() {
   std::vector<std::weak_ptr<commhost::Work>> pending;
   {
-    std::lock_guard<std::mutex> lock(issueMutex_);
+    commhost::MutexLock lock(&issueMutex_);
     pending.swap(pending_);
   }
   try {

@@ -7,66 +7,82 @@ namespace commhost {
 
 FuturePtr Future::completed(std::vector<Tensor> value) {
   auto f = create();
-  // No other thread holds `f` yet: nothing to lock and no waiter or callback to run.
+  // No other thread holds `f` yet: the lock is uncontended (it keeps the analysis whole).
+  MutexLock lock(&f->mutex_);
   f->value_ = std::move(value);
   f->done_ = true;
   return f;
 }
 
 void Future::setValue(std::vector<Tensor> value) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (done_) throw InvalidArgument("Future completed twice (setValue after completion)");
-  value_ = std::move(value);
-  complete(lock);
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(&mutex_);
+    if (done_) throw InvalidArgument("Future completed twice (setValue after completion)");
+    value_ = std::move(value);
+    callbacks = completeLocked();
+  }
+  runCallbacks(callbacks);
 }
 
 void Future::setError(std::exception_ptr error) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (done_) throw InvalidArgument("Future completed twice (setError after completion)");
-  error_ = std::move(error);
-  complete(lock);
+  std::vector<std::function<void()>> callbacks;
+  {
+    MutexLock lock(&mutex_);
+    if (done_) throw InvalidArgument("Future completed twice (setError after completion)");
+    error_ = std::move(error);
+    callbacks = completeLocked();
+  }
+  runCallbacks(callbacks);
 }
 
-// Callbacks run outside the lock: they may call back into this future.
-void Future::complete(std::unique_lock<std::mutex>& lock) {
+std::vector<std::function<void()>> Future::completeLocked() {
   done_ = true;
   auto callbacks = std::move(callbacks_);
   callbacks_.clear();
-  lock.unlock();
-  cv_.notify_all();
+  return callbacks;
+}
+
+// Outside the lock: callbacks may call back into this future.
+void Future::runCallbacks(std::vector<std::function<void()>>& callbacks) {
+  cv_.signalAll();
   for (auto& cb : callbacks) cb();
 }
 
 bool Future::isCompleted() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return done_;
 }
 
 std::exception_ptr Future::error() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return error_;
 }
 
 const std::vector<Tensor>& Future::wait(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (timeout.count() <= 0) {
-    cv_.wait(lock, [&] { return done_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
-    throw TimeoutError("Future not completed within " + std::to_string(timeout.count()) + " ms");
+    while (!done_) cv_.wait(&mutex_);
+  } else {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!done_)
+      if (!cv_.waitUntil(&mutex_, deadline) && !done_ && std::chrono::steady_clock::now() >= deadline)
+        throw TimeoutError("Future not completed within " + std::to_string(timeout.count()) + " ms");
   }
   if (error_) std::rethrow_exception(error_);
-  return value_;
+  return value_;  // set once, before done_: the reference stays valid and unchanged
 }
 
 void Future::whenDone(std::function<void(Future&)> fn) {
   auto self = shared_from_this();
   auto run = [self, fn = std::move(fn)]() { fn(*self); };
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!done_) {
-    callbacks_.push_back(std::move(run));
-    return;
+  {
+    MutexLock lock(&mutex_);
+    if (!done_) {
+      callbacks_.push_back(std::move(run));
+      return;
+    }
   }
-  lock.unlock();
   run();
 }
 
@@ -84,12 +100,13 @@ FuturePtr Future::then(std::function<std::vector<Tensor>(Future&)> fn) {
       next->setError(std::current_exception());
     }
   };
-  std::unique_lock<std::mutex> lock(mutex_);
-  if (!done_) {
-    callbacks_.push_back(std::move(run));
-    return next;
+  {
+    MutexLock lock(&mutex_);
+    if (!done_) {
+      callbacks_.push_back(std::move(run));
+      return next;
+    }
   }
-  lock.unlock();
   run();
   return next;
 }

@@ -5,9 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <mutex>
 
 #include "commhost/errors.h"
+#include "commhost/mutex.h"
 
 namespace commhost {
 namespace {
@@ -20,9 +20,9 @@ spdlog::level::level_enum toSpd(LogLevel level) {
 
 // All commhost loggers share one stderr sink so lines from threads never interleave.
 std::shared_ptr<spdlog::logger> loggerNamed(const std::string& name) {
-  static std::mutex mutex;
+  static Mutex mutex;  // makes spdlog's get-then-register one step
   static auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
-  std::lock_guard<std::mutex> lock(mutex);
+  MutexLock lock(&mutex);
   if (auto existing = spdlog::get(name)) return existing;
   auto logger = std::make_shared<spdlog::logger>(name, sink);
   logger->set_pattern("[%H:%M:%S.%e] [%^%l%$] [%n] %v");

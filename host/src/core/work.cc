@@ -33,7 +33,7 @@ bool AsyncWork::wait(std::chrono::milliseconds timeout) {
 
 bool AsyncWork::finish(std::vector<Tensor> outputs, int sourceRank) {
   {
-    std::lock_guard<std::mutex> lock(finishMutex_);
+    MutexLock lock(&finishMutex_);
     if (finished_) return false;
     finished_ = true;
     sourceRank_ = sourceRank;
@@ -44,7 +44,7 @@ bool AsyncWork::finish(std::vector<Tensor> outputs, int sourceRank) {
 
 bool AsyncWork::fail(std::exception_ptr error) {
   {
-    std::lock_guard<std::mutex> lock(finishMutex_);
+    MutexLock lock(&finishMutex_);
     if (finished_) return false;
     finished_ = true;
   }

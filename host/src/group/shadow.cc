@@ -7,6 +7,7 @@
 
 #include "../supervisor/supervisor.h"
 #include "commhost/kernels/half.h"
+#include "commhost/mutex.h"
 
 namespace commhost {
 namespace {
@@ -46,19 +47,19 @@ struct Sample {
   int64_t bytes = 0;
   Tensor primaryCopy, shadowOutput, shadowInput;
   double backendUs = 0, shadowUs = 0;
-  std::string failure;  // written by either callback before it arrives
-  std::mutex failureMutex;
+  Mutex failureMutex;
+  std::string failure GUARDED_BY(failureMutex);  // written by either callback before it arrives
   std::atomic<int> arrived{0};
 
   void fail(const std::string& why) {
-    std::lock_guard<std::mutex> lock(failureMutex);
+    MutexLock lock(&failureMutex);
     if (failure.empty()) failure = why;
   }
   void arrive() {
     if (arrived.fetch_add(1, std::memory_order_acq_rel) != 1) return;
     std::string detail;
     {
-      std::lock_guard<std::mutex> lock(failureMutex);
+      MutexLock lock(&failureMutex);
       detail = failure;
     }
     const bool failed = !detail.empty();

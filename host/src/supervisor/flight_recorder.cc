@@ -47,7 +47,7 @@ int64_t wallMicros(std::chrono::steady_clock::time_point t) {
   return duration_cast<microseconds>(t.time_since_epoch()).count() + wallMinusSteadyUs.load(std::memory_order_relaxed);
 }
 
-FlightRecorder::FlightRecorder(size_t entries) : ring_(entries) {}
+FlightRecorder::FlightRecorder(size_t entries) : capacity_(entries), ring_(entries) {}
 
 uint64_t FlightRecorder::add(const OpRecord& record) {
   return emplace([&](OpRecord& slot) { slot = record; });
@@ -55,7 +55,7 @@ uint64_t FlightRecorder::add(const OpRecord& record) {
 
 void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs) {
   if (id == 0) return;  // not recorded (entries 0)
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   OpRecord& r = ring_[id % ring_.size()];
   if (r.id != id) return;  // overwritten by newer collectives
   r.state = state;
@@ -65,7 +65,7 @@ void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const s
 }
 
 std::vector<OpRecord> FlightRecorder::snapshot() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<OpRecord> out;
   out.reserve(ring_.size());
   for (size_t i = 0; i < ring_.size(); ++i) {
@@ -76,8 +76,8 @@ std::vector<OpRecord> FlightRecorder::snapshot() const {
 }
 
 uint64_t FlightRecorder::collect(uint64_t from, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const {
-  if (ring_.empty()) return from;
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (capacity_ == 0) return from;
+  MutexLock lock(&mutex_);
   const uint64_t oldest = nextId_ > ring_.size() ? nextId_ - ring_.size() : 1;
   if (from < oldest) {
     *missed += oldest - from;
@@ -89,8 +89,8 @@ uint64_t FlightRecorder::collect(uint64_t from, size_t max, std::vector<OpRecord
 }
 
 bool FlightRecorder::find(uint64_t id, OpRecord& out) const {
-  if (ring_.empty() || id == 0) return false;
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (capacity_ == 0 || id == 0) return false;
+  MutexLock lock(&mutex_);
   const OpRecord& r = ring_[id % ring_.size()];
   if (r.id != id) return false;
   out = r;
@@ -98,35 +98,35 @@ bool FlightRecorder::find(uint64_t id, OpRecord& out) const {
 }
 
 void FlightRecorder::addSwap(SwapRecord record) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (swaps_.size() >= kSwapEntries) swaps_.pop_front();
   swaps_.push_back(std::move(record));
 }
 
 std::vector<SwapRecord> FlightRecorder::swaps() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return {swaps_.begin(), swaps_.end()};
 }
 
 void FlightRecorder::addMembership(MembershipRecord record) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (memberships_.size() >= kSwapEntries) memberships_.pop_front();
   memberships_.push_back(std::move(record));
 }
 
 std::vector<MembershipRecord> FlightRecorder::memberships() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return {memberships_.begin(), memberships_.end()};
 }
 
 void FlightRecorder::addShadow(ShadowEvent event) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (shadows_.size() >= kShadowEntries) shadows_.pop_front();
   shadows_.push_back(std::move(event));
 }
 
 std::vector<ShadowEvent> FlightRecorder::shadows() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return {shadows_.begin(), shadows_.end()};
 }
 

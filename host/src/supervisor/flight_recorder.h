@@ -10,11 +10,11 @@
 
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "commhost/flight_dump.h"
+#include "commhost/mutex.h"
 #include "commhost/types.h"
 
 namespace commhost::supervisor {
@@ -72,8 +72,8 @@ class FlightRecorder {
   // is set; it must set every other field (supervisor.cc's static_assert on the size is
   // the reminder when a field is added).
   template <class Fill> uint64_t emplace(Fill&& fill) {
-    if (ring_.empty()) return 0;
-    std::lock_guard<std::mutex> lock(mutex_);
+    if (capacity_ == 0) return 0;
+    MutexLock lock(&mutex_);
     const uint64_t id = nextId_++;
     OpRecord& slot = ring_[id % ring_.size()];
     slot.error[0] = '\0';
@@ -97,15 +97,16 @@ class FlightRecorder {
   std::vector<MembershipRecord> memberships() const;  // oldest first
   void addShadow(ShadowEvent event);
   std::vector<ShadowEvent> shadows() const;  // oldest first
-  size_t capacity() const { return ring_.size(); }
+  size_t capacity() const { return capacity_; }
 
  private:
-  mutable std::mutex mutex_;
-  std::vector<OpRecord> ring_;
-  uint64_t nextId_ = 1;
-  std::deque<SwapRecord> swaps_;              // guarded by mutex_, at most kSwapEntries
-  std::deque<ShadowEvent> shadows_;           // guarded by mutex_, at most kShadowEntries
-  std::deque<MembershipRecord> memberships_;  // guarded by mutex_, at most kSwapEntries
+  mutable Mutex mutex_;
+  const size_t capacity_;  // ring_'s size, fixed at construction: read without the mutex
+  std::vector<OpRecord> ring_ GUARDED_BY(mutex_);
+  uint64_t nextId_ GUARDED_BY(mutex_) = 1;
+  std::deque<SwapRecord> swaps_ GUARDED_BY(mutex_);              // at most kSwapEntries
+  std::deque<ShadowEvent> shadows_ GUARDED_BY(mutex_);           // at most kShadowEntries
+  std::deque<MembershipRecord> memberships_ GUARDED_BY(mutex_);  // at most kSwapEntries
 };
 
 // The record as the dump schema holds it (names for the enums, the arrays as strings).
