@@ -98,6 +98,39 @@ TEST(Registry, HostileFilesOnThePluginPathAreReportedNotLoaded) {
   EXPECT_EQ(registry.find("optioned"), nullptr);
 }
 
+// A job opens only what its config names (scanFor): a file on the path that would abort or
+// hang the process while loading is listed, never opened. A name that no file is named for
+// opens the rest, so a plugin whose file is named otherwise is still found.
+TEST(Registry, ScanForOpensOnlyTheNamedPlugins) {
+  PluginRegistry registry;
+  registry.scanFor(PluginRegistry::searchPath({pluginDir("crashing"), pluginDir("good")}), {"self", "optioned"});
+  ASSERT_NE(registry.find("self"), nullptr);
+  EXPECT_TRUE(registry.find("self")->usable());
+  ASSERT_NE(registry.find("optioned"), nullptr);
+  EXPECT_TRUE(registry.find("optioned")->usable());
+  EXPECT_EQ(entryFor(registry, "initabort"), nullptr);
+  EXPECT_EQ(entryFor(registry, "inithang"), nullptr);
+  EXPECT_EQ(entryFor(registry, "throwing"), nullptr);
+  EXPECT_EQ(entryFor(registry, "gloo"), nullptr);
+
+  // A later call (a swap's config) opens what it adds, from the folders already listed.
+  registry.openFor({"throwing"});
+  EXPECT_NE(entryFor(registry, "throwing"), nullptr);
+  EXPECT_EQ(entryFor(registry, "gloo"), nullptr);
+
+  // libcommhost_dupself.so declares "self": no file is named for "self" in bad/, so the
+  // rest are opened and it is found there; a name nothing declares opens everything too.
+  PluginRegistry other;
+  other.scanFor({pluginDir("bad")}, {"self"});
+  ASSERT_NE(other.find("self"), nullptr);
+  EXPECT_EQ(other.find("self")->descriptor->version, std::string("9.9"));
+  EXPECT_NE(entryFor(other, "wrongabi"), nullptr);
+  PluginRegistry none;
+  none.scanFor({pluginDir("bad")}, {"nosuchplugin"});
+  EXPECT_NE(entryFor(none, "needsdep"), nullptr);
+  EXPECT_EQ(none.find("nosuchplugin"), nullptr);
+}
+
 TEST(Registry, LoadFileThrowsWithPathAndReason) {
   PluginRegistry registry;
   const std::string abi = pluginDir("bad") + "/libcommhost_wrongabi.so";

@@ -22,10 +22,12 @@ cleanup() {
 trap cleanup EXIT
 for v in $(env | grep -oE '^(COMMHOST_|OMPI_|PMI_|SLURM_)[A-Z_]*'); do unset "$v"; done
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+# A job opens only the plugins its config names: probe_thread serves cuda here, as nccl
+# does in a GPU job's config (the ranks run sleep and never build it).
 cat >"$tmp/job.yaml" <<YAML
 plugin_path: [ "$plugins" ]
-backends: { gloo: {} }
-routes: [{ device: cpu, backend: gloo }]
+backends: { gloo: {}, probe_thread: {} }
+routes: [{ device: cpu, backend: gloo }, { device: cuda, backend: probe_thread }]
 YAML
 
 # The ranks of these jobs run `sleep 37.25` (^: not the launcher's own command line).

@@ -164,4 +164,17 @@ expect_rc_nonzero "plugins inspect initabort"
 expect_text "plugins inspect initabort" "status: unavailable: crashed the process loading it"
 pass "initabort: signal 6; inithang: hung after 1 s; the other plugins listed"
 
+step "a job opens only the plugins its config names: files on its path that abort or hang while loading are never opened"
+cat >"$tmp/crashing.yaml" <<YAML
+plugin_path: ["$plugins/crashing"]
+backends: { gloo: {} }
+routes: [{ device: cpu, backend: gloo }]
+YAML
+run timeout 60 "$commhost" config check "$tmp/crashing.yaml"
+expect_rc0 "config check (crashing/ on the path)"
+expect_text "config check (crashing/ on the path)" "cpu allreduce"
+run timeout 120 "$commhost" run -n 2 -c "$tmp/crashing.yaml" -- "$commhost" bench --op allreduce --sizes 8 -n 2 -w 1 --check
+expect_rc0 "run + bench (crashing/ on the path)"
+pass "config check and a 2-rank job pass beside initabort and inithang"
+
 echo "PASS: plugin discovery and self-describing configuration"

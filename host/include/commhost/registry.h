@@ -6,6 +6,9 @@
 // which is also where the build tree puts them. Files named libcommhost_<name>.so are
 // considered. A file that fails to load is kept as an entry with its reason, so
 // `commhost plugins list` can say why; a plugin whose probe fails is "unavailable".
+// scan() opens every file (what `plugins list` shows); a job's config loading uses
+// scanFor(), which opens only the files of the plugins the config names, so a file on the
+// path that the job does not use can neither hang, crash nor slow it.
 //
 // A loaded plugin's code stays mapped until the process exits (RTLD_NODELETE), so
 // errors and objects it created stay valid after the registry and its groups are gone.
@@ -76,6 +79,15 @@ class COMMHOST_API PluginRegistry {
   // a file whose loading hangs or crashes is reported instead of taking the host down.
   using Precheck = std::function<std::string(const std::string& path)>;
   void scan(const std::vector<std::string>& directories, const Precheck& precheck);
+  // What a job needs instead of scan(): lists the plugin files of every directory not
+  // listed before and opens only those `names` need (openFor), so a file on the path that
+  // the config does not name is never loaded and cannot hang, crash or slow the job.
+  void scanFor(const std::vector<std::string>& directories, const std::vector<std::string>& names);
+  // Opens, for each of `names` no entry holds yet, the first listed file named for it
+  // (libcommhost_<name>.so, in search order). A name still missing after that (a plugin
+  // whose file is named otherwise, a wrapper's wrapName, a typo) opens every listed file
+  // not opened yet, as scan() does, so it is found, or "not found" can list all there is.
+  void openFor(const std::vector<std::string>& names);
   // Loads one file; throws PluginError with the path and reason (ABI, descriptor,
   // duplicate name, missing dependency) instead of recording it.
   const PluginEntry& loadFile(const std::string& path);
@@ -100,16 +112,25 @@ class COMMHOST_API PluginRegistry {
   const PluginEntry& require(const std::string& name, PluginKind kind) const;
   const PluginEntry* find(const std::string& name) const;
   const std::deque<PluginEntry>& entries() const { return entries_; }
-  // The directories scanned so far, in order (canonical), for "not found" messages.
+  // The directories listed so far, in order (canonical), for "not found" messages.
   const std::vector<std::string>& searched() const { return scanned_; }
   // searched() as "DIR, DIR (missing), ..." for messages; "no folder" when empty.
   std::string describeSearched() const;
 
  private:
+  // A plugin file found in a listed directory, and whether it has been opened.
+  struct Candidate {
+    std::string path;
+    std::string name;  // from the file name: libcommhost_gloo.so -> gloo
+    bool opened = false;
+  };
   PluginEntry open(const std::string& path) const;
+  void list(const std::vector<std::string>& directories);
+  void openCandidate(Candidate& candidate, const Precheck& precheck);
   PluginEntry* findMutable(const std::string& name);
-  std::deque<PluginEntry> entries_;   // deque: entries never move
-  std::vector<std::string> scanned_;  // canonical directories already scanned
+  std::deque<PluginEntry> entries_;    // deque: entries never move
+  std::vector<std::string> scanned_;   // canonical directories already listed
+  std::vector<Candidate> candidates_;  // their plugin files, in search order
 };
 
 }  // namespace commhost

@@ -268,29 +268,124 @@ bool entryShapeOk(const std::pair<YAML::Node, YAML::Node>& kv, const std::string
   return false;
 }
 
+// A shadow's sample rate (in (0, 1]) or a tolerance (>= 0, `zeroOk`).
+double parseFraction(const std::string& key, const std::string& text, bool zeroOk) {
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  if (used != text.size() || !(zeroOk ? v >= 0 : v > 0) || (key == "sample" && v > 1))
+    throw InvalidArgument(
+        "'" + text + "' is not a valid " + key + ": want " +
+        (key == "sample" ? "a rate in (0, 1], e.g. sample: 0.01" : "a number >= 0, e.g. " + key + ": 1e-5"));
+  return v;
+}
+
+// One key of a route into `route`; false for a key routes do not have. Throws Error for a
+// value it cannot take.
+bool parseRouteKey(const std::string& key, const YAML::Node& value, RouteSpec& route) {
+  if (key == "backend" && value.IsSequence()) {
+    // `backend: [mine, shm, gloo]`: tried in order for each cell (see dispatcher.h).
+    std::vector<std::string> names;
+    for (size_t j = 0; j < value.size(); ++j) {
+      if (!value[j].IsScalar() || value[j].Scalar().empty())
+        throw InvalidArgument("expected a backend name or a list of them, e.g. backend: [mine, gloo]");
+      names.push_back(value[j].Scalar());
+    }
+    if (names.empty()) throw InvalidArgument("an empty list: name at least one backend");
+    route.backend = names[0];
+    route.fallback.assign(names.begin() + 1, names.end());
+    return true;
+  }
+  if (!value.IsScalar()) throw InvalidArgument("expected a single value");
+  const std::string& text = value.Scalar();
+  if (key == "device") route.device = parseDevice(text).type;
+  else if (key == "op") route.op = parseOpType(text);
+  else if (key == "dtype") route.dtype = parseDType(text);
+  else if (key == "reduce_op") route.reduceOp = parseReduceOp(text);
+  else if (key == "min_bytes") route.minBytes = parseSize(text);
+  else if (key == "max_bytes") route.maxBytes = parseSize(text);
+  else if (key == "backend") route.backend = text;
+  else if (key == "shadow") route.shadow = text;
+  else if (key == "sample") route.sample = parseFraction(key, text, false);
+  else if (key == "rtol" || key == "atol") (key == "rtol" ? route.rtol : route.atol) = parseFraction(key, text, true);
+  else return false;
+  return true;
+}
+
+// Every key of one routes: entry; false when one was a problem (each added to `problems`).
+bool parseRouteFields(const YAML::Node& item, const std::string& path, RouteSpec& route, Problems& problems) {
+  static const std::vector<std::string> kKeys = {"device",  "op",     "dtype",  "reduce_op", "min_bytes", "max_bytes",
+                                                 "backend", "shadow", "sample", "rtol",      "atol"};
+  bool ok = true;
+  for (const auto& kv : item) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
+    try {
+      if (parseRouteKey(key, kv.second, route)) continue;
+      const std::string hint = closestMatch(key, kKeys);
+      problems.add(kv.first, path + "." + key,
+                   "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                       "; allowed here: device, op, dtype, reduce_op, min_bytes, max_bytes, backend, shadow, "
+                       "sample, rtol, atol");
+    } catch (const Error& e) {
+      problems.add(kv.second, path + "." + key, e.what());
+    }
+    ok = false;
+  }
+  return ok;
+}
+
+// What a parsed route names against the configured backends: each backend of its list
+// and its shadow configured, the shadow's settings only with a shadow, a byte range that
+// is not empty. False when one was a problem.
+bool checkRoute(const YAML::Node& item, const std::string& path, const RouteSpec& route, const Config& cfg,
+                Problems& problems) {
+  std::vector<std::string> backendNames;
+  std::string list;
+  for (const auto& [name, ref] : cfg.backends) {
+    backendNames.push_back(name);
+    list += (list.empty() ? "" : ", ") + name;
+  }
+  bool ok = true;
+  const auto problem = [&](const YAML::Node& at, const std::string& where, const std::string& what) {
+    problems.add(at, where, what);
+    ok = false;
+  };
+  if (route.backend.empty()) problem(item, path, "a route needs a backend");
+  for (const auto& name : route.backend.empty() ? std::vector<std::string>{} : route.backends()) {
+    if (cfg.backends.count(name)) continue;
+    const std::string hint = closestMatch(name, backendNames);
+    problem(child(item, "backend"), path + ".backend",
+            "route to unknown backend '" + name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
+                "; backends configured: " + (list.empty() ? "none" : list));
+  }
+  const bool tuned = item["sample"].IsDefined() || item["rtol"].IsDefined() || item["atol"].IsDefined();
+  if (route.shadow.empty() && tuned) {
+    problem(item, path, "sample, rtol and atol apply to a shadow backend; add `shadow: NAME` or remove them");
+  } else if (!route.shadow.empty() && !cfg.backends.count(route.shadow)) {
+    const std::string hint = closestMatch(route.shadow, backendNames);
+    problem(child(item, "shadow"), path + ".shadow",
+            "shadow backend '" + route.shadow + "' is not configured" +
+                (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; add it under backends:");
+  } else if (!route.shadow.empty() && route.shadow == route.backend && route.fallback.empty()) {
+    problem(child(item, "shadow"), path + ".shadow",
+            "the route's own backend '" + route.shadow + "' cannot shadow it; name another backend");
+  }
+  if (route.minBytes > route.maxBytes)
+    problem(item, path,
+            "min_bytes " + std::to_string(route.minBytes) + " is above max_bytes " + std::to_string(route.maxBytes));
+  return ok;
+}
+
+// routes: into cfg.routes; an entry with a problem is reported and left out.
 void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
   if (!node.IsDefined() || node.IsNull()) return;
   if (!node.IsSequence()) {
     problems.add(node, "routes", "expected a list of { device, op, dtype, reduce_op, min_bytes, max_bytes, backend }");
     return;
   }
-  static const std::vector<std::string> kKeys = {"device",  "op",     "dtype",  "reduce_op", "min_bytes", "max_bytes",
-                                                 "backend", "shadow", "sample", "rtol",      "atol"};
-  const auto fraction = [](const std::string& key, const std::string& text, bool zeroOk) {
-    size_t used = 0;
-    double v = -1;
-    try {
-      v = std::stod(text, &used);
-    } catch (const std::exception&) {
-    }
-    if (used != text.size() || !(zeroOk ? v >= 0 : v > 0) || (key == "sample" && v > 1))
-      throw InvalidArgument(
-          "'" + text + "' is not a valid " + key + ": want " +
-          (key == "sample" ? "a rate in (0, 1], e.g. sample: 0.01" : "a number >= 0, e.g. " + key + ": 1e-5"));
-    return v;
-  };
-  std::vector<std::string> backendNames;
-  for (const auto& [name, ref] : cfg.backends) backendNames.push_back(name);
   for (size_t i = 0; i < node.size(); ++i) {
     const YAML::Node item = node[i];
     const std::string path = "routes[" + std::to_string(i) + "]";
@@ -300,85 +395,8 @@ void parseRoutes(const YAML::Node& node, Config& cfg, Problems& problems) {
     }
     RouteSpec route;
     route.where = problems.where(item, path);
-    bool ok = true;
-    for (const auto& kv : item) {
-      const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
-      const YAML::Node& value = kv.second;
-      try {
-        if (key == "backend" && value.IsSequence()) {
-          // `backend: [mine, shm, gloo]`: tried in order for each cell (see dispatcher.h).
-          std::vector<std::string> names;
-          for (size_t j = 0; j < value.size(); ++j) {
-            if (!value[j].IsScalar() || value[j].Scalar().empty())
-              throw InvalidArgument("expected a backend name or a list of them, e.g. backend: [mine, gloo]");
-            names.push_back(value[j].Scalar());
-          }
-          if (names.empty()) throw InvalidArgument("an empty list: name at least one backend");
-          route.backend = names[0];
-          route.fallback.assign(names.begin() + 1, names.end());
-          continue;
-        }
-        if (!value.IsScalar()) throw InvalidArgument("expected a single value");
-        if (key == "device") route.device = parseDevice(value.Scalar()).type;
-        else if (key == "op") route.op = parseOpType(value.Scalar());
-        else if (key == "dtype") route.dtype = parseDType(value.Scalar());
-        else if (key == "reduce_op") route.reduceOp = parseReduceOp(value.Scalar());
-        else if (key == "min_bytes") route.minBytes = parseSize(value.Scalar());
-        else if (key == "max_bytes") route.maxBytes = parseSize(value.Scalar());
-        else if (key == "backend") route.backend = value.Scalar();
-        else if (key == "shadow") route.shadow = value.Scalar();
-        else if (key == "sample") route.sample = fraction(key, value.Scalar(), false);
-        else if (key == "rtol" || key == "atol")
-          (key == "rtol" ? route.rtol : route.atol) = fraction(key, value.Scalar(), true);
-        else {
-          const std::string hint = closestMatch(key, kKeys);
-          problems.add(kv.first, path + "." + key,
-                       "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                           "; allowed here: device, op, dtype, reduce_op, min_bytes, max_bytes, backend, shadow, "
-                           "sample, rtol, atol");
-          ok = false;
-        }
-      } catch (const Error& e) {
-        problems.add(value, path + "." + key, e.what());
-        ok = false;
-      }
-    }
-    if (route.backend.empty()) {
-      problems.add(item, path, "a route needs a backend");
-      ok = false;
-    }
-    for (const auto& name : route.backend.empty() ? std::vector<std::string>{} : route.backends()) {
-      if (cfg.backends.count(name)) continue;
-      const std::string hint = closestMatch(name, backendNames);
-      std::string list;
-      for (const auto& n : backendNames) list += (list.empty() ? "" : ", ") + n;
-      problems.add(child(item, "backend"), path + ".backend",
-                   "route to unknown backend '" + name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                       "; backends configured: " + (list.empty() ? "none" : list));
-      ok = false;
-    }
-    const bool tuned = item["sample"].IsDefined() || item["rtol"].IsDefined() || item["atol"].IsDefined();
-    if (route.shadow.empty() && tuned) {
-      problems.add(item, path, "sample, rtol and atol apply to a shadow backend; add `shadow: NAME` or remove them");
-      ok = false;
-    } else if (!route.shadow.empty() && !cfg.backends.count(route.shadow)) {
-      const std::string hint = closestMatch(route.shadow, backendNames);
-      problems.add(child(item, "shadow"), path + ".shadow",
-                   "shadow backend '" + route.shadow + "' is not configured" +
-                       (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; add it under backends:");
-      ok = false;
-    } else if (!route.shadow.empty() && route.shadow == route.backend && route.fallback.empty()) {
-      problems.add(child(item, "shadow"), path + ".shadow",
-                   "the route's own backend '" + route.shadow + "' cannot shadow it; name another backend");
-      ok = false;
-    }
-    if (route.minBytes > route.maxBytes) {
-      problems.add(
-          item, path,
-          "min_bytes " + std::to_string(route.minBytes) + " is above max_bytes " + std::to_string(route.maxBytes));
-      ok = false;
-    }
-    if (ok) cfg.routes.push_back(route);
+    const bool fieldsOk = parseRouteFields(item, path, route, problems);
+    if (checkRoute(item, path, route, cfg, problems) && fieldsOk) cfg.routes.push_back(route);
   }
 }
 
@@ -448,6 +466,23 @@ std::string pluginOf(const YAML::Node& entry, const std::string& fallback) {
   if (entry.IsScalar()) return entry.Scalar();
   const YAML::Node plugin = entry.IsMap() ? child(entry, "plugin") : YAML::Node(YAML::NodeType::Undefined);
   return plugin.IsScalar() ? plugin.Scalar() : fallback;
+}
+
+// Every plugin the config names (store, backends, hooks and their wrappers), defaults
+// included: what a job opens (PluginRegistry::scanFor).
+std::vector<std::string> pluginsNamed(const YAML::Node& root) {
+  std::vector<std::string> names{pluginOf(child(root, "store"), "tcp")};
+  for (const char* table : {"backends", "hooks"}) {
+    const YAML::Node entries = child(root, table);
+    if (!entries.IsMap()) continue;
+    for (const auto& kv : entries) {
+      if (!kv.first.IsScalar()) continue;
+      names.push_back(pluginOf(kv.second, kv.first.Scalar()));
+      const YAML::Node wrap = kv.second.IsMap() ? child(kv.second, "wrap") : YAML::Node(YAML::NodeType::Undefined);
+      if (wrap.IsScalar()) names.push_back(wrap.Scalar());
+    }
+  }
+  return names;
 }
 
 // Every plugin option of this config as its full dotted key (backends.gloo.options.threads),
@@ -548,12 +583,9 @@ void applyStoreToken(PluginRef& store, const PluginRegistry& registry, const Con
 
 namespace {
 
-// `baseDir`: the folder of the config file ("" for text with no file).
-Config loadConfig(const std::string& text, const std::string& source, const std::string& baseDir,
-                  PluginRegistry& registry, const ConfigOverrides& overrides) {
-  Config cfg;
-  cfg.source = source;
-  Problems problems(source);
+// The text as a YAML map, or a ConfigError: too big, not UTF-8, not YAML, not a map.
+// Duplicate keys are problems, reported with the rest.
+YAML::Node parseYaml(const std::string& text, const std::string& source, Problems& problems) {
   if (text.size() > kMaxConfigBytes) throw ConfigError(tooBig(source, text.size()));
   // Names end up in store keys and log lines: bytes that are not UTF-8 (which YAML
   // requires anyway) are refused here, and shown escaped rather than echoed raw.
@@ -582,10 +614,11 @@ Config loadConfig(const std::string& text, const std::string& source, const std:
     problems.throwIfAny();
   }
   checkDuplicateKeys(root, problems);
-  const config::AppliedOverrides applied = config::applyOverrides(root, overrides, problems);
-  const YAML::Node& view = root;  // const lookups never insert keys
+  return root;
+}
 
-  // Host keys: everything but the plugin tables, checked against configSchema().
+// The host's keys (everything but the plugin tables), checked against configSchema().
+OptionValues parseHostKeys(const YAML::Node& root, Problems& problems) {
   YAML::Node hostKeys(YAML::NodeType::Map);
   const auto known = topLevelNames();
   for (const auto& kv : root) {
@@ -606,12 +639,65 @@ Config loadConfig(const std::string& text, const std::string& source, const std:
     }
     hostKeys[key] = kv.second;
   }
-  cfg.host = config::validateOptions(hostKeys, "", configSchema(), problems);
-  if (cfg.host.has(kDumpDirKey) && cfg.host.getString(kDumpDirKey).empty())
-    cfg.host.set(kDumpDirKey, config::defaultDumpDir());
+  OptionValues host = config::validateOptions(hostKeys, "", configSchema(), problems);
+  if (host.has(kDumpDirKey) && host.getString(kDumpDirKey).empty()) host.set(kDumpDirKey, config::defaultDumpDir());
+  return host;
+}
 
-  registry.scan(
-      PluginRegistry::searchPath(pluginDirs(view, cfg.host.getList("plugin_path"), baseDir, problems, cfg.warnings)));
+// Each entry of `table` (backends or hooks) as a PluginRef; `required`: at least one.
+void parsePluginTable(const YAML::Node& root, const char* table, PluginKind kind, bool required,
+                      const PluginRegistry& registry, Problems& problems, std::map<std::string, PluginRef>& out,
+                      std::vector<std::string>& warnings) {
+  const YAML::Node entries = child(root, table);
+  if (entries.IsMap() && (entries.size() || !required)) {
+    for (const auto& kv : entries) {
+      if (!entryShapeOk(kv, table, problems)) continue;
+      const std::string name = kv.first.Scalar();
+      out[name] = parsePluginRef(kv.second, std::string(table) + "." + name, name, kind, registry, problems, warnings);
+    }
+  } else if (entries.IsDefined() && !entries.IsNull() && !entries.IsMap()) {
+    problems.add(entries, table,
+                 required ? "expected a map of name: { plugin, options }, e.g. backends: { self: {} }"
+                          : "expected a map of name: { plugin, options }");
+  } else if (required) {
+    problems.add(entries.IsDefined() ? entries : root, table,
+                 "configure at least one backend, e.g. backends: { self: { plugin: self } }");
+  }
+}
+
+// routes:, then the route table they make with the config's backends. The table is
+// checked even when other keys had problems, so one pass reports everything; a route
+// dropped for its own problem leaves holes that are not problems of their own.
+void parseAndCheckRoutes(const YAML::Node& root, Config& cfg, const PluginRegistry& registry, Problems& problems) {
+  const YAML::Node routes = child(root, "routes");
+  parseRoutes(routes, cfg, problems);
+  const bool routeDropped = routes.IsSequence() && cfg.routes.size() != routes.size();
+  if (cfg.routes.empty()) {
+    if (!routeDropped)
+      problems.add(root, "routes", "no routes: add at least one, e.g. routes: [{ device: cpu, backend: NAME }]");
+    return;
+  }
+  for (const RouteProblem& p : RouteTable::problemsOf(cfg, registry)) {
+    if (routeDropped && p.uncovered) continue;
+    problems.addAt(p.where.empty() ? cfg.source : p.where, p.message);
+  }
+}
+
+// parse -> open the plugins it names -> validate plugin entries and routes against them.
+// `baseDir`: the folder of the config file ("" for text with no file).
+Config loadConfig(const std::string& text, const std::string& source, const std::string& baseDir,
+                  PluginRegistry& registry, const ConfigOverrides& overrides) {
+  Config cfg;
+  cfg.source = source;
+  Problems problems(source);
+  YAML::Node root = parseYaml(text, source, problems);
+  const config::AppliedOverrides applied = config::applyOverrides(root, overrides, problems);
+  const YAML::Node& view = root;  // const lookups never insert keys
+  cfg.host = parseHostKeys(view, problems);
+
+  registry.scanFor(
+      PluginRegistry::searchPath(pluginDirs(view, cfg.host.getList("plugin_path"), baseDir, problems, cfg.warnings)),
+      pluginsNamed(view));
   // Plugin options from the environment need the plugins' schemas: applied only now.
   config::applyPluginEnvironment(root, applied, pluginOptionKeys(view, registry), problems, cfg.warnings);
 
@@ -619,46 +705,9 @@ Config loadConfig(const std::string& text, const std::string& source, const std:
   // multi-rank job works; `hash` must be asked for.
   cfg.store = parsePluginRef(child(view, "store"), "store", "tcp", PluginKind::Store, registry, problems, cfg.warnings);
   applyStoreToken(cfg.store, registry, overrides);
-  const YAML::Node backends = child(view, "backends");
-  if (backends.IsMap() && backends.size()) {
-    for (const auto& kv : backends) {
-      if (!entryShapeOk(kv, "backends", problems)) continue;
-      const std::string name = kv.first.Scalar();
-      cfg.backends[name] = parsePluginRef(kv.second, "backends." + name, name, PluginKind::Backend, registry, problems,
-                                          cfg.warnings);
-    }
-  } else if (backends.IsDefined() && !backends.IsNull() && !backends.IsMap()) {
-    problems.add(backends, "backends", "expected a map of name: { plugin, options }, e.g. backends: { self: {} }");
-  } else {
-    problems.add(backends.IsDefined() ? backends : root, "backends",
-                 "configure at least one backend, e.g. backends: { self: { plugin: self } }");
-  }
-  const YAML::Node hooks = child(view, "hooks");
-  if (hooks.IsMap()) {
-    for (const auto& kv : hooks) {
-      if (!entryShapeOk(kv, "hooks", problems)) continue;
-      const std::string name = kv.first.Scalar();
-      cfg.hooks[name] = parsePluginRef(kv.second, "hooks." + name, name, PluginKind::CommHook, registry, problems,
-                                       cfg.warnings);
-    }
-  } else if (hooks.IsDefined() && !hooks.IsNull()) {
-    problems.add(hooks, "hooks", "expected a map of name: { plugin, options }");
-  }
-  const YAML::Node routes = child(view, "routes");
-  parseRoutes(routes, cfg, problems);
-
-  // The route table is checked even when other keys had problems, so one pass reports
-  // everything. A route dropped above leaves holes that are not problems of their own.
-  const bool routeDropped = routes.IsSequence() && cfg.routes.size() != routes.size();
-  if (cfg.routes.empty()) {
-    if (!routeDropped)
-      problems.add(root, "routes", "no routes: add at least one, e.g. routes: [{ device: cpu, backend: NAME }]");
-  } else {
-    for (const RouteProblem& p : RouteTable::problemsOf(cfg, registry)) {
-      if (routeDropped && p.uncovered) continue;
-      problems.addAt(p.where.empty() ? source : p.where, p.message);
-    }
-  }
+  parsePluginTable(view, "backends", PluginKind::Backend, true, registry, problems, cfg.backends, cfg.warnings);
+  parsePluginTable(view, "hooks", PluginKind::CommHook, false, registry, problems, cfg.hooks, cfg.warnings);
+  parseAndCheckRoutes(view, cfg, registry, problems);
   problems.throwIfAny();
 
   cfg.effectiveYaml = effectiveYaml(cfg);

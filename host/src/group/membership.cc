@@ -482,10 +482,12 @@ void ProcessGroup::joinRunningJob() {
     raise(ErrorCode::InvalidArgument, where, "the members refused this rank: " + ticket.refused,
           "start a rank that is not running, or none");
   // The members' config (they may have swapped since the job started), with this rank's
-  // overrides; a copy of the registry, as a sync point loads one.
-  PluginRegistry registry = *setup_.registry;
+  // overrides; into a copy of the registry, as a sync point loads one, which this rank then
+  // keeps: it holds the plugins that config names (one swapped in may not have been opened).
+  auto registry = std::make_shared<PluginRegistry>(*setup_.registry);
   setup_.config = std::make_shared<Config>(
-      loadConfigText(ticket.yaml, setup_.config->source + " (as the members run it)", registry, setup_.overrides));
+      loadConfigText(ticket.yaml, setup_.config->source + " (as the members run it)", *registry, setup_.overrides));
+  setup_.registry = registry;
   rank_ = -1;
   worldSize_ = 0;
   storePath_ = ticket.storePath;

@@ -186,6 +186,16 @@ void SwapAttempt::reloadChangedPlugins() {
   if (copy) registry_ = copy;
 }
 
+// A job opens only the plugins its first config names (PluginRegistry::scanFor): one the
+// new config adds is opened now from the folders the group listed, into a copy as above.
+void SwapAttempt::openNewPlugins() {
+  const std::vector<std::string> names = pluginsOf(*config_);
+  if (std::all_of(names.begin(), names.end(), [&](const std::string& n) { return registry_->find(n); })) return;
+  auto copy = std::make_shared<PluginRegistry>(*registry_);
+  copy->openFor(names);
+  registry_ = copy;
+}
+
 CheckVote SwapAttempt::vote() {
   CheckVote vote;
   vote.verdict = CheckVote::Verdict::BadConfig;
@@ -202,14 +212,15 @@ CheckVote SwapAttempt::vote() {
                 g_.state_->config->groupName() + "'",
             "keep group.name");
     vote.builds = "-";
+    openNewPlugins();
     if (options_.reloadPlugins) {
       vote.verdict = CheckVote::Verdict::BadPlugin;
       reloadChangedPlugins();
       vote.verdict = CheckVote::Verdict::BadConfig;
       vote.builds = buildsOf(*registry_, pluginsOf(*config_));
     }
-    // The group's registry was scanned when the group was created: a plugin found only on
-    // the new config's plugin_path is not in it.
+    // The group's registry listed its folders when the group was created: a plugin found
+    // only on the new config's plugin_path is not in it.
     for (const auto& [backendName, ref] : config_->backends)
       if (!registry_->find(ref.plugin))
         raise(ErrorCode::Config, where_,

@@ -71,6 +71,7 @@ class SwapAttempt {
 
   swap::CheckVote vote();  // this rank's check of the config
   void reloadChangedPlugins();
+  void openNewPlugins();
   void forgetPreviousAttempt();
   void refuseUnlessAllOk(const std::vector<swap::CheckVote>& votes);
   void refuseUnlessAllSame(const std::vector<swap::CheckVote>& votes);
@@ -104,7 +105,7 @@ class SwapAttempt {
   std::shared_ptr<SwapStore> protocolStore_;  // the protocol's waits
   std::shared_ptr<SwapStore> buildStore_;     // the backends' rendezvous: also stops on "failed"
   std::shared_ptr<std::atomic<bool>> abandoned_ = std::make_shared<std::atomic<bool>>(false);
-  std::shared_ptr<const PluginRegistry> registry_;  // the group's, or the reloaded copy
+  std::shared_ptr<const PluginRegistry> registry_;  // the group's, or a copy (plugins reloaded or opened)
   std::vector<std::string> reloaded_;
   swap::BuildReport failure_;  // this rank's drain or build (Ok while none failed)
   std::shared_ptr<const ProcessGroup::State> next_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // makeCommHook: the hook a group's config names (hooks.<name>), wrapper included.
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -16,13 +17,13 @@ namespace {
 // The default when hooks.<name> is not configured: c10d's default hook, the average.
 constexpr const char* kDefaultHookPlugin = "allreduce";
 
-std::shared_ptr<CommHook> create(ProcessGroup& group, const std::string& hookName, const std::string& plugin,
-                                 const OptionValues& options, const std::string& where,
+std::shared_ptr<CommHook> create(ProcessGroup& group, const PluginRegistry& registry, const std::string& hookName,
+                                 const std::string& plugin, const OptionValues& options, const std::string& where,
                                  std::shared_ptr<CommHook> inner) {
   const ErrorContext at{group.name(), group.rank()};
   const PluginEntry* entry = nullptr;
   try {
-    entry = &group.registry().require(plugin, PluginKind::CommHook);
+    entry = &registry.require(plugin, PluginKind::CommHook);
   } catch (const Error& e) {
     raise(ErrorCode::Plugin, at, "comm hook '" + hookName + "' needs plugin '" + plugin + "': " + e.what(),
           where.empty() ? "build or install the hook plugins (plugins/hooks), or configure hooks." + hookName
@@ -60,15 +61,25 @@ OptionValues defaults(const PluginRegistry& registry, const std::string& plugin,
 std::shared_ptr<CommHook> makeCommHook(ProcessGroup& group, const std::string& name) {
   const auto& hooks = group.config().hooks;
   const auto it = hooks.find(name);
-  if (it == hooks.end())
-    return create(group, name, kDefaultHookPlugin, defaults(group.registry(), kDefaultHookPlugin, "the default hook"),
+  if (it == hooks.end()) {
+    // No config names the default hook, so a job has not opened its plugin (a job opens
+    // only what its config names): opened here, into a copy, since the group's registry is
+    // shared and read without a lock. The hook holds its library; the copy may go.
+    std::optional<PluginRegistry> widened;
+    if (!group.registry().find(kDefaultHookPlugin)) {
+      widened.emplace(group.registry());
+      widened->openFor({kDefaultHookPlugin});
+    }
+    const PluginRegistry& registry = widened ? *widened : group.registry();
+    return create(group, registry, name, kDefaultHookPlugin, defaults(registry, kDefaultHookPlugin, "the default hook"),
                   "", nullptr);
+  }
   const PluginRef& ref = it->second;
-  std::shared_ptr<CommHook> hook = create(group, name, ref.plugin, ref.options, ref.where, nullptr);
+  std::shared_ptr<CommHook> hook = create(group, group.registry(), name, ref.plugin, ref.options, ref.where, nullptr);
   if (ref.wrap.empty()) return hook;
   // The wrapper takes its default options: `wrap:` names it, the entry's options are the hook's.
-  return create(group, name, ref.wrap, defaults(group.registry(), ref.wrap, ref.where + " (wrap)"), ref.where,
-                std::move(hook));
+  return create(group, group.registry(), name, ref.wrap, defaults(group.registry(), ref.wrap, ref.where + " (wrap)"),
+                ref.where, std::move(hook));
 }
 
 }  // namespace commhost

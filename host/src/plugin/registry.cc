@@ -212,6 +212,73 @@ std::vector<std::string> PluginRegistry::searchPath(const std::vector<std::strin
   return dirs;
 }
 
+namespace {
+
+// Why the header a plugin exports cannot be read here ("" when it can): its magic and ABI
+// version. Only the header's plain data is read.
+std::string headerProblem(const PluginHeader& header) {
+  if (header.magic != kPluginMagic)
+    return "has a malformed plugin header (bad magic); rebuild it against this commhost";
+  if (header.abiMajor != COMMHOST_ABI_MAJOR || header.abiMinor > COMMHOST_ABI_MINOR)
+    return "was built for plugin ABI " + abiString(header.abiMajor, header.abiMinor) +
+           " but this commhost " COMMHOST_VERSION " has ABI " + abiString(COMMHOST_ABI_MAJOR, COMMHOST_ABI_MINOR) +
+           "; rebuild the plugin against this commhost";
+  return "";
+}
+
+// Same ABI version, but built with another standard library, other flags or other
+// headers: the structs that cross the boundary would be misread, so nothing in the
+// plugin may be called. "" when the build fingerprints match.
+std::string buildProblem(const PluginHeader& header) {
+  const std::string differences = abiDifferences(header.build, kBuildFingerprint, header.abiMinor);
+  if (differences.empty()) return "";
+  return "was built with a C++ ABI that does not match this commhost's (" + differences +
+         "), so the objects that cross the plugin boundary would be misread. Plugin: " + describe(header.build) +
+         ". commhost " COMMHOST_VERSION ": " + describe(kBuildFingerprint) +
+         ". Rebuild the plugin with the toolchain and flags commhost was built with: " +
+         describeToolchain(kBuildFingerprint) +
+         " (the same -D_GLIBCXX_USE_CXX11_ABI, no _GLIBCXX_DEBUG, no struct packing flags)";
+}
+
+// Why the descriptor the header points to cannot be used ("" when it can). A pointer the
+// plugin hands over is read only once it is known to be readable; `name` gets its name.
+std::string descriptorProblem(const PluginHeader& header, std::string* name) {
+  const PluginDescriptor* d = header.descriptor;
+  if (d && !plugin_checks::readable(d, sizeof(PluginDescriptor)))
+    return "has a descriptor pointer that points at no readable memory; rebuild it against this commhost";
+  if (d && (d->magic != kPluginDescriptorMagic ||
+            d->abiVersion != (uint32_t(header.abiMajor) << 16 | header.abiMinor) || d->size != header.descriptorSize))
+    return "has a descriptor whose prefix does not match its header (magic, ABI version or size); "
+           "declare it as {COMMHOST_DESCRIPTOR_PREFIX, kind, name, ...} and rebuild it against this commhost";
+  if (d && d->name && !plugin_checks::readableString(d->name, 256, name))
+    return "has a descriptor whose name points at no readable string of at most 255 bytes";
+  if (name->empty()) return "has an empty descriptor (no name)";
+  std::string text;
+  for (const char* field : {d->version, d->description, d->wrapName})
+    if (field && !plugin_checks::readableString(field, 1 << 16, &text))
+      return "has a descriptor whose version, description or wrap name points at no readable string";
+  return "";
+}
+
+// "" when a readable descriptor has the factory its kind needs.
+std::string factoryProblem(const PluginDescriptor& d) {
+  const bool hasFactory = (d.kind == PluginKind::Backend && d.createBackend) ||
+                          (d.kind == PluginKind::Store && d.createStore) ||
+                          (d.kind == PluginKind::CommHook && d.createCommHook);
+  if (hasFactory) return "";
+  return std::string("declares kind ") + pluginKindName(d.kind) + " but no " + pluginKindName(d.kind) + " factory";
+}
+
+// dlopen's reason for a file it refused, said for an author.
+std::string dlopenProblem() {
+  const char* why = ::dlerror();
+  const std::string text = demangled(why ? why : "unknown dlopen error");
+  const std::string dualAbi = dualAbiProblem(text);
+  return dualAbi.empty() ? "cannot be loaded (a library or symbol it needs may be missing): " + text : dualAbi;
+}
+
+}  // namespace
+
 PluginEntry PluginRegistry::open(const std::string& path) const {
   PluginEntry entry;
   entry.path = path;
@@ -230,11 +297,7 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
   // handle closes: exceptions, vtables and strings a plugin created may outlive every
   // object of it (an error caught after its group is gone, for one).
   if (!::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)) {
-    const char* why = ::dlerror();
-    const std::string text = demangled(why ? why : "unknown dlopen error");
-    entry.unavailable = dualAbiProblem(text);
-    if (entry.unavailable.empty())
-      entry.unavailable = "cannot be loaded (a library or symbol it needs may be missing): " + text;
+    entry.unavailable = dlopenProblem();
     return entry;
   }
   std::shared_ptr<boost::dll::shared_library> lib;
@@ -251,68 +314,18 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
     return entry;
   }
   const auto& header = lib->get<const PluginHeader>(kPluginSymbol);
-  if (header.magic != kPluginMagic) {
-    entry.unavailable = "has a malformed plugin header (bad magic); rebuild it against this commhost";
-    return entry;
-  }
-  if (header.abiMajor != COMMHOST_ABI_MAJOR || header.abiMinor > COMMHOST_ABI_MINOR) {
-    entry.unavailable = "was built for plugin ABI " + abiString(header.abiMajor, header.abiMinor) +
-                        " but this commhost " COMMHOST_VERSION " has ABI " +
-                        abiString(COMMHOST_ABI_MAJOR, COMMHOST_ABI_MINOR) +
-                        "; rebuild the plugin against this commhost";
-    return entry;
-  }
-  // Same ABI version, but built with another standard library, other flags or other
-  // headers: the structs that cross the boundary would be misread, so nothing in the
-  // plugin may be called. Only the header's plain data is read before this point.
+  entry.unavailable = headerProblem(header);
+  if (!entry.unavailable.empty()) return entry;
   entry.build = header.build;
-  const std::string differences = abiDifferences(header.build, kBuildFingerprint, header.abiMinor);
-  if (!differences.empty()) {
-    entry.unavailable = "was built with a C++ ABI that does not match this commhost's (" + differences +
-                        "), so the objects that cross the plugin boundary would be misread. Plugin: " +
-                        describe(header.build) + ". commhost " COMMHOST_VERSION ": " + describe(kBuildFingerprint) +
-                        ". Rebuild the plugin with the toolchain and flags commhost was built with: " +
-                        describeToolchain(kBuildFingerprint) +
-                        " (the same -D_GLIBCXX_USE_CXX11_ABI, no _GLIBCXX_DEBUG, no struct packing flags)";
-    return entry;
-  }
-  const PluginDescriptor* d = header.descriptor;
-  // A pointer the plugin hands over is read only once it is known to be readable.
-  if (d && !plugin_checks::readable(d, sizeof(PluginDescriptor))) {
-    entry.unavailable = "has a descriptor pointer that points at no readable memory; rebuild it against this commhost";
-    return entry;
-  }
-  if (d && (d->magic != kPluginDescriptorMagic ||
-            d->abiVersion != (uint32_t(header.abiMajor) << 16 | header.abiMinor) || d->size != header.descriptorSize)) {
-    entry.unavailable =
-        "has a descriptor whose prefix does not match its header (magic, ABI version or size); "
-        "declare it as {COMMHOST_DESCRIPTOR_PREFIX, kind, name, ...} and rebuild it against this commhost";
-    return entry;
-  }
+  entry.unavailable = buildProblem(header);
+  if (!entry.unavailable.empty()) return entry;
   std::string name;
-  if (d && d->name && !plugin_checks::readableString(d->name, 256, &name)) {
-    entry.unavailable = "has a descriptor whose name points at no readable string of at most 255 bytes";
-    return entry;
-  }
-  if (name.empty()) {
-    entry.unavailable = "has an empty descriptor (no name)";
-    return entry;
-  }
-  std::string text;
-  for (const char* field : {d->version, d->description, d->wrapName})
-    if (field && !plugin_checks::readableString(field, 1 << 16, &text)) {
-      entry.unavailable = "has a descriptor whose version, description or wrap name points at no readable string";
-      return entry;
-    }
-  const bool hasFactory = (d->kind == PluginKind::Backend && d->createBackend) ||
-                          (d->kind == PluginKind::Store && d->createStore) ||
-                          (d->kind == PluginKind::CommHook && d->createCommHook);
-  entry.name = d->name;
-  if (!hasFactory) {
-    entry.unavailable = std::string("declares kind ") + pluginKindName(d->kind) + " but no " + pluginKindName(d->kind) +
-                        " factory";
-    return entry;
-  }
+  entry.unavailable = descriptorProblem(header, &name);
+  if (!entry.unavailable.empty()) return entry;
+  const PluginDescriptor* d = header.descriptor;
+  entry.name = name;
+  entry.unavailable = factoryProblem(*d);
+  if (!entry.unavailable.empty()) return entry;
   entry.descriptor = d;
   entry.library = lib;
   if (d->probe) {
@@ -328,6 +341,33 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
 void PluginRegistry::scan(const std::vector<std::string>& directories) { scan(directories, nullptr); }
 
 void PluginRegistry::scan(const std::vector<std::string>& directories, const Precheck& precheck) {
+  list(directories);
+  for (Candidate& c : candidates_)
+    if (!c.opened) openCandidate(c, precheck);
+}
+
+void PluginRegistry::scanFor(const std::vector<std::string>& directories, const std::vector<std::string>& names) {
+  list(directories);
+  openFor(names);
+}
+
+void PluginRegistry::openFor(const std::vector<std::string>& names) {
+  bool missing = false;
+  for (const std::string& name : names) {
+    if (find(name)) continue;
+    for (Candidate& c : candidates_)
+      if (!c.opened && c.name == name) {
+        openCandidate(c, nullptr);
+        break;
+      }
+    missing = missing || !find(name);
+  }
+  if (!missing) return;
+  for (Candidate& c : candidates_)
+    if (!c.opened) openCandidate(c, nullptr);
+}
+
+void PluginRegistry::list(const std::vector<std::string>& directories) {
   namespace fs = boost::filesystem;
   for (const auto& dir : directories) {
     boost::system::error_code ec;
@@ -338,24 +378,27 @@ void PluginRegistry::scan(const std::vector<std::string>& directories, const Pre
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
       if (isPluginFile(it->path().filename().string())) files.push_back(it->path().string());
     std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      const std::string refused = precheck ? precheck(file) : std::string();
-      PluginEntry entry;
-      if (refused.empty()) {
-        entry = open(file);
-      } else {
-        entry.path = file;
-        entry.name = nameFromFile(file);
-        entry.unavailable = refused;
-      }
-      if (const PluginEntry* first = find(entry.name); first && entry.descriptor) {
-        entry.unavailable = "duplicate: a plugin named '" + entry.name + "' was already loaded from " + first->path;
-        entry.descriptor = nullptr;
-        entry.library.reset();
-      }
-      entries_.push_back(std::move(entry));
-    }
+    for (auto& file : files) candidates_.push_back({file, nameFromFile(file), false});
   }
+}
+
+void PluginRegistry::openCandidate(Candidate& candidate, const Precheck& precheck) {
+  candidate.opened = true;
+  const std::string refused = precheck ? precheck(candidate.path) : std::string();
+  PluginEntry entry;
+  if (refused.empty()) {
+    entry = open(candidate.path);
+  } else {
+    entry.path = candidate.path;
+    entry.name = candidate.name;
+    entry.unavailable = refused;
+  }
+  if (const PluginEntry* first = find(entry.name); first && entry.descriptor) {
+    entry.unavailable = "duplicate: a plugin named '" + entry.name + "' was already loaded from " + first->path;
+    entry.descriptor = nullptr;
+    entry.library.reset();
+  }
+  entries_.push_back(std::move(entry));
 }
 
 const PluginEntry& PluginRegistry::loadFile(const std::string& path) {

@@ -140,7 +140,7 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
   const auto elapsed = std::chrono::duration_cast<Millis>(clock.now() - w.issued());
   const std::string lost = g.lostText();
   const bool peerLost = !lost.empty();
-  ErrorContext where{g.name, g.rank, opName(ctx.op), ctx.seq};
+  const ErrorContext where{g.name, g.rank, opName(ctx.op), ctx.seq};
   std::string what = std::string(peerLost ? "" : "did not complete: ") + (peerLost ? lost + ". " : "") +
                      formatBytes(w.bytes()) + ", issued " + formatDuration(elapsed) + " ago, timeout " +
                      formatDuration(ctx.timeout) + (cause ? " (backend said: " + factsOf(cause).what + ")" : "") + ". ";
@@ -153,53 +153,7 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
   } else if (fresh) {
     ++mine.incidentsRaised;
     mine.lastIncidentAt = clock.now();
-    std::string report;
-    try {
-      if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
-      const int64_t raisedAtMs = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
-                                     .count();
-      const std::string line = wire::encode(wire::Incident{
-          g.rank, mine.incidentsRaised, raisedAtMs, std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq)});
-      g.store->set(ackKey(g.rank, mine.incidentsRaised), Bytes{});  // before anyone can ack it
-      // The peers this rank knows are lost (its backend named one), first: a rank whose
-      // own backend saw only a dropped connection then fails at once too, instead of
-      // waiting for its heartbeat, by which time the store may be gone with rank 0.
-      std::vector<std::string> lines;
-      for (const auto& [peer, why] : g.lost())
-        if (peer >= 0) lines.push_back(wire::encode(wire::PeerLost{g.rank, peer, why}));
-      lines.push_back(line);
-      const bool published = appendToIncidentLog(g, lines);
-      if (!published) noteIncidentLogFull(g, sup_.logger());
-      publishProgress(g);
-      sup_.dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
-      // Peers dump within a heartbeat tick; give them up to a second before the
-      // verdict lets this process exit (and a launcher stop theirs).
-      std::set<int> expected;
-      for (int r = 0; r < g.worldSize; ++r)
-        if (r != g.rank) expected.insert(r);
-      for (const auto& lost : g.lost()) expected.erase(lost.first);
-      for (int left : g.left()) expected.erase(left);  // no longer there to dump
-      // Real time, whatever the clock: this waits for other processes' store writes.
-      // Nobody was asked to dump when the log was full: no wait.
-      const auto until = published ? SteadyClock::now() + Millis(1000) : SteadyClock::now();
-      const int64_t window = (settings.heartbeatInterval + Millis(2000)).count();
-      while (SteadyClock::now() < until) {
-        // Ranks that raise the same incident at once wait on each other: answer theirs
-        // (this rank has just dumped: no second dump).
-        g.incidents.answer(g, sup_.logger(), [&] { publishProgress(g); });
-        for (int r : peersThatDumped(g, mine.incidentsRaised, raisedAtMs, window)) expected.erase(r);
-        if (expected.empty()) break;
-        std::this_thread::sleep_for(Millis(20));
-      }
-      report = desyncReport(g, ctx.seq, ctx.op);
-    } catch (const std::exception& e) {
-      if (!g.storeLost.exchange(true))
-        sup_.logger().error(where.format() + "the store failed while reporting this incident (" + e.what() +
-                            "); the supervisor stops using it, so no more heartbeats or desync reports for this "
-                            "group. Next: check the rank serving the store (usually 0)");
-      report = "No desync report: the store did not answer (" + std::string(e.what()) + "). ";
-      sup_.dump("incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq));
-    }
+    const std::string report = publishIncident(g, ctx);
     mine.lastIncident = report + "Flight recorder dumps are in " + sup_.dumpDir() +
                         " (one per rank); run `commhost "
                         "trace analyze " +
@@ -222,6 +176,67 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
     sup_.complete(w);
     return;
   }
+  judge(w, where, message, peerLost);
+}
+
+std::string Watchdog::publishIncident(GroupMonitor& g, const OpContext& ctx) {
+  GroupMonitor::WatchdogView& mine = g.watchdog;
+  const std::string incident = "incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq);
+  try {
+    if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
+    const int64_t raisedAtMs =
+        std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::string line = wire::encode(wire::Incident{
+        g.rank, mine.incidentsRaised, raisedAtMs, std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq)});
+    g.store->set(ackKey(g.rank, mine.incidentsRaised), Bytes{});  // before anyone can ack it
+    // The peers this rank knows are lost (its backend named one), first: a rank whose
+    // own backend saw only a dropped connection then fails at once too, instead of
+    // waiting for its heartbeat, by which time the store may be gone with rank 0.
+    std::vector<std::string> lines;
+    for (const auto& [peer, why] : g.lost())
+      if (peer >= 0) lines.push_back(wire::encode(wire::PeerLost{g.rank, peer, why}));
+    lines.push_back(line);
+    const bool published = appendToIncidentLog(g, lines);
+    if (!published) noteIncidentLogFull(g, sup_.logger());
+    publishProgress(g);
+    sup_.dump(incident);
+    waitForPeerDumps(g, mine.incidentsRaised, raisedAtMs, published);
+    return desyncReport(g, ctx.seq, ctx.op);
+  } catch (const std::exception& e) {
+    if (!g.storeLost.exchange(true))
+      sup_.logger().error(ErrorContext{g.name, g.rank, opName(ctx.op), ctx.seq}.format() +
+                          "the store failed while reporting this incident (" + e.what() +
+                          "); the supervisor stops using it, so no more heartbeats or desync reports for this "
+                          "group. Next: check the rank serving the store (usually 0)");
+    sup_.dump(incident);
+    return "No desync report: the store did not answer (" + std::string(e.what()) + "). ";
+  }
+}
+
+void Watchdog::waitForPeerDumps(GroupMonitor& g, int64_t id, int64_t raisedAtMs, bool published) {
+  // Peers dump within a heartbeat tick; give them up to a second before the verdict lets
+  // this process exit (and a launcher stop theirs).
+  std::set<int> expected;
+  for (int r = 0; r < g.worldSize; ++r)
+    if (r != g.rank) expected.insert(r);
+  for (const auto& lost : g.lost()) expected.erase(lost.first);
+  for (int left : g.left()) expected.erase(left);  // no longer there to dump
+  // Real time, whatever the clock: this waits for other processes' store writes.
+  // Nobody was asked to dump when the log was full: no wait.
+  const auto until = published ? SteadyClock::now() + Millis(1000) : SteadyClock::now();
+  const int64_t window = (sup_.settings().heartbeatInterval + Millis(2000)).count();
+  while (SteadyClock::now() < until) {
+    // Ranks that raise the same incident at once wait on each other: answer theirs
+    // (this rank has just dumped: no second dump).
+    g.incidents.answer(g, sup_.logger(), [&] { publishProgress(g); });
+    for (int r : peersThatDumped(g, id, raisedAtMs, window)) expected.erase(r);
+    if (expected.empty()) break;
+    std::this_thread::sleep_for(Millis(20));
+  }
+}
+
+void Watchdog::judge(SupervisedWork& w, ErrorContext where, const std::string& message, bool peerLost) {
+  GroupMonitor& g = *w.group();
   if (peerLost) {
     const auto lostPeers = g.lost();
     if (lostPeers.size() == 1) where.peer = lostPeers.begin()->first;  // the one peer to name
@@ -232,7 +247,7 @@ void Watchdog::raiseIncident(SupervisedWork& w, const std::exception_ptr& cause)
   w.setVerdict(verdict, message);
   sup_.complete(w);
   // A point-to-point op involves two ranks only: it fails alone, the group goes on.
-  if (isPointToPoint(ctx.op)) return;
+  if (isPointToPoint(w.context().op)) return;
   if (peerLost && g.shrinkOnPeerLoss) {
     if (g.abortGroup) g.abortGroup(message);  // the process lives on, to shrink the group
     return;

@@ -28,7 +28,17 @@ class Watchdog {
  private:
   void loop();
   void pollOnce();
+  // An incident for `work` (deadline passed, peer lost, or a backend error `cause`): the
+  // group's handshake when it is fresh (publishIncident), then the verdict (judge).
   void raiseIncident(SupervisedWork& work, const std::exception_ptr& cause);
+  // Publishes a fresh incident and the peers known lost to the group's incident log, dumps,
+  // gives the peers a second to dump too, and returns the desync report.
+  std::string publishIncident(GroupMonitor& g, const OpContext& ctx);
+  // Waits up to a second (real time) for the peers expected to dump for incident `id`,
+  // answering theirs meanwhile.
+  void waitForPeerDumps(GroupMonitor& g, int64_t id, int64_t raisedAtMs, bool published);
+  // The work's verdict, `message`, and what on_error / on_peer_loss make of it.
+  void judge(SupervisedWork& work, ErrorContext where, const std::string& message, bool peerLost);
   // A peer of `g` is lost while a caller is inside a backend call: abort the backends.
   void failBackendCall(GroupMonitor& g);
 
