@@ -134,50 +134,60 @@ RouteTable RouteTable::build(const std::vector<RouteSpec>& routes,
   return table;
 }
 
-// build(), with the problems recorded in `problems` instead of thrown (the table is then
-// incomplete). Long: one pass over (op, device, dtype, reduce op) cells whose steps share
-// the per-route state; split pending (issue 40, tools/lint/long-functions.txt).
-RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
-                               const std::vector<std::pair<std::string, Capabilities>>& backends,
-                               const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems) {
-  auto whyUnavailable = [&](int b) {
-    return static_cast<size_t>(b) < unavailable.size() ? unavailable[static_cast<size_t>(b)] : std::string();
-  };
-  RouteTable table;
-  auto backendIndex = [&](const std::string& name) {
+namespace {
+
+using Backends = std::vector<std::pair<std::string, Capabilities>>;
+
+// What the steps of one build share: its inputs, each route's backends by index, which
+// routes' shadows serve some cell, and the problems found so far.
+struct BuildState {
+  const std::vector<RouteSpec>& routes;
+  const Backends& backends;
+  const std::vector<std::string>& unavailable;
+  std::vector<RouteProblem>& problems;
+  std::vector<std::vector<int>> listed;  // each route's backends by index (-1: unknown)
+  std::vector<bool> shadowServes;        // per route: its shadow runs some cell
+
+  int backendIndex(const std::string& name) const {
     for (size_t i = 0; i < backends.size(); ++i)
       if (backends[i].first == name) return static_cast<int>(i);
     return -1;
-  };
-  for (const auto& b : backends) table.names_.push_back(b.first);
+  }
+  std::string whyUnavailable(int b) const {
+    return static_cast<size_t>(b) < unavailable.size() ? unavailable[static_cast<size_t>(b)] : std::string();
+  }
+};
 
-  // Each route's backends by index, and what its explicit keys ask of them.
-  std::vector<std::vector<int>> listed(routes.size());
-  std::vector<bool> shadowServes(routes.size(), false);
-  for (size_t r = 0; r < routes.size(); ++r) {
-    const RouteSpec& route = routes[r];
+// Each route's backends by index, and what its explicit keys ask of them; returns the
+// devices the routes serve.
+EnumSet<DeviceType> indexRoutes(BuildState& b) {
+  EnumSet<DeviceType> devices;
+  b.listed.assign(b.routes.size(), {});
+  b.shadowServes.assign(b.routes.size(), false);
+  for (size_t r = 0; r < b.routes.size(); ++r) {
+    const RouteSpec& route = b.routes[r];
     bool known = true;
     for (const auto& name : route.backends()) {
-      const int b = backendIndex(name);
-      if (b < 0) {
-        problems.push_back({route.where, "route to unknown backend '" + name + "'"});
+      const int i = b.backendIndex(name);
+      if (i < 0) {
+        b.problems.push_back({route.where, "route to unknown backend '" + name + "'"});
         known = false;
       }
-      listed[r].push_back(b);
+      b.listed[r].push_back(i);
     }
     if (!known) continue;
     if (route.op && route.reduceOp && !isReduction(*route.op))
-      problems.push_back({route.where,
-                          "reduce_op applies only to reducing ops (allreduce, allreduce_coalesced, reduce, "
-                          "reduce_scatter, reduce_scatter_tensor), not " +
-                              std::string(opName(*route.op)) + "; remove reduce_op from this route"});
+      b.problems.push_back({route.where,
+                            "reduce_op applies only to reducing ops (allreduce, allreduce_coalesced, reduce, "
+                            "reduce_scatter, reduce_scatter_tensor), not " +
+                                std::string(opName(*route.op)) + "; remove reduce_op from this route"});
     if (route.op && route.dtype && !carriesData(*route.op))
-      problems.push_back(
+      b.problems.push_back(
           {route.where, std::string(opName(*route.op)) +
                             " carries no data, so dtype cannot select it; remove dtype from this route"});
     std::vector<std::string> reasons;
-    for (int b : listed[r]) {
-      const std::string why = lacks(backends[b].second, backends[b].first, route.op, route.device, route.dtype,
+    for (int i : b.listed[r]) {
+      const std::string why = lacks(b.backends[i].second, b.backends[i].first, route.op, route.device, route.dtype,
                                     route.reduceOp);
       if (why.empty()) {
         reasons.clear();
@@ -187,162 +197,225 @@ RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
     }
     if (!reasons.empty()) {
       const std::string what = cellText(route.op, route.device, route.dtype, route.reduceOp);
-      problems.push_back({route.where, "route sends " + what + " to " +
-                                           (listed[r].size() == 1 ? "backend '" + route.backend + "'"
-                                                                  : "[" + join(route.backends(), ", ") + "]") +
-                                           ", which cannot serve it (" + join(reasons, "; ") + "); route " + what +
-                                           " to a backend that has it, or add one to this route's list"});
+      b.problems.push_back({route.where, "route sends " + what + " to " +
+                                             (b.listed[r].size() == 1 ? "backend '" + route.backend + "'"
+                                                                      : "[" + join(route.backends(), ", ") + "]") +
+                                             ", which cannot serve it (" + join(reasons, "; ") + "); route " + what +
+                                             " to a backend that has it, or add one to this route's list"});
     }
     for (int d = 0; d < kNumDeviceTypes; ++d) {
       const auto dev = static_cast<DeviceType>(d);
       bool any = false;
-      for (int b : listed[r]) any = any || backends[b].second.devices.has(dev);
-      if (route.device ? *route.device == dev : any) table.devices_.add(dev);
+      for (int i : b.listed[r]) any = any || b.backends[i].second.devices.has(dev);
+      if (route.device ? *route.device == dev : any) devices.add(dev);
     }
   }
+  return devices;
+}
+
+// The routes that serve (op, device) for some dtype and reduce op; `points` gets the
+// byte counts where one starts or ends.
+std::vector<int> matchingRoutes(const BuildState& b, OpType op, DeviceType dev, std::set<int64_t>& points) {
+  std::vector<int> matching;
+  for (size_t r = 0; r < b.routes.size(); ++r) {
+    const RouteSpec& route = b.routes[r];
+    bool hasOp = false, hasDev = false;
+    for (int i : b.listed[r]) {
+      hasOp = hasOp || b.backends[i].second.ops.has(op);
+      hasDev = hasDev || b.backends[i].second.devices.has(dev);
+    }
+    if (!(route.op ? *route.op == op : hasOp) || !(route.device ? *route.device == dev : hasDev)) continue;
+    if ((route.dtype && !carriesData(op)) || (route.reduceOp && !isReduction(op))) continue;
+    matching.push_back(static_cast<int>(r));
+    points.insert(route.minBytes);
+    if (route.maxBytes != INT64_MAX) points.insert(route.maxBytes + 1);
+  }
+  return matching;
+}
+
+// The last byte count of the range that starts at starts[i].
+int64_t rangeEnd(const std::vector<int64_t>& starts, size_t i) {
+  return i + 1 < starts.size() ? starts[i + 1] - 1 : INT64_MAX;
+}
+
+// A byte range of (op, device) that no matching route covers is a config error; one left
+// open by dtype or reduce op is not. False when no route matches at all.
+bool checkCoverage(BuildState& b, OpType op, DeviceType dev, const std::vector<int>& matching,
+                   const std::vector<int64_t>& starts) {
+  const std::string what = std::string(opName(op)) + " on " + deviceTypeName(dev);
+  if (matching.empty()) {
+    b.problems.push_back({"",
+                          "no route serves " + what + ": add a route for it (e.g. { device: " + deviceTypeName(dev) +
+                              ", op: " + opName(op) + ", backend: NAME }) to a backend that implements it",
+                          true});
+    return false;
+  }
+  for (size_t i = 0; i < starts.size(); ++i) {
+    bool covered = false;
+    for (int r : matching)
+      covered = covered || (b.routes[r].minBytes <= starts[i] && b.routes[r].maxBytes >= rangeEnd(starts, i));
+    if (!covered)
+      b.problems.push_back({"",
+                            "no route serves " + what + " for messages of " + range(starts[i], rangeEnd(starts, i)) +
+                                ": widen a route's min_bytes/max_bytes or add one",
+                            true});
+  }
+  return true;
+}
+
+// One cell's candidates: each matching route with the backend it gives the cell, and in
+// `unable` the routes whose keys match but whose backends all lack the cell. A backend
+// that cannot run here is passed over for the next listed one that serves the cell; when
+// none does, the cell goes to the first of them, so a call fails naming why rather than
+// finding no route.
+void cellCandidates(const BuildState& b, const std::vector<int>& matching, OpType op, DeviceType dev,
+                    std::optional<DType> dtype, std::optional<ReduceOp::Kind> rop, std::vector<Candidate>& candidates,
+                    std::vector<Candidate>& unable) {
+  for (int r : matching) {
+    const RouteSpec& route = b.routes[r];
+    if ((route.dtype && route.dtype != dtype) || (route.reduceOp && route.reduceOp != rop)) continue;
+    std::vector<Skip> skipped;
+    int chosen = -1, firstUnavailable = -1;
+    for (int i : b.listed[r]) {
+      const Lack lack = lackOf(b.backends[i].second, op, dev, dtype, rop);
+      const std::string why = b.whyUnavailable(i);
+      if (lack == Lack::None && why.empty()) {
+        chosen = i;
+        break;
+      }
+      if (lack == Lack::None && firstUnavailable < 0) firstUnavailable = i;
+      skipped.push_back({b.backends[i].first, lack == Lack::None ? Lack::Unavailable : lack, why});
+    }
+    if (chosen < 0 && firstUnavailable >= 0) {
+      chosen = firstUnavailable;
+      skipped.erase(std::find_if(skipped.begin(), skipped.end(),
+                                 [&](const Skip& s) { return s.name == b.backends[chosen].first; }));
+    }
+    Candidate c{r, chosen, specificity(route), route.minBytes, route.maxBytes, lackText(skipped)};
+    (chosen >= 0 ? candidates : unable).push_back(std::move(c));
+  }
+}
+
+// The most specific candidate covering [lo, hi] (the narrowest among equals); two equally
+// specific and wide ones to different backends are a problem.
+const Candidate* bestCandidate(BuildState& b, const std::vector<Candidate>& candidates, int64_t lo, int64_t hi,
+                               const std::string& what) {
+  const Candidate* best = nullptr;
+  for (const auto& c : candidates) {
+    if (!c.covers(lo, hi)) continue;
+    if (!best || c.specificity > best->specificity ||
+        (c.specificity == best->specificity && c.width() < best->width())) {
+      best = &c;
+    } else if (c.specificity == best->specificity && c.width() == best->width() && c.backend != best->backend) {
+      b.problems.push_back(
+          {b.routes[c.route].where, "route to '" + b.backends[c.backend].first + "' and " +
+                                        b.routes[best->route].where + ": route to '" + b.backends[best->backend].first +
+                                        "' are equally specific for " + what + " at " + range(lo, hi) +
+                                        "; name the op, dtype or reduce_op, or narrow the byte range of one of them"});
+    }
+  }
+  return best;
+}
+
+// One cell's segments, adjacent ranges that resolve alike merged; `note` interns a note.
+std::vector<RouteTable::Segment> cellSegments(BuildState& b, const std::vector<Candidate>& candidates,
+                                              const std::vector<Candidate>& unable, const std::vector<int64_t>& starts,
+                                              OpType op, DeviceType dev, std::optional<DType> dtype,
+                                              std::optional<ReduceOp::Kind> rop,
+                                              const std::function<int(const std::string&)>& note) {
+  const std::string what = std::string(opName(op)) + " on " + deviceTypeName(dev);
+  const std::string cell = cellText(op, dev, dtype, rop);
+  std::vector<RouteTable::Segment> segments;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    const int64_t lo = starts[i], hi = rangeEnd(starts, i);
+    const Candidate* best = bestCandidate(b, candidates, lo, hi, what);
+    // More specific routes passed over because none of their backends has the cell.
+    std::vector<std::string> passed;
+    for (const auto& u : unable)
+      if (u.covers(lo, hi) && (!best || u.specificity > best->specificity ||
+                               (u.specificity == best->specificity && u.width() < best->width())))
+        passed.push_back("route at " + b.routes[u.route].where + ": " + u.skipped);
+    if (best && !best->skipped.empty()) passed.push_back(best->skipped);
+    RouteTable::Segment s{lo, hi, best ? best->backend : -1, best ? best->route : -1, -1};
+    if (best && !b.routes[best->route].shadow.empty() && RouteTable::shadowable(op)) {
+      const int sh = b.backendIndex(b.routes[best->route].shadow);
+      if (sh >= 0 && sh != best->backend && lackOf(b.backends[sh].second, op, dev, dtype, rop) == Lack::None) {
+        s.shadow = sh;
+        b.shadowServes[best->route] = true;
+      }
+    }
+    s.note = best ? note(join(passed, "; "))
+                  : note("no route serves " + cell + " for " + range(lo, hi) +
+                         (passed.empty() ? std::string() : " (" + join(passed, "; ") + ")"));
+    if (!segments.empty() && segments.back().backend == s.backend && segments.back().route == s.route &&
+        segments.back().note == s.note && segments.back().shadow == s.shadow) {
+      segments.back().maxBytes = hi;
+    } else {
+      segments.push_back(s);
+    }
+  }
+  return segments;
+}
+
+// A shadow that serves none of its route's cells would never run.
+void checkShadowsServe(BuildState& b) {
+  for (size_t r = 0; r < b.routes.size(); ++r)
+    if (!b.routes[r].shadow.empty() && !b.shadowServes[r])
+      b.problems.push_back(
+          {b.routes[r].where, "shadow '" + b.routes[r].shadow +
+                                  "' serves none of this route's allreduce, broadcast or allgather_into_tensor calls "
+                                  "(the ops a shadow runs), so it would never run; name a backend whose manifest has "
+                                  "them, or remove shadow"});
+}
+
+}  // namespace
+
+// build(), with the problems recorded in `problems` instead of thrown (the table is then
+// incomplete): one pass over the (op, device, dtype, reduce op) cells.
+RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
+                               const std::vector<std::pair<std::string, Capabilities>>& backends,
+                               const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems) {
+  RouteTable table;
+  for (const auto& b : backends) table.names_.push_back(b.first);
+  BuildState state{routes, backends, unavailable, problems, {}, {}};
+  table.devices_ = indexRoutes(state);
   if (!problems.empty()) return table;  // the cells need every route's backends known
 
   std::map<std::string, int> noteIndex;
-  auto note = [&](const std::string& text) {
+  const auto note = [&](const std::string& text) {
     if (text.empty()) return -1;
     auto [it, added] = noteIndex.emplace(text, static_cast<int>(table.notes_.size()));
     if (added) table.notes_.push_back(text);
     return it->second;
   };
   std::map<std::vector<std::tuple<int64_t, int64_t, int, int, int>>, int> listIndex;
-  auto intern = [&](const std::vector<Segment>& segments) {
+  const auto intern = [&](const std::vector<Segment>& segments) {
     std::vector<std::tuple<int64_t, int64_t, int, int, int>> key;
     for (const auto& s : segments) key.emplace_back(s.minBytes, s.maxBytes, s.backend, s.route, s.note);
     auto [it, added] = listIndex.emplace(key, static_cast<int>(table.lists_.size()));
     if (added) table.lists_.push_back(segments);
     return it->second;
   };
-
   for (int o = 0; o < kNumOpTypes; ++o) {
     const auto op = static_cast<OpType>(o);
     if (servedByHost(op)) continue;
     for (int d = 0; d < kNumDeviceTypes; ++d) {
       const auto dev = static_cast<DeviceType>(d);
       if (!table.devices_.has(dev)) continue;
-      // The routes that serve (op, device) for some dtype and reduce op: a byte range none
-      // of them covers is a config error; one left open by dtype or reduce op is not.
-      std::vector<int> matching;
       std::set<int64_t> points = {0};
-      for (size_t r = 0; r < routes.size(); ++r) {
-        const RouteSpec& route = routes[r];
-        bool hasOp = false, hasDev = false;
-        for (int b : listed[r]) {
-          hasOp = hasOp || backends[b].second.ops.has(op);
-          hasDev = hasDev || backends[b].second.devices.has(dev);
-        }
-        if (!(route.op ? *route.op == op : hasOp) || !(route.device ? *route.device == dev : hasDev)) continue;
-        if ((route.dtype && !carriesData(op)) || (route.reduceOp && !isReduction(op))) continue;
-        matching.push_back(static_cast<int>(r));
-        points.insert(route.minBytes);
-        if (route.maxBytes != INT64_MAX) points.insert(route.maxBytes + 1);
-      }
-      const std::string what = std::string(opName(op)) + " on " + deviceTypeName(dev);
-      if (matching.empty()) {
-        problems.push_back({"",
-                            "no route serves " + what + ": add a route for it (e.g. { device: " + deviceTypeName(dev) +
-                                ", op: " + opName(op) + ", backend: NAME }) to a backend that implements it",
-                            true});
-        continue;
-      }
+      const std::vector<int> matching = matchingRoutes(state, op, dev, points);
       const std::vector<int64_t> starts(points.begin(), points.end());
-      auto end = [&](size_t i) { return i + 1 < starts.size() ? starts[i + 1] - 1 : INT64_MAX; };
-      for (size_t i = 0; i < starts.size(); ++i) {
-        bool covered = false;
-        for (int r : matching) covered = covered || (routes[r].minBytes <= starts[i] && routes[r].maxBytes >= end(i));
-        if (!covered)
-          problems.push_back({"",
-                              "no route serves " + what + " for messages of " + range(starts[i], end(i)) +
-                                  ": widen a route's min_bytes/max_bytes or add one",
-                              true});
-      }
-
+      if (!checkCoverage(state, op, dev, matching, starts)) continue;
       const int dtypeSlots = carriesData(op) ? kNumDTypes : 1;
       const int ropSlots = isReduction(op) ? ReduceOp::kNumKinds : 1;
       for (int t = 0; t < dtypeSlots; ++t) {
         for (int k = 0; k < ropSlots; ++k) {
-          const std::optional<DType> dtype = carriesData(op) ? std::optional<DType>(static_cast<DType>(t))
-                                                             : std::nullopt;
-          const std::optional<ReduceOp::Kind> rop = isReduction(op)
-                                                        ? std::optional<ReduceOp::Kind>(static_cast<ReduceOp::Kind>(k))
-                                                        : std::nullopt;
-          std::vector<Candidate> candidates;
-          std::vector<Candidate> unable;  // routes whose keys match but whose backends all lack the cell
-          for (int r : matching) {
-            const RouteSpec& route = routes[r];
-            if ((route.dtype && route.dtype != dtype) || (route.reduceOp && route.reduceOp != rop)) continue;
-            // A backend that cannot run here is passed over for the next listed one that
-            // serves the cell; when none does, the cell goes to the first of them, so a
-            // call fails naming why rather than finding no route.
-            std::vector<Skip> skipped;
-            int chosen = -1, firstUnavailable = -1;
-            for (int b : listed[r]) {
-              const Lack lack = lackOf(backends[b].second, op, dev, dtype, rop);
-              const std::string why = whyUnavailable(b);
-              if (lack == Lack::None && why.empty()) {
-                chosen = b;
-                break;
-              }
-              if (lack == Lack::None && firstUnavailable < 0) firstUnavailable = b;
-              skipped.push_back({backends[b].first, lack == Lack::None ? Lack::Unavailable : lack, why});
-            }
-            if (chosen < 0 && firstUnavailable >= 0) {
-              chosen = firstUnavailable;
-              skipped.erase(std::find_if(skipped.begin(), skipped.end(),
-                                         [&](const Skip& s) { return s.name == backends[chosen].first; }));
-            }
-            Candidate c{r, chosen, specificity(route), route.minBytes, route.maxBytes, lackText(skipped)};
-            (chosen >= 0 ? candidates : unable).push_back(std::move(c));
-          }
-          const std::string cell = cellText(op, dev, dtype, rop);
-          std::vector<Segment> segments;
-          for (size_t i = 0; i < starts.size(); ++i) {
-            const int64_t lo = starts[i], hi = end(i);
-            const Candidate* best = nullptr;
-            for (const auto& c : candidates) {
-              if (!c.covers(lo, hi)) continue;
-              if (!best || c.specificity > best->specificity ||
-                  (c.specificity == best->specificity && c.width() < best->width())) {
-                best = &c;
-              } else if (c.specificity == best->specificity && c.width() == best->width() &&
-                         c.backend != best->backend) {
-                problems.push_back({routes[c.route].where,
-                                    "route to '" + backends[c.backend].first + "' and " + routes[best->route].where +
-                                        ": route to '" + backends[best->backend].first + "' are equally specific for " +
-                                        what + " at " + range(lo, hi) +
-                                        "; name the op, dtype or reduce_op, or narrow the byte range of one of them"});
-              }
-            }
-            // More specific routes passed over because none of their backends has the cell.
-            std::vector<std::string> passed;
-            for (const auto& u : unable)
-              if (u.covers(lo, hi) && (!best || u.specificity > best->specificity ||
-                                       (u.specificity == best->specificity && u.width() < best->width())))
-                passed.push_back("route at " + routes[u.route].where + ": " + u.skipped);
-            if (best && !best->skipped.empty()) passed.push_back(best->skipped);
-            Segment s{lo, hi, best ? best->backend : -1, best ? best->route : -1, -1};
-            if (best && !routes[best->route].shadow.empty() && shadowable(op)) {
-              const int sh = backendIndex(routes[best->route].shadow);
-              if (sh >= 0 && sh != best->backend && lackOf(backends[sh].second, op, dev, dtype, rop) == Lack::None) {
-                s.shadow = sh;
-                shadowServes[best->route] = true;
-              }
-            }
-            s.note = best ? note(join(passed, "; "))
-                          : note("no route serves " + cell + " for " + range(lo, hi) +
-                                 (passed.empty() ? std::string() : " (" + join(passed, "; ") + ")"));
-            if (!segments.empty() && segments.back().backend == s.backend && segments.back().route == s.route &&
-                segments.back().note == s.note && segments.back().shadow == s.shadow) {
-              segments.back().maxBytes = hi;
-            } else {
-              segments.push_back(s);
-            }
-          }
-          const int list = intern(segments);
+          const auto dtype = carriesData(op) ? std::optional<DType>(static_cast<DType>(t)) : std::nullopt;
+          const auto rop = isReduction(op) ? std::optional<ReduceOp::Kind>(static_cast<ReduceOp::Kind>(k))
+                                           : std::nullopt;
+          std::vector<Candidate> candidates, unable;
+          cellCandidates(state, matching, op, dev, dtype, rop, candidates, unable);
+          const int list = intern(cellSegments(state, candidates, unable, starts, op, dev, dtype, rop, note));
           // Slots a cell ignores (dtype of a barrier, reduce op of a broadcast) share its list.
           for (int tt = 0; tt < kNumDTypes; ++tt) {
             if (carriesData(op) && tt != t) continue;
@@ -356,13 +429,7 @@ RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
       }
     }
   }
-  for (size_t r = 0; r < routes.size(); ++r)
-    if (!routes[r].shadow.empty() && !shadowServes[r])
-      problems.push_back({routes[r].where,
-                          "shadow '" + routes[r].shadow +
-                              "' serves none of this route's allreduce, broadcast or allgather_into_tensor calls (the "
-                              "ops a shadow runs), so it would never run; name a backend whose manifest has them, or "
-                              "remove shadow"});
+  checkShadowsServe(state);
   if (!problems.empty()) return table;
   table.used_.assign(backends.size(), false);
   table.serves_.assign(backends.size(), false);

@@ -95,6 +95,14 @@ struct Reducer::Impl {
   void prepare();
   void markReady(size_t index, const Tensor& grad);
   void finalize();
+  // finalize's steps, in order: the unmarked parameters (their buckets launched, or the
+  // iteration refused), every bucket's Future waited for (the first error kept), which
+  // parameters some rank used, the results copied to the gradients, the stats.
+  std::vector<size_t> launchUnmarked();
+  std::exception_ptr waitBuckets();
+  void agreeOnUsed(const std::vector<size_t>& unmarked, std::exception_ptr& error);
+  int64_t copyResults(const std::vector<Tensor>& targets);
+  void recordStats(const std::vector<int64_t>& readyNs, Clock::duration waited, int64_t bytes);
   void rebuild();
   void launchReady() REQUIRES(mu_);
   void zeroSlot(size_t index);
@@ -330,6 +338,31 @@ void Reducer::Impl::markReady(size_t index, const Tensor& grad) {
 }
 
 void Reducer::Impl::finalize() {
+  const std::vector<size_t> unmarked = launchUnmarked();
+  const auto waitStart = Clock::now();
+  std::exception_ptr error = waitBuckets();
+  const auto waited = Clock::now() - waitStart;
+  if (unusedHandling() && !(options.staticGraph && staticAgreed_)) agreeOnUsed(unmarked, error);
+  {
+    MutexLock lock(&mu_);
+    active_ = false;
+    group->endForeignIssue();
+  }
+  if (error) std::rethrow_exception(error);
+
+  std::vector<Tensor> targets;
+  std::vector<int64_t> readyNs;
+  {
+    MutexLock lock(&mu_);
+    targets = targets_;
+    readyNs = readyNs_;
+    if (iteration_ == 0) firstReadyOrder_ = readyOrder_;
+  }
+  const int64_t bytes = copyResults(targets);
+  recordStats(readyNs, waited, bytes);
+}
+
+std::vector<size_t> Reducer::Impl::launchUnmarked() {
   std::vector<size_t> unmarked;
   size_t launched = 0;
   {
@@ -365,9 +398,11 @@ void Reducer::Impl::finalize() {
           "set ReducerOptions::findUnusedParameters when some parameters get no gradient in an iteration, or "
           "call markReady for every parameter before finalize()");
   }
+  return unmarked;
+}
 
+std::exception_ptr Reducer::Impl::waitBuckets() {
   std::exception_ptr error;
-  const auto waitStart = Clock::now();
   for (auto& b : buckets_) {
     if (!b.future) continue;  // not launched: only when a hook failed first
     try {
@@ -376,44 +411,34 @@ void Reducer::Impl::finalize() {
       if (!error) error = std::current_exception();
     }
   }
-  const auto waited = Clock::now() - waitStart;
-  if (unusedHandling() && !(options.staticGraph && staticAgreed_)) {
-    // Which parameters some rank used. Issued only after every bucket's Future completed:
-    // a hook may issue its collectives from its own thread (powersgd's worker), and the
-    // group takes one issuing thread at a time, in the same op order on every rank.
-    Tensor used = Tensor::empty({static_cast<int64_t>(params.size())}, DType::Int32);
-    {
-      MutexLock lock(&mu_);
-      for (size_t i = 0; i < params.size(); ++i) used.data_as<int32_t>()[i] = marked_[i] == kMarked ? 1 : 0;
-    }
-    try {
-      if (group->size() > 1 && !params.empty()) group->allreduce(used, {ReduceOp::Max})->wait();
-      globallyUsed_.assign(params.size(), false);
-      for (size_t i = 0; i < params.size(); ++i) globallyUsed_[i] = used.data_as<int32_t>()[i] != 0;
-      if (options.staticGraph) {
-        knownUnused_ = unmarked;
-        staticAgreed_ = true;
-      }
-    } catch (...) {
-      if (!error) error = std::current_exception();
-    }
-  }
+  return error;
+}
 
+// Issued only after every bucket's Future completed: a hook may issue its collectives
+// from its own thread (powersgd's worker), and the group takes one issuing thread at a
+// time, in the same op order on every rank.
+void Reducer::Impl::agreeOnUsed(const std::vector<size_t>& unmarked, std::exception_ptr& error) {
+  Tensor used = Tensor::empty({static_cast<int64_t>(params.size())}, DType::Int32);
   {
     MutexLock lock(&mu_);
-    active_ = false;
-    group->endForeignIssue();
+    for (size_t i = 0; i < params.size(); ++i) used.data_as<int32_t>()[i] = marked_[i] == kMarked ? 1 : 0;
   }
-  if (error) std::rethrow_exception(error);
+  try {
+    if (group->size() > 1 && !params.empty()) group->allreduce(used, {ReduceOp::Max})->wait();
+    globallyUsed_.assign(params.size(), false);
+    for (size_t i = 0; i < params.size(); ++i) globallyUsed_[i] = used.data_as<int32_t>()[i] != 0;
+    if (options.staticGraph) {
+      knownUnused_ = unmarked;
+      staticAgreed_ = true;
+    }
+  } catch (...) {
+    if (!error) error = std::current_exception();
+  }
+}
 
-  std::vector<Tensor> targets;
-  std::vector<int64_t> readyNs;
-  {
-    MutexLock lock(&mu_);
-    targets = targets_;
-    readyNs = readyNs_;
-    if (iteration_ == 0) firstReadyOrder_ = readyOrder_;
-  }
+// Each bucket ends holding its reduced gradients (so bucketView(i) reads them), copied on
+// to the parameters' gradients; returns the bytes reduced.
+int64_t Reducer::Impl::copyResults(const std::vector<Tensor>& targets) {
   int64_t bytes = 0;
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     Bucket& b = buckets_[bi];
@@ -426,7 +451,6 @@ void Reducer::Impl::finalize() {
                 ")",
             "a CommHook's Future must complete with one tensor of the bucket buffer's dtype and size");
     }
-    // The bucket always ends holding the reduced gradients, so bucketView(i) reads them.
     copyBytes(b.buffer, value[0]);
     bytes += static_cast<int64_t>(b.buffer.nbytes());
     for (size_t s = 0; s < b.params.size(); ++s) {
@@ -441,7 +465,10 @@ void Reducer::Impl::finalize() {
       if (targets[i].data()) copyBytes(targets[i], b.views[s]);
     }
   }
+  return bytes;
+}
 
+void Reducer::Impl::recordStats(const std::vector<int64_t>& readyNs, Clock::duration waited, int64_t bytes) {
   ++iteration_;
   stats_.iteration = iteration_;
   stats_.rebuilt = rebuilt_;

@@ -1,55 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 // The flight-recorder dump schema (commhost/flight_dump.h): its one writer and one reader.
 //
-// Each type's JSON names are listed once, in its overload of fields(), which both directions walk:
-// the writer with a FieldWriter, the reader with a FieldReader. A field absent from a dump
-// keeps its default (older dumps of the same version lack "swaps", "memberships",
-// "shadows"); a field present with the wrong type throws.
+// Each type's JSON names are listed once, in its overload of fields() (json_fields.h). The
+// reader is lenient: a field absent from a dump keeps its default (older dumps of the same
+// version lack "swaps", "memberships", "shadows"); a field present with the wrong type throws.
 #include <stdexcept>
 #include <type_traits>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
 #include "commhost/errors.h"
 #include "commhost/flight_dump.h"
+#include "json_fields.h"
 
 namespace commhost {
 
 namespace {
 
-using Json = nlohmann::json;
-
-struct FieldWriter {
-  Json& j;
-  template <class V> void operator()(const char* key, const V& v) { j[key] = v; }
-  // Written only when it differs from `absent` (an op with no error, no device time).
-  template <class V> void optional(const char* key, const V& v, const V& absent) {
-    if (!(v == absent)) j[key] = v;
-  }
-  // JSON object keys are strings: peers as decimal text.
-  void operator()(const char* key, const std::map<int, std::string>& m) {
-    Json o = Json::object();
-    for (const auto& [peer, why] : m) o[std::to_string(peer)] = why;
-    j[key] = std::move(o);
-  }
-};
-
-struct FieldReader {
-  const Json& j;
-  template <class V> void operator()(const char* key, V& v) {
-    if (j.contains(key)) j.at(key).get_to(v);
-  }
-  template <class V> void optional(const char* key, V& v, const V&) { (*this)(key, v); }
-  void operator()(const char* key, std::map<int, std::string>& m) {
-    if (!j.contains(key)) return;
-    for (const auto& [peer, why] : j.at(key).items()) m[std::stoi(peer)] = why.get<std::string>();
-  }
-};
-
-// Each schema type's field list is one overload of fields(), for T = the type or const
-// the type (the writer walks a const one, the reader a mutable one).
-template <class T, class Type> using Schema = std::enable_if_t<std::is_same_v<std::remove_const_t<T>, Type>>;
+using schema::FieldReader;
+using schema::FieldWriter;
+using schema::Json;
+template <class T, class Type> using Schema = schema::Of<T, Type>;
 
 template <class F, class T> Schema<T, DumpOp> fields(F& f, T& o) {
   f("id", o.id);

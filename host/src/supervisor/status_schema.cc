@@ -1,144 +1,119 @@
 // SPDX-License-Identifier: Apache-2.0
 // The job status schema (commhost/job_status.h): its one writer (encodeStatus, called by
 // the status publisher) and its one reader (readJobStatus).
-#include <nlohmann/json.hpp>
+#include <utility>
 
 #include "commhost/errors.h"
 #include "commhost/job_status.h"
+#include "json_fields.h"
 #include "status.h"
 
 namespace commhost {
 
-// nlohmann's ADL hooks: the field names of the schema, each written and read here only.
-static void to_json(nlohmann::json& j, const OpInFlight& o) {
-  j = {{"op", o.op}, {"seq", o.seq}, {"backend", o.backend}, {"seconds", o.seconds}};
-}
-static void from_json(const nlohmann::json& j, OpInFlight& o) {
-  j.at("op").get_to(o.op);
-  j.at("seq").get_to(o.seq);
-  j.at("backend").get_to(o.backend);
-  j.at("seconds").get_to(o.seconds);
+namespace {
+
+using schema::FieldReader;
+using schema::FieldWriter;
+using schema::Json;
+template <class T, class Type> using Schema = schema::Of<T, Type>;
+
+// Each type's JSON names, once (json_fields.h). The reader is strict: a record lacking a
+// field is not one this commhost can read, except for fields added within the version.
+template <class F, class T> Schema<T, OpInFlight> fields(F& f, T& o) {
+  f("op", o.op);
+  f("seq", o.seq);
+  f("backend", o.backend);
+  f("seconds", o.seconds);
 }
 
-static void to_json(nlohmann::json& j, const GroupStatus& g) {
-  j = {{"name", g.name},
-       {"rank", g.rank},
-       {"world_size", g.worldSize},
-       {"global_ranks", g.globalRanks},
-       {"generation", g.generation},
-       {"config_hash", g.configHash},
-       {"config_source", g.configSource},
-       {"backends", g.backends},
-       {"routes", g.routes},
-       {"last_issued_seq", g.lastIssuedSeq},
-       {"last_issued_op", g.lastIssuedOp},
-       {"last_completed_seq", g.lastCompletedSeq},
-       {"in_flight", g.inFlight},
-       {"oldest", g.oldest ? nlohmann::json(*g.oldest) : nlohmann::json()},
-       {"heartbeat_age", nlohmann::json::object()},
-       {"lost_peers", nlohmann::json::object()},
-       {"left_peers", g.leftPeers}};
-  // JSON object keys are strings: peers as decimal text.
-  for (const auto& [peer, age] : g.heartbeatAge) j["heartbeat_age"][std::to_string(peer)] = age;
-  for (const auto& [peer, why] : g.lostPeers) j["lost_peers"][std::to_string(peer)] = why;
-}
-static void from_json(const nlohmann::json& j, GroupStatus& g) {
-  j.at("name").get_to(g.name);
-  j.at("rank").get_to(g.rank);
-  j.at("world_size").get_to(g.worldSize);
-  j.at("global_ranks").get_to(g.globalRanks);
-  j.at("generation").get_to(g.generation);
-  j.at("config_hash").get_to(g.configHash);
-  j.at("config_source").get_to(g.configSource);
-  j.at("backends").get_to(g.backends);
-  j.at("routes").get_to(g.routes);
-  j.at("last_issued_seq").get_to(g.lastIssuedSeq);
-  j.at("last_issued_op").get_to(g.lastIssuedOp);
-  j.at("last_completed_seq").get_to(g.lastCompletedSeq);
-  j.at("in_flight").get_to(g.inFlight);
-  if (!j.at("oldest").is_null()) g.oldest = j.at("oldest").get<OpInFlight>();
-  for (const auto& [peer, age] : j.at("heartbeat_age").items()) g.heartbeatAge[std::stoi(peer)] = age.get<double>();
-  for (const auto& [peer, why] : j.at("lost_peers").items()) g.lostPeers[std::stoi(peer)] = why.get<std::string>();
-  j.at("left_peers").get_to(g.leftPeers);
+template <class F, class T> Schema<T, GroupStatus> fields(F& f, T& g) {
+  f("name", g.name);
+  f("rank", g.rank);
+  f("world_size", g.worldSize);
+  f("global_ranks", g.globalRanks);
+  f("generation", g.generation);
+  f("config_hash", g.configHash);
+  f("config_source", g.configSource);
+  f("backends", g.backends);
+  f("routes", g.routes);
+  f("last_issued_seq", g.lastIssuedSeq);
+  f("last_issued_op", g.lastIssuedOp);
+  f("last_completed_seq", g.lastCompletedSeq);
+  f("in_flight", g.inFlight);
+  f("oldest", g.oldest);
+  f("heartbeat_age", g.heartbeatAge);
+  f("lost_peers", g.lostPeers);
+  f("left_peers", g.leftPeers);
 }
 
-static void to_json(nlohmann::json& j, const StatusEvent& e) {
-  j = {{"id", e.id}, {"unix_ms", e.unixMs}, {"kind", e.kind}, {"group", e.group}, {"text", e.text}};
-}
-static void from_json(const nlohmann::json& j, StatusEvent& e) {
-  j.at("id").get_to(e.id);
-  j.at("unix_ms").get_to(e.unixMs);
-  j.at("kind").get_to(e.kind);
-  j.at("group").get_to(e.group);
-  j.at("text").get_to(e.text);
+template <class F, class T> Schema<T, StatusEvent> fields(F& f, T& e) {
+  f("id", e.id);
+  f("unix_ms", e.unixMs);
+  f("kind", e.kind);
+  f("group", e.group);
+  f("text", e.text);
 }
 
-static void to_json(nlohmann::json& j, const OpStat& s) {
-  j = {{"group", s.group},         {"op", s.op},         {"backend", s.backend}, {"size_class", s.sizeClass},
-       {"completed", s.completed}, {"failed", s.failed}, {"bytes", s.bytes},     {"latency_sum_us", s.latencySumUs},
-       {"buckets", s.buckets}};
-}
-static void from_json(const nlohmann::json& j, OpStat& s) {
-  j.at("group").get_to(s.group);
-  j.at("op").get_to(s.op);
-  j.at("backend").get_to(s.backend);
-  j.at("size_class").get_to(s.sizeClass);
-  j.at("completed").get_to(s.completed);
-  j.at("failed").get_to(s.failed);
-  j.at("bytes").get_to(s.bytes);
-  j.at("latency_sum_us").get_to(s.latencySumUs);
-  j.at("buckets").get_to(s.buckets);
+template <class F, class T> Schema<T, OpStat> fields(F& f, T& s) {
+  f("group", s.group);
+  f("op", s.op);
+  f("backend", s.backend);
+  f("size_class", s.sizeClass);
+  f("completed", s.completed);
+  f("failed", s.failed);
+  f("bytes", s.bytes);
+  f("latency_sum_us", s.latencySumUs);
+  f("buckets", s.buckets);
 }
 
-static void to_json(nlohmann::json& j, const ShadowTally& s) {
-  j = {{"group", s.group},       {"op", s.op},        {"backend", s.backend}, {"shadow", s.shadow}, {"agree", s.agree},
-       {"disagree", s.disagree}, {"failed", s.failed}};
-}
-static void from_json(const nlohmann::json& j, ShadowTally& s) {
-  j.at("group").get_to(s.group);
-  j.at("op").get_to(s.op);
-  j.at("backend").get_to(s.backend);
-  j.at("shadow").get_to(s.shadow);
-  j.at("agree").get_to(s.agree);
-  j.at("disagree").get_to(s.disagree);
-  j.at("failed").get_to(s.failed);
+template <class F, class T> Schema<T, ShadowTally> fields(F& f, T& s) {
+  f("group", s.group);
+  f("op", s.op);
+  f("backend", s.backend);
+  f("shadow", s.shadow);
+  f("agree", s.agree);
+  f("disagree", s.disagree);
+  f("failed", s.failed);
 }
 
-static void to_json(nlohmann::json& j, const ProcessStatus& p) {
-  j = {{"version", p.version},
-       {"rank", p.rank},
-       {"host", p.host},
-       {"pid", p.pid},
-       {"published_unix_ms", p.publishedUnixMs},
-       {"interval_ms", p.intervalMs},
-       {"publish_cost_us", p.publishCostUs},
-       {"groups", p.groups},
-       {"events", p.events},
-       {"event_counts", p.eventCounts},
-       {"ops", p.ops},
-       {"latency_buckets_us", p.latencyBucketsUs},
-       {"ops_missed", p.opsMissed},
-       {"shadows", p.shadows},
-       {"store_requests", p.storeRequests},
-       {"store_failures", p.storeFailures}};
+template <class F, class T> Schema<T, ProcessStatus> fields(F& f, T& p) {
+  f("version", p.version);
+  f("rank", p.rank);
+  f("host", p.host);
+  f("pid", p.pid);
+  f("published_unix_ms", p.publishedUnixMs);
+  f("interval_ms", p.intervalMs);
+  f("publish_cost_us", p.publishCostUs);
+  f("groups", p.groups);
+  f("events", p.events);
+  f("event_counts", p.eventCounts);
+  f("ops", p.ops);
+  f("latency_buckets_us", p.latencyBucketsUs);
+  f("ops_missed", p.opsMissed);
+  f("shadows", p.shadows);
+  f.added("store_requests", p.storeRequests);
+  f.added("store_failures", p.storeFailures);
 }
-static void from_json(const nlohmann::json& j, ProcessStatus& p) {
-  j.at("version").get_to(p.version);
-  j.at("rank").get_to(p.rank);
-  j.at("host").get_to(p.host);
-  j.at("pid").get_to(p.pid);
-  j.at("published_unix_ms").get_to(p.publishedUnixMs);
-  j.at("interval_ms").get_to(p.intervalMs);
-  j.at("publish_cost_us").get_to(p.publishCostUs);
-  j.at("groups").get_to(p.groups);
-  j.at("events").get_to(p.events);
-  j.at("event_counts").get_to(p.eventCounts);
-  j.at("ops").get_to(p.ops);
-  j.at("latency_buckets_us").get_to(p.latencyBucketsUs);
-  j.at("ops_missed").get_to(p.opsMissed);
-  j.at("shadows").get_to(p.shadows);
-  if (j.contains("store_requests")) j.at("store_requests").get_to(p.storeRequests);  // absent in older records
-  if (j.contains("store_failures")) j.at("store_failures").get_to(p.storeFailures);
+
+template <class T> void write(Json& j, const T& x) {
+  FieldWriter w{j = Json::object()};
+  fields(w, x);
+}
+template <class T> void read(const Json& j, T& x) {
+  FieldReader r{j, true};
+  fields(r, x);
+}
+
+}  // namespace
+
+// nlohmann's ADL hooks, so the lists above nest: one pair for every type with a field list.
+template <class T, class = decltype(fields(std::declval<FieldWriter&>(), std::declval<const T&>()))>
+static void to_json(Json& j, const T& x) {
+  write(j, x);
+}
+template <class T, class = decltype(fields(std::declval<FieldReader&>(), std::declval<T&>()))>
+static void from_json(const Json& j, T& x) {
+  read(j, x);
 }
 
 namespace supervisor {

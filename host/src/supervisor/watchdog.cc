@@ -184,8 +184,8 @@ std::string Watchdog::publishIncident(GroupMonitor& g, const OpContext& ctx) {
   const std::string incident = "incident: " + std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq);
   try {
     if (g.storeLost.load(std::memory_order_acquire)) throw StoreError("it stopped answering earlier");
-    const int64_t raisedAtMs =
-        std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const int64_t raisedAtMs = std::chrono::duration_cast<Millis>(std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
     const std::string line = wire::encode(wire::Incident{
         g.rank, mine.incidentsRaised, raisedAtMs, std::string(opName(ctx.op)) + " seq " + std::to_string(ctx.seq)});
     g.store->set(ackKey(g.rank, mine.incidentsRaised), Bytes{});  // before anyone can ack it

@@ -145,13 +145,61 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
   return m;
 }
 
+// What every measured cell of one bench run shares.
+struct MeasureContext {
+  const BenchPlan& plan;
+  ProcessGroup& pg;
+  BenchMemory& memory;
+  Injector& inject;
+  Swapper* swapper;
+  StoreRounds rounds;
+  bool settled;  // the job settled (--settle) before its first cell
+};
+
+// One column of one result line: `op` at `bytes`, `what` naming it in errors.
+Measurement measureCell(MeasureContext& c, BenchOp& op, int64_t bytes, const std::string& what) {
+  const auto run = [&] {
+    c.pg.syncPoint();  // a config published by `commhost run --watch` switches here, alike on every rank
+    if (c.swapper) c.swapper->beforeRun(c.pg);
+    if (auto injected = c.inject.before(c.pg)) return injected;
+    return op.run();
+  };
+  // An iteration ends when the op did: wait(), then, on a GPU, the caller's stream
+  // synchronized (a stream-ordered backend such as nccl returns from wait() once
+  // the stream is ordered after the op, before it ran). The host clock around both
+  // times what an application sees from issue to result, as on cpu; CUDA events
+  // would time only the device part, and not comparably across backends.
+  const auto complete = [&](const WorkPtr& work) {
+    work->wait();
+    c.memory.synchronize();
+  };
+  // While swapping, --check checks every run: a result lost, applied twice or wrong
+  // around a swap shows in #wrong (the times then include the fill and check).
+  int64_t wrong = 0;
+  const bool checkEach = c.swapper && c.plan.check;
+  const auto once = [&] {
+    if (checkEach) op.fill();
+    complete(run());
+    if (checkEach) wrong += op.check();
+  };
+  const auto checkOnce = [&] {
+    op.fill();
+    complete(run());
+    wrong += op.check();
+  };
+  op.prepare(bytes);
+  op.fill();
+  if (!c.settled) settle(c.plan, c.rounds, once, what);
+  c.settled = true;
+  return measureColumn(c.plan, op, c.rounds, once, checkOnce, wrong, what);
+}
+
 int measure(const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory, Injector& inject, Report& report,
             Swapper* swapper) {
   const bool leader = pg.rank() == 0;
   // Progress only to a terminal: under `commhost run` stderr is the rank's log.
   const bool progress = leader && plan.sizes.size() > 8 && ::isatty(STDERR_FILENO);
-  StoreRounds rounds(pg);
-  bool settled = plan.settleS <= 0;
+  MeasureContext context{plan, pg, memory, inject, swapper, StoreRounds(pg), plan.settleS <= 0};
   int64_t wrongTotal = 0;
   for (size_t o = 0; o < plan.ops.size(); ++o) {
     const std::string& name = plan.ops[o];
@@ -169,41 +217,9 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory, Inject
       ResultLine line;
       for (size_t c = 0; c < columns.size(); ++c) {
         BenchOp& op = *columns[c];
-        const auto run = [&] {
-          pg.syncPoint();  // a config published by `commhost run --watch` switches here, alike on every rank
-          if (swapper) swapper->beforeRun(pg);
-          if (auto injected = inject.before(pg)) return injected;
-          return op.run();
-        };
-        // An iteration ends when the op did: wait(), then, on a GPU, the caller's stream
-        // synchronized (a stream-ordered backend such as nccl returns from wait() once
-        // the stream is ordered after the op, before it ran). The host clock around both
-        // times what an application sees from issue to result, as on cpu; CUDA events
-        // would time only the device part, and not comparably across backends.
-        const auto complete = [&](const WorkPtr& work) {
-          work->wait();
-          memory.synchronize();
-        };
-        // While swapping, --check checks every run: a result lost, applied twice or wrong
-        // around a swap shows in #wrong (the times then include the fill and check).
-        int64_t wrong = 0;
-        const auto once = [&] {
-          if (swapper && plan.check) op.fill();
-          complete(run());
-          if (swapper && plan.check) wrong += op.check();
-        };
-        const auto checkOnce = [&] {
-          op.fill();
-          complete(run());
-          wrong += op.check();
-        };
         const std::string what = name + " at " + std::to_string(bytes) + " bytes" +
                                  (plan.placements[c] ? "" : " out-of-place");
-        op.prepare(bytes);
-        op.fill();
-        if (!settled) settle(plan, rounds, once, what);
-        settled = true;
-        Measurement m = measureColumn(plan, op, rounds, once, checkOnce, wrong, what);
+        Measurement m = measureCell(context, op, bytes, what);
         m.inPlace = plan.placements[c];
         if (plan.check) wrongTotal += m.wrong;
         busSum += m.busbw;

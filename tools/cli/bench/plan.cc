@@ -196,6 +196,100 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   return plan;
 }
 
+namespace {
+
+// --backend: the named backend must be configured and serve the bench's device and dtype;
+// the selected ops it does not serve move to plan.skipped (all of them: an error).
+void keepOpsServedBy(const BenchArgs& a, const Config& config, const PluginRegistry& registry, BenchPlan& plan) {
+  if (!config.backends.count(a.backend)) {
+    std::vector<std::string> names;
+    std::string list;
+    for (const auto& [name, ref] : config.backends) {
+      names.push_back(name);
+      list += (list.empty() ? "" : ", ") + name;
+    }
+    const std::string hint = closestMatch(a.backend, names);
+    throw InvalidArgument("--backend " + a.backend + ": no such backend in " + config.source +
+                          (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; configured: " + list +
+                          ". Add it under backends: or name one of these");
+  }
+  // The manifest routes are checked against; a plugin that did not load is taken to
+  // serve everything, as the route table does, and fails when used.
+  Capabilities caps{
+      Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(), {DeviceType::CPU}, {}};
+  const PluginEntry* entry = registry.find(config.backends.at(a.backend).plugin);
+  if (entry && entry->descriptor) caps = entry->descriptor->capabilities;
+  const std::string who = "--backend " + a.backend + " (plugin " + config.backends.at(a.backend).plugin + ")";
+  const DeviceType device = plan.params.device;
+  if (!caps.devices.has(device))
+    throw InvalidArgument(
+        who + " does not serve " + deviceTypeName(device) + " tensors, which the bench measures; it serves " +
+        listNames(caps.devices, kNumDeviceTypes, deviceTypeName) + " (the bench measures what --device names)");
+  if (!caps.dtypes.has(plan.params.dtype))
+    throw InvalidArgument(who + " does not serve dtype " + a.dtype +
+                          "; give --dtype one of: " + listNames(caps.dtypes, kNumDTypes, dtypeName));
+  std::vector<std::string> kept;
+  for (const auto& op : plan.ops) {
+    std::string why;
+    for (OpType t : benchOpTypes(op))
+      if (!caps.ops.has(t)) why += (why.empty() ? "does not serve " : ", ") + std::string(opName(t));
+    if (why.empty() && benchOpUsesReduceOp(op) && !caps.reduceOps.has(plan.params.reduceOp.kind))
+      why = std::string("does not serve reduce op ") + reduceOpName(plan.params.reduceOp.kind);
+    if (why.empty()) kept.push_back(op);
+    else plan.skipped.emplace_back(op, why);
+  }
+  if (kept.empty())
+    throw InvalidArgument(who + " serves none of the selected ops (" + plan.skipped.front().second +
+                          (plan.skipped.size() > 1 ? ", ..." : "") + "); it serves ops " +
+                          listNames(caps.ops, kNumOpTypes, opName) + " with reduce ops " +
+                          listNames(caps.reduceOps, ReduceOp::kNumKinds, reduceOpName));
+  plan.ops = kept;
+}
+
+// The config's routes with the ops under test moved to `backend`: their routes on the
+// bench's device are replaced by one naming op and device (which beats any route naming
+// fewer); every other route (and so every other op, and these ops on other devices)
+// stays as configured.
+std::vector<RouteSpec> routesMovedTo(const std::string& backend, const Config& config, const BenchPlan& plan) {
+  const DeviceType device = plan.params.device;
+  std::vector<OpType> moved;
+  for (const auto& op : plan.ops)
+    for (OpType t : benchOpTypes(op)) moved.push_back(t);
+  std::vector<RouteSpec> routes;
+  for (const auto& r : config.routes)
+    if (!r.op || r.device != device || std::find(moved.begin(), moved.end(), *r.op) == moved.end()) routes.push_back(r);
+  for (OpType t : moved) {
+    // Naming every key the bench's cells have (dtype, reduce op) too: no kept route
+    // (one without a device, say) can be more specific and win the measured cell.
+    RouteSpec r;
+    r.device = device;
+    r.op = t;
+    if (carriesData(t)) r.dtype = plan.params.dtype;
+    if (isReduction(t)) r.reduceOp = plan.params.reduceOp.kind;
+    r.backend = backend;
+    routes.push_back(r);
+  }
+  return routes;
+}
+
+// A cell no route serves (the bench's dtype or reduce op is one no listed backend has)
+// is refused now, naming the cell, rather than failing on its first call.
+void refuseUnservedCells(const RouteTable& table, const BenchPlan& plan, const std::string& source) {
+  const auto [lo, hi] = std::minmax_element(plan.sizes.begin(), plan.sizes.end());
+  if (lo == plan.sizes.end()) return;
+  for (const auto& op : plan.ops)
+    for (OpType t : benchOpTypes(op))
+      for (const auto& seg :
+           table.segments(t, deviceOf(table, t, plan.params), plan.params.dtype, plan.params.reduceOp.kind))
+        if (seg.backend < 0 && seg.maxBytes >= *lo && seg.minBytes <= *hi)
+          throw InvalidArgument("bench --op " + op + ": " +
+                                table.whyUnserved(t, deviceOf(table, t, plan.params), std::max(seg.minBytes, *lo),
+                                                  plan.params.dtype, plan.params.reduceOp.kind) +
+                                "; add such a route to " + source + ", or pick another --dtype/--redop/--device");
+}
+
+}  // namespace
+
 void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan& plan) {
   PluginRegistry registry;
   ConfigOverrides overrides;
@@ -205,92 +299,15 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
   plan.configSource = config.source;
   plan.sets = a.sets;
   if (!a.backend.empty()) {
-    if (!config.backends.count(a.backend)) {
-      std::vector<std::string> names;
-      std::string list;
-      for (const auto& [name, ref] : config.backends) {
-        names.push_back(name);
-        list += (list.empty() ? "" : ", ") + name;
-      }
-      const std::string hint = closestMatch(a.backend, names);
-      throw InvalidArgument("--backend " + a.backend + ": no such backend in " + config.source +
-                            (hint.empty() ? "" : " (did you mean '" + hint + "'?)") + "; configured: " + list +
-                            ". Add it under backends: or name one of these");
-    }
-    // The manifest routes are checked against; a plugin that did not load is taken to
-    // serve everything, as the route table does, and fails when used.
-    Capabilities caps{
-        Capabilities::allOps(), Capabilities::allDTypes(), Capabilities::allReduceOps(), {DeviceType::CPU}, {}};
-    const PluginEntry* entry = registry.find(config.backends.at(a.backend).plugin);
-    if (entry && entry->descriptor) caps = entry->descriptor->capabilities;
-    const std::string who = "--backend " + a.backend + " (plugin " + config.backends.at(a.backend).plugin + ")";
-    const DeviceType device = plan.params.device;
-    if (!caps.devices.has(device))
-      throw InvalidArgument(
-          who + " does not serve " + deviceTypeName(device) + " tensors, which the bench measures; it serves " +
-          listNames(caps.devices, kNumDeviceTypes, deviceTypeName) + " (the bench measures what --device names)");
-    if (!caps.dtypes.has(plan.params.dtype))
-      throw InvalidArgument(who + " does not serve dtype " + a.dtype +
-                            "; give --dtype one of: " + listNames(caps.dtypes, kNumDTypes, dtypeName));
-    std::vector<std::string> kept;
-    for (const auto& op : plan.ops) {
-      std::string why;
-      for (OpType t : benchOpTypes(op))
-        if (!caps.ops.has(t)) why += (why.empty() ? "does not serve " : ", ") + std::string(opName(t));
-      if (why.empty() && benchOpUsesReduceOp(op) && !caps.reduceOps.has(plan.params.reduceOp.kind))
-        why = std::string("does not serve reduce op ") + reduceOpName(plan.params.reduceOp.kind);
-      if (why.empty()) kept.push_back(op);
-      else plan.skipped.emplace_back(op, why);
-    }
-    if (kept.empty())
-      throw InvalidArgument(who + " serves none of the selected ops (" + plan.skipped.front().second +
-                            (plan.skipped.size() > 1 ? ", ..." : "") + "); it serves ops " +
-                            listNames(caps.ops, kNumOpTypes, opName) + " with reduce ops " +
-                            listNames(caps.reduceOps, ReduceOp::kNumKinds, reduceOpName));
-    plan.ops = kept;
-    // Only the ops under test move to the backend: their routes on the bench's device are
-    // replaced by one naming op and device (which beats any route naming fewer), every
-    // other route (and so every other op, and these ops on other devices) stays as
-    // configured.
-    std::vector<OpType> moved;
-    for (const auto& op : kept)
-      for (OpType t : benchOpTypes(op)) moved.push_back(t);
-    std::vector<RouteSpec> routes;
-    for (const auto& r : config.routes)
-      if (!r.op || r.device != device || std::find(moved.begin(), moved.end(), *r.op) == moved.end())
-        routes.push_back(r);
-    for (OpType t : moved) {
-      // Naming every key the bench's cells have (dtype, reduce op) too: no kept route
-      // (one without a device, say) can be more specific and win the measured cell.
-      RouteSpec r;
-      r.device = device;
-      r.op = t;
-      if (carriesData(t)) r.dtype = plan.params.dtype;
-      if (isReduction(t)) r.reduceOp = plan.params.reduceOp.kind;
-      r.backend = a.backend;
-      routes.push_back(r);
-    }
+    keepOpsServedBy(a, config, registry, plan);
     std::string text;
-    for (const auto& r : routes) text += (text.empty() ? "" : ", ") + routeYaml(r);
+    for (const auto& r : routesMovedTo(a.backend, config, plan)) text += (text.empty() ? "" : ", ") + routeYaml(r);
     plan.sets.push_back("routes=[" + text + "]");
     overrides.set = plan.sets;
     config = load();  // validates the new routes now, before any store
   }
   const RouteTable table = RouteTable::forConfig(config, registry);
-  // A cell no route serves (the bench's dtype or reduce op is one no listed backend has)
-  // is refused now, naming the cell, rather than failing on its first call.
-  const auto [lo, hi] = std::minmax_element(plan.sizes.begin(), plan.sizes.end());
-  if (lo != plan.sizes.end())
-    for (const auto& op : plan.ops)
-      for (OpType t : benchOpTypes(op))
-        for (const auto& seg :
-             table.segments(t, deviceOf(table, t, plan.params), plan.params.dtype, plan.params.reduceOp.kind))
-          if (seg.backend < 0 && seg.maxBytes >= *lo && seg.minBytes <= *hi)
-            throw InvalidArgument("bench --op " + op + ": " +
-                                  table.whyUnserved(t, deviceOf(table, t, plan.params), std::max(seg.minBytes, *lo),
-                                                    plan.params.dtype, plan.params.reduceOp.kind) +
-                                  "; add such a route to " + config.source +
-                                  ", or pick another --dtype/--redop/--device");
+  refuseUnservedCells(table, plan, config.source);
   for (const auto& op : plan.ops) plan.routes.emplace_back(op, describeRoute(table, benchOpTypes(op), plan.params));
 }
 
