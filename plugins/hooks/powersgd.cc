@@ -49,6 +49,55 @@ struct Item {
   bool compress = false;
 };
 
+// A bucket's gradients as items: which compress (c10d's _should_compress), and where their
+// P and Q sit in the concatenated Ps and Qs; the totals of each, and of the rest (U).
+struct Plan {
+  std::vector<Item> items;
+  int64_t totalP = 0, totalQ = 0, totalU = 0;
+};
+
+Plan planBucket(const GradBucket& bucket, const Options& opts) {
+  Plan plan;
+  for (size_t i = 0; i < bucket.gradients.size(); ++i) {
+    const Tensor& g = bucket.gradients[i];
+    Item it;
+    it.offset = bucket.offsets[i];
+    it.rows = g.shape().ndim() > 0 ? g.shape()[0] : 1;
+    it.cols = it.rows > 0 ? g.numel() / it.rows : 0;
+    it.rank = std::min({it.rows, it.cols, opts.rank});
+    const double uncompressed = static_cast<double>(it.rows) * it.cols;
+    const double compressed = static_cast<double>(it.rows + it.cols) * it.rank;
+    it.compress = it.rank > 0 && compressed * opts.minCompressionRate < uncompressed;
+    if (it.compress) {
+      it.pAt = plan.totalP;
+      it.qAt = plan.totalQ;
+      plan.totalP += it.rows * it.rank;
+      plan.totalQ += it.cols * it.rank;
+    } else {
+      plan.totalU += g.numel();
+    }
+    plan.items.push_back(it);
+  }
+  return plan;
+}
+
+// The bucket's result into `x`: P Q^T for the compressed gradients, the average of the
+// summed others (`uSum`, in item order) for the rest.
+void writeResult(std::vector<float>& x, const std::vector<Item>& items, std::vector<float>& p, std::vector<float>& q,
+                 const std::vector<float>& uSum, float world) {
+  size_t at = 0;
+  for (const Item& it : items) {
+    if (it.compress) {
+      MatrixMap(x.data() + it.offset, it.rows, it.cols).noalias() = MatrixMap(p.data() + it.pAt, it.rows, it.rank) *
+                                                                    MatrixMap(q.data() + it.qAt, it.cols, it.rank)
+                                                                        .transpose();
+    } else {
+      for (int64_t k = 0; k < it.rows * it.cols; ++k) x[it.offset + k] = uSum[at + k] / world;
+      at += static_cast<size_t>(it.rows * it.cols);
+    }
+  }
+}
+
 // c10d's _orthogonalize: the columns of `m` (rows x r, r <= rows) made orthonormal.
 // Householder QR when epsilon is 0 (stable, and a zero column needs no guard);
 // Gram-Schmidt dividing by norm + epsilon otherwise, as c10d does for its epsilon.
@@ -166,6 +215,14 @@ class PowerSgdHook final : public CommHook {
     }
   }
 
+  // A fresh Q of `size` elements from a seed every rank derives alike.
+  void drawQ(std::vector<float>& q, int64_t size) REQUIRES(stateMutex_) {
+    q.assign(static_cast<size_t>(size), 0.f);
+    std::mt19937_64 rng(splitmix(static_cast<uint64_t>(opts_.seed) ^ splitmix(state_.draws++)));
+    std::normal_distribution<float> normal;
+    for (auto& v : q) v = normal(rng);
+  }
+
   void advance(const GradBucket& bucket) REQUIRES(stateMutex_) {
     if (bucket.isLast) ++state_.iter;
   }
@@ -189,41 +246,16 @@ class PowerSgdHook final : public CommHook {
       before = x;
     }
 
-    // Which gradients compress (c10d's _should_compress), and where their P and Q go.
-    std::vector<Item> items;
-    int64_t totalP = 0, totalQ = 0, totalU = 0;
-    for (size_t i = 0; i < bucket.gradients.size(); ++i) {
-      const Tensor& g = bucket.gradients[i];
-      Item it;
-      it.offset = bucket.offsets[i];
-      it.rows = g.shape().ndim() > 0 ? g.shape()[0] : 1;
-      it.cols = it.rows > 0 ? g.numel() / it.rows : 0;
-      it.rank = std::min({it.rows, it.cols, opts_.rank});
-      const double uncompressed = static_cast<double>(it.rows) * it.cols;
-      const double compressed = static_cast<double>(it.rows + it.cols) * it.rank;
-      it.compress = it.rank > 0 && compressed * opts_.minCompressionRate < uncompressed;
-      if (it.compress) {
-        it.pAt = totalP;
-        it.qAt = totalQ;
-        totalP += it.rows * it.rank;
-        totalQ += it.cols * it.rank;
-      } else {
-        totalU += g.numel();
-      }
-      items.push_back(it);
-    }
+    const Plan plan = planBucket(bucket, opts_);
+    const std::vector<Item>& items = plan.items;
+    const int64_t totalP = plan.totalP, totalQ = plan.totalQ, totalU = plan.totalU;
     auto matrix = [&](const Item& it) { return MatrixMap(x.data() + it.offset, it.rows, it.cols); };
 
     // Warm start reuses last iteration's Q; otherwise (or on the first compressed
     // iteration) Q is drawn from a seed every rank derives alike.
     std::vector<float> p(static_cast<size_t>(totalP));
     std::vector<float>& q = bs.q;
-    if (!opts_.warmStart || q.size() != static_cast<size_t>(totalQ) || bs.p.size() != p.size()) {
-      q.assign(static_cast<size_t>(totalQ), 0.f);
-      std::mt19937_64 rng(splitmix(static_cast<uint64_t>(opts_.seed) ^ splitmix(state_.draws++)));
-      std::normal_distribution<float> normal;
-      for (auto& v : q) v = normal(rng);
-    }
+    if (!opts_.warmStart || q.size() != static_cast<size_t>(totalQ) || bs.p.size() != p.size()) drawQ(q, totalQ);
     for (const Item& it : items) {
       if (!it.compress) continue;
       MatrixMap qi(q.data() + it.qAt, it.cols, it.rank);
@@ -257,18 +289,7 @@ class PowerSgdHook final : public CommHook {
       for (auto& v : q) v /= world;
     }
 
-    // The output: P Q^T for compressed gradients, the average for the others.
-    const std::vector<float> uSum = totalU ? toFloats(uWire) : std::vector<float>{};
-    size_t at = 0;
-    for (const Item& it : items) {
-      if (it.compress) {
-        matrix(it).noalias() = MatrixMap(p.data() + it.pAt, it.rows, it.rank) *
-                               MatrixMap(q.data() + it.qAt, it.cols, it.rank).transpose();
-      } else {
-        for (int64_t k = 0; k < it.rows * it.cols; ++k) x[it.offset + k] = uSum[at + k] / world;
-        at += static_cast<size_t>(it.rows * it.cols);
-      }
-    }
+    writeResult(x, items, p, q, totalU ? toFloats(uWire) : std::vector<float>{}, world);
     bs.p = std::move(p);
     if (opts_.errorFeedback) {
       bs.error.resize(n);
