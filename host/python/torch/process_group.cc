@@ -2,6 +2,9 @@
 // TorchBackend and TorchWork: every c10d op issued on a commhost::ProcessGroup.
 #include "backend.h"
 
+// Python.h first of the system headers, as CPython asks.
+#include <Python.h>
+
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
 
@@ -94,7 +97,9 @@ struct Completion {
   // wait() return) reads its own tensor. Its tensor is among the outputs the future keeps,
   // so dropping the pair here never drops a Python tensor's last reference. The outputs
   // move into the future's value, so no tensor stays here once it ran (this may be
-  // destroyed on a backend thread; see view() on why that matters).
+  // destroyed on a backend thread; see view() on why that matters). A failed call's
+  // outputs die here, and the future may die on a backend thread too: that thread then
+  // takes the GIL to free a tensor's Python object, which is why ~TorchBackend lets it go.
   void finish() {
     try {
       std::exception_ptr failed;
@@ -362,8 +367,36 @@ std::vector<commhost::WorkPtr> sparseAllreduce(commhost::ProcessGroup& g, at::Te
 TorchBackend::TorchBackend(std::shared_ptr<commhost::ProcessGroup> group)
     : compat::BackendBase(group->rank(), group->size()), group_(std::move(group)) {}
 
+namespace {
+// Lets the GIL go for its lifetime when this thread holds it (any thread may destroy a
+// backend, with or without the GIL, or after the interpreter ended).
+class GilReleased {
+ public:
+  GilReleased() {
+    if (Py_IsInitialized() && PyGILState_Check()) state_ = PyEval_SaveThread();
+  }
+  ~GilReleased() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+  GilReleased(const GilReleased&) = delete;
+  GilReleased& operator=(const GilReleased&) = delete;
+
+ private:
+  PyThreadState* state_ = nullptr;
+};
+}  // namespace
+
+// Ending the group waits for its ops in flight (each backend drains its queue) and for a
+// completion hook being called. A completing op may drop the last reference to a tensor
+// whose Python object torch kept alive, and a hook may be Python: either takes the GIL on
+// a commhost thread. torch destroys backends with the GIL held (destroy_process_group
+// clears its registry under it; a ProcessGroup dies with it), so the GIL is let go while
+// the group ends, as torch's IntrusivePtrNoGilDestructor does for its Python holders.
+// tests/python/torch/test_teardown.py hung here on torch 2.6 before.
 TorchBackend::~TorchBackend() {
+  const GilReleased released;
   if (completionHook_ >= 0) group_->removeCompletionHook(completionHook_);
+  group_.reset();
 }
 
 template <class F>
