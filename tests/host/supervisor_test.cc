@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -197,6 +198,48 @@ TEST(Supervisor, CheckCollectivesReportsTheDiffOnEveryRankAndSendsNothing) {
                       "ranks 0 and 2 called allreduce(tensor=f32[4]", "rank 1 called allreduce(tensor=f32[5]",
                       "nothing was sent");
     allreduceOnes(*groups[r]);  // the group is still usable
+  });
+  removeQuietly(dir);
+}
+
+// A second thread issuing on a group while another thread's call is in progress is
+// refused (naming both calls), sends nothing, and leaves the group usable; calls from
+// different threads one after another pass. Rank 0's first thread is held inside its
+// allreduce by the fingerprint exchange until rank 1 issues, after the refusal.
+TEST(Supervisor, CheckCollectivesRefusesASecondThreadIssuingMeanwhile) {
+  const std::string dir = tempDir("threads");
+  auto groups = makeGroups(glooConfig(dir, "debug: { check_collectives: true }\n"), 2);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool refused = false;
+  runRanks(2, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    if (r == 1) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return refused; });
+      lock.unlock();
+      allreduceOnes(pg);
+      allreduceOnes(pg);
+      return;
+    }
+    std::thread first([&] { allreduceOnes(pg); });
+    while (pg.seq() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // inside its call
+    std::thread second([&] {
+      Tensor t = Tensor::empty({4}, DType::Float32);
+      EXPECT_THROW_WITH(pg.broadcast(t, BroadcastOptions{})->wait(), InvalidArgument, "broadcast seq 2",
+                        "while thread", "was still issuing allreduce on the same group", "nothing was sent",
+                        "one thread at a time");
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        refused = true;
+      }
+      cv.notify_all();
+    });
+    second.join();
+    first.join();
+    std::thread third([&] { allreduceOnes(pg); });  // after the first: not overlapping
+    third.join();
+    EXPECT_EQ(pg.seq(), 2u);  // the refused call took no seq
   });
   removeQuietly(dir);
 }

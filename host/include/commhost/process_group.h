@@ -8,7 +8,9 @@
 //
 // Threading: calls on one group come from one thread at a time, in the same order on
 // every rank of the group (as with c10d). Different groups may be driven from different
-// threads. Works may be waited on from any thread.
+// threads. Works may be waited on from any thread. With debug.check_collectives a call
+// made while another thread's call on the group is in progress is refused
+// (InvalidArgument naming both threads and ops; nothing sent).
 //
 // Lifetime: a group owns its backends. Destroying it (or shutdown()) waits for works in
 // flight; abort() fails them at once, so every waiter returns, but a backend thread
@@ -366,6 +368,10 @@ class COMMHOST_API ProcessGroup {
   // Shadow comparisons (shadow.h): completion callbacks of the primary and shadow works
   // add to it from backend threads, so they hold it, not the group.
   std::shared_ptr<ShadowStats> shadows_;
+  // debug.check_collectives: the call being issued, as (issuing thread's id << 8) | op; 0:
+  // none. Calls claim it to refuse a second thread issuing on the group meanwhile. Last,
+  // so the members before it keep their offsets.
+  std::atomic<uint64_t> issuer_{0};
 };
 
 // Where this process sits in the job, read from the launcher's environment, the first

@@ -93,7 +93,8 @@ const std::vector<OptionSpec>& configSchema() {
        "/tmp/commhost-traces-<uid> when TMPDIR is unset (never the working directory)"},
       {"debug.check_collectives", OptionType::Bool, "false",
        "Before each collective, ranks compare op, dtype, "
-       "shapes, root and reduce op through the store; a mismatch fails with a diff (slow: debugging only)"},
+       "shapes, root and reduce op through the store; a mismatch fails with a diff; a call made while another "
+       "thread's call on the group is in progress is refused (slow: debugging only)"},
       {"plugin_path", OptionType::StringList, "",
        "Directories searched for plugins before COMMHOST_PLUGIN_PATH "
        "and the installed plugin directory"},

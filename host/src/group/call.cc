@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "call.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "../supervisor/desync.h"
 #include "../supervisor/supervisor.h"
 #include "commhost/stream.h"
@@ -159,6 +162,35 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
 
 ProcessGroup::Call::~Call() {
   if (inBackend) pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);  // the backend threw
+  if (ownsIssuer) pg.issuer_.store(0, std::memory_order_release);
+}
+
+namespace {
+// The kernel's id of the calling thread (what ps -L, gdb and /proc/<pid>/task show).
+uint64_t threadId() {
+  thread_local const uint64_t id = static_cast<uint64_t>(::syscall(SYS_gettid));
+  return id;
+}
+}  // namespace
+
+// Every rank must issue one group's ops in one order, and the seq numbers, the route's
+// state and a backend's queue assume one caller at a time: two threads issuing at once
+// desynchronise the ranks in ways that surface far from the cause. Sequential calls from
+// different threads (a Reducer's hooks, the caller's thread) are fine; overlap is not.
+void ProcessGroup::Call::claimIssuer() {
+  const uint64_t mine = (threadId() << 8) | static_cast<uint64_t>(op);
+  uint64_t other = 0;
+  if (pg.issuer_.compare_exchange_strong(other, mine, std::memory_order_acq_rel)) {
+    ownsIssuer = true;
+    return;
+  }
+  if ((other >> 8) == (mine >> 8)) return;  // a call this thread makes inside its own call
+  raise(ErrorCode::InvalidArgument, where(),
+        "thread " + std::to_string(mine >> 8) + " issued this while thread " + std::to_string(other >> 8) +
+            " was still issuing " + opName(static_cast<OpType>(other & 0xff)) +
+            " on the same group (debug.check_collectives checks this); nothing was sent",
+        "a group takes its calls from one thread at a time: issue them from one thread, serialise the threads "
+        "with a lock, or give each thread a group of its own (a subgroup)");
 }
 
 std::unique_ptr<ShadowOp> ProcessGroup::Call::startShadow(const Tensor& input, const Tensor* outputLike) const {

@@ -17,7 +17,11 @@ namespace commhost {
 struct ProcessGroup::Call {
   // Takes the group's current generation once: the whole call routes through it. Only the
   // calling thread (this one) replaces it, so a reference suffices (no refcount per call).
-  Call(ProcessGroup& group, OpType op) : pg(group), st(*group.state_), op(op) {}
+  // With debug.check_collectives it first claims the group for this thread: a second
+  // thread issuing while a call is in progress is refused, naming both calls.
+  Call(ProcessGroup& group, OpType op) : pg(group), st(*group.state_), op(op) {
+    if (pg.checkCollectives_) claimIssuer();
+  }
   ~Call();
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
@@ -79,6 +83,8 @@ struct ProcessGroup::Call {
   DType dtype_ = DType::Float32;
   std::chrono::steady_clock::time_point issued;
   bool inBackend = false;  // the monitor says this call is inside a backend
+  bool ownsIssuer = false;  // this call claimed pg.issuer_ (a nested call on its thread does not)
+  void claimIssuer();
 };
 
 }  // namespace commhost
