@@ -46,7 +46,7 @@ void allreduce(const Call& call, Buffer buf, const ReduceOp& op, AllreduceAlgori
   if (call.size() > 1 && buf.count > 0) {
     auto held = optionsFor<::gloo::AllreduceOptions>(call);
     auto& o = *held;
-    kernels::withStorageType(buf.dtype, [&](auto* tag) {
+    withStorageType(buf.dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       o.setOutput(static_cast<T*>(buf.data), buf.count);
     });
@@ -68,7 +68,7 @@ void reduce(const Call& call, Buffer buf, const ReduceOp& op, int root) {
   if (call.size() > 1 && buf.count > 0) {
     auto held = optionsFor<::gloo::ReduceOptions>(call);
     auto& o = *held;
-    kernels::withStorageType(buf.dtype, [&](auto* tag) {
+    withStorageType(buf.dtype, [&](auto* tag) {
       using T = std::remove_pointer_t<decltype(tag)>;
       o.setOutput(static_cast<T*>(buf.data), buf.count);
     });

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cast kernels (commhost/kernels/cast.h) against the CPU conversions (half.h, as
-// convert.h and the hook SDK's CPU casts use them), bit for bit: every one of the 65536
+// The cast kernels (commhost/kernels/cast.h) against the CPU conversions (commhost/dtype_storage.h, as
+// convertBuffer and the hook SDK's CPU casts use them), bit for bit: every one of the 65536
 // f16 and bf16 patterns to f32, and to f16/bf16 every f32 an f16/bf16 value is made of,
 // its neighbours one ulp away, the midpoints between adjacent 16-bit values (ties to
 // even), specials (zeros, infinities, NaNs with payloads, subnormals, the overflow
@@ -14,17 +14,17 @@
 #include <random>
 #include <vector>
 
+#include "commhost/dtype_storage.h"
 #include "commhost/hook_sdk.h"
 #include "commhost/kernels/cast.h"
-#include "commhost/kernels/half.h"
 
 namespace commhost::test {
 namespace {
 
-using kernels::BFloat16;
-using kernels::bitsFloat;
-using kernels::Float16;
-using kernels::floatBits;
+using commhost::BFloat16;
+using commhost::bitsFloat;
+using commhost::Float16;
+using commhost::floatBits;
 
 // Copies `in` to the device, runs the kernel, copies the result back.
 template <class D, class S> std::vector<D> onDevice(const std::vector<S>& in, DType dst, DType src) {
@@ -111,8 +111,8 @@ TEST(CastKernels, F32ToF16IsBitExactOnASpreadOfFloats) { checkNarrowing<Float16>
 TEST(CastKernels, F32ToBf16IsBitExactOnASpreadOfFloats) { checkNarrowing<BFloat16>(DType::BFloat16, "bf16"); }
 
 TEST(CastKernels, PairsTheKernelsDoNotCastAreRefused) {
-  EXPECT_FALSE(kernels::canCastOnDevice(DType::Float64, DType::Float32));
-  EXPECT_FALSE(kernels::canCastOnDevice(DType::Float16, DType::BFloat16));
+  EXPECT_FALSE(canCastOnDevice(DType::Float64, DType::Float32));
+  EXPECT_FALSE(canCastOnDevice(DType::Float16, DType::BFloat16));
   EXPECT_EQ(kernels::launchCast(nullptr, DType::Float64, nullptr, DType::Float32, 4, nullptr),
             static_cast<int>(cudaErrorInvalidValue));
   EXPECT_EQ(kernels::launchCast(nullptr, DType::Float16, nullptr, DType::Float32, 0, nullptr), 0);

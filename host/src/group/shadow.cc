@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "../supervisor/supervisor.h"
-#include "commhost/kernels/half.h"
+#include "commhost/dtype_storage.h"
 #include "commhost/mutex.h"
 
 namespace commhost {
@@ -28,8 +28,8 @@ double elementAsDouble(const void* base, DType dtype, int64_t i) {
   switch (dtype) {
     case DType::Float32: return static_cast<const float*>(base)[i];
     case DType::Float64: return static_cast<const double*>(base)[i];
-    case DType::Float16: return static_cast<const kernels::Float16*>(base)[i].toFloat();
-    case DType::BFloat16: return static_cast<const kernels::BFloat16*>(base)[i].toFloat();
+    case DType::Float16: return static_cast<const Float16*>(base)[i].toFloat();
+    case DType::BFloat16: return static_cast<const BFloat16*>(base)[i].toFloat();
     default: return 0;
   }
 }

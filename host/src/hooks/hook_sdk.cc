@@ -3,9 +3,8 @@
 
 #include <utility>
 
+#include "commhost/dtype_storage.h"
 #include "commhost/errors.h"
-#include "commhost/kernels/cast.h"
-#include "commhost/kernels/convert.h"
 #include "commhost/process_group.h"
 #include "device_casts.h"
 
@@ -30,12 +29,10 @@ FuturePtr allreduceAverage(ProcessGroup& group, Tensor tensor) {
     return work->future()->then([tensor, work](Future&) { return std::vector<Tensor>{tensor}; });
   }
   // 16-bit sums are kept in 16 bit by pairwise backends (Gloo): divide first.
-  if (half)
-    kernels::convertBuffer(tensor.data(), tensor.dtype(), tensor.data(), tensor.dtype(), tensor.numel(), 1.0 / world);
+  if (half) convertBuffer(tensor.data(), tensor.dtype(), tensor.data(), tensor.dtype(), tensor.numel(), 1.0 / world);
   WorkPtr work = group.allreduce(tensor);
   return work->future()->then([tensor, work, world, half](Future&) {
-    if (!half)
-      kernels::convertBuffer(tensor.data(), tensor.dtype(), tensor.data(), tensor.dtype(), tensor.numel(), 1.0 / world);
+    if (!half) convertBuffer(tensor.data(), tensor.dtype(), tensor.data(), tensor.dtype(), tensor.numel(), 1.0 / world);
     return std::vector<Tensor>{tensor};
   });
 }
@@ -54,7 +51,7 @@ ErrorContext hookContext(const GradBucket& bucket, const char* op) {
 namespace {
 // On a CUDA tensor: the kernels' pairs (f32 <-> f16/bf16) without a factor, or why not.
 void checkDeviceCast(const std::string& what, DType dst, DType src, double factor) {
-  if (factor != 1.0 || !kernels::canCastOnDevice(dst, src))
+  if (factor != 1.0 || !canCastOnDevice(dst, src))
     throw NotSupportedError(what +
                             ": CUDA tensors are cast on the device between f32 and f16/bf16 only, without a "
                             "factor; copy the tensor to the CPU for other casts");
@@ -68,7 +65,7 @@ Tensor castTo(const Tensor& src, DType dtype, double factor) {
     return deviceCasts(what).castTo(src, dtype);
   }
   Tensor out = Tensor::empty(src.shape(), dtype);
-  kernels::convertBuffer(out.data(), dtype, src.data(), src.dtype(), src.numel(), factor);
+  convertBuffer(out.data(), dtype, src.data(), src.dtype(), src.numel(), factor);
   return out;
 }
 
@@ -85,7 +82,7 @@ void copyCast(const Tensor& dst, const Tensor& src) {
     deviceCasts(what).copyCast(dst, src);
     return;
   }
-  kernels::convertBuffer(dst.data(), dst.dtype(), src.data(), src.dtype(), src.numel());
+  convertBuffer(dst.data(), dst.dtype(), src.data(), src.dtype(), src.numel());
 }
 
 GradBucket rebucket(const GradBucket& bucket, Tensor buffer) {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cast kernels: a grid-stride loop over half.h's conversions, the very code the CPU
-// runs (convert.h), so device and host round alike by construction.
+// The cast kernels: a grid-stride loop over dtype_storage.h's conversions, the very code the CPU
+// runs (convertBuffer), so device and host round alike by construction.
 #include <cuda_runtime.h>
 
+#include "commhost/dtype_storage.h"
 #include "commhost/kernels/cast.h"
-#include "commhost/kernels/half.h"
 
 namespace commhost::kernels {
 namespace {

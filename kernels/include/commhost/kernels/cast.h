@@ -3,7 +3,7 @@
 // with COMMHOST_WITH_CUDA): what the comm-hook SDK's castTo/copyCast run on CUDA tensors
 // (the fp16_compress and bf16_compress hooks).
 //
-// Bit-exact with the CPU conversions (half.h, through convert.h), because the kernels
+// Bit-exact with the CPU conversions (commhost/dtype_storage.h), because the kernels
 // run that same code: round to nearest even; a NaN becomes the quiet NaN of its sign
 // (f16 0x7e00, bf16 the input's top half with the quiet bit set); f32 beyond f16's range
 // becomes inf; f16/bf16 -> f32 is exact. tests/gpu/cast_gpu_test.cc checks every 16-bit
@@ -12,16 +12,10 @@
 
 #include <cstdint>
 
+#include "commhost/dtype_storage.h"  // canCastOnDevice
 #include "commhost/types.h"
 
 namespace commhost::kernels {
-
-// The pairs the kernels cast: f32 -> f16, f32 -> bf16, f16 -> f32, bf16 -> f32.
-constexpr bool canCastOnDevice(DType dst, DType src) {
-  const bool dstHalf = dst == DType::Float16 || dst == DType::BFloat16;
-  const bool srcHalf = src == DType::Float16 || src == DType::BFloat16;
-  return (src == DType::Float32 && dstHalf) || (srcHalf && dst == DType::Float32);
-}
 
 // Queues dst[i] = src[i] converted, for i < count, on `stream` (a cudaStream_t; null: the
 // legacy default stream); dst and src are device memory of their dtypes and must not

@@ -36,7 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "commhost/kernels/half.h"  // COMMHOST_HD
+#include "commhost/dtype_storage.h"  // COMMHOST_HD
 
 namespace commhost::kernels::intra {
 

@@ -9,23 +9,11 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "commhost/dtype_storage.h"
 #include "commhost/errors.h"
-#include "commhost/kernels/half.h"
 #include "commhost/types.h"
 
 namespace commhost::kernels {
-
-// Compute type for a storage type: float for the 16-bit floats, itself otherwise.
-template <class T> struct Compute { using type = T; };
-template <> struct Compute<Float16> { using type = float; };
-template <> struct Compute<BFloat16> { using type = float; };
-
-template <class T> COMMHOST_HD inline typename Compute<T>::type load(T v) { return v; }
-COMMHOST_HD inline float load(Float16 v) { return v.toFloat(); }
-COMMHOST_HD inline float load(BFloat16 v) { return v.toFloat(); }
-template <class T, class C> COMMHOST_HD inline T store(C v) { return static_cast<T>(v); }
-template <> COMMHOST_HD inline Float16 store<Float16, float>(float v) { return Float16::fromFloat(v); }
-template <> COMMHOST_HD inline BFloat16 store<BFloat16, float>(float v) { return BFloat16::fromFloat(v); }
 
 // Integer sums and products wrap around, as the peers' (two's complement) do. Signed
 // overflow is undefined, so a signed type's operation is done in an unsigned type at
@@ -135,22 +123,6 @@ template <class T> void scale(T* dst, size_t n, double factor) {
   using C = typename Compute<T>::type;
   const C f = static_cast<C>(factor);
   for (size_t i = 0; i < n; ++i) dst[i] = store<T>(static_cast<C>(load(dst[i]) * f));
-}
-
-// Calls fn(T*) with the storage type of `dtype` (bool as uint8_t).
-template <class F> decltype(auto) withStorageType(DType dtype, F&& fn) {
-  switch (dtype) {
-    case DType::Bool:
-    case DType::UInt8: return fn(static_cast<uint8_t*>(nullptr));
-    case DType::Int8: return fn(static_cast<int8_t*>(nullptr));
-    case DType::Int32: return fn(static_cast<int32_t*>(nullptr));
-    case DType::Int64: return fn(static_cast<int64_t*>(nullptr));
-    case DType::Float16: return fn(static_cast<Float16*>(nullptr));
-    case DType::BFloat16: return fn(static_cast<BFloat16*>(nullptr));
-    case DType::Float32: return fn(static_cast<float*>(nullptr));
-    case DType::Float64: return fn(static_cast<double*>(nullptr));
-  }
-  throw InvalidArgument("unknown dtype");
 }
 
 // Element i of an array of `dtype`, converted to or from double: for building and
