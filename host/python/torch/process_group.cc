@@ -2,8 +2,7 @@
 // TorchBackend and TorchWork: every c10d op issued on a commhost::ProcessGroup.
 #include "backend.h"
 
-// Python.h first of the system headers, as CPython asks.
-#include <Python.h>
+#include <Python.h>  // the GIL: ~TorchBackend lets it go
 
 #include <ATen/core/ivalue.h>
 #include <c10/util/Exception.h>
