@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
 #include "http.h"
 #include "kv.h"
 #include "lease.h"

@@ -17,8 +17,8 @@
 #include <string>
 
 #include "commhost/mutex.h"
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
 
 namespace commhost::filestore {
 

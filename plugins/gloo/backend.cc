@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
 #include "commhost/mutex.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "fatal.h"
 #include "gloo_backend.h"
 #include "rendezvous.h"

@@ -6,7 +6,7 @@
 //
 // Threading: calls come from the group's thread, one at a time in seq order (which the
 // WorkQueue's inline path needs); ops run on the WorkQueue's workers
-// (commhost/work_queue.h) or, inline, on that thread.
+// (commhost/sdk/work_queue.h) or, inline, on that thread.
 // contexts_ is fixed after construction. Tensors must stay alive until works finish.
 #pragma once
 
@@ -15,9 +15,9 @@
 #include <map>
 
 #include "algorithms.h"
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
-#include "commhost/work_queue.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
+#include "commhost/sdk/work_queue.h"
 #include "placement.h"
 
 namespace commhost::gloo_backend {

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "commhost/backend_sdk.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "gloo_backend.h"
 
 namespace commhost::gloo_backend {

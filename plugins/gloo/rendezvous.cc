@@ -16,8 +16,8 @@
 #include <algorithm>
 #include <thread>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "placement.h"
 
 namespace commhost::gloo_backend {

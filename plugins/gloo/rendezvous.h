@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost::gloo_backend {
 

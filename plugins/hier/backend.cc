@@ -3,8 +3,8 @@
 // from, the capabilities every rank agrees on, one step of an op, abort and shutdown.
 #include <sstream>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "hier_backend.h"
 
 namespace commhost::hier {

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
-#include "commhost/work_queue.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
+#include "commhost/sdk/work_queue.h"
 #include "topology.h"
 
 namespace commhost::hier {

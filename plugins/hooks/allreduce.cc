@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `allreduce`: c10d's default comm hook. Sums the bucket over the group and divides by
 // its size (the average DDP needs), through the SDK's allreduceAverage.
-#include "commhost/hook_sdk.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/hook_sdk.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

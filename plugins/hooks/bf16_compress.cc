@@ -3,8 +3,8 @@
 // The bucket travels as bfloat16 (half the bytes of f32): cast, average, cast back. Around
 // another hook it casts the bucket the inner hook sees (PowerSGD's P and Q then travel in
 // 16 bit). The hook is the SDK's makeCompressHook; this file is its descriptor.
-#include "commhost/hook_sdk.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/hook_sdk.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

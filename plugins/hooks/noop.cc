@@ -2,8 +2,8 @@
 // `noop`: returns the bucket unchanged without communicating, to measure what the
 // Reducer costs without the network (c10d's noop_hook). Training with it does not
 // average anything: for measurement only.
-#include "commhost/comm_hook.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/comm_hook.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

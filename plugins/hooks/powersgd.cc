@@ -20,10 +20,10 @@
 #include <random>
 #include <thread>
 
-#include "commhost/hook_sdk.h"
 #include "commhost/mutex.h"
-#include "commhost/plugin.h"
 #include "commhost/process_group.h"
+#include "commhost/sdk/hook_sdk.h"
+#include "commhost/sdk/plugin.h"
 #include "powersgd_state.h"
 
 namespace commhost::powersgd {

@@ -4,8 +4,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/kernels/nan_check.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "nccl_backend.h"
 #include "split.h"
 

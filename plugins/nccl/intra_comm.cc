@@ -8,9 +8,9 @@
 #include <random>
 #include <thread>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/kernels/reduce.h"
 #include "commhost/logging.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "communicator.h"
 #include "intra_setup.h"
 #include "nvml_links.h"

@@ -28,7 +28,7 @@
 
 #include "commhost/kernels/intra_allreduce.h"
 #include "commhost/mutex.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost::nccl_backend {
 

@@ -6,8 +6,8 @@
 #include <map>
 #include <sstream>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "commhost/sdk/backend_sdk.h"
 
 namespace commhost::nccl_backend {
 

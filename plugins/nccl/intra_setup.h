@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "commhost/kernels/intra_node.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost::nccl_backend {
 

@@ -24,8 +24,8 @@
 #include <functional>
 #include <map>
 
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
 #include "communicator.h"
 #include "intra_comm.h"
 #include "nccl_types.h"

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "commhost/capabilities.h"
+#include "commhost/sdk/capabilities.h"
 #include "commhost/types.h"
 
 namespace commhost::nccl_backend {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "nccl_work.h"
 
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 #include "nccl_types.h"
 
 namespace commhost::nccl_backend {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <string>
 
-#include "commhost/typed_options.h"
+#include "commhost/sdk/typed_options.h"
 
 namespace commhost::nccl_backend {
 

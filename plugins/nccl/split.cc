@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "split.h"
 
-#include "commhost/backend_sdk.h"
+#include "commhost/sdk/backend_sdk.h"
 
 namespace commhost::nccl_backend {
 

@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "commhost/backend.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/backend.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost::nccl_backend {
 

@@ -3,8 +3,8 @@
 // measures exactly what the host adds to a collective.
 #pragma once
 
-#include "commhost/backend.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/backend.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost::self {
 

@@ -5,8 +5,8 @@
 // outside the manifest are never routed here; they throw if called directly.
 #include <numeric>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "shm_backend.h"
 
 namespace commhost::shm {

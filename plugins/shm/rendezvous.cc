@@ -3,8 +3,8 @@
 
 #include <unistd.h>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "commhost/sdk/backend_sdk.h"
 
 namespace commhost::shm {
 namespace {

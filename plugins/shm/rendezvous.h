@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 #include "segment.h"
 
 namespace commhost::shm {

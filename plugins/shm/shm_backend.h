@@ -5,7 +5,7 @@
 // absent from its manifest, so routes send them to another backend.
 //
 // Threading: calls come from the group's thread in seq order. The SDK WorkQueue
-// (commhost/work_queue.h) runs each op one at a time, in seq order: an op up to
+// (commhost/sdk/work_queue.h) runs each op one at a time, in seq order: an op up to
 // inline_max on the caller's thread when nothing is queued or running (the < 1 us path:
 // no hand-off, no wake-up), else on the queue's one worker thread; so the Channel (and
 // the segment steps it owns) is used by one thread at a time. abort() and shutdown() may
@@ -22,9 +22,9 @@
 #include "algorithms.h"
 #include "channel.h"
 #include "commhost/mutex.h"
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
-#include "commhost/work_queue.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
+#include "commhost/sdk/work_queue.h"
 
 namespace commhost::shm {
 

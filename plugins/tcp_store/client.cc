@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 
 namespace commhost::tcpstore {
 namespace {

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "commhost/errors.h"
-#include "commhost/launch_report.h"
 #include "commhost/logging.h"
 #include "commhost/mutex.h"
+#include "commhost/sdk/launch_report.h"
 #include "commhost/store.h"
 #include "protocol.h"
 

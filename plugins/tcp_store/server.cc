@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 #include "protocol.h"
 
 namespace commhost::tcpstore {

@@ -3,8 +3,8 @@
 // (serve: auto|always|never), starts it, and connects a client to it.
 #pragma once
 
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
 
 namespace commhost::tcpstore {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "commhost/dtype_storage.h"
-#include "commhost/hook_sdk.h"
 #include "commhost/kernels/cast.h"
+#include "commhost/sdk/hook_sdk.h"
 
 namespace commhost::test {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "../host/test_util.h"
 #include "../plugins/reference_data.h"
-#include "commhost/comm_hook.h"
+#include "commhost/sdk/comm_hook.h"
 
 namespace commhost::test {
 namespace {

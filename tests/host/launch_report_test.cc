@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// Launch reports (commhost/launch_report.h): a record reads back as written, stays under
+// Launch reports (commhost/sdk/launch_report.h): a record reads back as written, stays under
 // the size the launcher reads however long its texts, and one of another version or shape
 // is refused with the reason.
 #include <gtest/gtest.h>
 
 #include "commhost/errors.h"
-#include "commhost/launch_report.h"
+#include "commhost/sdk/launch_report.h"
 
 namespace commhost {
 namespace {

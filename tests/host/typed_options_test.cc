@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Typed plugin options (commhost/typed_options.h): the schema's specs, the conversion of
+// Typed plugin options (commhost/sdk/typed_options.h): the schema's specs, the conversion of
 // validated values into the struct, and the refusals, each naming the key.
-#include "commhost/typed_options.h"
+#include "commhost/sdk/typed_options.h"
 
 #include "../../plugins/file_store/file_store.h"
 #include "../../plugins/shm/shm_backend.h"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The SDK worker queue (commhost/work_queue.h) on its own: order, inline runs, errors,
+// The SDK worker queue (commhost/sdk/work_queue.h) on its own: order, inline runs, errors,
 // abort, drain and shutdown from other threads. Waits are bounded (5 s) for liveness.
-#include "commhost/work_queue.h"
+#include "commhost/sdk/work_queue.h"
 
 #include <condition_variable>
 #include <future>

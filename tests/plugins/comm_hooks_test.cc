@@ -6,9 +6,9 @@
 #include <random>
 
 #include "../host/test_util.h"
-#include "commhost/comm_hook.h"
-#include "commhost/hook_sdk.h"
 #include "commhost/kernels/reduce.h"
+#include "commhost/sdk/comm_hook.h"
+#include "commhost/sdk/hook_sdk.h"
 
 namespace commhost {
 namespace {

@@ -11,7 +11,7 @@
 
 #include "../../plugins/gloo/placement.h"
 #include "../host/test_util.h"
-#include "commhost/backend_sdk.h"
+#include "commhost/sdk/backend_sdk.h"
 
 namespace commhost::gloo_backend {
 namespace {

@@ -11,9 +11,9 @@
 #include <set>
 
 #include "../host/test_util.h"
-#include "commhost/backend_sdk.h"
 #include "commhost/kernels/intra_allreduce.h"
 #include "commhost/kernels/intra_protocol.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "intra_comm.h"
 #include "intra_setup.h"
 #include "nvml_links.h"

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "../host/test_util.h"
-#include "commhost/backend_sdk.h"
+#include "commhost/sdk/backend_sdk.h"
 #include "rendezvous.h"
 
 namespace commhost::test {

@@ -7,7 +7,7 @@
 
 #include <cstdlib>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 #ifdef CRASHING_HANG

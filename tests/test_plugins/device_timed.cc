@@ -11,8 +11,8 @@
 #include <optional>
 #include <thread>
 
-#include "commhost/plugin.h"
-#include "commhost/work_queue.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/work_queue.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // Valid ELF plugins whose header hands the loader pointers to nothing: built as
 // badpointer (the descriptor pointer) and badname (the descriptor's name). The loader
 // must report them unavailable, not read through the pointers (it crashed with SIGSEGV).
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 // An address no mapping holds: the first page of the address space.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A plugin whose own dependency is missing at load time: listed as unavailable.
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 extern "C" int commhost_test_dependency_value();
 

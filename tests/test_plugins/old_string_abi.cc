@@ -9,7 +9,7 @@
 //     symbol before the fingerprint can be read, and the loader must name the dual-ABI
 //     mismatch, not just "undefined symbol".
 #include "commhost/errors.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A comm hook with one option, for the hooks: table's option checks and variables
 // (COMMHOST_HOOKS_<NAME>_OPTIONS_<KEY>). Only configs are loaded with it: it is never run.
-#include "commhost/comm_hook.h"
 #include "commhost/errors.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/comm_hook.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 // cpu, f32 and sum: the tests route around it by dtype, reduce op and ordered backend
 // lists, and the ops it claims without overriding them are the author's mistake that
 // Backend's defaults turn into a NotSupportedError naming the backend and the op.
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

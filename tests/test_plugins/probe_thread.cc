@@ -10,7 +10,7 @@
 
 #include <thread>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

@@ -2,7 +2,7 @@
 // A backend whose availability probe fails, as a GPU backend's would on a CPU-only host.
 // Built twice: probed (cuda tensors) and, with PROBED_CPU, probedcpu (cpu tensors: listed
 // first in a route beside a backend that runs here, for the fallback tests).
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

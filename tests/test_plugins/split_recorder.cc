@@ -8,7 +8,7 @@
 // Option fail_rank: the parent rank whose prepareSplit throws std::runtime_error.
 #include <stdexcept>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 using namespace commhost;

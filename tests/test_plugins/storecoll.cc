@@ -21,7 +21,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/kernels/reduce.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

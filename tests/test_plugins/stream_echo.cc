@@ -3,7 +3,7 @@
 // element 0, so a test sees which stream the host handed the backend.
 #include <cstdint>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 using namespace commhost;

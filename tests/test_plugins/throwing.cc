@@ -2,7 +2,7 @@
 // A backend whose factory always throws: group creation must report it with the path.
 #include <stdexcept>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // A plugin that calls a C++ function nothing defines (a forgotten source file, a library
 // not linked): dlopen refuses it, and the loader names the function demangled.
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost_test {
 // Declared with default visibility so the linker leaves the reference for load time.

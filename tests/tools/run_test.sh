@@ -96,7 +96,7 @@ for r in 0 1 2 3; do
 done
 echo "ok: two launchers with --nnodes 2 form one 4-rank job with global rank numbers"
 
-# Launch reports (commhost/launch_report.h): the launcher learns why a rank failed from the
+# Launch reports (commhost/sdk/launch_report.h): the launcher learns why a rank failed from the
 # rank's report channel, not from its output. The ranks' output goes to /dev/null here, so
 # nothing the launcher prints below was read from what they wrote.
 quiet=(sh -c 'exec "$0" "$@" >/dev/null 2>&1')

@@ -14,12 +14,12 @@
 #include "bench/report.h"
 #include "bench/swap.h"
 #include "commands.h"
-#include "commhost/comm_hook.h"
 #include "commhost/config.h"
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "commhost/reducer.h"
 #include "commhost/registry.h"
+#include "commhost/sdk/comm_hook.h"
 #include "train/report.h"
 #include "train/trainer.h"
 

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "commhost/config.h"
-#include "commhost/plugin.h"
 #include "commhost/registry.h"
+#include "commhost/sdk/plugin.h"
 #include "commhost/store.h"
 
 namespace commhost::cli {

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// What `commhost run` learns from each rank's launch reports (commhost/launch_report.h):
+// What `commhost run` learns from each rank's launch reports (commhost/sdk/launch_report.h):
 // whether it reached the store, joined the job, and why it failed, read from a
 // SOCK_SEQPACKET socket pair per rank instead of from the rank's output.
 //
@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "commhost/launch_report.h"
+#include "commhost/sdk/launch_report.h"
 
 namespace commhost::cli {
 

@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 #include "commhost/version.h"
 
 namespace commhost::cli {

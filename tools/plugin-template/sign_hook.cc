@@ -4,16 +4,16 @@
 // (its mean |g|); every rank then sets each element to the majority's sign times the
 // ranks' average mean |g|: a quarter of the bytes of f32, at the cost of magnitudes.
 //
-// A hook only needs commhost/comm_hook.h, plugin.h and the SDK's hook_sdk.h (casts and
+// A hook only needs commhost/sdk/comm_hook.h, plugin.h and the SDK's hook_sdk.h (casts and
 // the average allreduce). runHook() issues its collectives on the calling thread (the
 // Reducer calls hooks in bucket order, the same on every rank) and returns a Future that
 // completes when the bucket holds the result.
 #include <cmath>
 
-#include "commhost/comm_hook.h"
-#include "commhost/hook_sdk.h"
-#include "commhost/plugin.h"
 #include "commhost/process_group.h"
+#include "commhost/sdk/comm_hook.h"
+#include "commhost/sdk/hook_sdk.h"
+#include "commhost/sdk/plugin.h"
 
 namespace sign {
 

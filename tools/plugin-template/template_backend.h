@@ -4,7 +4,7 @@
 // skeleton whose transport (the Store calls in template_backend.cc) a real backend
 // replaces with its own.
 //
-// What the host guarantees (see commhost/backend.h): every argument was validated against
+// What the host guarantees (see commhost/sdk/backend.h): every argument was validated against
 // the group and against kCapabilities before a call, calls for one group come from one
 // thread in seq order, and tensors stay alive until the returned Work completes.
 // Ops it does not implement are routed to another backend by the config.
@@ -13,17 +13,17 @@
 #include <memory>
 #include <string>
 
-#include "commhost/backend.h"
 #include "commhost/errors.h"
-#include "commhost/plugin.h"
-#include "commhost/typed_options.h"
+#include "commhost/sdk/backend.h"
+#include "commhost/sdk/plugin.h"
+#include "commhost/sdk/typed_options.h"
 
 namespace commhost::templ {
 
 // The options a user may set under `backends.<name>.options`, declared once: schema()
 // binds each key to its member (the type follows from the member) with its default,
 // description and range. The host validates the YAML against it before the factory
-// runs, and the factory receives this struct filled in (see commhost/typed_options.h).
+// runs, and the factory receives this struct filled in (see commhost/sdk/typed_options.h).
 struct Options {
   int threads = 1;
   bool verbose = false;
@@ -56,7 +56,7 @@ inline constexpr Capabilities kCapabilities = {
 // NotSupportedError naming the backend and the op. Every op completes inside its call
 // and has no threads to stop, so Backend's default shutdown() suffices. Its ops wait on
 // the store, bounded by the op's timeout; the default abort() does not end such a wait
-// early, so a real transport overrides abort() to cancel its waits (see commhost/backend.h).
+// early, so a real transport overrides abort() to cancel its waits (see commhost/sdk/backend.h).
 class TemplateBackend final : public Backend {
  public:
   TemplateBackend(const BackendContext& ctx, const Options& options);

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "commhost/export.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 #include "commhost/types.h"
 
 namespace commhost {

@@ -34,9 +34,9 @@
 #include <string>
 #include <vector>
 
-#include "commhost/capabilities.h"
 #include "commhost/config.h"
 #include "commhost/export.h"
+#include "commhost/sdk/capabilities.h"
 
 namespace commhost {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "commhost/abi.h"
+#include "commhost/sdk/abi.h"
 #include "commhost/types.h"
 
 namespace commhost {

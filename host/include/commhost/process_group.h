@@ -31,12 +31,12 @@
 #include <string>
 #include <vector>
 
-#include "commhost/backend.h"
 #include "commhost/config.h"
 #include "commhost/dispatcher.h"
 #include "commhost/export.h"
 #include "commhost/logging.h"
 #include "commhost/registry.h"
+#include "commhost/sdk/backend.h"
 #include "commhost/store.h"
 #include "commhost/supervisor.h"
 

@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
-#include "commhost/comm_hook.h"
 #include "commhost/export.h"
+#include "commhost/sdk/comm_hook.h"
 #include "commhost/tensor.h"
 
 namespace commhost {

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "commhost/export.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost {
 

@@ -5,11 +5,11 @@
 
 #include <cstdio>
 
-#include "commhost/capabilities.h"
 #include "commhost/config.h"
 #include "commhost/dispatcher.h"
 #include "commhost/errors.h"
 #include "commhost/registry.h"
+#include "commhost/sdk/capabilities.h"
 #include "group.h"
 
 namespace commhost::python {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 
 namespace commhost {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 
 namespace commhost::config {
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The defaults of Backend (see backend.h): an op a partial backend does not override.
-#include "commhost/backend.h"
+#include "commhost/sdk/backend.h"
 
 #include "commhost/errors.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "commhost/backend_sdk.h"
+#include "commhost/sdk/backend_sdk.h"
 
 #include <sched.h>
 #include <unistd.h>

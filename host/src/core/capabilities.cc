@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "commhost/capabilities.h"
+#include "commhost/sdk/capabilities.h"
 
 namespace commhost {
 

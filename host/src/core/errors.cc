@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/errors.h"
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost {
 

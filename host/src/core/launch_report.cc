@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Launch reports (commhost/launch_report.h): the record's one writer and one reader, and
+// Launch reports (commhost/sdk/launch_report.h): the record's one writer and one reader, and
 // this process's end of the channel to `commhost run`.
-#include "commhost/launch_report.h"
+#include "commhost/sdk/launch_report.h"
 
 #include <fcntl.h>
 #include <sys/socket.h>

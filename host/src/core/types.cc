@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 
 namespace commhost {
 namespace {

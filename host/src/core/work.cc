@@ -2,7 +2,7 @@
 #include "commhost/work.h"
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 
 namespace commhost {
 

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "commhost/work_queue.h"
+#include "commhost/sdk/work_queue.h"
 
 #include <sched.h>
 
 #include <algorithm>
 
-#include "commhost/backend_sdk.h"
 #include "commhost/errors.h"
+#include "commhost/sdk/backend_sdk.h"
 
 namespace commhost {
 

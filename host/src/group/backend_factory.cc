@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "commhost/errors.h"
-#include "commhost/launch_report.h"
-#include "commhost/plugin.h"
+#include "commhost/sdk/launch_report.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost {
 

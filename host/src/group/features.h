@@ -4,11 +4,11 @@
 
 #include <string>
 
-#include "commhost/capabilities.h"
 #include "commhost/config.h"
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "commhost/registry.h"
+#include "commhost/sdk/capabilities.h"
 
 namespace commhost {
 

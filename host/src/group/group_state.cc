@@ -6,8 +6,8 @@
 #include <set>
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
 #include "commhost/registry.h"
+#include "commhost/sdk/option_schema.h"
 
 namespace commhost {
 

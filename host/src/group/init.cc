@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/errors.h"
-#include "commhost/launch_report.h"
 #include "commhost/process_group.h"
+#include "commhost/sdk/launch_report.h"
 #include "features.h"
 
 namespace commhost {

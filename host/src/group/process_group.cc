@@ -10,7 +10,7 @@
 #include "../supervisor/supervisor.h"
 #include "backend_factory.h"
 #include "commhost/errors.h"
-#include "commhost/launch_report.h"
+#include "commhost/sdk/launch_report.h"
 #include "group_state.h"
 #include "sync_point.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-#include "commhost/hook_sdk.h"
+#include "commhost/sdk/hook_sdk.h"
 
 #include <utility>
 

@@ -5,11 +5,11 @@
 #include <string>
 #include <utility>
 
-#include "commhost/comm_hook.h"
 #include "commhost/errors.h"
-#include "commhost/plugin.h"
 #include "commhost/process_group.h"
 #include "commhost/registry.h"
+#include "commhost/sdk/comm_hook.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost {
 namespace {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Rendering and comparing build fingerprints (commhost/abi.h).
-#include "commhost/abi.h"
+// Rendering and comparing build fingerprints (commhost/sdk/abi.h).
+#include "commhost/sdk/abi.h"
 
 #include <algorithm>
 

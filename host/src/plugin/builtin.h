@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "commhost/plugin.h"
+#include "commhost/sdk/plugin.h"
 
 namespace commhost {
 std::vector<const PluginDescriptor*> builtinPlugins();

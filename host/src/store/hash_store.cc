@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 #include "commhost/store.h"
 
 namespace commhost {

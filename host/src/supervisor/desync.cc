@@ -6,7 +6,7 @@
 
 #include "../core/rank_name.h"
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 #include "messages.h"
 
 namespace commhost::supervisor {

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "commhost/errors.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/option_schema.h"
 #include "desync.h"
 #include "incident_channel.h"
 #include "messages.h"

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "commhost/errors.h"
-#include "commhost/launch_report.h"
-#include "commhost/option_schema.h"
+#include "commhost/sdk/launch_report.h"
+#include "commhost/sdk/option_schema.h"
 #include "desync.h"
 #include "heartbeat.h"
 #include "incident_channel.h"

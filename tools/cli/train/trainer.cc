@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "../bench/report.h"
-#include "commhost/comm_hook.h"
+#include "commhost/sdk/comm_hook.h"
 
 namespace commhost::cli::train {
 namespace {
