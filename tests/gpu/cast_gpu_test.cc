@@ -22,9 +22,9 @@ namespace commhost::test {
 namespace {
 
 using commhost::BFloat16;
-using commhost::bitsFloat;
 using commhost::Float16;
-using commhost::floatBits;
+using commhost::storage::bitsFloat;
+using commhost::storage::floatBits;
 
 // Copies `in` to the device, runs the kernel, copies the result back.
 template <class D, class S> std::vector<D> onDevice(const std::vector<S>& in, DType dst, DType src) {

@@ -15,6 +15,10 @@
 
 namespace commhost::kernels {
 
+using storage::Compute;
+using storage::load;
+using storage::store;
+
 // Integer sums and products wrap around, as the peers' (two's complement) do. Signed
 // overflow is undefined, so a signed type's operation is done in an unsigned type at
 // least as wide as unsigned int (narrower ones would be promoted to int and overflow it).
