@@ -5,9 +5,9 @@
 #include <signal.h>
 
 #include <condition_variable>
-#include <mutex>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -226,9 +226,8 @@ TEST(Supervisor, CheckCollectivesRefusesASecondThreadIssuingMeanwhile) {
     while (pg.seq() < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // inside its call
     std::thread second([&] {
       Tensor t = Tensor::empty({4}, DType::Float32);
-      EXPECT_THROW_WITH(pg.broadcast(t, BroadcastOptions{})->wait(), InvalidArgument, "broadcast seq 2",
-                        "while thread", "was still issuing allreduce on the same group", "nothing was sent",
-                        "one thread at a time");
+      EXPECT_THROW_WITH(pg.broadcast(t, BroadcastOptions{})->wait(), InvalidArgument, "broadcast seq 2", "while thread",
+                        "was still issuing allreduce on the same group", "nothing was sent", "one thread at a time");
       {
         std::lock_guard<std::mutex> lock(mu);
         refused = true;

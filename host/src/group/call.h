@@ -82,7 +82,7 @@ struct ProcessGroup::Call {
   int64_t bytes_ = 0;
   DType dtype_ = DType::Float32;
   std::chrono::steady_clock::time_point issued;
-  bool inBackend = false;  // the monitor says this call is inside a backend
+  bool inBackend = false;   // the monitor says this call is inside a backend
   bool ownsIssuer = false;  // this call claimed pg.issuer_ (a nested call on its thread does not)
   void claimIssuer();
 };
