@@ -49,7 +49,22 @@ class EtcdServer {
         clientPort_(freePort()),
         peerPort_(freePort()) {
     boost::filesystem::create_directories(dir_);
-    start();
+    // A free port is free only until someone else binds it: a test running alongside
+    // can take it between freePort() and etcd's bind. Pick fresh ports then (only here:
+    // a restart must keep its ports).
+    for (int attempt = 1;; ++attempt) {
+      try {
+        start();
+        return;
+      } catch (const std::runtime_error& e) {
+        if (attempt == 5 || std::string(e.what()).find("address already in use") == std::string::npos) throw;
+        boost::system::error_code ec;
+        boost::filesystem::remove_all(dir_, ec);
+        boost::filesystem::create_directories(dir_);
+        clientPort_ = freePort();
+        peerPort_ = freePort();
+      }
+    }
   }
   ~EtcdServer() {
     kill();
@@ -97,7 +112,9 @@ class EtcdServer {
         return;
       } catch (const std::exception& e) {
         int status = 0;
-        if (::waitpid(pid_, &status, WNOHANG) == pid_ || etcdstore::Clock::now() > deadline) {
+        const bool exited = ::waitpid(pid_, &status, WNOHANG) == pid_;
+        if (exited || etcdstore::Clock::now() > deadline) {
+          if (!exited) kill();  // never leave a half-started etcd behind
           pid_ = -1;
           std::ifstream in(log);
           std::stringstream text;
