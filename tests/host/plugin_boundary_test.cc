@@ -79,6 +79,49 @@ TEST(BuildFingerprint, ComparesLayoutsAndTheDualAbiButNotTheCompiler) {
   }
 }
 
+// Built against headers whose Backend has one more virtual function: every layout
+// matches, so only the interface hashes tell. Refused before anything in it is called.
+TEST(InterfaceHashes, APluginWithAnotherVtableIsRefusedNamingTheInterface) {
+  const std::string path = pluginDir("othervtable") + "/libcommhost_othervtable.so";
+  PluginRegistry registry;
+  EXPECT_THROW_WITH(registry.loadFile(path), PluginError, path.c_str(),
+                    "whose interfaces declare other virtual functions than this commhost's: Backend (plugin 0x",
+                    "The host would call the wrong functions in it",
+                    "Rebuild the plugin against the headers of this commhost");
+  registry.scan({pluginDir("othervtable")});
+  const PluginEntry* e = nullptr;
+  for (const auto& entry : registry.entries())
+    if (entry.path == path) e = &entry;
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->descriptor, nullptr);
+  EXPECT_EQ(e->unavailable.find("Store ("), std::string::npos) << e->unavailable;  // only Backend differs
+  EXPECT_EQ(abiDifferences(e->build, kBuildFingerprint, COMMHOST_ABI_MINOR), "");
+}
+
+TEST(InterfaceHashes, DifferencesNameEachInterfaceWithBothHashes) {
+  EXPECT_EQ(interfaceDifferences(kInterfaceHashes, kInterfaceHashes), "");
+  InterfaceHashes other = kInterfaceHashes;
+  other.store ^= 1;
+  other.commHook = 0x1234;
+  const std::string d = interfaceDifferences(other, kInterfaceHashes);
+  EXPECT_EQ(d.find("Backend"), std::string::npos) << d;
+  EXPECT_NE(d.find("Store (plugin 0x"), std::string::npos) << d;
+  EXPECT_NE(d.find("CommHook (plugin 0x0000000000001234, commhost 0x"), std::string::npos) << d;
+}
+
+// The virtual functions of the plugin interfaces are frozen within an ABI major: a plugin
+// of an older minor must still find every slot where the host calls it. These are ABI 2's.
+// When this fails, an interface's virtual functions changed (a comment or a line break
+// does not count): undo that, or bump COMMHOST_ABI_MAJOR (CMakeLists.txt), record the new
+// hashes here and say in CHANGELOG what plugin authors must do.
+TEST(InterfaceHashes, AreFrozenWithinTheAbiMajor) {
+  ASSERT_EQ(COMMHOST_ABI_MAJOR, 2) << "a new ABI major: record its interface hashes below";
+  EXPECT_EQ(kInterfaceHashes.backend, 0x609c3a11d0e643feull) << "Backend's virtual functions changed";
+  EXPECT_EQ(kInterfaceHashes.store, 0x615501104afd95d6ull) << "Store's virtual functions changed";
+  EXPECT_EQ(kInterfaceHashes.work, 0x01808091dca7c8c6ull) << "Work's virtual functions changed";
+  EXPECT_EQ(kInterfaceHashes.commHook, 0x9ef993e4dea23d5bull) << "CommHook's virtual functions changed";
+}
+
 TEST(StructPrefix, EveryStructThatCrossesStartsWithSizeMagicAndVersion) {
   const BackendContext b;
   const StoreContext s;

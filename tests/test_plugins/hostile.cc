@@ -28,5 +28,6 @@ const commhost::PluginHeader commhost_plugin_header = {commhost::kPluginMagic,
                                                        COMMHOST_ABI_MINOR,
                                                        sizeof(commhost::PluginDescriptor),
                                                        reinterpret_cast<const commhost::PluginDescriptor*>(kNowhere),
-                                                       commhost::kBuildFingerprint};
+                                                       commhost::kBuildFingerprint,
+                                                       commhost::kInterfaceHashes};
 #endif

@@ -3,6 +3,7 @@
 #include "commhost/sdk/abi.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace commhost {
 
@@ -113,6 +114,22 @@ std::string abiDifferences(const BuildFingerprint& plugin, const BuildFingerprin
       add(std::string(boundaryTypeName(type)) + ": " + layoutText(p) + " bytes/alignment in the plugin, " +
           layoutText(h) + " in commhost");
   }
+  return out;
+}
+
+std::string interfaceDifferences(const InterfaceHashes& plugin, const InterfaceHashes& host) {
+  std::string out;
+  const auto compare = [&out](const char* name, uint64_t p, uint64_t h) {
+    if (p == h) return;
+    char text[96];
+    std::snprintf(text, sizeof(text), "%s (plugin 0x%016llx, commhost 0x%016llx)", name,
+                  static_cast<unsigned long long>(p), static_cast<unsigned long long>(h));
+    out += (out.empty() ? "" : ", ") + std::string(text);
+  };
+  compare("Backend", plugin.backend, host.backend);
+  compare("Store", plugin.store, host.store);
+  compare("Work", plugin.work, host.work);
+  compare("CommHook", plugin.commHook, host.commHook);
   return out;
 }
 

@@ -240,6 +240,21 @@ std::string buildProblem(const PluginHeader& header) {
          " (the same -D_GLIBCXX_USE_CXX11_ABI, no _GLIBCXX_DEBUG, no struct packing flags)";
 }
 
+// Same layouts, but built against headers whose interfaces have other virtual functions:
+// the host would call the wrong slot of the plugin's vtables. A plugin of ABI 2.0 or 2.1
+// carries no hashes and is not checked. "" when they match.
+std::string interfaceProblem(const PluginHeader& header) {
+  if (header.abiMinor < kInterfaceHashesSinceMinor) return "";
+  const std::string differences = interfaceDifferences(header.interfaces, kInterfaceHashes);
+  if (differences.empty()) return "";
+  return "was built against commhost headers whose interfaces declare other virtual functions than this "
+         "commhost's: " +
+         differences +
+         ". The host would call the wrong functions in it, so it is not loaded. Rebuild the plugin against the "
+         "headers of this commhost " COMMHOST_VERSION
+         " (its installed include/commhost); a header from another commhost build or an edited copy was used";
+}
+
 // Why the descriptor the header points to cannot be used ("" when it can). A pointer the
 // plugin hands over is read only once it is known to be readable; `name` gets its name.
 std::string descriptorProblem(const PluginHeader& header, std::string* name) {
@@ -318,6 +333,8 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
   if (!entry.unavailable.empty()) return entry;
   entry.build = header.build;
   entry.unavailable = buildProblem(header);
+  if (!entry.unavailable.empty()) return entry;
+  entry.unavailable = interfaceProblem(header);
   if (!entry.unavailable.empty()) return entry;
   std::string name;
   entry.unavailable = descriptorProblem(header, &name);

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "commhost/export.h"
+#include "commhost/sdk/interface_hashes.h"
 #include "commhost/version.h"
 
 namespace commhost {
@@ -121,6 +122,29 @@ struct BuildFingerprint {
     return size > first ? static_cast<int>((size - first) / sizeof(TypeLayout)) : 0;
   }
 };
+
+// What the host calls in a plugin's objects through their vtables: a hash of each
+// interface's virtual functions, their declarations in order (comments and line breaks do
+// not count), made from the headers when commhost is built (cmake/InterfaceHashes.cmake)
+// and installed beside them (commhost/sdk/interface_hashes.h). Two builds whose layouts
+// agree can still disagree here: a virtual added, removed, moved or retyped shifts every
+// vtable slot after it, and the host would call the wrong function. So the virtual
+// functions of these interfaces are frozen within an ABI major (a minor version may not
+// touch them), and the loader refuses a plugin of ABI 2.2 or later whose hashes differ
+// (PluginHeader::interfaces). Plain data, read before anything else in the plugin.
+struct InterfaceHashes {
+  uint64_t backend;   // Backend (sdk/backend.h)
+  uint64_t store;     // Store (store.h)
+  uint64_t work;      // Work (work.h); AsyncWork adds no virtual function
+  uint64_t commHook;  // CommHook (sdk/comm_hook.h)
+};
+// This build's, computed from the headers it includes (internal linkage: the plugin's copy
+// and libcommhost's stay separate values).
+constexpr InterfaceHashes kInterfaceHashes = {COMMHOST_INTERFACE_HASH_BACKEND, COMMHOST_INTERFACE_HASH_STORE,
+                                              COMMHOST_INTERFACE_HASH_WORK, COMMHOST_INTERFACE_HASH_COMM_HOOK};
+// "" when a plugin's interfaces are the host's; else each that differs, with both hashes
+// ("Backend (plugin 0x..., commhost 0x...)").
+COMMHOST_API std::string interfaceDifferences(const InterfaceHashes& plugin, const InterfaceHashes& host);
 
 // "libstdc++ 12 (_GLIBCXX_USE_CXX11_ABI=1), gcc 12": the toolchain part, for messages.
 COMMHOST_API std::string describeToolchain(const BuildFingerprint& fp);

@@ -178,7 +178,12 @@ struct PluginHeader {
   uint32_t descriptorSize;             // sizeof(PluginDescriptor) where the plugin was built (= descriptor->size)
   const PluginDescriptor* descriptor;  // the plugin's descriptor, read only after the checks pass
   BuildFingerprint build;              // the plugin's toolchain and layouts (kBuildFingerprint), since ABI 2
+  // Since ABI 2.2 (the host reads it only when abiMinor says it is there): the plugin's
+  // kInterfaceHashes, its interfaces' virtual functions (abi.h).
+  InterfaceHashes interfaces;
 };
+// The first minor whose PluginHeader has `interfaces`.
+constexpr uint16_t kInterfaceHashesSinceMinor = 2;
 constexpr uint32_t kPluginMagic = 0x434f4d48;  // "COMH"
 constexpr const char* kPluginSymbol = "commhost_plugin_header";
 
@@ -270,4 +275,5 @@ static_assert(sizeof(kBuildFingerprint.layouts) / sizeof(TypeLayout) == kNumBoun
                                                            COMMHOST_ABI_MINOR,                   \
                                                            sizeof(::commhost::PluginDescriptor), \
                                                            &(descriptor),                        \
-                                                           ::commhost::kBuildFingerprint};
+                                                           ::commhost::kBuildFingerprint,        \
+                                                           ::commhost::kInterfaceHashes};
