@@ -54,7 +54,7 @@ nlohmann::json op(const char* kind, nlohmann::json request) {
 }  // namespace
 
 EtcdStore::EtcdStore(Settings settings)
-    : Store(settings.timeout), s_(std::move(settings)), lease_(s_.endpoint, s_.leaseTtlSeconds, s_.logger) {
+    : StoreBase(settings.timeout), s_(std::move(settings)), lease_(s_.endpoint, s_.leaseTtlSeconds, s_.logger) {
   // Fail here, naming the endpoint, rather than at the first rendezvous call.
   numKeys();
 }

@@ -44,7 +44,7 @@ struct Settings {
   std::shared_ptr<Logger> logger;
 };
 
-class EtcdStore final : public Store {
+class EtcdStore final : public StoreBase {
  public:
   explicit EtcdStore(Settings settings);
   ~EtcdStore() override;

@@ -53,7 +53,7 @@ class FileStore::Lock {
   const FileStore& store_;
 };
 
-FileStore::FileStore(std::string path, std::chrono::milliseconds timeout) : Store(timeout), path_(std::move(path)) {
+FileStore::FileStore(std::string path, std::chrono::milliseconds timeout) : StoreBase(timeout), path_(std::move(path)) {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0)
     fail(std::string("cannot open it: ") + std::generic_category().message(errno) +

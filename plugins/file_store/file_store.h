@@ -22,7 +22,7 @@
 
 namespace commhost::filestore {
 
-class FileStore final : public Store {
+class FileStore final : public StoreBase {
  public:
   FileStore(std::string path, std::chrono::milliseconds timeout);
   ~FileStore() override;

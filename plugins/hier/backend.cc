@@ -196,7 +196,7 @@ void HierBackend::agreeCapabilities() {
 void HierBackend::require(const OpContext& op) const {
   if (caps_.ops.has(op.op)) return;
   raise(ErrorCode::NotSupported, ErrorContext::of(op),
-        "backend '" + backendName() + "' (hier) cannot build " + opName(op.op) + ": " + missing_,
+        "backend '" + ctx_.backendName + "' (hier) cannot build " + opName(op.op) + ": " + missing_,
         "route " + std::string(opName(op.op)) + " to another backend in the config, or give hier parts that serve it");
 }
 

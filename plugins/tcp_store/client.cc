@@ -133,7 +133,7 @@ std::string writeAll(int fd, const uint8_t* p, size_t n) {
 }  // namespace
 
 Client::Client(ClientOptions options, std::shared_ptr<void> keepAlive)
-    : Store(options.timeout),
+    : StoreBase(options.timeout),
       keepAlive_(std::move(keepAlive)),
       options_(std::move(options)),
       where_(options_.host + ":" + std::to_string(options_.port)) {

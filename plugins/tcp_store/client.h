@@ -49,7 +49,7 @@ struct ClientOptions {
   LaunchReportFn reportLaunch;     // the progress as launch reports; null: none sent
 };
 
-class Client final : public Store {
+class Client final : public StoreBase {
  public:
   static constexpr std::chrono::milliseconds kReconnectWindow{std::chrono::seconds(2)};
   // Connects (retrying with backoff until the timeout) and authenticates. `keepAlive`

@@ -189,9 +189,9 @@ TEST(Reconfigure, ARankThatNeverComesIsNamedWithinTheTimeout) {
 
 // A HashStore whose writes of one rank's swap report arrive late (a rank descheduled or
 // on a slow link between reporting and the others' deadline).
-class LateReportStore : public Store {
+class LateReportStore : public StoreBase {
  public:
-  explicit LateReportStore(std::string suffix) : Store(std::chrono::seconds(20)), suffix_(std::move(suffix)) {}
+  explicit LateReportStore(std::string suffix) : StoreBase(std::chrono::seconds(20)), suffix_(std::move(suffix)) {}
   std::atomic<bool> late{true};
   void set(const std::string& key, const Bytes& value) override {
     if (late && key.find("swap/") != std::string::npos && key.size() >= suffix_.size() &&
@@ -251,7 +251,7 @@ TEST(Reconfigure, AReportLateForOneRankRollsBackEveryRankNotJustThatOne) {
 // One rank's view of a store whose server dies right after `decider` wrote the swap's
 // decision (the rank serving a tcp store killed after the outcome vote): the decider
 // learns "commit", every other rank's outcome write fails, as does any later call.
-class DyingStore : public Store {
+class DyingStore : public StoreBase {
  public:
   struct Death {
     std::atomic<bool> dead{false};
@@ -259,7 +259,7 @@ class DyingStore : public Store {
     std::condition_variable died;
   };
   DyingStore(std::shared_ptr<HashStore> base, std::shared_ptr<Death> death, bool decider)
-      : Store(std::chrono::seconds(20)), base_(std::move(base)), death_(std::move(death)), decider_(decider) {}
+      : StoreBase(std::chrono::seconds(20)), base_(std::move(base)), death_(std::move(death)), decider_(decider) {}
   Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) override {
     if (key.size() < 8 || key.compare(key.size() - 8, 8, "/outcome") != 0)
       return live().compareSet(key, expected, desired);

@@ -140,7 +140,7 @@ TEST(Supervisor, FlightRecorderOffStillCatchesAHang) {
 
 // One rank's view of the job's store that can be cut off, as a crashed process is: from
 // then on nothing it would say reaches the store (not even that it left its group).
-class CuttableStore final : public Store {
+class CuttableStore final : public StoreBase {
  public:
   explicit CuttableStore(StorePtr inner) : inner_(std::move(inner)) {}
   std::atomic<bool> cut{false};

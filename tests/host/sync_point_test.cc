@@ -14,7 +14,7 @@ namespace {
 // Counts the calls made from threads that set `counting` (the ranks' calling threads
 // while they are measured), not the poller's or the supervisor's.
 thread_local bool counting = false;
-class CountingStore final : public Store {
+class CountingStore final : public StoreBase {
  public:
   explicit CountingStore(StorePtr base) : base_(std::move(base)) {}
   using Store::wait;

@@ -57,18 +57,14 @@ if command -v ldd >/dev/null; then
   pass "installed commhost loads $lib"
 fi
 
-# --- headers: the SDK under commhost/sdk/, the old top-level paths still forward ---
-step "the installed SDK headers, at their paths and at the old top-level ones"
+# --- headers: the SDK under commhost/sdk/ (ABI 3.0 dropped the old top-level paths) ---
+step "the installed SDK headers, at commhost/sdk/ and nowhere else"
 for h in plugin abi backend backend_sdk work_queue typed_options option_schema capabilities hook_sdk \
-         launch_report comm_hook; do
+         launch_report comm_hook interface_hashes; do
   [[ -f "$prefix/include/commhost/sdk/$h.h" ]] || fail "the install lacks commhost/sdk/$h.h"
+  [[ ! -e "$prefix/include/commhost/$h.h" ]] || fail "the install still has the pre-3.0 path commhost/$h.h"
 done
-# A plugin written before the split includes the old paths: it must still compile.
-cxx_bin=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$build/CMakeCache.txt")
-printf '#include "commhost/plugin.h"\n#include "commhost/backend_sdk.h"\n#include "commhost/typed_options.h"\n#include "commhost/work_queue.h"\n#include "commhost/hook_sdk.h"\nint main() { return commhost::kAbiVersion == 0; }\n' >"$tmp/old_paths.cc"
-run "${cxx_bin:-c++}" -std=c++17 -fsyntax-only -I"$prefix/include" "$tmp/old_paths.cc"
-expect_rc0 "compiling a plugin that includes the pre-split paths (commhost/plugin.h, ...)"
-pass "commhost/sdk/ installed; the old paths forward to it"
+pass "commhost/sdk/ installed, with the interface hashes; no pre-3.0 top-level SDK path"
 
 # --- build the template out of tree ------------------------------------------------
 step "configure and build tools/plugin-template against the installed package"

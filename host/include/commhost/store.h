@@ -6,6 +6,10 @@
 // (or the given one) passes, then throw TimeoutError naming the missing keys. A store
 // that loses its server throws StoreError naming where it was connected. setTimeout()
 // is the exception: call it before the store is shared between threads.
+//
+// Store is an interface without data members: the host calls a store only through its
+// virtual functions, so a plugin's store never depends on libcommhost's layout. Most
+// stores derive from StoreBase, which keeps the timeout in the store's own object.
 #pragma once
 
 #include <chrono>
@@ -29,7 +33,6 @@ COMMHOST_API int64_t counterValue(const std::string& key, const Bytes& value);
 
 class COMMHOST_API Store {
  public:
-  explicit Store(std::chrono::milliseconds timeout = std::chrono::seconds(300)) : timeout_(timeout) {}
   virtual ~Store() = default;
 
   virtual void set(const std::string& key, const Bytes& value) = 0;
@@ -40,7 +43,7 @@ class COMMHOST_API Store {
   // `expected` is empty); returns the value now stored.
   virtual Bytes compareSet(const std::string& key, const Bytes& expected, const Bytes& desired) = 0;
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
-  void wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
   virtual bool check(const std::vector<std::string>& keys) = 0;
   virtual bool deleteKey(const std::string& key) = 0;
   virtual int64_t numKeys() = 0;
@@ -49,19 +52,29 @@ class COMMHOST_API Store {
   // Appends to the value at `key`, creating it when absent.
   virtual void append(const std::string& key, const Bytes& value) = 0;
 
-  std::chrono::milliseconds timeout() const { return timeout_; }
-  void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  // How long get() and wait(keys) wait; setTimeout() before the store is shared.
+  virtual std::chrono::milliseconds timeout() const = 0;
+  virtual void setTimeout(std::chrono::milliseconds timeout) = 0;
+};
+using StorePtr = std::shared_ptr<Store>;
+
+// What most stores derive from: Store, with the timeout kept here. Inline, so its member
+// is part of the deriving class's own layout, compiled into whichever side builds it.
+class StoreBase : public Store {
+ public:
+  explicit StoreBase(std::chrono::milliseconds timeout = std::chrono::seconds(300)) : timeout_(timeout) {}
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  void setTimeout(std::chrono::milliseconds timeout) override { timeout_ = timeout; }
 
  protected:
   std::chrono::milliseconds timeout_;
 };
-using StorePtr = std::shared_ptr<Store>;
 
 // In-memory store for one process: unit tests and single-process jobs (threads as ranks).
-class COMMHOST_API HashStore final : public Store {
+class COMMHOST_API HashStore final : public StoreBase {
  public:
-  using Store::Store;
   using Store::wait;
+  using StoreBase::StoreBase;
   void set(const std::string& key, const Bytes& value) override;
   Bytes get(const std::string& key) override;
   int64_t add(const std::string& key, int64_t delta) override;
@@ -83,7 +96,7 @@ class COMMHOST_API HashStore final : public Store {
 // decorator derives from it and overrides only what it changes (counting calls, waiting in
 // slices). Its timeout starts as the base store's. Not for stores that rewrite keys
 // (PrefixStore), which change every call anyway.
-class COMMHOST_API StoreWrapper : public Store {
+class COMMHOST_API StoreWrapper : public StoreBase {
  public:
   explicit StoreWrapper(StorePtr base);  // InvalidArgument when null
   using Store::wait;
@@ -108,7 +121,7 @@ class COMMHOST_API StoreWrapper : public Store {
 // Prepends "<prefix>/" to every key of an underlying store. numKeys() counts the
 // underlying store's keys, as c10d's PrefixStore does. get() and wait() without a
 // timeout use the underlying store's timeout.
-class COMMHOST_API PrefixStore final : public Store {
+class COMMHOST_API PrefixStore final : public StoreBase {
  public:
   PrefixStore(std::string prefix, StorePtr base);
   using Store::wait;

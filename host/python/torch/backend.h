@@ -27,7 +27,7 @@ namespace commhost_torch {
 
 // commhost::Store over a c10d::Store (torch's PrefixStore over its TCPStore, FileStore or
 // HashStore). c10d's errors become commhost TimeoutError / StoreError naming the key.
-class C10dStore final : public commhost::Store {
+class C10dStore final : public commhost::StoreBase {
  public:
   explicit C10dStore(c10::intrusive_ptr<c10d::Store> store);
   using commhost::Store::wait;

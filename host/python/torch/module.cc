@@ -45,7 +45,7 @@ std::string firstKey(const std::vector<std::string>& keys) { return keys.empty()
 }  // namespace
 
 C10dStore::C10dStore(c10::intrusive_ptr<c10d::Store> store)
-    : commhost::Store(store->getTimeout()), store_(std::move(store)) {}
+    : commhost::StoreBase(store->getTimeout()), store_(std::move(store)) {}
 
 void C10dStore::set(const std::string& key, const commhost::Bytes& value) {
   translate("set", key, [&] { store_->set(key, value); });

@@ -2,13 +2,50 @@
 // The defaults of Backend (see backend.h): an op a partial backend does not override.
 #include "commhost/sdk/backend.h"
 
+#include <unordered_map>
+
+#include "backend_names.h"
 #include "commhost/errors.h"
+#include "commhost/mutex.h"
 #include "commhost/sdk/plugin.h"
 
 namespace commhost {
 
+namespace backend_names {
+namespace {
+struct Table {
+  Mutex mutex;
+  std::unordered_map<const Backend*, std::string> names GUARDED_BY(mutex);
+};
+Table& table() {
+  static Table* t = new Table;  // never destroyed: backends may outlive static destruction
+  return *t;
+}
+}  // namespace
+
+void remember(const Backend* backend, const std::string& name) {
+  Table& t = table();
+  MutexLock lock(&t.mutex);
+  t.names[backend] = name;
+}
+
+void forget(const Backend* backend) {
+  Table& t = table();
+  MutexLock lock(&t.mutex);
+  t.names.erase(backend);
+}
+
+std::string of(const Backend* backend) {
+  Table& t = table();
+  MutexLock lock(&t.mutex);
+  const auto it = t.names.find(backend);
+  return it == t.names.end() ? std::string() : it->second;
+}
+}  // namespace backend_names
+
 void Backend::notSupported(const OpContext& ctx) const {
-  const std::string who = name_.empty() ? std::string("this backend") : "backend '" + name_ + "'";
+  const std::string name = backend_names::of(this);
+  const std::string who = name.empty() ? std::string("this backend") : "backend '" + name + "'";
   raise(ErrorCode::NotSupported, ErrorContext::of(ctx), who + " does not implement " + opName(ctx.op),
         std::string("Its plugin's manifest declares ") + opName(ctx.op) + " but the class does not override it: " +
             "remove the op from the plugin's Capabilities so routes send it to another backend " +

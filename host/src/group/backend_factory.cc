@@ -3,15 +3,12 @@
 
 #include <algorithm>
 
+#include "../core/backend_names.h"
 #include "commhost/errors.h"
 #include "commhost/sdk/launch_report.h"
 #include "commhost/sdk/plugin.h"
 
 namespace commhost {
-
-struct BackendAccess {
-  static void setName(Backend& b, const std::string& name) { b.name_ = name; }
-};
 
 namespace {
 
@@ -101,10 +98,13 @@ std::shared_ptr<Backend> createConfiguredBackend(const Config& cfg, const Plugin
   if (!raw)
     raise(ErrorCode::Plugin, {site.group, site.rank}, "plugin " + ref.plugin + " returned no backend",
           "report it to its author");
-  BackendAccess::setName(*raw, name);  // for the NotSupported messages of a partial backend
+  backend_names::remember(raw.get(), name);  // for the NotSupported messages of a partial backend
   // The deleter holds the library, so the plugin's code outlives the object.
   std::shared_ptr<void> library = e->library;
-  return std::shared_ptr<Backend>(raw.release(), [library](Backend* b) { delete b; });
+  return std::shared_ptr<Backend>(raw.release(), [library](Backend* b) {
+    backend_names::forget(b);
+    delete b;
+  });
 }
 
 }  // namespace commhost

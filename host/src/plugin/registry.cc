@@ -241,10 +241,8 @@ std::string buildProblem(const PluginHeader& header) {
 }
 
 // Same layouts, but built against headers whose interfaces have other virtual functions:
-// the host would call the wrong slot of the plugin's vtables. A plugin of ABI 2.0 or 2.1
-// carries no hashes and is not checked. "" when they match.
+// the host would call the wrong slot of the plugin's vtables. "" when they match.
 std::string interfaceProblem(const PluginHeader& header) {
-  if (header.abiMinor < kInterfaceHashesSinceMinor) return "";
   const std::string differences = interfaceDifferences(header.interfaces, kInterfaceHashes);
   if (differences.empty()) return "";
   return "was built against commhost headers whose interfaces declare other virtual functions than this "

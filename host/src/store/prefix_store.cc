@@ -5,7 +5,9 @@
 namespace commhost {
 
 PrefixStore::PrefixStore(std::string prefix, StorePtr base)
-    : Store(base ? base->timeout() : std::chrono::milliseconds(0)), prefix_(std::move(prefix)), base_(std::move(base)) {
+    : StoreBase(base ? base->timeout() : std::chrono::milliseconds(0)),
+      prefix_(std::move(prefix)),
+      base_(std::move(base)) {
   if (!base_) throw InvalidArgument("PrefixStore '" + prefix_ + "' needs an underlying store");
 }
 

@@ -5,7 +5,7 @@
 namespace commhost {
 
 StoreWrapper::StoreWrapper(StorePtr base)
-    : Store(base ? base->timeout() : std::chrono::milliseconds(0)), base_(std::move(base)) {
+    : StoreBase(base ? base->timeout() : std::chrono::milliseconds(0)), base_(std::move(base)) {
   if (!base_) throw InvalidArgument("a StoreWrapper needs a store to forward to");
 }
 

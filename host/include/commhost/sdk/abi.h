@@ -71,7 +71,7 @@ enum class BoundaryType : uint8_t {
   ErrorContext,
   Future,
   GradBucket,
-  Backend,        // the base class: its data members sit before every plugin's own
+  Backend,        // the base class: since ABI 3 an interface (a vtable pointer and nothing else)
   WorkQueue,      // the SDK queue: plugins allocate it, and its inline submit() reads its members
   SplitRequest,   // what Backend::prepareSplit reads (backend.h)
   CompletedWork,  // plugins allocate it (make_shared), libcommhost constructs it
@@ -130,8 +130,7 @@ struct BuildFingerprint {
 // agree can still disagree here: a virtual added, removed, moved or retyped shifts every
 // vtable slot after it, and the host would call the wrong function. So the virtual
 // functions of these interfaces are frozen within an ABI major (a minor version may not
-// touch them), and the loader refuses a plugin of ABI 2.2 or later whose hashes differ
-// (PluginHeader::interfaces). Plain data, read before anything else in the plugin.
+// touch them), and the loader refuses a plugin whose hashes differ (PluginHeader::interfaces). Plain data, read before anything else in the plugin.
 struct InterfaceHashes {
   uint64_t backend;   // Backend (sdk/backend.h)
   uint64_t store;     // Store (store.h)

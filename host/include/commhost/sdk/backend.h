@@ -139,17 +139,15 @@ class COMMHOST_API Backend {
   // and returns null: the subgroup's backend starts on its own.
   virtual std::shared_ptr<void> prepareSplit(const SplitRequest& request);
 
-  // The key under `backends:` in the config this backend was created as (the host sets
-  // it once the factory returns); "" for a backend the host did not create.
-  const std::string& backendName() const { return name_; }
+  // No data members: the host calls a backend only through this table of virtual
+  // functions, so what libcommhost keeps about a backend (its config name, ...) lives in
+  // the host, and a plugin's objects never depend on its layout. A backend that needs its
+  // config name keeps BackendContext::backendName.
 
  protected:
-  // Throws NotSupportedError "<context>backend 'NAME' does not implement OP" for ctx's op.
+  // Throws NotSupportedError "<context>backend 'NAME' does not implement OP" for ctx's op
+  // (NAME: the config name the host created it as; "this backend" for one it did not).
   [[noreturn]] void notSupported(const OpContext& ctx) const;
-
- private:
-  friend struct BackendAccess;  // the host's backend factory sets name_
-  std::string name_;
 };
 
 }  // namespace commhost

@@ -11,8 +11,8 @@
 //
 // Who reports: the host (Joined once the world group exists; Failed with the error that
 // ends init, or the verdict that aborts the world group), and any store or backend plugin,
-// through StoreContext::reportLaunch and BackendContext::reportLaunch (ABI 2.1; null when
-// no launcher listens; a 2.0 host refuses a 2.1 plugin, so the field is always there). The tcp
+// through StoreContext::reportLaunch and BackendContext::reportLaunch (null when no
+// launcher listens). The tcp
 // store reports StoreWaiting / StoreReached / StoreGaveUp while it connects.
 #pragma once
 

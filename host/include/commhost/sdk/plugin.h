@@ -43,7 +43,7 @@ namespace commhost {
 enum class PluginKind : uint8_t { Backend, Store, CommHook };
 COMMHOST_API const char* pluginKindName(PluginKind kind);
 
-// The structs below are frozen within ABI major 2: a minor version may append fields at
+// The structs below are frozen within ABI major 3: a minor version may append fields at
 // the end of the descriptor and the three factory contexts (never move, remove or retype
 // one); OpContext is held by value in inline code (Work) and may not grow within a major. Each begins with the prefix abi.h explains
 // (size, magic, abiVersion), filled by default member initializers: a host that builds a
@@ -86,7 +86,7 @@ struct BackendContext {
   // rebuild, a makeBackend part) and when the parent's backend prepared nothing. The
   // factory keeps what it needs; the host drops its references once the subgroup exists.
   std::shared_ptr<void> splitFrom;
-  // ABI 2.1: reports to the launcher (commhost/sdk/launch_report.h), e.g. a peer this rank
+  // Reports to the launcher (commhost/sdk/launch_report.h), e.g. a peer this rank
   // cannot reach while the backend is built; null when no launcher listens.
   LaunchReportFn reportLaunch;
 };
@@ -103,7 +103,7 @@ struct StoreContext {
   int masterPort = 0;                    // from MASTER_PORT; 0 if unset
   std::chrono::milliseconds timeout{0};  // how long store calls may wait (group.timeout)
   std::shared_ptr<Logger> logger;        // tagged with the plugin and rank
-  // ABI 2.1: reports to the launcher (commhost/sdk/launch_report.h): a store that waits for its
+  // Reports to the launcher (commhost/sdk/launch_report.h): a store that waits for its
   // server reports StoreWaiting / StoreReached / StoreGaveUp. Null when no launcher listens.
   LaunchReportFn reportLaunch;
 };
@@ -146,13 +146,13 @@ struct PluginDescriptor {
   // Comm hooks only: the name a config's `wrap:` calls this plugin by ("fp16"), when it can
   // wrap another hook (CommHookContext::inner); null when it cannot.
   const char* wrapName = nullptr;
-  // ABI 2.1, optional: checks a configured instance's options (all of them, defaults
+  // Optional: checks a configured instance's options (all of them, defaults
   // filled, already valid against `options`) for what their specs cannot say, on the host
   // that loads the config: every rank at init, `config check`, and `commhost run` before
   // it starts any rank. Returns "" when they can work here, else what is wrong and what to
   // do (e.g. gloo: a device that is neither an interface nor an address of this host).
-  // Must not block for long or touch the job. A 2.0 plugin's descriptor ends before it:
-  // the host reads it only when `size` covers it (hasOptionCheck).
+  // Must not block for long or touch the job. The host reads it through hasOptionCheck,
+  // which also checks `size` covers it (every 3.x descriptor does).
   std::string (*checkOptions)(const OptionValues& options) = nullptr;
 };
 
@@ -177,13 +177,9 @@ struct PluginHeader {
   uint16_t abiMinor;                   // COMMHOST_ABI_MINOR where the plugin was built
   uint32_t descriptorSize;             // sizeof(PluginDescriptor) where the plugin was built (= descriptor->size)
   const PluginDescriptor* descriptor;  // the plugin's descriptor, read only after the checks pass
-  BuildFingerprint build;              // the plugin's toolchain and layouts (kBuildFingerprint), since ABI 2
-  // Since ABI 2.2 (the host reads it only when abiMinor says it is there): the plugin's
-  // kInterfaceHashes, its interfaces' virtual functions (abi.h).
-  InterfaceHashes interfaces;
+  BuildFingerprint build;              // the plugin's toolchain and layouts (kBuildFingerprint)
+  InterfaceHashes interfaces;          // its interfaces' virtual functions (kInterfaceHashes), since ABI 3
 };
-// The first minor whose PluginHeader has `interfaces`.
-constexpr uint16_t kInterfaceHashesSinceMinor = 2;
 constexpr uint32_t kPluginMagic = 0x434f4d48;  // "COMH"
 constexpr const char* kPluginSymbol = "commhost_plugin_header";
 

@@ -292,7 +292,7 @@ template <class Options> Options parseOptions(const OptionValues& values) {
   return options;
 }
 
-// The descriptor's checkOptions (ABI 2.1) for typed options that declare
+// The descriptor's checkOptions for typed options that declare
 // `std::string checkHere() const`: what only the host loading the config can check (an
 // interface, a file, a device there), "" when fine. Parses the values first (validate()
 // included): a refusal there comes back as its message.
