@@ -24,9 +24,7 @@
 // return references into the snapshot, valid until the next reconfigure().
 #pragma once
 
-#include <atomic>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,11 +39,6 @@
 #include "commhost/supervisor.h"
 
 namespace commhost {
-
-namespace supervisor {
-class Supervisor;
-struct GroupMonitor;
-}  // namespace supervisor
 
 struct ReconfigureOptions {
   // Bounds each wait of the protocol (for the peers' check, drain, build and report);
@@ -109,8 +102,6 @@ struct ShrinkReport {
   std::chrono::microseconds agree{0}, build{0}, confirm{0}, commit{0}, total{0};
 };
 
-struct ShadowStats;  // group/shadow.h
-
 class COMMHOST_API ProcessGroup {
  public:
   struct Setup {
@@ -130,26 +121,26 @@ class COMMHOST_API ProcessGroup {
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return worldSize_; }
-  const std::string& name() const { return name_; }
+  int rank() const;
+  int size() const;
+  const std::string& name() const;
   // Global (world) rank of each member, indexed by rank in this group.
-  const std::vector<int>& globalRanks() const { return globalRanks_; }
+  const std::vector<int>& globalRanks() const;
   // The seq the last issued op got (0 before the first).
-  uint64_t seq() const { return seq_.load(std::memory_order_relaxed); }
+  uint64_t seq() const;
   // The payload bytes of every op issued on this group so far (the bytes each call is
   // routed by: an allreduce's tensor, an allgather's input), for measuring what a comm
   // hook actually sends; compare two readings around a step.
-  uint64_t bytesIssued() const { return bytesIssued_.load(std::memory_order_relaxed); }
+  uint64_t bytesIssued() const;
   const Config& config() const;
   const RouteTable& routes() const;
   // The plugins it was created with, or the snapshot the last reconfigure() with
   // reloadPlugins committed; valid until the next reconfigure().
-  const PluginRegistry& registry() const { return *setup_.registry; }
+  const PluginRegistry& registry() const;
   // The config generation: 0 for the config the group was created with, +1 for every
   // successful reconfigure().
   uint64_t generation() const;
-  const StorePtr& store() const { return store_; }
+  const StorePtr& store() const;
   Backend& backend(const std::string& name) const;
 
   // Shadow mode: what every sampled call compared so far, one record per (op, backend,
@@ -239,12 +230,12 @@ class COMMHOST_API ProcessGroup {
   // on its behalf (a Reducer iteration, from prepareForBackward to finalize: the comm hook
   // runs on markReady threads). The swap replaces the snapshot those threads read, so
   // reconfigure() refuses inside a span. Spans nest (a counter); any thread may end one.
-  void beginForeignIssue() { foreignIssue_.fetch_add(1, std::memory_order_acq_rel); }
-  void endForeignIssue() { foreignIssue_.fetch_sub(1, std::memory_order_acq_rel); }
+  void beginForeignIssue();
+  void endForeignIssue();
 
   // A step boundary: workloads call it on every rank of the group, from the thread that
   // issues the group's ops, once per step (with at least one collective, waited on, in
-  // every step). When nothing was published it costs one relaxed atomic load. With
+  // every step). When nothing was published it costs a call and two relaxed loads. With
   // group.sync_poll > 0 (`commhost run --watch` sets it) a thread of the world group
   // reads "<group>/pending/epoch" of the job store every sync_poll; a new epoch E (its
   // YAML under "<group>/pending/<E>/yaml", its name under ".../source") starts an
@@ -264,114 +255,24 @@ class COMMHOST_API ProcessGroup {
   // create() returns. A config epoch agreed at the same count waits for the next
   // agreement, which the joiner takes part in. The workload then hands the joiner its
   // state (commhost train broadcasts it from a member).
-  void syncPoint() {
-    ++syncCount_;
-    if (syncLatest_.load(std::memory_order_relaxed) > syncDone_ ||
-        joinLatest_.load(std::memory_order_relaxed) > joinsDone_)
-      syncPointSlow();
-  }
+  void syncPoint();
   struct SyncStatus {
     uint64_t count = 0;     // syncPoint() calls so far
     uint64_t epoch = 0;     // the last epoch this rank finished (applied, rejected or rolled back)
     std::string lastError;  // why that epoch was not applied; "" when it was
   };
-  SyncStatus syncStatus() const { return {syncCount_, syncDone_, syncError_}; }
+  SyncStatus syncStatus() const;
 
   void abort(const std::string& reason);
   void shutdown();
 
   struct State;         // one config generation: config, routes, backends (group_state.h)
   struct AbortTargets;  // every backend an abort must reach, shared with the supervisor
+  struct Impl;          // everything behind this API (group/impl.h)
 
  private:
-  ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks);
-  static std::shared_ptr<ProcessGroup> createWorld(Setup setup);  // create() less its launch reports
-  // What this group's backends prepared for this rank's subgroup (Backend::prepareSplit),
-  // by backend name.
-  using SplitHandles = std::map<std::string, std::shared_ptr<void>>;
-  void createBackends(const SplitHandles& splitFrom = {});
-  // The backends of `config` for this group, from `registry`'s plugins; those whose entry
-  // matches one of `keep` (by name) and whose plugin is not in `reloaded` are taken from it. Backends built under "<prefix>backend/<name>" of the group
-  // store, through `store` when given (reconfigure's abandonable store). A subgroup's
-  // first backends get their namesakes' `splitFrom` entries. Throws on the first backend
-  // that fails (the ones built so far are released).
-  std::shared_ptr<const State> buildState(std::shared_ptr<const Config> config, const PluginRegistry& registry,
-                                          const State* keep, const std::vector<std::string>& reloaded,
-                                          const std::string& prefix, const StorePtr& store, uint64_t generation,
-                                          std::vector<std::string>* kept, std::vector<std::string>* built,
-                                          const SplitHandles* splitFrom = nullptr);
-  void checkSameConfig();
-  void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
-  void stopSyncPoller();
-  void syncPointSlow();  // a published epoch is pending (sync_point.cc)
-  void requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const;  // reconfigure.cc
-  void applyEpoch(uint64_t epoch);
-  // reconfigure(), or, with a non-empty `loadError` (this rank could not load the config
-  // the others swap to), taking part only to refuse it: the others fail at once naming
-  // this rank instead of waiting for it until the timeout.
-  ReconfigureReport reconfigureOrRefuse(std::shared_ptr<const Config> newConfig, const ReconfigureOptions& options,
-                                        const std::string& loadError);
-  // Every backend's prepareSplit for one round, on every rank of this group; returns what
-  // they prepared when this rank is a member (request.color != kNoColor).
-  SplitHandles prepareSplits(const SplitRequest& request);
-  // The subgroup "<name>/<label>" over `members` (ranks of this group, in subgroup rank
-  // order); null when this rank is not one of them.
-  std::shared_ptr<ProcessGroup> makeSubgroup(const std::vector<int>& members, const std::string& label,
-                                             const SplitHandles& splitFrom);
-  struct Call;  // one op being validated and issued; see group/call.h
-  friend struct Call;
-  friend class SwapAttempt;         // one reconfigure() attempt, phase by phase (group/swap_attempt.h)
-  friend class MembershipRound;     // one shrink(), grow or join, phase by phase (group/membership.h)
-  void joinRunningJob();            // create() with group.join (membership.cc)
-  void growAt(uint64_t joinsUpTo);  // a sync point admits the join requests up to joinsUpTo
-  void startSupervision();
-  void publishStatusInfo();  // the committed generation, for `commhost status` (the monitor's Info)
-
-  Setup setup_;
-  std::string name_;
-  int rank_;
-  int worldSize_;
-  std::vector<int> globalRanks_;
-  StorePtr store_;  // PrefixStore "<name>/<generation>" over the job store
-  // The current generation. The calling thread alone replaces it (reconfigure) and reads
-  // it (every call takes it once), so it needs no lock; other threads reach the backends
-  // through abortTargets_ only.
-  std::shared_ptr<const State> state_;
-  std::shared_ptr<AbortTargets> abortTargets_;  // abort() and the supervisor's abortGroup
-  std::atomic<int> foreignIssue_{0};            // beginForeignIssue() spans open (any thread)
-  uint64_t swapAttempts_ = 0;                   // calling thread only: names each attempt's store keys
-  // Calling thread only: the store keys this rank's backends wrote building in attempts
-  // every rank may not be past yet; the next attempt deletes them after its check.
-  std::vector<std::string> swapLeftovers_;
-  std::shared_ptr<Logger> logger_;
-  std::atomic<uint64_t> seq_{0};          // collectives; written by the calling thread only, atomic for readers
-  std::atomic<uint64_t> p2pSeq_{0};       // send/recv, counted apart (only two ranks take part); as seq_
-  std::atomic<uint64_t> bytesIssued_{0};  // the issuing thread of the moment adds; any thread reads
-  uint64_t subgroupCount_ = 0;            // calling thread only
-  uint64_t membershipRounds_ = 0;         // calling thread only: names each membership round's keys
-  std::string storePath_;                 // store_'s prefix on the job store ("<name>/<creation>[/...]")
-  // Shared with the supervisor, which may abort the group from its watchdog thread.
-  std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
-  std::shared_ptr<supervisor::Supervisor> supervisor_;  // null when supervisor.enabled is false
-  std::shared_ptr<supervisor::GroupMonitor> monitor_;
-  bool checkCollectives_ = false;
-  // syncPoint(): the latest epoch the poller thread read (it alone writes it); the rest is
-  // the calling thread's. The poller and the agreement in progress live in sync_.
-  std::atomic<uint64_t> syncLatest_{0};
-  std::atomic<uint64_t> joinLatest_{0};  // join requests the poller saw ("<name>/join/count")
-  uint64_t syncDone_ = 0;
-  uint64_t joinsDone_ = 0;  // join requests admitted (or refused) so far
-  uint64_t syncCount_ = 0;
-  std::string syncError_;
-  struct SyncAgreement;  // sync_point.h
-  std::unique_ptr<SyncAgreement> sync_;
-  // Shadow comparisons (shadow.h): completion callbacks of the primary and shadow works
-  // add to it from backend threads, so they hold it, not the group.
-  std::shared_ptr<ShadowStats> shadows_;
-  // debug.check_collectives: the call being issued, as (issuing thread's id << 8) | op; 0:
-  // none. Calls claim it to refuse a second thread issuing on the group meanwhile. Last,
-  // so the members before it keep their offsets.
-  std::atomic<uint64_t> issuer_{0};
+  explicit ProcessGroup(std::unique_ptr<Impl> impl);
+  const std::unique_ptr<Impl> impl_;  // never null
 };
 
 // Where this process sits in the job, read from the launcher's environment, the first

@@ -10,7 +10,7 @@
 
 namespace commhost {
 
-ErrorContext ProcessGroup::Call::where(int peer) const {
+ErrorContext ProcessGroup::Impl::Call::where(int peer) const {
   ErrorContext w;
   w.group = pg.name_;
   w.rank = pg.rank_;
@@ -20,11 +20,11 @@ ErrorContext ProcessGroup::Call::where(int peer) const {
   return w;
 }
 
-void ProcessGroup::Call::invalid(const std::string& what, const std::string& hint) const {
+void ProcessGroup::Impl::Call::invalid(const std::string& what, const std::string& hint) const {
   raise(ErrorCode::InvalidArgument, where(), what, hint);
 }
 
-void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) {
+void ProcessGroup::Impl::Call::checkTensor(const Tensor& t, const char* name) {
   if (pg.checkCollectives_ && agree != Agree::Nothing) {
     // The device type, not its index: ranks use different GPUs of one kind.
     fingerprint += std::string(fingerprint.empty() ? "" : ", ") + name + "=" + dtypeName(t.dtype()) +
@@ -38,7 +38,7 @@ void ProcessGroup::Call::checkTensor(const Tensor& t, const char* name) {
             "add a route for that device to the config, or pass a tensor on a device it routes");
 }
 
-void ProcessGroup::Call::checkLike(const Tensor& ref, const Tensor& t, const std::string& name, bool sameNumel) {
+void ProcessGroup::Impl::Call::checkLike(const Tensor& ref, const Tensor& t, const std::string& name, bool sameNumel) {
   checkTensor(t, name.c_str());
   if (t.dtype() != ref.dtype() || t.device() != ref.device() || (sameNumel && t.numel() != ref.numel()))
     invalid(name + " is " + t.str() + " but must match " + ref.str() +
@@ -46,20 +46,20 @@ void ProcessGroup::Call::checkLike(const Tensor& ref, const Tensor& t, const std
             "allocate it to match");
 }
 
-void ProcessGroup::Call::checkCount(size_t got, size_t want, const char* what) const {
+void ProcessGroup::Impl::Call::checkCount(size_t got, size_t want, const char* what) const {
   if (got != want)
     invalid(std::string("got ") + std::to_string(got) + " " + what + ", expected " + std::to_string(want),
             "pass one per rank of the group (size " + std::to_string(pg.worldSize_) + ")");
 }
 
-void ProcessGroup::Call::checkRoot(int root) {
+void ProcessGroup::Impl::Call::checkRoot(int root) {
   if (pg.checkCollectives_) fingerprint += ", root=" + std::to_string(root);
   if (root < 0 || root >= pg.worldSize_)
     invalid("root " + std::to_string(root) + " is outside the group (size " + std::to_string(pg.worldSize_) + ")",
             "use a rank in [0, " + std::to_string(pg.worldSize_) + ")");
 }
 
-void ProcessGroup::Call::checkPeer(int peer, const char* role) const {
+void ProcessGroup::Impl::Call::checkPeer(int peer, const char* role) const {
   if (peer < 0 || peer >= pg.worldSize_)
     invalid(std::string(role) + " rank " + std::to_string(peer) + " is outside the group (size " +
                 std::to_string(pg.worldSize_) + ")",
@@ -70,14 +70,14 @@ void ProcessGroup::Call::checkPeer(int peer, const char* role) const {
 
 // "routes: - { op: allreduce, dtype: bf16, reduce_op: avg, backend: [NAME, ...] }", the
 // config entry that would serve this call.
-std::string ProcessGroup::Call::routeExample(std::optional<DType> dtype, const ReduceOp* reduceOp) const {
+std::string ProcessGroup::Impl::Call::routeExample(std::optional<DType> dtype, const ReduceOp* reduceOp) const {
   std::string keys = std::string("op: ") + opName(op);
   if (dtype) keys += std::string(", dtype: ") + dtypeName(*dtype);
   if (reduceOp) keys += std::string(", reduce_op: ") + reduceOpName(reduceOp->kind);
   return "`routes: - { " + keys + ", backend: [NAME, ...] }`";
 }
 
-void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
+void ProcessGroup::Impl::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
   if (pg.checkCollectives_) fingerprint += std::string(", op=") + reduceOpName(reduceOp.kind);
   const bool floating = isFloating(dtype);
   if (reduceOp.isBitwise() && floating)
@@ -90,8 +90,8 @@ void ProcessGroup::Call::checkReduceOp(const ReduceOp& reduceOp, DType dtype) {
             "convert to a floating-point dtype, or use sum and divide yourself");
 }
 
-Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<DType> dtype, Millis timeout,
-                                   const ReduceOp* reduceOp) {
+Backend& ProcessGroup::Impl::Call::issue(Device device, int64_t bytes, std::optional<DType> dtype, Millis timeout,
+                                         const ReduceOp* reduceOp) {
   if (pg.aborted_->load(std::memory_order_acquire)) {
     const std::string why = pg.abortTargets_->why();
     raise(ErrorCode::Aborted, where(), "the group was aborted" + (why.empty() ? std::string() : " (" + why + ")"),
@@ -160,7 +160,7 @@ Backend& ProcessGroup::Call::issue(Device device, int64_t bytes, std::optional<D
   return *backend;
 }
 
-ProcessGroup::Call::~Call() {
+ProcessGroup::Impl::Call::~Call() {
   if (inBackend) pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);  // the backend threw
   if (ownsIssuer) pg.issuer_.store(0, std::memory_order_release);
 }
@@ -177,7 +177,7 @@ uint64_t threadId() {
 // state and a backend's queue assume one caller at a time: two threads issuing at once
 // desynchronise the ranks in ways that surface far from the cause. Sequential calls from
 // different threads (a Reducer's hooks, the caller's thread) are fine; overlap is not.
-void ProcessGroup::Call::claimIssuer() {
+void ProcessGroup::Impl::Call::claimIssuer() {
   const uint64_t mine = (threadId() << 8) | static_cast<uint64_t>(op);
   uint64_t other = 0;
   if (pg.issuer_.compare_exchange_strong(other, mine, std::memory_order_acq_rel)) {
@@ -193,7 +193,7 @@ void ProcessGroup::Call::claimIssuer() {
         "with a lock, or give each thread a group of its own (a subgroup)");
 }
 
-std::unique_ptr<ShadowOp> ProcessGroup::Call::startShadow(const Tensor& input, const Tensor* outputLike) const {
+std::unique_ptr<ShadowOp> ProcessGroup::Impl::Call::startShadow(const Tensor& input, const Tensor* outputLike) const {
   ShadowOp::Target target{st.backends[shadowIndex].get(),
                           st.routes.backendNames()[backendIndex],
                           st.routes.backendNames()[shadowIndex],
@@ -204,7 +204,7 @@ std::unique_ptr<ShadowOp> ProcessGroup::Call::startShadow(const Tensor& input, c
   return std::make_unique<ShadowOp>(std::move(target), ctx, bytes_, input, outputLike);
 }
 
-WorkPtr ProcessGroup::Call::supervise(WorkPtr work, const supervisor::OutputSpec& expect) {
+WorkPtr ProcessGroup::Impl::Call::supervise(WorkPtr work, const supervisor::OutputSpec& expect) {
   if (!pg.supervisor_) return work;
   pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);
   inBackend = false;

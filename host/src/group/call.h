@@ -10,23 +10,24 @@
 #include "commhost/errors.h"
 #include "commhost/process_group.h"
 #include "group_state.h"
+#include "impl.h"
 #include "shadow.h"
 
 namespace commhost {
 
-struct ProcessGroup::Call {
+struct ProcessGroup::Impl::Call {
   // Takes the group's current generation once: the whole call routes through it. Only the
   // calling thread (this one) replaces it, so a reference suffices (no refcount per call).
   // With debug.check_collectives it first claims the group for this thread: a second
   // thread issuing while a call is in progress is refused, naming both calls.
-  Call(ProcessGroup& group, OpType op) : pg(group), st(*group.state_), op(op) {
+  Call(Impl& group, OpType op) : pg(group), st(*group.state_), op(op) {
     if (pg.checkCollectives_) claimIssuer();
   }
   ~Call();
   Call(const Call&) = delete;
   Call& operator=(const Call&) = delete;
 
-  ProcessGroup& pg;
+  Impl& pg;
   const State& st;
   OpType op;
 

@@ -14,7 +14,7 @@ int64_t bytesOf(const std::vector<Tensor>& tensors) {
 }  // namespace
 
 WorkPtr ProcessGroup::allreduce(Tensor& tensor, const AllreduceOptions& opts) {
-  Call call(*this, OpType::Allreduce);
+  Impl::Call call(*impl_, OpType::Allreduce);
   call.checkTensor(tensor, "tensor");
   call.checkReduceOp(opts.reduceOp, tensor.dtype());
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout, &opts.reduceOp);
@@ -27,7 +27,7 @@ WorkPtr ProcessGroup::allreduce(Tensor& tensor, const AllreduceOptions& opts) {
 }
 
 WorkPtr ProcessGroup::allreduceCoalesced(std::vector<Tensor>& tensors, const AllreduceCoalescedOptions& opts) {
-  Call call(*this, OpType::AllreduceCoalesced);
+  Impl::Call call(*impl_, OpType::AllreduceCoalesced);
   if (tensors.empty()) call.invalid("got no tensors", "pass at least one tensor");
   for (size_t i = 0; i < tensors.size(); ++i)
     call.checkLike(tensors[0], tensors[i], "tensors[" + std::to_string(i) + "]", false);
@@ -37,7 +37,7 @@ WorkPtr ProcessGroup::allreduceCoalesced(std::vector<Tensor>& tensors, const All
 }
 
 WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
-  Call call(*this, OpType::Broadcast);
+  Impl::Call call(*impl_, OpType::Broadcast);
   call.checkTensor(tensor, "tensor");
   call.checkRoot(opts.root);
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
@@ -50,7 +50,7 @@ WorkPtr ProcessGroup::broadcast(Tensor& tensor, const BroadcastOptions& opts) {
 }
 
 WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
-  Call call(*this, OpType::Reduce);
+  Impl::Call call(*impl_, OpType::Reduce);
   call.checkTensor(tensor, "tensor");
   call.checkRoot(opts.root);
   call.checkReduceOp(opts.reduceOp, tensor.dtype());
@@ -59,9 +59,9 @@ WorkPtr ProcessGroup::reduce(Tensor& tensor, const ReduceOptions& opts) {
 }
 
 WorkPtr ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& input, const AllgatherOptions& opts) {
-  Call call(*this, OpType::Allgather);
+  Impl::Call call(*impl_, OpType::Allgather);
   call.checkTensor(input, "input");
-  call.checkCount(outputs.size(), worldSize_, "output tensors");
+  call.checkCount(outputs.size(), impl_->worldSize_, "output tensors");
   for (size_t i = 0; i < outputs.size(); ++i)
     call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
@@ -69,12 +69,12 @@ WorkPtr ProcessGroup::allgather(std::vector<Tensor>& outputs, const Tensor& inpu
 }
 
 WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, const AllgatherOptions& opts) {
-  Call call(*this, OpType::AllgatherIntoTensor);
+  Impl::Call call(*impl_, OpType::AllgatherIntoTensor);
   call.checkTensor(input, "input");
   call.checkLike(input, output, "output", false);
-  if (output.numel() != input.numel() * worldSize_)
+  if (output.numel() != input.numel() * impl_->worldSize_)
     call.invalid("output has " + std::to_string(output.numel()) +
-                     " elements, expected group size x input = " + std::to_string(input.numel() * worldSize_),
+                     " elements, expected group size x input = " + std::to_string(input.numel() * impl_->worldSize_),
                  "allocate the output with size() * input.numel() elements");
   Backend& b = call.issue(input.device(), input.nbytes(), input.dtype(), opts.timeout);
   const auto shadow = call.shadow(input, &output);
@@ -87,12 +87,12 @@ WorkPtr ProcessGroup::allgatherIntoTensor(Tensor& output, const Tensor& input, c
 
 WorkPtr ProcessGroup::allgatherCoalesced(std::vector<std::vector<Tensor>>& outputs, const std::vector<Tensor>& inputs,
                                          const AllgatherOptions& opts) {
-  Call call(*this, OpType::AllgatherCoalesced);
+  Impl::Call call(*impl_, OpType::AllgatherCoalesced);
   if (inputs.empty()) call.invalid("got no input tensors", "pass at least one tensor");
   call.checkCount(outputs.size(), inputs.size(), "output lists (one per input)");
   for (size_t i = 0; i < inputs.size(); ++i) {
     call.checkLike(inputs[0], inputs[i], "inputs[" + std::to_string(i) + "]", false);
-    call.checkCount(outputs[i].size(), worldSize_, "output tensors per input");
+    call.checkCount(outputs[i].size(), impl_->worldSize_, "output tensors per input");
     for (size_t r = 0; r < outputs[i].size(); ++r)
       call.checkLike(inputs[i], outputs[i][r], "outputs[" + std::to_string(i) + "][" + std::to_string(r) + "]", true);
   }
@@ -101,12 +101,12 @@ WorkPtr ProcessGroup::allgatherCoalesced(std::vector<std::vector<Tensor>>& outpu
 }
 
 WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts) {
-  Call call(*this, OpType::Gather);
+  Impl::Call call(*impl_, OpType::Gather);
   call.checkTensor(input, "input");
   call.checkRoot(opts.root);
-  if (rank_ == opts.root) {
-    call.checkCount(outputs.size(), worldSize_, "output tensors on the root");
-    call.agree = Call::Agree::Nothing;  // the other ranks pass no list
+  if (impl_->rank_ == opts.root) {
+    call.checkCount(outputs.size(), impl_->worldSize_, "output tensors on the root");
+    call.agree = Impl::Call::Agree::Nothing;  // the other ranks pass no list
     for (size_t i = 0; i < outputs.size(); ++i)
       call.checkLike(input, outputs[i], "outputs[" + std::to_string(i) + "]", true);
   } else if (!outputs.empty()) {
@@ -118,12 +118,12 @@ WorkPtr ProcessGroup::gather(std::vector<Tensor>& outputs, const Tensor& input, 
 }
 
 WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts) {
-  Call call(*this, OpType::Scatter);
+  Impl::Call call(*impl_, OpType::Scatter);
   call.checkTensor(output, "output");
   call.checkRoot(opts.root);
-  if (rank_ == opts.root) {
-    call.checkCount(inputs.size(), worldSize_, "input tensors on the root");
-    call.agree = Call::Agree::Nothing;  // the other ranks pass no list
+  if (impl_->rank_ == opts.root) {
+    call.checkCount(inputs.size(), impl_->worldSize_, "input tensors on the root");
+    call.agree = Impl::Call::Agree::Nothing;  // the other ranks pass no list
     for (size_t i = 0; i < inputs.size(); ++i)
       call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
   } else if (!inputs.empty()) {
@@ -136,9 +136,9 @@ WorkPtr ProcessGroup::scatter(Tensor& output, const std::vector<Tensor>& inputs,
 
 WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& inputs,
                                     const ReduceScatterOptions& opts) {
-  Call call(*this, OpType::ReduceScatter);
+  Impl::Call call(*impl_, OpType::ReduceScatter);
   call.checkTensor(output, "output");
-  call.checkCount(inputs.size(), worldSize_, "input tensors");
+  call.checkCount(inputs.size(), impl_->worldSize_, "input tensors");
   for (size_t i = 0; i < inputs.size(); ++i)
     call.checkLike(output, inputs[i], "inputs[" + std::to_string(i) + "]", true);
   call.checkReduceOp(opts.reduceOp, output.dtype());
@@ -147,12 +147,12 @@ WorkPtr ProcessGroup::reduceScatter(Tensor& output, const std::vector<Tensor>& i
 }
 
 WorkPtr ProcessGroup::reduceScatterTensor(Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
-  Call call(*this, OpType::ReduceScatterTensor);
+  Impl::Call call(*impl_, OpType::ReduceScatterTensor);
   call.checkTensor(output, "output");
   call.checkLike(output, input, "input", false);
-  if (input.numel() != output.numel() * worldSize_)
+  if (input.numel() != output.numel() * impl_->worldSize_)
     call.invalid("input has " + std::to_string(input.numel()) +
-                     " elements, expected group size x output = " + std::to_string(output.numel() * worldSize_),
+                     " elements, expected group size x output = " + std::to_string(output.numel() * impl_->worldSize_),
                  "allocate the input with size() * output.numel() elements");
   call.checkReduceOp(opts.reduceOp, output.dtype());
   Backend& b = call.issue(output.device(), output.nbytes(), output.dtype(), opts.timeout, &opts.reduceOp);
@@ -161,10 +161,10 @@ WorkPtr ProcessGroup::reduceScatterTensor(Tensor& output, const Tensor& input, c
 
 WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                const AlltoallOptions& opts) {
-  Call call(*this, OpType::Alltoall);
-  call.checkCount(inputs.size(), worldSize_, "input tensors");
-  call.checkCount(outputs.size(), worldSize_, "output tensors");
-  call.agree = Call::Agree::DtypeOnly;  // each rank sends and receives its own sizes
+  Impl::Call call(*impl_, OpType::Alltoall);
+  call.checkCount(inputs.size(), impl_->worldSize_, "input tensors");
+  call.checkCount(outputs.size(), impl_->worldSize_, "output tensors");
+  call.agree = Impl::Call::Agree::DtypeOnly;  // each rank sends and receives its own sizes
   for (size_t i = 0; i < inputs.size(); ++i) {
     call.checkLike(inputs[0], inputs[i], "inputs[" + std::to_string(i) + "]", false);
     call.checkLike(inputs[0], outputs[i], "outputs[" + std::to_string(i) + "]", false);
@@ -174,8 +174,8 @@ WorkPtr ProcessGroup::alltoall(std::vector<Tensor>& outputs, const std::vector<T
 }
 
 WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const AlltoallSingleOptions& opts) {
-  Call call(*this, OpType::AlltoallSingle);
-  call.agree = Call::Agree::DtypeOnly;  // uneven splits differ by rank
+  Impl::Call call(*impl_, OpType::AlltoallSingle);
+  call.agree = Impl::Call::Agree::DtypeOnly;  // uneven splits differ by rank
   call.checkTensor(input, "input");
   call.checkLike(input, output, "output", false);
   // Resolve splits so the backend always gets one entry per rank.
@@ -183,14 +183,14 @@ WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const 
   auto resolve = [&](std::vector<int64_t>& splits, const Tensor& t, const char* which) {
     const int64_t rows = t.shape().ndim() ? t.shape()[0] : 1;
     if (splits.empty()) {
-      if (rows % worldSize_ != 0)
+      if (rows % impl_->worldSize_ != 0)
         call.invalid(std::string(which) + " has " + std::to_string(rows) + " rows, not divisible by the group size " +
-                         std::to_string(worldSize_),
+                         std::to_string(impl_->worldSize_),
                      std::string("pass ") + which + " split sizes");
-      splits.assign(worldSize_, rows / worldSize_);
+      splits.assign(impl_->worldSize_, rows / impl_->worldSize_);
       return;
     }
-    call.checkCount(splits.size(), worldSize_, (std::string(which) + " split sizes").c_str());
+    call.checkCount(splits.size(), impl_->worldSize_, (std::string(which) + " split sizes").c_str());
     int64_t sum = 0;
     for (int64_t s : splits) {
       if (s < 0) call.invalid(std::string(which) + " split sizes contain a negative entry", "use sizes >= 0");
@@ -208,7 +208,7 @@ WorkPtr ProcessGroup::alltoallSingle(Tensor& output, const Tensor& input, const 
 }
 
 WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
-  Call call(*this, OpType::Barrier);
+  Impl::Call call(*impl_, OpType::Barrier);
   Device device = Device::cpu();
   if (!call.st.routes.servesDevice(DeviceType::CPU)) device = Device::cuda(0);
   Backend& b = call.issue(device, 0, std::nullopt, opts.timeout);
@@ -216,7 +216,7 @@ WorkPtr ProcessGroup::barrier(const BarrierOptions& opts) {
 }
 
 WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opts) {
-  Call call(*this, OpType::Send);
+  Impl::Call call(*impl_, OpType::Send);
   call.checkTensor(tensor, "tensor");
   call.checkPeer(dst, "destination");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
@@ -224,7 +224,7 @@ WorkPtr ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opt
 }
 
 WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const RecvOptions& opts) {
-  Call call(*this, OpType::Recv);
+  Impl::Call call(*impl_, OpType::Recv);
   call.checkTensor(tensor, "tensor");
   call.checkPeer(src, "source");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
@@ -232,9 +232,9 @@ WorkPtr ProcessGroup::recv(Tensor& tensor, int src, const RecvOptions& opts) {
 }
 
 WorkPtr ProcessGroup::recvAnySource(Tensor& tensor, const RecvOptions& opts) {
-  Call call(*this, OpType::RecvAnySource);
+  Impl::Call call(*impl_, OpType::RecvAnySource);
   call.checkTensor(tensor, "tensor");
-  if (worldSize_ < 2) call.invalid("a group of one has no peer to receive from", "receive in a larger group");
+  if (impl_->worldSize_ < 2) call.invalid("a group of one has no peer to receive from", "receive in a larger group");
   Backend& b = call.issue(tensor.device(), tensor.nbytes(), tensor.dtype(), opts.timeout);
   return call.supervise(b.recvAnySource(call.context(), tensor, opts), tensor);
 }

@@ -12,6 +12,7 @@
 
 #include "commhost/mutex.h"
 #include "commhost/process_group.h"
+#include "impl.h"
 
 namespace commhost {
 

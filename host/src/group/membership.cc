@@ -84,8 +84,8 @@ JoinTicket JoinTicket::decode(const std::string& text, const std::string& key) {
   return t;
 }
 
-MembershipRound::MembershipRound(ProcessGroup& group, Kind kind, std::chrono::milliseconds timeout, uint64_t joinsUpTo,
-                                 JoinTicket ticket)
+MembershipRound::MembershipRound(ProcessGroup::Impl& group, Kind kind, std::chrono::milliseconds timeout,
+                                 uint64_t joinsUpTo, JoinTicket ticket)
     : g_(group),
       kind_(kind),
       timeout_(timeout.count() > 0 ? timeout : g_.setup_.config->timeout()),
@@ -447,7 +447,7 @@ void MembershipRound::record(const std::string& outcome, const std::string& erro
   g_.supervisor_->recordMembership(std::move(r));
 }
 
-void ProcessGroup::growAt(uint64_t joinsUpTo) {
+void ProcessGroup::Impl::growAt(uint64_t joinsUpTo) {
   MembershipRound round(*this, MembershipRound::Kind::Grow, {}, joinsUpTo);
   // Done either way: a joiner that failed (or died) is not waited for again; it may ask anew.
   try {
@@ -459,7 +459,7 @@ void ProcessGroup::growAt(uint64_t joinsUpTo) {
   joinsDone_ = joinsUpTo;
 }
 
-void ProcessGroup::joinRunningJob() {
+void ProcessGroup::Impl::joinRunningJob() {
   logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " joining");
   const ErrorContext where{name_, setup_.rank, "join"};
   const auto timeout = setup_.config->timeout();
@@ -501,7 +501,7 @@ void ProcessGroup::joinRunningJob() {
   syncDone_ = ticket.epochDone;
 }
 
-ShrinkReport ProcessGroup::shrink(const ShrinkOptions& options) {
+ShrinkReport ProcessGroup::Impl::shrink(const ShrinkOptions& options) {
   return MembershipRound(*this, MembershipRound::Kind::Shrink, options.timeout).run();
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Internal: one membership round of a group (elastic membership), one method per phase
 // over the round's shared state. Three kinds, one protocol after the agreement:
-//   Shrink  ProcessGroup::shrink(): the survivors of a lost rank (see process_group.h).
+//   Shrink  ProcessGroup::Impl::shrink(): the survivors of a lost rank (see process_group.h).
 //   Grow    at a sync point: the members admit the ranks that asked to join.
 //   Join    the joining process's side of a Grow (ProcessGroup::create with group.join).
 //
@@ -58,7 +58,7 @@ class MembershipRound {
  public:
   enum class Kind { Shrink, Grow, Join };
   // Grow: admits the join requests up to `joinsUpTo`. Join: `ticket` is what admitted it.
-  MembershipRound(ProcessGroup& group, Kind kind, std::chrono::milliseconds timeout, uint64_t joinsUpTo = 0,
+  MembershipRound(ProcessGroup::Impl& group, Kind kind, std::chrono::milliseconds timeout, uint64_t joinsUpTo = 0,
                   JoinTicket ticket = {});
   // The phases in order; throws after recording the round when it does not commit.
   ShrinkReport run();
@@ -91,7 +91,7 @@ class MembershipRound {
   int myGlobal() const;
   std::chrono::microseconds since(Steady::time_point t) const;
 
-  ProcessGroup& g_;
+  ProcessGroup::Impl& g_;
   const Kind kind_;
   const Steady::time_point t0_ = Steady::now();
   std::chrono::milliseconds timeout_{0};

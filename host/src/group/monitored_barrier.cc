@@ -7,7 +7,7 @@
 
 namespace commhost {
 
-void ProcessGroup::monitoredBarrier(const MonitoredBarrierOptions& opts) {
+void ProcessGroup::Impl::monitoredBarrier(const MonitoredBarrierOptions& opts) {
   const uint64_t seq = seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   const auto timeout = opts.timeout.count() > 0 ? opts.timeout : setup_.config->timeout();
   const ErrorContext where{name_, rank_, "monitored_barrier", seq};

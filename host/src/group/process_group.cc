@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "commhost/process_group.h"
+
+#include "impl.h"
 #include "shadow.h"
 
 #include <algorithm>
@@ -16,7 +18,9 @@
 
 namespace commhost {
 
-ProcessGroup::ProcessGroup(Setup setup, std::string name, std::vector<int> globalRanks)
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ProcessGroup::Impl::Impl(Setup setup, std::string name, std::vector<int> globalRanks)
     : setup_(std::move(setup)),
       name_(std::move(name)),
       rank_(setup_.rank),
@@ -27,14 +31,14 @@ ProcessGroup::ProcessGroup(Setup setup, std::string name, std::vector<int> globa
   abortTargets_->aborted = aborted_;
 }
 
-const Config& ProcessGroup::config() const { return *state_->config; }
-const RouteTable& ProcessGroup::routes() const { return state_->routes; }
-uint64_t ProcessGroup::generation() const { return state_->generation; }
-std::vector<ShadowRecord> ProcessGroup::shadowReport(std::chrono::milliseconds waitInFlight) const {
+const Config& ProcessGroup::Impl::config() const { return *state_->config; }
+const RouteTable& ProcessGroup::Impl::routes() const { return state_->routes; }
+uint64_t ProcessGroup::Impl::generation() const { return state_->generation; }
+std::vector<ShadowRecord> ProcessGroup::Impl::shadowReport(std::chrono::milliseconds waitInFlight) const {
   return shadows_->report(waitInFlight);
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::createWorld(Setup setup) {
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::createWorld(Setup setup) {
   if (!setup.config || !setup.registry || !setup.store)
     throw InvalidArgument("ProcessGroup::create needs a config, a plugin registry and a store");
   if (setup.worldSize < 1 || setup.rank < 0 || setup.rank >= setup.worldSize)
@@ -44,21 +48,22 @@ std::shared_ptr<ProcessGroup> ProcessGroup::createWorld(Setup setup) {
   for (int i = 0; i < setup.worldSize; ++i) ranks[i] = i;
   setup.store = std::make_shared<CountingStore>(std::move(setup.store));  // for the status record
   const std::string name = setup.config->groupName();
-  std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(setup), name, std::move(ranks)));
+  std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::make_unique<Impl>(std::move(setup), name, std::move(ranks))));
+  Impl& g = *pg->impl_;
   // Each creation of a group name works under a fresh prefix: every rank counts its own
   // creations in the store, so a group re-created after an abort never reads the keys
   // (peer addresses, barrier flags) of the group it replaces.
-  const int64_t generation = pg->setup_.store->add(name + "/generation/" + std::to_string(pg->rank_), 1);
-  pg->storePath_ = name + "/" + std::to_string(generation);
-  pg->store_ = std::make_shared<PrefixStore>(pg->storePath_, pg->setup_.store);
-  if (pg->setup_.config->host.getBool("group.join")) {
-    pg->joinRunningJob();  // a restarted rank: the running members admit it
+  const int64_t generation = g.setup_.store->add(name + "/generation/" + std::to_string(g.rank_), 1);
+  g.storePath_ = name + "/" + std::to_string(generation);
+  g.store_ = std::make_shared<PrefixStore>(g.storePath_, g.setup_.store);
+  if (g.setup_.config->host.getBool("group.join")) {
+    g.joinRunningJob();  // a restarted rank: the running members admit it
     return pg;
   }
-  pg->checkSameConfig();
-  pg->createBackends();
-  pg->startSupervision();
-  pg->startSyncPoller();
+  g.checkSameConfig();
+  g.createBackends();
+  g.startSupervision();
+  g.startSyncPoller();
   return pg;
 }
 
@@ -66,7 +71,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   // `commhost run` learns from these whether each rank joined, and why one did not.
   const std::string group = setup.config ? setup.config->groupName() : std::string();
   try {
-    auto pg = createWorld(std::move(setup));
+    auto pg = Impl::createWorld(std::move(setup));
     if (const auto& report = launchReporter()) report({LaunchEvent::Joined, -1, group, 0, "", "", ""});
     return pg;
   } catch (const std::exception& e) {
@@ -75,7 +80,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(Setup setup) {
   }
 }
 
-ProcessGroup::~ProcessGroup() {
+ProcessGroup::~ProcessGroup() = default;
+
+ProcessGroup::Impl::~Impl() {
   try {
     shutdown();
   } catch (const std::exception& e) {
@@ -84,7 +91,7 @@ ProcessGroup::~ProcessGroup() {
   if (supervisor_) supervisor::Supervisor::release(std::move(supervisor_), monitor_.get());
 }
 
-void ProcessGroup::startSupervision() {
+void ProcessGroup::Impl::startSupervision() {
   const auto settings = supervisor::Settings::fromConfig(*setup_.config);
   checkCollectives_ = settings.checkCollectives;
   monitor_ = std::make_shared<supervisor::GroupMonitor>();
@@ -111,7 +118,7 @@ void ProcessGroup::startSupervision() {
   supervisor_->attach(monitor_);
 }
 
-void ProcessGroup::publishStatusInfo() {
+void ProcessGroup::Impl::publishStatusInfo() {
   if (!monitor_ || !state_) return;
   supervisor::GroupMonitor::Info info;
   info.generation = state_->generation;
@@ -133,19 +140,19 @@ void ProcessGroup::publishStatusInfo() {
   monitor_->setInfo(std::move(info));
 }
 
-int ProcessGroup::addCompletionHook(CompletionHook hook) {
+int ProcessGroup::Impl::addCompletionHook(CompletionHook hook) {
   if (!supervisor_)
     raise(ErrorCode::InvalidArgument, {name_, rank_}, "completion hooks need the supervisor, which is off",
           "set supervisor.enabled: true");
   return supervisor_->addHook(monitor_.get(), std::move(hook));
 }
 
-void ProcessGroup::removeCompletionHook(int id) {
+void ProcessGroup::Impl::removeCompletionHook(int id) {
   if (supervisor_) supervisor_->removeHook(id);
 }
 
 // The first rank to arrive publishes its hash; each later rank compares with it.
-void ProcessGroup::checkSameConfig() {
+void ProcessGroup::Impl::checkSameConfig() {
   const std::string mine = std::to_string(setup_.config->hash) + " rank " + std::to_string(rank_);
   const std::string stored = toString(store_->compareSet("config_hash", {}, toBytes(mine)));
   const std::string theirHash = stored.substr(0, stored.find(' '));
@@ -157,7 +164,7 @@ void ProcessGroup::checkSameConfig() {
   checkSameAvailability(*store_, "config_unavailable", *setup_.config, *setup_.registry, {name_, rank_});
 }
 
-void ProcessGroup::createBackends(const SplitHandles& splitFrom) {
+void ProcessGroup::Impl::createBackends(const SplitHandles& splitFrom) {
   logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " rank " + std::to_string(rank_));
   state_ = buildState(setup_.config, *setup_.registry, nullptr, {}, "", nullptr, 0, nullptr, nullptr, &splitFrom);
   abortTargets_->set(state_->backends);
@@ -170,7 +177,7 @@ bool sameEntry(const PluginRef& a, const Config& ca, const PluginRef& b, const C
 }
 }  // namespace
 
-std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(
+std::shared_ptr<const ProcessGroup::State> ProcessGroup::Impl::buildState(
     std::shared_ptr<const Config> config, const PluginRegistry& registry, const State* keep,
     const std::vector<std::string>& reloaded, const std::string& prefix, const StorePtr& store, uint64_t generation,
     std::vector<std::string>* kept, std::vector<std::string>* built, const SplitHandles* splitFrom) {
@@ -231,7 +238,7 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::buildState(
   return st;
 }
 
-Backend& ProcessGroup::backend(const std::string& name) const {
+Backend& ProcessGroup::Impl::backend(const std::string& name) const {
   const auto& names = state_->routes.backendNames();
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == name && state_->backends[i]) return *state_->backends[i];
@@ -239,9 +246,9 @@ Backend& ProcessGroup::backend(const std::string& name) const {
 }
 
 // Any thread: through AbortTargets, which also reaches the backends a swap is building.
-void ProcessGroup::abort(const std::string& reason) { abortTargets_->abortAll(reason); }
+void ProcessGroup::Impl::abort(const std::string& reason) { abortTargets_->abortAll(reason); }
 
-void ProcessGroup::shutdown() {
+void ProcessGroup::Impl::shutdown() {
   stopSyncPoller();
   if (!state_) return;  // creation failed before the backends existed
   for (auto& b : state_->backends)

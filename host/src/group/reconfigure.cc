@@ -13,7 +13,7 @@ namespace commhost {
 
 // onlyIfShadowAgrees: every backend `next` sends ops to that the current table does not
 // must have run as a shadow here, sampled at least once, with no disagreement or failure.
-void ProcessGroup::requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const {
+void ProcessGroup::Impl::requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const {
   const auto records = shadows_->report(state_->config->timeout());  // the comparisons still in flight too
   const RouteTable& now = state_->routes;
   for (size_t i = 0; i < next.backendNames().size(); ++i) {
@@ -47,16 +47,17 @@ void ProcessGroup::requireShadowAgreement(const RouteTable& next, const ErrorCon
   }
 }
 
-ReconfigureReport ProcessGroup::reconfigure(std::shared_ptr<const Config> newConfig,
-                                            const ReconfigureOptions& options) {
+ReconfigureReport ProcessGroup::Impl::reconfigure(std::shared_ptr<const Config> newConfig,
+                                                  const ReconfigureOptions& options) {
   if (!newConfig)
     raise(ErrorCode::InvalidArgument, {name_, rank_, "reconfigure"}, "got no config",
           "pass a config loaded with this group's registry");
   return reconfigureOrRefuse(std::move(newConfig), options, "");
 }
 
-ReconfigureReport ProcessGroup::reconfigureOrRefuse(std::shared_ptr<const Config> newConfig,
-                                                    const ReconfigureOptions& options, const std::string& loadError) {
+ReconfigureReport ProcessGroup::Impl::reconfigureOrRefuse(std::shared_ptr<const Config> newConfig,
+                                                          const ReconfigureOptions& options,
+                                                          const std::string& loadError) {
   return SwapAttempt(*this, std::move(newConfig), options, loadError).run();
 }
 

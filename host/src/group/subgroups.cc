@@ -30,7 +30,7 @@ void requireSplit(const ProcessGroup::Setup& setup, const ErrorContext& where) {
 
 }  // namespace
 
-ProcessGroup::SplitHandles ProcessGroup::prepareSplits(const SplitRequest& request) {
+ProcessGroup::Impl::SplitHandles ProcessGroup::Impl::prepareSplits(const SplitRequest& request) {
   SplitHandles prepared;
   const auto& names = state_->routes.backendNames();
   for (size_t i = 0; i < names.size(); ++i) {
@@ -52,8 +52,9 @@ ProcessGroup::SplitHandles ProcessGroup::prepareSplits(const SplitRequest& reque
   return prepared;
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>& members, const std::string& label,
-                                                         const SplitHandles& splitFrom) {
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::makeSubgroup(const std::vector<int>& members,
+                                                               const std::string& label,
+                                                               const SplitHandles& splitFrom) {
   const auto me = std::find(members.begin(), members.end(), rank_);
   if (me == members.end()) return nullptr;
   Setup sub = setup_;
@@ -61,16 +62,18 @@ std::shared_ptr<ProcessGroup> ProcessGroup::makeSubgroup(const std::vector<int>&
   sub.worldSize = static_cast<int>(members.size());
   std::vector<int> global;
   for (int r : members) global.push_back(globalRanks_[r]);
-  std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::move(sub), name_ + "/" + label, std::move(global)));
-  pg->storePath_ = storePath_ + "/" + label;
-  pg->store_ = std::make_shared<PrefixStore>(pg->storePath_, setup_.store);
-  pg->checkSameConfig();
-  pg->createBackends(splitFrom);
-  pg->startSupervision();
+  std::shared_ptr<ProcessGroup> pg(
+      new ProcessGroup(std::make_unique<Impl>(std::move(sub), name_ + "/" + label, std::move(global))));
+  Impl& g = *pg->impl_;
+  g.storePath_ = storePath_ + "/" + label;
+  g.store_ = std::make_shared<PrefixStore>(g.storePath_, setup_.store);
+  g.checkSameConfig();
+  g.createBackends(splitFrom);
+  g.startSupervision();
   return pg;
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ranks) {
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::newGroup(const std::vector<int>& ranks) {
   std::vector<int> members = ranks;
   std::sort(members.begin(), members.end());
   const ErrorContext where{name_, rank_, "new_group"};
@@ -98,7 +101,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::newGroup(const std::vector<int>& ran
   return makeSubgroup(members, label, prepareSplits(request));
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::split(int color, int key) {
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::split(int color, int key) {
   requireSplit(setup_, {name_, rank_, "split"});
   const std::string round = "split" + std::to_string(++subgroupCount_);
   store_->set(round + "/" + std::to_string(rank_), toBytes(std::to_string(color) + " " + std::to_string(key)));

@@ -44,8 +44,8 @@ std::string buildsOf(const PluginRegistry& registry, const std::vector<std::stri
 
 }  // namespace
 
-SwapAttempt::SwapAttempt(ProcessGroup& group, std::shared_ptr<const Config> config, const ReconfigureOptions& options,
-                         std::string loadError)
+SwapAttempt::SwapAttempt(ProcessGroup::Impl& group, std::shared_ptr<const Config> config,
+                         const ReconfigureOptions& options, std::string loadError)
     : g_(group),
       config_(std::move(config)),
       options_(options),

@@ -49,7 +49,7 @@ class SwapAttempt {
  public:
   // With a non-empty `loadError` this rank could not load the config the others swap to:
   // it takes part only to refuse it, so the others fail at once naming it.
-  SwapAttempt(ProcessGroup& group, std::shared_ptr<const Config> config, const ReconfigureOptions& options,
+  SwapAttempt(ProcessGroup::Impl& group, std::shared_ptr<const Config> config, const ReconfigureOptions& options,
               std::string loadError);
   // The phases in order; throws (after recording the attempt) on refusal or rollback.
   ReconfigureReport run();
@@ -91,7 +91,7 @@ class SwapAttempt {
   std::vector<Bytes> gather(const std::string& kind, const char* phase);
   std::string rankText() const { return std::to_string(g_.globalRanks_[g_.rank_]); }
 
-  ProcessGroup& g_;
+  ProcessGroup::Impl& g_;
   std::shared_ptr<const Config> config_;
   ReconfigureOptions options_;
   std::string loadError_;

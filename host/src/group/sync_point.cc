@@ -55,7 +55,7 @@ uint64_t readEpoch(Store& store, const std::string& key) {
 
 }  // namespace
 
-void ProcessGroup::startSyncPoller() {
+void ProcessGroup::Impl::startSyncPoller() {
   const auto poll = setup_.config->host.getDuration("group.sync_poll");
   if (poll.count() <= 0) return;
   sync_ = std::make_unique<SyncAgreement>();
@@ -95,7 +95,7 @@ void ProcessGroup::startSyncPoller() {
       });
 }
 
-void ProcessGroup::stopSyncPoller() {
+void ProcessGroup::Impl::stopSyncPoller() {
   if (!sync_ || !sync_->poller.joinable()) return;
   {
     MutexLock lock(&sync_->mutex);
@@ -105,7 +105,7 @@ void ProcessGroup::stopSyncPoller() {
   sync_->poller.join();
 }
 
-void ProcessGroup::syncPointSlow() {
+void ProcessGroup::Impl::syncPointSlow() {
   if (!sync_) sync_ = std::make_unique<SyncAgreement>();  // a test raised syncLatest_ without a poller
   SyncAgreement& s = *sync_;
   const uint64_t count = syncCount_;
@@ -159,7 +159,7 @@ void ProcessGroup::syncPointSlow() {
   else if (newEpoch) applyEpoch(epoch);
 }
 
-void ProcessGroup::applyEpoch(uint64_t epoch) {
+void ProcessGroup::Impl::applyEpoch(uint64_t epoch) {
   const std::string what = "epoch " + std::to_string(epoch);
   std::shared_ptr<const Config> config;
   std::string source;
@@ -185,7 +185,7 @@ void ProcessGroup::applyEpoch(uint64_t epoch) {
     return;
   }
   try {
-    const ReconfigureReport report = reconfigure(config);
+    const ReconfigureReport report = reconfigure(config, {});
     syncError_.clear();
     if (logger_)
       logger_->info("syncPoint: applied " + what + " (" + source + ") at sync count " + std::to_string(syncCount_) +

@@ -9,10 +9,11 @@
 
 #include "commhost/mutex.h"
 #include "commhost/process_group.h"
+#include "impl.h"
 
 namespace commhost {
 
-struct ProcessGroup::SyncAgreement {
+struct ProcessGroup::Impl::SyncAgreement {
   // The poller thread: reads the epoch key every `poll` until stopped.
   std::thread poller;
   Mutex mutex;
