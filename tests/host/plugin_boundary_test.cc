@@ -15,6 +15,13 @@ namespace {
 
 const std::string kOldAbiPlugin = pluginDir("bad") + "/libcommhost_oldstringabi.so";
 
+// The scanned entry of the file at `path`; null when there is none.
+const PluginEntry* entryAt(const PluginRegistry& registry, const std::string& path) {
+  for (const auto& entry : registry.entries())
+    if (entry.path == path) return &entry;
+  return nullptr;
+}
+
 TEST(BuildFingerprint, PluginWithTheOtherStringAbiIsRefusedNamingBothBuilds) {
   PluginRegistry registry;
   // Both fingerprints, the difference that matters, the file and what to do.
@@ -29,9 +36,7 @@ TEST(BuildFingerprint, PluginWithTheOtherStringAbiIsRefusedNamingBothBuilds) {
 
   // A scan records it as unusable, with the plugin's fingerprint kept for `inspect`.
   registry.scan({pluginDir("bad")});
-  const PluginEntry* e = nullptr;
-  for (const auto& entry : registry.entries())
-    if (entry.path == kOldAbiPlugin) e = &entry;
+  const PluginEntry* e = entryAt(registry, kOldAbiPlugin);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->descriptor, nullptr);
   EXPECT_EQ(e->build.cxx11Abi, 0);
@@ -89,9 +94,7 @@ TEST(InterfaceHashes, APluginWithAnotherVtableIsRefusedNamingTheInterface) {
                     "The host would call the wrong functions in it",
                     "Rebuild the plugin against the headers of this commhost");
   registry.scan({pluginDir("othervtable")});
-  const PluginEntry* e = nullptr;
-  for (const auto& entry : registry.entries())
-    if (entry.path == path) e = &entry;
+  const PluginEntry* e = entryAt(registry, path);
   ASSERT_NE(e, nullptr);
   EXPECT_EQ(e->descriptor, nullptr);
   EXPECT_EQ(e->unavailable.find("Store ("), std::string::npos) << e->unavailable;  // only Backend differs
