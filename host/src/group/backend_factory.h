@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Internal: creating one configured backend for one group, both a group's own backends
-// (ProcessGroup::buildState) and the sub-backends a composite backend asks for through
+// (ProcessGroup::Impl::buildState) and the sub-backends a composite backend asks for through
 // BackendContext::makeBackend (e.g. hier's per-host and leader groups).
 #pragma once
 

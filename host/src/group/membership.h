@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Internal: one membership round of a group (elastic membership), one method per phase
 // over the round's shared state. Three kinds, one protocol after the agreement:
-//   Shrink  ProcessGroup::Impl::shrink(): the survivors of a lost rank (see process_group.h).
+//   Shrink  ProcessGroup::shrink(): the survivors of a lost rank (see process_group.h).
 //   Grow    at a sync point: the members admit the ranks that asked to join.
 //   Join    the joining process's side of a Grow (ProcessGroup::create with group.join).
 //
