@@ -4,10 +4,10 @@
 # A plugin derives from Backend, Store, Work (or AsyncWork, which adds no virtual) or
 # CommHook, and the host calls the plugin's objects through their vtables: a plugin built
 # against headers whose virtual functions differ (one added, removed, moved or retyped)
-# would have the host call the wrong function, yet the size/alignment fingerprint can match. This hash sees it. For each
-# interface: the declarations of the virtual functions in its class body, in order, with
-# comments dropped and whitespace collapsed (a comment or a reflow does not count), hashed
-# with SHA-256 and cut to 64 bits.
+# would have the host call the wrong function, yet the size/alignment fingerprint can
+# match. This hash sees it. For each interface: the declarations of the virtual functions
+# in its class body, in order, with comments dropped and whitespace collapsed (a comment
+# or a reflow does not count), hashed with SHA-256 and cut to 64 bits.
 #
 # The build runs it at configure time (include(), then commhost_write_interface_hashes) and
 # reruns it when one of the headers changes; a test runs it as a script on edited headers:

@@ -11,7 +11,7 @@ int ProcessGroup::rank() const { return impl_->rank_; }
 int ProcessGroup::size() const { return impl_->worldSize_; }
 const std::string& ProcessGroup::name() const { return impl_->name_; }
 const std::vector<int>& ProcessGroup::globalRanks() const { return impl_->globalRanks_; }
-uint64_t ProcessGroup::seq() const { return impl_->seq_.load(std::memory_order_relaxed); }
+uint64_t ProcessGroup::seq() const { return impl_->seq(); }
 uint64_t ProcessGroup::bytesIssued() const { return impl_->bytesIssued_.load(std::memory_order_relaxed); }
 const Config& ProcessGroup::config() const { return impl_->config(); }
 const RouteTable& ProcessGroup::routes() const { return impl_->routes(); }

@@ -55,6 +55,11 @@ struct ProcessGroup::Impl {
   Impl(ProcessGroup::Setup setup, std::string name, std::vector<int> globalRanks);
   ~Impl();  // shuts the group down (shutdown()), then releases its supervisor
   static std::shared_ptr<ProcessGroup> createWorld(ProcessGroup::Setup setup);  // create() less its launch reports
+  // A new group (front and Impl) working under `storePath` of the job store
+  // (setup.store), before its config check and backends: createWorld's and makeSubgroup's
+  // first step.
+  static std::shared_ptr<ProcessGroup> open(ProcessGroup::Setup setup, std::string name, std::vector<int> globalRanks,
+                                            std::string storePath);
   // What this group's backends prepared for this rank's subgroup (Backend::prepareSplit),
   // by backend name.
   using SplitHandles = std::map<std::string, std::shared_ptr<void>>;

@@ -48,14 +48,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::createWorld(Setup setup) {
   for (int i = 0; i < setup.worldSize; ++i) ranks[i] = i;
   setup.store = std::make_shared<CountingStore>(std::move(setup.store));  // for the status record
   const std::string name = setup.config->groupName();
-  std::shared_ptr<ProcessGroup> pg(new ProcessGroup(std::make_unique<Impl>(std::move(setup), name, std::move(ranks))));
-  Impl& g = *pg->impl_;
   // Each creation of a group name works under a fresh prefix: every rank counts its own
   // creations in the store, so a group re-created after an abort never reads the keys
   // (peer addresses, barrier flags) of the group it replaces.
-  const int64_t generation = g.setup_.store->add(name + "/generation/" + std::to_string(g.rank_), 1);
-  g.storePath_ = name + "/" + std::to_string(generation);
-  g.store_ = std::make_shared<PrefixStore>(g.storePath_, g.setup_.store);
+  const int64_t generation = setup.store->add(name + "/generation/" + std::to_string(setup.rank), 1);
+  auto pg = open(std::move(setup), name, std::move(ranks), name + "/" + std::to_string(generation));
+  Impl& g = *pg->impl_;
   if (g.setup_.config->host.getBool("group.join")) {
     g.joinRunningJob();  // a restarted rank: the running members admit it
     return pg;
@@ -64,6 +62,16 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::createWorld(Setup setup) {
   g.createBackends();
   g.startSupervision();
   g.startSyncPoller();
+  return pg;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::open(Setup setup, std::string name, std::vector<int> globalRanks,
+                                                       std::string storePath) {
+  std::shared_ptr<ProcessGroup> pg(
+      new ProcessGroup(std::make_unique<Impl>(std::move(setup), std::move(name), std::move(globalRanks))));
+  Impl& g = *pg->impl_;
+  g.storePath_ = std::move(storePath);
+  g.store_ = std::make_shared<PrefixStore>(g.storePath_, g.setup_.store);
   return pg;
 }
 

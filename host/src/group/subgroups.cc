@@ -62,11 +62,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::makeSubgroup(const std::vector
   sub.worldSize = static_cast<int>(members.size());
   std::vector<int> global;
   for (int r : members) global.push_back(globalRanks_[r]);
-  std::shared_ptr<ProcessGroup> pg(
-      new ProcessGroup(std::make_unique<Impl>(std::move(sub), name_ + "/" + label, std::move(global))));
+  auto pg = open(std::move(sub), name_ + "/" + label, std::move(global), storePath_ + "/" + label);
   Impl& g = *pg->impl_;
-  g.storePath_ = storePath_ + "/" + label;
-  g.store_ = std::make_shared<PrefixStore>(g.storePath_, setup_.store);
   g.checkSameConfig();
   g.createBackends(splitFrom);
   g.startSupervision();
