@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The supervisor's parts on their own, without a Supervisor or its threads: the flight
 // recorder's ring and the desync report read from progress published into a HashStore.
+#include <thread>
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -103,6 +105,44 @@ TEST(DesyncReport, EveryRankInTheCollectiveBlamesTheBackend) {
   const std::string report = desyncReport(*g, 3, OpType::Allreduce);
   EXPECT_NE(report.find("Ranks 0 (global 4) and 1 (global 6) are waiting"), std::string::npos) << report;
   EXPECT_NE(report.find("the backend itself is stuck"), std::string::npos) << report;
+}
+
+// A rank whose heartbeat has not published since it issued the collective (its process
+// not scheduled for a while) looks behind; the report waits for its fresh progress
+// instead of naming it with the rank truly behind.
+TEST(DesyncReport, WaitsForALateRanksProgressBeforeNamingIt) {
+  auto g = group(4);
+  progress(*g, 0, 10, "allreduce", 9);
+  progress(*g, 1, 9, "allreduce", 9);  // stale: it issued seq 10, and publishes that late
+  progress(*g, 2, 9, "allreduce", 9);  // truly behind, and it answered the incident
+  progress(*g, 3, 10, "allreduce", 9);
+  std::thread late([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    progress(*g, 1, 10, "allreduce", 9);
+  });
+  int rounds = 0;
+  const auto start = std::chrono::steady_clock::now();
+  awaitLateProgress(*g, 10, {1, 2, 3}, std::chrono::seconds(20), [&] {
+    ++rounds;
+    return std::set<int>{2};
+  });
+  late.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "waited out its patience";
+  EXPECT_GT(rounds, 0);
+  const std::string report = desyncReport(*g, 10, OpType::Allreduce);
+  EXPECT_NE(report.find("Rank 2 never joined allreduce seq 10: it last reported allreduce seq 9"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("Ranks 0, 1 and 3 are waiting in it"), std::string::npos) << report;
+}
+
+TEST(DesyncReport, ARankThatStaysBehindIsWaitedForOnlyUpToThePatience) {
+  auto g = group(2);
+  progress(*g, 0, 4, "allreduce", 3);
+  progress(*g, 1, 3, "allreduce", 3);
+  const auto start = std::chrono::steady_clock::now();
+  awaitLateProgress(*g, 4, {1}, std::chrono::milliseconds(200), [] { return std::set<int>{}; });
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(200));
+  EXPECT_EQ(ranksBehind(*g, 4, {0, 1}), (std::set<int>{1}));
 }
 
 TEST(IncidentLog, IsBoundedAndRefusesLinesPastTheBound) {

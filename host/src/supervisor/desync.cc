@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <thread>
 
 #include "../core/rank_name.h"
 #include "commhost/errors.h"
@@ -86,6 +87,25 @@ std::string desyncReport(GroupMonitor& g, uint64_t seq, OpType op) {
            "; none is missing, so the backend itself is stuck or too slow "
            "(compare the flight recorder dumps: op and sizes per rank). ";
   return out;
+}
+
+std::set<int> ranksBehind(GroupMonitor& g, uint64_t seq, const std::set<int>& among) {
+  const auto progress = readProgress(g);
+  std::set<int> out;
+  for (int r : among)
+    if (r >= 0 && r < g.worldSize && progress[r].known && progress[r].issued < seq) out.insert(r);
+  return out;
+}
+
+void awaitLateProgress(GroupMonitor& g, uint64_t seq, std::set<int> silent, std::chrono::milliseconds patience,
+                       const std::function<std::set<int>()>& heard) {
+  const auto until = std::chrono::steady_clock::now() + patience;
+  for (;;) {
+    silent = ranksBehind(g, seq, silent);
+    if (silent.empty() || std::chrono::steady_clock::now() >= until) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int r : heard()) silent.erase(r);
+  }
 }
 
 void checkFingerprints(GroupMonitor& g, uint64_t seq, OpType op, const std::string& fingerprint,

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,19 @@ void publishProgress(GroupMonitor& g);
 // Reads every rank's progress and says, in sentences, which ranks never joined
 // collective `seq` (and where they are instead) and which are waiting in it.
 std::string desyncReport(GroupMonitor& g, uint64_t seq, OpType op);
+
+// The ranks of `among` whose published progress says they have not issued collective
+// `seq` (a rank with no progress published is not among them).
+std::set<int> ranksBehind(GroupMonitor& g, uint64_t seq, const std::set<int>& among);
+
+// Before the report names them: a rank of `silent` (it has not answered this incident)
+// that looks behind `seq` may only be late to publish, its heartbeat not having run since
+// it issued `seq` (its process not scheduled for a while, as on a loaded machine). Waits,
+// up to `patience` of real time, while one looks behind; `heard` runs between reads
+// (answering incidents meanwhile) and returns the ranks that answered, no longer waited
+// for: their progress is fresh. A rank truly behind answers at once and costs no wait.
+void awaitLateProgress(GroupMonitor& g, uint64_t seq, std::set<int> silent, std::chrono::milliseconds patience,
+                       const std::function<std::set<int>()>& heard);
 
 // debug.check_collectives: every rank publishes `fingerprint` for `seq` and compares
 // all of them; throws InvalidArgument naming the ranks that differ (the same error on

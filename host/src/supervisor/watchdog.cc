@@ -200,7 +200,7 @@ std::string Watchdog::publishIncident(GroupMonitor& g, const OpContext& ctx) {
     if (!published) noteIncidentLogFull(g, sup_.logger());
     publishProgress(g);
     sup_.dump(incident);
-    waitForPeerDumps(g, mine.incidentsRaised, raisedAtMs, published);
+    waitForPeerDumps(g, mine.incidentsRaised, raisedAtMs, published, ctx.seq);
     return desyncReport(g, ctx.seq, ctx.op);
   } catch (const std::exception& e) {
     if (!g.storeLost.exchange(true))
@@ -213,7 +213,7 @@ std::string Watchdog::publishIncident(GroupMonitor& g, const OpContext& ctx) {
   }
 }
 
-void Watchdog::waitForPeerDumps(GroupMonitor& g, int64_t id, int64_t raisedAtMs, bool published) {
+void Watchdog::waitForPeerDumps(GroupMonitor& g, int64_t id, int64_t raisedAtMs, bool published, uint64_t seq) {
   // Peers dump within a heartbeat tick; give them up to a second before the verdict lets
   // this process exit (and a launcher stop theirs).
   std::set<int> expected;
@@ -225,14 +225,18 @@ void Watchdog::waitForPeerDumps(GroupMonitor& g, int64_t id, int64_t raisedAtMs,
   // Nobody was asked to dump when the log was full: no wait.
   const auto until = published ? SteadyClock::now() + Millis(1000) : SteadyClock::now();
   const int64_t window = (sup_.settings().heartbeatInterval + Millis(2000)).count();
-  while (SteadyClock::now() < until) {
-    // Ranks that raise the same incident at once wait on each other: answer theirs
-    // (this rank has just dumped: no second dump).
+  // Ranks that raise the same incident at once wait on each other: answer theirs
+  // (this rank has just dumped: no second dump).
+  const auto heard = [&] {
     g.incidents.answer(g, sup_.logger(), [&] { publishProgress(g); });
-    for (int r : peersThatDumped(g, id, raisedAtMs, window)) expected.erase(r);
-    if (expected.empty()) break;
+    return peersThatDumped(g, id, raisedAtMs, window);
+  };
+  while (SteadyClock::now() < until) {
+    for (int r : heard()) expected.erase(r);
+    if (expected.empty()) return;
     std::this_thread::sleep_for(Millis(20));
   }
+  if (published) awaitLateProgress(g, seq, expected, sup_.settings().heartbeatInterval + Millis(1000), heard);
 }
 
 void Watchdog::judge(SupervisedWork& w, ErrorContext where, const std::string& message, bool peerLost) {

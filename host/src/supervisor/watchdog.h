@@ -35,8 +35,9 @@ class Watchdog {
   // gives the peers a second to dump too, and returns the desync report.
   std::string publishIncident(GroupMonitor& g, const OpContext& ctx);
   // Waits up to a second (real time) for the peers expected to dump for incident `id`,
-  // answering theirs meanwhile.
-  void waitForPeerDumps(GroupMonitor& g, int64_t id, int64_t raisedAtMs, bool published);
+  // answering theirs meanwhile; then up to a heartbeat and a second more for those of them
+  // whose progress looks behind `seq` (awaitLateProgress), so the report is fresh.
+  void waitForPeerDumps(GroupMonitor& g, int64_t id, int64_t raisedAtMs, bool published, uint64_t seq);
   // The work's verdict, `message`, and what on_error / on_peer_loss make of it.
   void judge(SupervisedWork& work, ErrorContext where, const std::string& message, bool peerLost);
   // A peer of `g` is lost while a caller is inside a backend call: abort the backends.
