@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // One suite, every store: hash (in memory), tcp (real server on loopback), file, etcd
-// (a real etcd child process; skipped where etcd is not installed).
+// (a real etcd child process; skipped where etcd is not installed), torch_tcp (torch's
+// own TCPStore server; skipped where Debian's python3 has no torch).
 #include "../host/test_util.h"
 #include "store_fixtures.h"
 
@@ -11,6 +12,8 @@ class StoreConformance : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     if (GetParam() == "etcd" && !EtcdServer::missingReason().empty()) GTEST_SKIP() << EtcdServer::missingReason();
+    if (GetParam() == "torch_tcp" && !TorchStoreServer::missingReason().empty())
+      GTEST_SKIP() << TorchStoreServer::missingReason();
     fixture = makeFixture(GetParam());
   }
   std::unique_ptr<StoreFixture> fixture;
@@ -105,8 +108,29 @@ TEST_P(StoreConformance, LargeBinaryAndEmptyValues) {
   EXPECT_TRUE(other->get("").empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, StoreConformance, ::testing::Values("hash", "tcp", "file", "etcd"),
+INSTANTIATE_TEST_SUITE_P(Stores, StoreConformance, ::testing::Values("hash", "tcp", "file", "etcd", "torch_tcp"),
                          [](const auto& info) { return info.param; });
+
+// The torch_tcp store speaks the protocol of the torch that serves (1.13 on Debian 12, 2.6
+// on Debian 13) and shares torch's key space: a key torch's own client set reads here,
+// and a key set here reads back through a second, independently probed client.
+TEST(TorchTcpStore, SpeaksTheServersProtocolAndSharesItsKeys) {
+  if (!TorchStoreServer::missingReason().empty()) GTEST_SKIP() << TorchStoreServer::missingReason();
+  TorchStoreServer server(/*seedVersion=*/true);
+  torchtcp::TorchTcpStore store("127.0.0.1", server.port(), torchtcp::ProtocolChoice::Auto, std::chrono::seconds(10),
+                                "test");
+  const std::string version = toString(store.get("torch_version"));
+  ASSERT_FALSE(version.empty());
+  EXPECT_EQ(store.protocol(), version[0] == '1' ? torchtcp::Protocol::Torch1 : torchtcp::Protocol::Torch2) << version;
+  // The other generation's protocol is refused by the server, loudly: never a wrong answer.
+  const auto other = version[0] == '1' ? torchtcp::ProtocolChoice::Torch2 : torchtcp::ProtocolChoice::Torch1;
+  torchtcp::TorchTcpStore wrong("127.0.0.1", server.port(), other, std::chrono::milliseconds(500), "test");
+  EXPECT_THROW(wrong.get("torch_version"), Error);
+  store.set("from_commhost", toBytes("hi"));
+  torchtcp::TorchTcpStore second("127.0.0.1", server.port(), torchtcp::ProtocolChoice::Auto, std::chrono::seconds(10),
+                                 "test");
+  EXPECT_EQ(toString(second.get("from_commhost")), "hi");
+}
 
 TEST(FileStore, FileRemovedWhenTheLastUserCloses) {
   FileFixture fixture;

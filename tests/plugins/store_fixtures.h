@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Real stores for the store tests: a HashStore, a tcp store (server on a loopback
-// port, one client per connection), a file store (a temp file) and an etcd store (a real
-// etcd child process, etcd_server.h), behind one shape.
+// port, one client per connection), a file store (a temp file), an etcd store (a real
+// etcd child process, etcd_server.h) and torch_tcp (torch's own TCPStore server in a
+// python3 child, torch_store_server.h), behind one shape.
 #pragma once
 
 #include <boost/filesystem.hpp>
@@ -12,6 +13,8 @@
 #include "etcd_store.h"
 #include "file_store.h"
 #include "server.h"
+#include "torch_store_server.h"
+#include "torch_tcp_store.h"
 
 namespace commhost::test {
 
@@ -106,10 +109,23 @@ class EtcdFixture final : public StoreFixture {
   std::string prefix_;
 };
 
+// A fresh torch server per fixture: torch's numKeys counts every key of the server.
+class TorchTcpFixture final : public StoreFixture {
+ public:
+  StorePtr connect(std::chrono::milliseconds timeout = std::chrono::seconds(10)) override {
+    return std::make_shared<torchtcp::TorchTcpStore>("127.0.0.1", server_.port(), torchtcp::ProtocolChoice::Auto,
+                                                     timeout, "test");
+  }
+
+ private:
+  TorchStoreServer server_;
+};
+
 inline std::unique_ptr<StoreFixture> makeFixture(const std::string& kind) {
   if (kind == "hash") return std::make_unique<HashFixture>();
   if (kind == "tcp") return std::make_unique<TcpFixture>();
   if (kind == "etcd") return std::make_unique<EtcdFixture>();
+  if (kind == "torch_tcp") return std::make_unique<TorchTcpFixture>();
   return std::make_unique<FileFixture>();
 }
 

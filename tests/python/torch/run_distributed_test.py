@@ -111,27 +111,12 @@ if sys.version_info >= (3, 13):
             "torch 2.6's test expects Python < 3.13's pickle message ('Can't pickle local object'); "
             "Python 3.13 says 'Can't get local object', and the test fails on torch's gloo as well"
         )
-# Not attributed yet, so not "upstream": under torch 2.6 (Debian 13), a rank of
-# test_send_recv_with_tag_autograd_profiler stayed alive after its test body returned
-# (torch's harness had already closed its pipe) until the 300 s test timeout, once in a
-# fresh-clone CI run at 3 ranks; stop 52's CI failure of this selection at 2 ranks, whose
-# log was cut, is likely the same. 13 runs of the send/recv-with-tag tests alone, under load,
-# did not reproduce it. A later hang of the same shape (stop 53, test_ops) was commhost's
-# teardown: ~TorchBackend waited for its queues with the GIL held while a backend thread
-# needed it to free a tensor (fixed; tests/python/torch/test_teardown.py). That is the
-# likely cause here too, but unproven (the hang never reproduced on demand; torch also
-# disabled profiler variants of send/recv tests for gloo and MPI, pytorch#57126), so the
-# skip stays on torch 2.x until CI runs show them passing; the variant without a profiler runs.
-_KNOWN_HANGS = {}
-import torch  # noqa: E402
-
-if not torch.__version__.startswith("1."):
-    for _name in ("test_send_recv_with_tag_autograd_profiler", "test_send_recv_with_tag_torch_profiler"):
-        _KNOWN_HANGS[_name] = (
-            "an intermittent hang at process exit under torch 2.x's profiler, not yet attributed "
-            "(see _KNOWN_HANGS in run_distributed_test.py)"
-        )
-for _name, _reason in {**_BROKEN_UPSTREAM, **_KNOWN_HANGS}.items():
+# The profiler variants of test_send_recv_with_tag ran skipped on torch 2.x for a while:
+# a rank once stayed alive after its test body returned (CI, torch 2.6). The likely cause,
+# a GIL deadlock in commhost's backend teardown, was fixed (tests/python/torch/
+# test_teardown.py); 24 runs of the three send/recv-with-tag tests at world 2 and 3 then
+# passed under build load, so they run again.
+for _name, _reason in _BROKEN_UPSTREAM.items():
     if hasattr(DistributedTest._DistTestBase, _name):
         setattr(DistributedTest._DistTestBase, _name, unittest.skip(_reason)(getattr(DistributedTest._DistTestBase, _name)))
 
