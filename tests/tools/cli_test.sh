@@ -318,7 +318,7 @@ pass "product everywhere"
 step "commhost run prints the store address it chose"
 run "$commhost" run -n 2 -- /bin/true
 expect_rc0 "run -n 2 -- /bin/true"
-usr1="; a torch job's store is torch's: kill -USR1 [0-9]+ dumps every rank of any job\\)$"
+usr1="; a torch job's store is torch's TCPStore there: add --store torch_tcp; kill -USR1 [0-9]+ dumps every rank of any job\\)$"
 expect_regex "run (store line)" "^commhost run: store at 127\\.0\\.0\\.1:[0-9]+ \\(commhost trace dump --master 127\\.0\\.0\\.1:[0-9]+$usr1"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 run "$commhost" run -n 1 --master 127.0.0.1:$port -- /bin/true

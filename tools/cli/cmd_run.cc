@@ -58,7 +58,8 @@ std::string storeLine(const Config& cfg, const LaunchPlan& plan) {
   const std::string address = host + ":" + std::to_string(port);
   const bool token = o.has("auth_token") && !o.getString("auth_token").empty();
   return "commhost run: store at " + address + " (commhost trace dump --master " + address +
-         (token ? " --token TOKEN" : "") + "; a torch job's store is torch's: " + anyJob;
+         (token ? " --token TOKEN" : "") + "; a torch job's store is torch's TCPStore there: add --store torch_tcp; " +
+         anyJob;
 }
 
 // --master HOST:PORT into the plan; required for a multi-node job.

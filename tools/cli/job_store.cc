@@ -2,6 +2,7 @@
 #include "job_store.h"
 
 #include <algorithm>
+#include <map>
 
 #include "commhost/errors.h"
 #include "commhost/logging.h"
@@ -17,36 +18,45 @@ OptionValues clientStoreOptions(const PluginDescriptor& d, OptionValues options,
   return options;
 }
 
-std::shared_ptr<Store> connectMaster(const std::string& master, const std::string& token,
-                                     const std::vector<std::string>& pluginPaths, std::chrono::milliseconds timeout,
-                                     const std::string& who) {
-  const size_t colon = master.rfind(':');
+void addJobStoreOptions(CLI::App* cmd, JobStoreArgs& a, bool masterRequired) {
+  auto* master = cmd->add_option(
+      "--master", a.master,
+      std::string("HOST:PORT of the job's store") + (masterRequired ? "" : " (default: MASTER_ADDR:MASTER_PORT)"));
+  if (masterRequired) master->required();
+  cmd->add_option("--token", a.token, "The tcp store's auth token, if it has one");
+  cmd->add_option("--store", a.store,
+                  "The store's kind: tcp (commhost's own, as `commhost run` starts) or torch_tcp (torch's TCPStore, "
+                  "for a torchrun or env:// job on the torch bridge)")
+      ->check(CLI::IsMember({"tcp", "torch_tcp"}))
+      ->capture_default_str();
+  cmd->add_option("--plugin-path", a.pluginPaths, "Extra directories to search for the store plugin");
+}
+
+std::shared_ptr<Store> connectMaster(const JobStoreArgs& a, std::chrono::milliseconds timeout, const std::string& who) {
+  const size_t colon = a.master.rfind(':');
   if (colon == std::string::npos || colon == 0)
-    throw InvalidArgument("--master " + master + ": want HOST:PORT of the job's store (MASTER_ADDR:MASTER_PORT)");
+    throw InvalidArgument("--master " + a.master + ": want HOST:PORT of the job's store (MASTER_ADDR:MASTER_PORT)");
   PluginRegistry registry;
-  registry.scan(PluginRegistry::searchPath(pluginPaths));
-  const PluginEntry& tcp = registry.require("tcp", PluginKind::Store);
-  const OptionValues options = resolveOptions(tcp.descriptor->options,
-                                              {{"serve", "never"},
-                                               {"host", master.substr(0, colon)},
-                                               {"port", master.substr(colon + 1)},
-                                               {"auth_token", token},
-                                               {"timeout", std::to_string(timeout.count()) + "ms"}},
-                                              who);
+  registry.scan(PluginRegistry::searchPath(a.pluginPaths));
+  const PluginEntry& plugin = registry.require(a.store, PluginKind::Store);
+  std::map<std::string, std::string> given = {{"host", a.master.substr(0, colon)},
+                                              {"port", a.master.substr(colon + 1)},
+                                              {"timeout", std::to_string(timeout.count()) + "ms"}};
+  if (!a.token.empty()) given["auth_token"] = a.token;
+  const OptionValues options = clientStoreOptions(*plugin.descriptor,
+                                                  resolveOptions(plugin.descriptor->options, given, who), timeout);
   StoreContext ctx;
   ctx.rank = -1;
   ctx.timeout = timeout;
-  ctx.logger = std::make_shared<Logger>("commhost.tcp", who);
+  ctx.logger = std::make_shared<Logger>("commhost." + a.store, who);
   try {
-    return tcp.descriptor->createStore(options, ctx);
+    return plugin.descriptor->createStore(options, ctx);
   } catch (const StoreError& e) {
+    if (a.store != "tcp") throw;
     // Whatever went wrong: say the likeliest other cause too.
-    throw StoreError(
-        std::string(e.what()) +
-        ". If this is a torch job, its store (MASTER_ADDR:MASTER_PORT) is torch's TCPStore, which "
-        "this command cannot talk to: give the commhost config a tcp store of its own (store: {plugin: "
-        "tcp}); for a flight-recorder dump, send SIGUSR1 to `commhost run` (it passes it to every rank) or to "
-        "each rank's process");
+    throw StoreError(std::string(e.what()) +
+                     ". If this is a torch job (torchrun, or init_method env://), its store is torch's TCPStore: add "
+                     "--store torch_tcp");
   }
 }
 

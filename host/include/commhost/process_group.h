@@ -113,6 +113,12 @@ class COMMHOST_API ProcessGroup {
     // The overrides `config` was loaded with: syncPoint() loads a published config with
     // them (and `registry`), as this rank loaded the first one.
     ConfigOverrides overrides;
+    // Where the supervisor publishes this process's status record and reads trace-dump
+    // requests (what `commhost status`, `top` and `trace dump` read); null: `store`. The
+    // torch bridge passes the root of torch's store here (below torch's key prefixes),
+    // so a torch job is read at the same keys as any other.
+    // Last, so that brace-initialised Setups written before it still compile.
+    StorePtr jobStore;
   };
   // Creates the configured backends and checks, through the store, that every rank
   // loaded the same config (ConfigError naming both ranks' hashes otherwise).

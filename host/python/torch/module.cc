@@ -12,6 +12,8 @@
 #include <utility>
 
 #include "backend.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include "commhost/config.h"
 #include "commhost/errors.h"
 #include "commhost/logging.h"
@@ -120,6 +122,14 @@ void C10dStore::append(const std::string& key, const commhost::Bytes& value) {
   });
 }
 
+// torch hands each group its store under prefixes ("default_pg/0/...", a device's):
+// the status records go below them all, at the keys `commhost status --store torch_tcp`
+// reads on torch's TCPStore.
+c10::intrusive_ptr<c10d::Store> rootStore(c10::intrusive_ptr<c10d::Store> store) {
+  while (auto* prefixed = dynamic_cast<c10d::PrefixStore*>(store.get())) store = prefixed->getUnderlyingStore();
+  return store;
+}
+
 c10::intrusive_ptr<TorchBackend> createGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                              const std::string& configPath, const std::vector<std::string>& overrides,
                                              const std::string& subgroupSuffix) {
@@ -144,6 +154,7 @@ c10::intrusive_ptr<TorchBackend> createGroup(const c10::intrusive_ptr<c10d::Stor
     setup.config = config;
     setup.registry = registry;
     setup.store = std::make_shared<C10dStore>(store);
+    setup.jobStore = std::make_shared<C10dStore>(rootStore(store));
     setup.rank = rank;
     setup.worldSize = size;
     setup.overrides = ov;

@@ -108,7 +108,7 @@ void ProcessGroup::Impl::startSupervision() {
   monitor_->worldSize = worldSize_;
   monitor_->globalRanks = globalRanks_;
   monitor_->store = store_;
-  monitor_->jobStore = setup_.store;
+  monitor_->jobStore = setup_.jobStore ? setup_.jobStore : setup_.store;
   // createWorld() wrapped the job's store to count its calls; subgroups share it.
   if (const auto* counting = dynamic_cast<const CountingStore*>(setup_.store.get()))
     monitor_->storeCounts = counting->counts();

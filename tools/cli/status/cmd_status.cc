@@ -22,9 +22,7 @@ namespace commhost::cli {
 namespace {
 
 struct StatusArgs {
-  std::string master;
-  std::string token;
-  std::vector<std::string> pluginPaths;
+  JobStoreArgs job;
   bool json = false;
   bool watch = false;
   double interval = 1.0;
@@ -57,7 +55,7 @@ std::optional<Reading> readWhileUp(const StatusArgs& a, Store& store) {
   try {
     return readOnce(store);
   } catch (const Error& e) {
-    std::cout << "the job's store at " << a.master << " stopped answering (" << e.what()
+    std::cout << "the job's store at " << a.job.master << " stopped answering (" << e.what()
               << "): the job has ended, or its store died" << std::endl;
     return std::nullopt;
   }
@@ -153,9 +151,7 @@ void addTopCommand(CLI::App& app) {
   static StatusArgs a;
   static int iterations = 0;
   auto* cmd = app.add_subcommand("top", "A running job live: per rank and op, ops/s, bandwidth, p50/p99 latency");
-  cmd->add_option("--master", a.master, "HOST:PORT of the job's tcp store (default: MASTER_ADDR:MASTER_PORT)");
-  cmd->add_option("--token", a.token, "The store's auth token, if it has one");
-  cmd->add_option("--plugin-path", a.pluginPaths, "Extra directories to search for the tcp plugin");
+  addJobStoreOptions(cmd, a.job);
   cmd->add_option("--interval", a.interval, "Seconds per frame (the rates are over it)")
       ->check(CLI::Range(0.1, 3600.0))
       ->capture_default_str();
@@ -168,8 +164,8 @@ void addTopCommand(CLI::App& app) {
       "supervisor.heartbeat.interval: keep --interval above it). busbw uses nccl-tests' factors on each rank's\n"
       "own buffer bytes. p50/p99 are read within the latency buckets (1-2-5 steps).");
   cmd->callback([] {
-    if (a.master.empty()) a.master = masterFromEnvironment();
-    const auto store = connectMaster(a.master, a.token, a.pluginPaths, std::chrono::seconds(5), "commhost top");
+    if (a.job.master.empty()) a.job.master = masterFromEnvironment();
+    const auto store = connectMaster(a.job, std::chrono::seconds(5), "commhost top");
     const int rc = top(a, *store, iterations);
     if (rc) throw CLI::RuntimeError(rc);
   });
@@ -178,9 +174,7 @@ void addTopCommand(CLI::App& app) {
 void addStatusCommand(CLI::App& app) {
   static StatusArgs a;
   auto* cmd = app.add_subcommand("status", "Show a running job: its ranks, ops in flight, who is behind, events");
-  cmd->add_option("--master", a.master, "HOST:PORT of the job's tcp store (default: MASTER_ADDR:MASTER_PORT)");
-  cmd->add_option("--token", a.token, "The store's auth token, if it has one");
-  cmd->add_option("--plugin-path", a.pluginPaths, "Extra directories to search for the tcp plugin");
+  addJobStoreOptions(cmd, a.job);
   cmd->add_flag("--json", a.json, "Print the ranks' records as JSON (commhost/job_status.h's schema)");
   cmd->add_flag("--watch", a.watch, "Monitor mode: print events (peer lost, swaps, incidents) as they happen");
   cmd->add_option("--interval", a.interval, "Seconds between reads with --watch")->check(CLI::Range(0.05, 3600.0));
@@ -191,11 +185,12 @@ void addStatusCommand(CLI::App& app) {
       "Examples:\n"
       "  commhost status --master 127.0.0.1:29500     the address `commhost run` printed as \"store at\"\n"
       "  commhost status --master 127.0.0.1:29500 --watch\n"
+      "  commhost status --master $MASTER_ADDR:$MASTER_PORT --store torch_tcp   a torchrun job on the torch bridge\n"
       "Exit status: 0 when every rank is ok, 3 when the summary names a problem, 1 on an error.\n"
       "Ranks publish once per supervisor.heartbeat.interval; a query reads the store only.");
   cmd->callback([] {
-    if (a.master.empty()) a.master = masterFromEnvironment();
-    const auto store = connectMaster(a.master, a.token, a.pluginPaths, std::chrono::seconds(5), "commhost status");
+    if (a.job.master.empty()) a.job.master = masterFromEnvironment();
+    const auto store = connectMaster(a.job, std::chrono::seconds(5), "commhost status");
     const int rc = a.watch ? watch(a, *store) : showOnce(a, *store);
     if (rc) throw CLI::RuntimeError(rc);
   });

@@ -19,18 +19,16 @@ namespace {
 struct TraceArgs {
   std::string dir;
   std::string chromeOut;
-  std::string master;
-  std::string token;
-  std::vector<std::string> pluginPaths;
+  JobStoreArgs job;
 };
 
 int requestDump(const TraceArgs& a) {
-  const auto store = connectMaster(a.master, a.token, a.pluginPaths, std::chrono::seconds(10), "commhost trace dump");
+  const auto store = connectMaster(a.job, std::chrono::seconds(10), "commhost trace dump");
   // The ranks log "(commhost trace dump: REASON)": the reason says who asked.
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   requestTraceDump(*store, std::string("asked from ") + host + " pid " + std::to_string(::getpid()));
-  std::cout << "asked every rank of the job at " << a.master
+  std::cout << "asked every rank of the job at " << a.job.master
             << " to dump its flight recorder (to its supervisor.flight_recorder.dump_dir)\n";
   return 0;
 }
@@ -69,9 +67,7 @@ void addTraceCommand(CLI::App& app) {
   });
 
   auto* dump = trace->add_subcommand("dump", "Ask every rank of a running job to dump its flight recorder now");
-  dump->add_option("--master", a.master, "HOST:PORT of the job's tcp store")->required();
-  dump->add_option("--token", a.token, "The store's auth token, if it has one");
-  dump->add_option("--plugin-path", a.pluginPaths, "Extra directories to search for the tcp plugin");
+  addJobStoreOptions(dump, a.job, /*masterRequired=*/true);
   dump->footer(
       "Examples:\n"
       "  commhost trace dump --master 127.0.0.1:29500   the address `commhost run` printed as \"store at\"\n"

@@ -1,0 +1,156 @@
+# SPDX-License-Identifier: Apache-2.0
+"""`commhost status --store torch_tcp` on a torch job: 2 ranks on backend "commhost"
+rendezvousing through torch's TCPStore at MASTER_ADDR:MASTER_PORT, launched by torchrun
+(torch 1.x: `python3 -m torch.distributed.run --standalone`) or by `commhost run` with
+init_method env:// (torch 2.x; see launcher()):
+- status finds both ranks (their pids, group "main", allreduces completed) and says
+  "2 ranks ok"; --json carries the same records;
+- without --store torch_tcp, status fails within its timeout naming the flag to add;
+- `trace dump --store torch_tcp` makes every rank dump its flight recorder.
+
+    python3 test_status.py        (COMMHOST_BIN: the commhost CLI; PYTHONPATH: the module)
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+WORKER_LIMIT_S = 90
+
+
+def worker(outdir):
+    import torch
+    import torch.distributed as dist
+
+    import commhost.torch  # noqa: F401  registers the backend
+
+    dist.init_process_group("commhost")
+    rank = dist.get_rank()
+    if rank == 0:
+        with open(os.path.join(outdir, "master.tmp"), "w") as f:
+            f.write("%s:%s" % (os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"]))
+        os.rename(os.path.join(outdir, "master.tmp"), os.path.join(outdir, "master"))
+    t = torch.ones(4)
+    stop = os.path.join(outdir, "stop")
+    deadline = time.time() + WORKER_LIMIT_S
+    while time.time() < deadline:
+        dist.all_reduce(t)
+        t.fill_(1)
+        # Every rank decides together whether to stop: nobody leaves the others mid-op.
+        flag = torch.tensor([1.0 if os.path.exists(stop) else 0.0])
+        dist.all_reduce(flag)
+        if flag.item() > 0:
+            break
+        time.sleep(0.02)
+    dist.destroy_process_group()
+
+
+def launcher(commhost):
+    """torchrun where it can start: torch 2.6's torchrun (Debian 13) creates its store
+    with libuv whatever USE_LIBUV says, and Debian's build has no libuv, so there the ranks
+    are started by `commhost run` and init_method env:// (rank 0 hosts torch's TCPStore at
+    MASTER_PORT), the other way a torch job's store is torch's."""
+    import torch
+
+    if torch.__version__.startswith("1."):
+        # redirects/tee: torch 1.13's torchrun fails on Python 3.11 without them
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                "--redirects", "1", "--tee", "1", "--monitor_interval", "0.2"]
+    return [commhost, "run", "-n", "2", "--", sys.executable]
+
+
+def run(cmd, timeout):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(path, timeout, job):
+    deadline = time.time() + timeout
+    while not os.path.exists(path):
+        if job.poll() is not None:
+            sys.exit("the launcher exited (%s) before rank 0 wrote %s" % (job.returncode, path))
+        if time.time() > deadline:
+            sys.exit("rank 0 did not write %s within %d s" % (path, timeout))
+        time.sleep(0.1)
+
+
+def status_until_both(commhost, master, timeout):
+    """Polls `status --json` until both ranks' records are there; returns them."""
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        last = run([commhost, "status", "--master", master, "--store", "torch_tcp", "--json"], 30)
+        if last.returncode == 0:
+            ranks = json.loads(last.stdout)["ranks"]
+            if len(ranks) == 2 and all(r["groups"] for r in ranks):
+                return ranks
+        time.sleep(0.5)
+    sys.exit("status never showed both ranks within %d s; last: rc %s\n%s\n%s"
+             % (timeout, last.returncode, last.stdout, last.stderr))
+
+
+def check(commhost, master, dumps):
+    ranks = status_until_both(commhost, master, 45)
+    assert sorted(r["rank"] for r in ranks) == [0, 1], ranks
+    assert all(r["pid"] > 0 for r in ranks), ranks
+    for r in ranks:
+        group = r["groups"][0]
+        assert group["name"] == "main" and group["last_completed_seq"] > 0, group
+    plain = run([commhost, "status", "--master", master, "--store", "torch_tcp"], 30)
+    assert plain.returncode == 0 and plain.stdout.startswith("2 ranks ok"), (plain.stdout, plain.stderr)
+    print(plain.stdout.splitlines()[0])
+
+    start = time.time()
+    wrong = run([commhost, "status", "--master", master], 60)
+    assert wrong.returncode != 0 and "--store torch_tcp" in wrong.stderr, (wrong.returncode, wrong.stderr)
+    print("without --store torch_tcp: failed in %.1f s, naming the flag" % (time.time() - start))
+
+    dump = run([commhost, "trace", "dump", "--master", master, "--store", "torch_tcp"], 30)
+    assert dump.returncode == 0, dump.stderr
+    def found():
+        return sorted(f for f in os.listdir(dumps) if f.endswith(".json")) if os.path.isdir(dumps) else []
+
+    deadline = time.time() + 20
+    while time.time() < deadline and len(found()) < 2:
+        time.sleep(0.2)
+    found = found()
+    assert len(found) == 2, found
+    print("trace dump: both ranks dumped (%s)" % ", ".join(found))
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        worker(sys.argv[2])
+        return
+    commhost = os.environ["COMMHOST_BIN"]
+    with tempfile.TemporaryDirectory() as outdir:
+        dumps = os.path.join(outdir, "dumps")
+        env = dict(os.environ)
+        env.pop("COMMHOST_BIN", None)
+        config = os.path.join(outdir, "status.yaml")
+        with open(config, "w") as f:
+            f.write("backends: { gloo: { options: { threads: 1 } } }\n"
+                    "routes: [{ device: cpu, backend: gloo }]\n"
+                    "supervisor: { heartbeat: { interval: 200ms }, flight_recorder: { dump_dir: %s } }\n" % dumps)
+        env["COMMHOST_CONFIG"] = config
+        job = subprocess.Popen(launcher(commhost) + [os.path.abspath(__file__), "--worker", outdir], env=env)
+        try:
+            wait_for(os.path.join(outdir, "master"), 60, job)
+            master = open(os.path.join(outdir, "master")).read()
+            print("the ranks use torch's store at", master)
+            check(commhost, master, dumps)
+        finally:
+            open(os.path.join(outdir, "stop"), "w").close()
+            try:
+                rc = job.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                job.kill()
+                sys.exit("the launcher did not end after the stop file")
+        if rc != 0:
+            sys.exit("the launcher exited %d" % rc)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
