@@ -1,10 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "client.h"
 
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,6 +14,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/sdk/option_schema.h"
+#include "commhost/sdk/tcp_connect.h"
 
 namespace commhost::tcpstore {
 namespace {
@@ -25,64 +22,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 // Time allowed beyond a server-side wait for the answer to cross the network.
 constexpr std::chrono::seconds kNetworkGrace(10);
-
-// Connects with a deadline: a host that silently drops SYNs must not stall an attempt
-// for the kernel's two minutes.
-bool connectWithin(int fd, const sockaddr* addr, socklen_t len, std::chrono::milliseconds limit, std::string& error,
-                   bool& refused) {
-  refused = false;
-  const int flags = ::fcntl(fd, F_GETFL);
-  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  int rc = ::connect(fd, addr, len);
-  if (rc != 0 && errno == EINPROGRESS) {
-    pollfd pfd{fd, POLLOUT, 0};
-    rc = ::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(1, limit.count())));
-    if (rc == 0) {
-      error = "connect timed out";
-      return false;
-    }
-    int soError = 0;
-    socklen_t soLen = sizeof soError;
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &soError, &soLen);
-    if (soError != 0) errno = soError;
-    rc = soError == 0 ? 0 : -1;
-  }
-  ::fcntl(fd, F_SETFL, flags);
-  if (rc != 0) {
-    refused = errno == ECONNREFUSED;
-    error = std::generic_category().message(errno);
-  }
-  return rc == 0;
-}
-
-// `refused`: the host answered that nothing listens on the port (ECONNREFUSED), as
-// opposed to a timeout or an unreachable network, which may pass.
-int connectOnce(const std::string& host, int port, std::chrono::milliseconds limit, std::string& error, bool& refused) {
-  refused = false;
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (rc != 0) {
-    error = std::string("cannot resolve host: ") + ::gai_strerror(rc);
-    return -1;
-  }
-  int fd = -1;
-  for (addrinfo* a = found; a; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (connectWithin(fd, a->ai_addr, a->ai_addrlen, limit, error, refused)) break;
-    ::close(fd);
-    fd = -1;
-  }
-  ::freeaddrinfo(found);
-  if (fd >= 0) {
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
-}
 
 // Reads until `have` >= `need` (taking whatever more arrives, up to `capacity`) before
 // `deadline`; returns "" or what went wrong.
@@ -214,7 +153,10 @@ int Client::connectWithRetry() {
   while (true) {
     ++attempts;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    fd = connectOnce(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)), error, refused);
+    TcpConnectResult attempt = connectTcp(options_.host, options_.port, std::max(left, std::chrono::milliseconds(1)));
+    fd = attempt.fd;
+    error = std::move(attempt.error);
+    refused = attempt.refused;
     if (fd >= 0) break;
     if (reached && refused && Clock::now() + delay > refusedDeadline)
       raise(ErrorCode::Store, context(),

@@ -1,18 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "connection.h"
 
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <thread>
 
 #include "commhost/errors.h"
+#include "commhost/sdk/tcp_connect.h"
 
 namespace commhost::torchtcp {
 namespace {
@@ -21,43 +20,19 @@ namespace {
 // (rendezvous data, status records); a larger length means the stream is out of step.
 constexpr uint64_t kMaxValue = 1ull << 30;
 
-int connectOnce(const std::string& host, int port, std::string* why) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (rc != 0) {
-    *why = std::string("cannot resolve the host: ") + gai_strerror(rc);
-    return -1;
-  }
-  int fd = -1;
-  for (addrinfo* a = found; a && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      *why = std::strerror(errno);
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd >= 0) {
-    const int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
-}
-
 }  // namespace
 
 Connection::Connection(const std::string& host, int port, Deadline deadline)
     : peer_(host + ":" + std::to_string(port)) {
-  std::string why;
   auto pause = std::chrono::milliseconds(10);
-  while ((fd_ = connectOnce(host, port, &why)) < 0) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                            std::chrono::steady_clock::now());
+    const TcpConnectResult attempt = connectTcp(host, port, std::max(left, std::chrono::milliseconds(1)));
+    fd_ = attempt.fd;
+    if (fd_ >= 0) return;
     if (std::chrono::steady_clock::now() + pause >= deadline)
-      throw StoreError("torch_tcp store: cannot connect to torch's TCPStore at " + peer_ + " (" + why +
+      throw StoreError("torch_tcp store: cannot connect to torch's TCPStore at " + peer_ + " (" + attempt.error +
                        "). Next: check the address (MASTER_ADDR:MASTER_PORT of the job) and that the job is running");
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(500));

@@ -4,6 +4,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -12,8 +13,6 @@
 #include <utility>
 
 #include "backend.h"
-
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include "commhost/config.h"
 #include "commhost/errors.h"
 #include "commhost/logging.h"
