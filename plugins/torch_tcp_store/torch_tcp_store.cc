@@ -195,7 +195,10 @@ void TorchTcpStore::append(const std::string& key, const Bytes& value) {
     desired.insert(desired.end(), value.begin(), value.end());
     const Bytes stored = compareSet(key, current, desired);
     if (stored == desired) return;
-    current = stored;  // another writer came first (an empty answer: the key was deleted meanwhile)
+    // torch answers `expected` itself when the key is absent (a present key equal to it
+    // would have become `desired`): it was deleted meanwhile, so append to nothing.
+    // Otherwise another writer came first: append to what it wrote.
+    current = stored == current ? Bytes{} : stored;
   }
 }
 
