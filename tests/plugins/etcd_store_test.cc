@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // What only the etcd store does: outlive a server restart, expire a dead process's
-// heartbeat keys with its lease, keep jobs apart by prefix. Each test runs a real etcd
+// heartbeat keys with its lease, keep jobs apart by prefix; and a shrink over it. Each test runs a real etcd
 // (etcd_server.h) and is skipped where none is installed.
 #include "../host/test_util.h"
 #include "store_fixtures.h"
@@ -147,6 +147,40 @@ TEST_F(EtcdStoreTest, ValueOverTheRequestLimitNamesTheFlag) {
   const Bytes huge(2u << 20, 7);
   EXPECT_THROW_WITH(store->set("huge", huge), StoreError, "key 'huge'", "--max-request-bytes");
   EXPECT_FALSE(store->check({"huge"}));
+}
+
+// Elastic membership over etcd: a shrink round's agreement keys (alive, decision, built)
+// go through etcd's transactions and the heartbeat keys through its lease, as through the
+// tcp store. A rank alive but too late is removed; the survivors renumber and go on.
+TEST_F(EtcdStoreTest, ShrinkRenumbersTheSurvivors) {
+  EtcdFixture fixture;
+  constexpr int kWorld = 3;
+  auto registry = testRegistry();
+  auto config = configFrom(kGloo, *registry);
+  // One client per rank, made here: etcd starts with the first, and dies with the thread
+  // that started it (etcd_server.h).
+  std::vector<StorePtr> stores;
+  for (int r = 0; r < kWorld; ++r) stores.push_back(fixture.connect(std::chrono::seconds(20)));
+  std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
+  runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({config, registry, stores[r], r, kWorld}); });
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    checkedAllreduce(pg, 0);
+    ShrinkOptions within;
+    within.timeout = Millis(1000);
+    if (r == 1) {
+      std::this_thread::sleep_for(Millis(3000));  // alive, but the others decide without it
+      EXPECT_THROW_WITH(pg.shrink(within), AbortedError, "removed from group");
+      return;
+    }
+    const ShrinkReport report = pg.shrink(within);
+    EXPECT_EQ(report.worldSize, 2);
+    EXPECT_EQ(report.removed, std::vector<int>{1});
+    EXPECT_EQ(report.generation, 1u);
+    EXPECT_EQ(pg.rank(), r == 0 ? 0 : 1);
+    EXPECT_EQ(pg.globalRanks(), (std::vector<int>{0, 2}));
+    checkedAllreduce(pg, 1);
+  });
 }
 
 }  // namespace
