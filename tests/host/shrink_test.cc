@@ -106,6 +106,35 @@ TEST_P(ShrinkOn, SurvivorsRenumberAndGoOnWithoutARankThatDidNotComeInTime) {
   groups[3]->removeCompletionHook(hook);
 }
 
+// A subgroup is a group of its own: a member late to its shrink is removed from the
+// subgroup alone, the survivors renumber there (keeping their job-wide ranks), and the
+// parent group, where every rank is still a member, goes on with all of them.
+TEST_P(ShrinkOn, ASubgroupShrinksOnItsOwnAndTheParentGoesOn) {
+  constexpr int kWorld = 4;
+  auto groups = makeGroups(GetParam(), kWorld);
+  std::vector<std::shared_ptr<ProcessGroup>> subs(kWorld);
+  runRanks(kWorld, [&](int r) { subs[r] = groups[r]->newGroup({1, 2, 3}); });
+  runRanks(kWorld, [&](int r) {
+    if (subs[r]) {
+      ProcessGroup& sub = *subs[r];
+      checkedAllreduce(sub, 0);
+      if (r == 3) {
+        std::this_thread::sleep_for(milliseconds(1500));  // alive, but too late for the subgroup's round
+        EXPECT_THROW_WITH(sub.shrink(within(milliseconds(500))), AbortedError, "removed from group");
+      } else {
+        const ShrinkReport report = sub.shrink(within(milliseconds(500)));
+        EXPECT_EQ(report.worldSize, 2);
+        EXPECT_EQ(report.removed, std::vector<int>{2});
+        EXPECT_EQ(sub.rank(), r - 1);
+        EXPECT_EQ(sub.globalRanks(), (std::vector<int>{1, 2}));
+        checkedAllreduce(sub, 1);
+      }
+    }
+    checkedAllreduce(*groups[r], 2);  // the parent still has all four
+    EXPECT_EQ(groups[r]->size(), kWorld);
+  });
+}
+
 // A rank that destroys its group (a clean exit) is gone at once for the survivors: their
 // op fails, and the agreement does not wait for it until the timeout.
 TEST(Shrink, ARankThatLeftFailsTheSurvivorsOpAndIsNotWaitedFor) {
