@@ -78,7 +78,8 @@ bool Connection::recvExact(void* out, size_t n, Deadline deadline, const std::st
     awaitReady(POLLIN, deadline, what);
     const ssize_t r = ::recv(fd_, p + got, n - got, MSG_DONTWAIT);
     if (r < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (r == 0 && got == 0) return false;
+    // A close before the first byte, as a FIN or a reset: the caller decides what it means.
+    if ((r == 0 || (r < 0 && errno == ECONNRESET)) && got == 0) return false;
     if (r <= 0)
       throw StoreError("torch_tcp store: " + what + ": torch's TCPStore at " + peer_ +
                        " closed the connection mid-answer. Next: the job's store (its rank 0 or agent) may be gone");

@@ -27,7 +27,8 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   void send(const std::string& data, Deadline deadline, const std::string& what);
-  // false: the server closed the connection before the first byte (the 2.x probe's answer).
+  // false: the server closed (or reset) the connection before the first byte (the 2.x
+  // probe's answer).
   bool recvExact(void* out, size_t n, Deadline deadline, const std::string& what);
   Bytes recvBytes(Deadline deadline, const std::string& what);
   int64_t recvI64(Deadline deadline, const std::string& what);
