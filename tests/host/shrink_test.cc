@@ -16,12 +16,6 @@ namespace {
 
 using std::chrono::milliseconds;
 
-ShrinkOptions within(milliseconds timeout) {
-  ShrinkOptions o;
-  o.timeout = timeout;
-  return o;
-}
-
 // Every op the survivors run after a shrink, checked: allreduce, broadcast from the
 // highest rank, allgather of each rank's rank.
 void checkOps(ProcessGroup& pg) {
@@ -60,13 +54,13 @@ TEST_P(ShrinkOn, SurvivorsRenumberAndGoOnWithoutARankThatDidNotComeInTime) {
     if (r == 2) {
       // Alive, but too late: the others decided without it.
       std::this_thread::sleep_for(milliseconds(1500));
-      EXPECT_THROW_WITH(pg.shrink(within(milliseconds(500))), AbortedError, "removed from group",
+      EXPECT_THROW_WITH(pg.shrink(shrinkWithin(milliseconds(500))), AbortedError, "removed from group",
                         "ranks 0, 1, 3) decided without it", "[group main rank 2] shrink");
       Tensor t = Tensor::empty({4}, DType::Float32);
       EXPECT_THROW(pg.allreduce(t)->wait(), Error) << "a removed rank's group stays aborted";
       return;
     }
-    const ShrinkReport report = pg.shrink(within(milliseconds(500)));
+    const ShrinkReport report = pg.shrink(shrinkWithin(milliseconds(500)));
     EXPECT_EQ(report.worldSize, 3);
     EXPECT_EQ(report.rank, r < 2 ? r : 2);
     EXPECT_EQ(pg.size(), 3);
@@ -120,9 +114,9 @@ TEST_P(ShrinkOn, ASubgroupShrinksOnItsOwnAndTheParentGoesOn) {
       checkedAllreduce(sub, 0);
       if (r == 3) {
         std::this_thread::sleep_for(milliseconds(1500));  // alive, but too late for the subgroup's round
-        EXPECT_THROW_WITH(sub.shrink(within(milliseconds(500))), AbortedError, "removed from group");
+        EXPECT_THROW_WITH(sub.shrink(shrinkWithin(milliseconds(500))), AbortedError, "removed from group");
       } else {
-        const ShrinkReport report = sub.shrink(within(milliseconds(500)));
+        const ShrinkReport report = sub.shrink(shrinkWithin(milliseconds(500)));
         EXPECT_EQ(report.worldSize, 2);
         EXPECT_EQ(report.removed, std::vector<int>{2});
         EXPECT_EQ(sub.rank(), r - 1);
@@ -156,7 +150,7 @@ TEST(Shrink, ARankThatLeftFailsTheSurvivorsOpAndIsNotWaitedFor) {
     Tensor t = Tensor::empty({1 << 16}, DType::Float32);
     // on_error teardown would end this process: with on_peer_loss shrink the op fails.
     EXPECT_THROW(pg.allreduce(t)->wait(), Error);
-    const ShrinkReport report = pg.shrink(within(milliseconds(20000)));
+    const ShrinkReport report = pg.shrink(shrinkWithin(milliseconds(20000)));
     EXPECT_LT(report.agree, std::chrono::seconds(10)) << "the agreement waited for a rank that had left";
     EXPECT_EQ(report.removed, std::vector<int>{1});
     EXPECT_EQ(pg.size(), 2);
@@ -174,7 +168,7 @@ TEST(Shrink, BelowMinRanksEveryMemberRefusesAndTheGroupStaysAborted) {
   runRanks(kWorld, [&](int r) {
     if (r == 2) return;  // never comes
     ProcessGroup& pg = *groups[r];
-    EXPECT_THROW_WITH(pg.shrink(within(milliseconds(300))), PeerLostError, "only 2 of 3 ranks are left (lost: 2)",
+    EXPECT_THROW_WITH(pg.shrink(shrinkWithin(milliseconds(300))), PeerLostError, "only 2 of 3 ranks are left (lost: 2)",
                       "below supervisor.min_ranks 3", "lower supervisor.min_ranks");
     EXPECT_EQ(pg.size(), 3) << "nothing changed";
     EXPECT_EQ(pg.generation(), 0u);
@@ -249,7 +243,7 @@ TEST_P(ShrinkOn, ARestartedRankJoinsAtTheMembersNextSyncPoint) {
       return;
     }
     ProcessGroup& pg = *groups[r];
-    pg.shrink(within(milliseconds(5000)));
+    pg.shrink(shrinkWithin(milliseconds(5000)));
     EXPECT_EQ(pg.size(), 2);
     if (r == 0) shrunk.store(true);
     int64_t i = 0;
@@ -315,7 +309,7 @@ TEST_P(ShrinkOn, LeaveAndRejoinCyclesLeakNoThreadsOrDescriptors) {
         return;
       }
       ProcessGroup& pg = *groups[r];
-      pg.shrink(within(milliseconds(5000)));
+      pg.shrink(shrinkWithin(milliseconds(5000)));
       // A collective every step, as syncPoint() requires (no rank runs ahead of rank 0).
       for (int i = 0;; ++i) {
         pg.syncPoint();

@@ -107,6 +107,13 @@ constexpr const char* kShm =
     "backends: { gloo: { options: { threads: 1, contexts: 1 } }, shm: { options: { chunk: 4096 } } }\n"
     "routes: [{ device: cpu, backend: [shm, gloo] }]\n";
 
+// ProcessGroup::shrink's options with its round bounded by `timeout`.
+inline ShrinkOptions shrinkWithin(std::chrono::milliseconds timeout) {
+  ShrinkOptions o;
+  o.timeout = timeout;
+  return o;
+}
+
 // Rank r contributes r + 1 + iter in every element; the sum is known to every rank.
 inline void checkedAllreduce(ProcessGroup& pg, int iter) {
   Tensor t = Tensor::empty({64}, DType::Float32);

@@ -166,14 +166,12 @@ TEST_F(EtcdStoreTest, ShrinkRenumbersTheSurvivors) {
   runRanks(kWorld, [&](int r) {
     ProcessGroup& pg = *groups[r];
     checkedAllreduce(pg, 0);
-    ShrinkOptions within;
-    within.timeout = Millis(1000);
     if (r == 1) {
       std::this_thread::sleep_for(Millis(3000));  // alive, but the others decide without it
-      EXPECT_THROW_WITH(pg.shrink(within), AbortedError, "removed from group");
+      EXPECT_THROW_WITH(pg.shrink(shrinkWithin(Millis(1000))), AbortedError, "removed from group");
       return;
     }
-    const ShrinkReport report = pg.shrink(within);
+    const ShrinkReport report = pg.shrink(shrinkWithin(Millis(1000)));
     EXPECT_EQ(report.worldSize, 2);
     EXPECT_EQ(report.removed, std::vector<int>{1});
     EXPECT_EQ(report.generation, 1u);

@@ -21,15 +21,17 @@ struct Progress {
 };
 
 // A rank whose progress does not decode (another commhost version) counts as unknown.
+Progress readProgressOf(GroupMonitor& g, int rank) {
+  const std::string key = progressKey(rank);
+  if (!g.store->check({key})) return {};
+  const auto decoded = wire::decodeProgress(toString(g.store->get(key)));
+  if (!decoded) return {};
+  return {true, decoded.value.issued, decoded.value.issuedOp, decoded.value.completed};
+}
+
 std::vector<Progress> readProgress(GroupMonitor& g) {
   std::vector<Progress> out(g.worldSize);
-  for (int r = 0; r < g.worldSize; ++r) {
-    const std::string key = progressKey(r);
-    if (!g.store->check({key})) continue;
-    const auto decoded = wire::decodeProgress(toString(g.store->get(key)));
-    if (!decoded) continue;
-    out[r] = {true, decoded.value.issued, decoded.value.issuedOp, decoded.value.completed};
-  }
+  for (int r = 0; r < g.worldSize; ++r) out[r] = readProgressOf(g, r);
   return out;
 }
 
@@ -90,10 +92,13 @@ std::string desyncReport(GroupMonitor& g, uint64_t seq, OpType op) {
 }
 
 std::set<int> ranksBehind(GroupMonitor& g, uint64_t seq, const std::set<int>& among) {
-  const auto progress = readProgress(g);
+  // Only the ranks asked about: this is polled every 20 ms while a report waits.
   std::set<int> out;
-  for (int r : among)
-    if (r >= 0 && r < g.worldSize && progress[r].known && progress[r].issued < seq) out.insert(r);
+  for (int r : among) {
+    if (r < 0 || r >= g.worldSize) continue;
+    const Progress p = readProgressOf(g, r);
+    if (p.known && p.issued < seq) out.insert(r);
+  }
   return out;
 }
 
