@@ -108,7 +108,7 @@ GlooBackend::GlooBackend(const Options& options, const BackendContext& ctx)
                      ": " + placement->describe() + " (backends." + ctx.backendName +
                      ".options.thread_placement: off leaves it to the scheduler)");
   auto device = createDevice(options.device, ctx, placement ? placement->transport : std::vector<int>{});
-  contexts_ = connectContexts(ctx_, device, options.contexts + 1, timeout);
+  contexts_ = connectContexts(ctx_, device, options.contexts + 1, timeout, abortRegistry_);
   peerByAddress_ = exchangeEndpoints(ctx_, contexts_, timeout);
   p2p_ = contexts_.back();
   contexts_.pop_back();
@@ -296,6 +296,9 @@ void GlooBackend::abort(const std::string& reason) {
   }
   queue_->abort(reason);
   p2pQueue_->abort(reason);
+  // Every wait inside Gloo ends now, on callers and workers alike (abortable.h); a
+  // shut-down connection alone does not end a send Gloo had queued on it.
+  abortRegistry_->abortAll();
   if (callersInGloo_.load() > 0) interruptConnections("to end the wait of a collective running on its caller");
 }
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 
+#include "abortable.h"
 #include "algorithms.h"
 #include "commhost/sdk/plugin.h"
 #include "commhost/sdk/typed_options.h"
@@ -104,7 +105,11 @@ class GlooBackend final : public Backend {
           // abort() sets aborted_ then reads callersInGloo_; this counts then reads
           // aborted_ (both seq_cst): one of the two sees the other.
           if (aborted_.load()) throwAborted(op);
-          return job();
+          auto outputs = job();
+          // A Gloo wait that abort() ended may have let the algorithm run on to the end
+          // over data that never came: such an op fails, whatever it returned.
+          if (aborted_.load()) throwAborted(op);
+          return outputs;
         },
         true);
   }
@@ -159,6 +164,8 @@ class GlooBackend final : public Backend {
   // Collectives running inside Gloo on their callers' threads (inline_max, threads: 0).
   // Gloo's waits cannot be interrupted, so abort() shuts the connections down when one runs.
   std::atomic<int> callersInGloo_{0};
+  // Every Gloo buffer of this backend's ops, so that abort() ends their waits.
+  std::shared_ptr<AbortRegistry> abortRegistry_ = std::make_shared<AbortRegistry>();
   std::atomic<bool> aborted_{false};
   mutable Mutex abortMutex_;
   std::string abortReason_ GUARDED_BY(abortMutex_);  // the first abort()'s

@@ -159,18 +159,6 @@ int ranksSharingCpus(const BackendContext& ctx, const std::vector<int>& cpus) {
 
 namespace {
 
-// A rendezvous context whose timeout can be set again after connecting: Gloo copies the
-// context's timeout into its transport context (the default wait of every unbound buffer)
-// when it connects, and into each pair (its connect wait, 5x).
-class MeshContext final : public ::gloo::rendezvous::Context {
- public:
-  using ::gloo::rendezvous::Context::Context;
-  void setTimeoutAfterConnect(std::chrono::milliseconds timeout) {
-    setTimeout(timeout);
-    if (transportContext_) transportContext_->setTimeout(timeout);
-  }
-};
-
 // Every pair of `context` carries one message each way, within `timeout`. Gloo's connect
 // can return with a pair that is closed (an accept() that failed for want of file
 // descriptors closes it in the transport thread, and the waiting connect sees a state past
@@ -232,7 +220,8 @@ void checkDescriptors(const BackendContext& ctx, int count) {
 // contexts' timeouts go back to `timeout` for the ops.
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
                                                               const std::shared_ptr<::gloo::transport::Device>& device,
-                                                              int count, std::chrono::milliseconds timeout) {
+                                                              int count, std::chrono::milliseconds timeout,
+                                                              const std::shared_ptr<AbortRegistry>& registry) {
   checkDescriptors(ctx, count);
   // A peer that never publishes its address (it failed before the mesh) is given up on
   // within 3/4 of the timeout: a hot swap's report phase waits `timeout` for every rank's
@@ -254,7 +243,7 @@ std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendConte
             "Check that every rank started, can reach this host's device address, and has file descriptors to spare "
             "(ulimit -n)");
     }
-    context->setTimeoutAfterConnect(timeout);
+    context->finishConnect(timeout, registry);
     contexts.push_back(std::move(context));
   }
   for (int i = 0; i < count && ctx.worldSize > 1; ++i) verifyMesh(ctx, contexts[i], i, timeout);

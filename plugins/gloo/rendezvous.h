@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "abortable.h"
 #include "commhost/sdk/plugin.h"
 
 namespace commhost::gloo_backend {
@@ -54,10 +55,12 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
 // of their own (mpirun --bind-to core) do not compete, so they do not count.
 int ranksSharingCpus(const BackendContext& ctx, const std::vector<int>& cpus);
 
-// `count` contexts, each a full mesh over the group, rendezvoused through `store`.
+// `count` contexts, each a full mesh over the group, rendezvoused through `store`; the
+// buffers their ops make are listed in `registry` (abortable.h).
 std::vector<std::shared_ptr<::gloo::Context>> connectContexts(const BackendContext& ctx,
                                                               const std::shared_ptr<::gloo::transport::Device>& device,
-                                                              int count, std::chrono::milliseconds timeout);
+                                                              int count, std::chrono::milliseconds timeout,
+                                                              const std::shared_ptr<AbortRegistry>& registry);
 
 // Every peer's endpoints of its connections to this rank, exchanged through the store
 // once after connecting: Gloo names a lost connection by the peer's address only, and
