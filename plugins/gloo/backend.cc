@@ -280,14 +280,13 @@ void GlooBackend::closeConnections() noexcept {
   close(p2p_);
 }
 
-// The connections stay open while no caller is inside Gloo: closing them would make the
-// peers' ops fail with "peer <this rank> lost", hiding the real cause (a hang elsewhere)
-// behind this rank. A collective running on its caller's thread, though, holds that
-// thread until Gloo returns, and only a failed connection makes Gloo return before its
-// timeout: then the connections are shut down (the supervisor aborts for a
-// peer lost or a hang, when this rank's peers are failing too), and the op fails with
-// this abort, not as a lost peer. A queued op's worker is left in Gloo, as before; its
-// work has failed already.
+// Every wait inside Gloo ends at once (abortable.h): the queued ops' works have failed
+// already, and an op running on its caller fails with this abort. The connections stay
+// open while no caller is inside Gloo: closing them would make the peers' ops fail with
+// "peer <this rank> lost", hiding the real cause (a hang elsewhere) behind this rank. A
+// caller inside Gloo means its peers are stuck in the same collective (the supervisor
+// aborts for a peer lost or a hang, when this rank's peers are failing too): then the
+// connections are shut down, so that the peers see them drop at once.
 void GlooBackend::abort(const std::string& reason) {
   {
     MutexLock lock(&abortMutex_);
@@ -302,13 +301,12 @@ void GlooBackend::abort(const std::string& reason) {
   if (callersInGloo_.load() > 0) interruptConnections("to end the wait of a collective running on its caller");
 }
 
-// Gloo offers no call that ends a local wait: its tcp pair fails the buffers waiting on
-// it only when the connection fails (closing the pair does not wake them), and the
-// header that declares the pair's signalling is missing from Debian's libgloo-dev. So
-// this finds the backend's connected sockets by their two ends (a pair's address() is its
-// own end; peerByAddress_ holds the peers' ends, recorded to name lost peers) and shuts
-// them down: Gloo's device thread reads the end of stream and fails every waiting buffer,
-// and the peers see the connection drop.
+// Finds the backend's connected sockets by their two ends (a pair's address() is its own
+// end; peerByAddress_ holds the peers' ends, recorded to name lost peers) and shuts them
+// down: Gloo's device thread reads the end of stream and fails the pair, and the peers see
+// the connection drop. (Gloo has no call that closes a pair for its peer's sake: closing
+// the pair is local, and the header that declares its signalling is missing from Debian's
+// libgloo-dev.)
 void GlooBackend::interruptConnections(const char* what) noexcept {
   std::set<std::string> ours;
   auto collect = [&](const std::shared_ptr<::gloo::Context>& context) {

@@ -83,8 +83,8 @@ class GlooBackend final : public Backend {
  private:
   Call callFor(const OpContext& op) const;
   void closeConnections() noexcept;  // every pair of every context, hard (RST)
-  // Shuts down this backend's connections, failing whatever waits on them (see abort()).
-  // Shuts this backend's connections down (see backend.cc); `what` ends the log line.
+  // Shuts this backend's connections down, so that the peers see them drop (see
+  // backend.cc); `what` ends the log line.
   void interruptConnections(const char* what) noexcept;
   // A collective of `bytes` (what inline_max is compared with) on the collectives' queue.
   // Gloo's collectives wait for their peers as long as the contexts' timeout, whatever
@@ -161,8 +161,8 @@ class GlooBackend final : public Backend {
   std::map<std::string, int> peerByAddress_;  // every connection endpoint of every peer
   // Shared with the ops' calls: a queue left behind after an abort may still retire.
   std::shared_ptr<Retired> retired_ = std::make_shared<Retired>();
-  // Collectives running inside Gloo on their callers' threads (inline_max, threads: 0).
-  // Gloo's waits cannot be interrupted, so abort() shuts the connections down when one runs.
+  // Collectives running inside Gloo on their callers' threads (inline_max, threads: 0):
+  // abort() also shuts the connections down when one runs, so that the peers see them drop.
   std::atomic<int> callersInGloo_{0};
   // Every Gloo buffer of this backend's ops, so that abort() ends their waits.
   std::shared_ptr<AbortRegistry> abortRegistry_ = std::make_shared<AbortRegistry>();
