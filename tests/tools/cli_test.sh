@@ -332,6 +332,15 @@ run "$commhost" run -n 1 -c "$tmp/filestore.yaml" -- /bin/true
 expect_regex "run (file store)" "^commhost run: store: the file plugin \\(\`commhost trace dump\` needs the tcp store; kill -USR1 [0-9]+ dumps every rank of any job\\)$"
 pass "the chosen port, the config's port, another store plugin"
 
+step "run --store torch_tcp is for --metrics and --dashboard only; any other store is refused"
+run "$commhost" run -n 1 --store torch_tcp -- /bin/true
+expect_rc_nonzero "run --store without --metrics"
+expect_text "run --store without --metrics" "only --metrics and --dashboard read the job's store: give one of them"
+run "$commhost" run -n 1 --metrics 127.0.0.1:0 --store etcd -- /bin/true
+expect_rc_nonzero "run --store etcd"
+expect_text "run --store etcd" "--store"
+pass "refused before any rank starts"
+
 step "trace dump --master with the address run printed: every rank dumps"
 dumps=$TMPDIR/commhost-traces-$(id -u)
 rm -rf "$dumps"

@@ -41,6 +41,7 @@ struct RunArgs {
   int maxRestarts = 0;
   std::string metrics, dashboard;
   bool metricsInsecure = false, dashboardInsecure = false;
+  std::string statusStore;  // --store: "" (the config's) or "torch_tcp"
   std::vector<std::string> command;
 };
 
@@ -93,7 +94,8 @@ std::vector<std::unique_ptr<MetricsServer>> startEndpoints(const RunArgs& args, 
                                  "the ranks' config does not load here, so the launcher cannot read their "
                                  "store: give -c CONFIG");
     out.push_back(serveJobMetrics(flag, address, flag == "--metrics" ? args.metricsInsecure : args.dashboardInsecure,
-                                  *config, registry, plan.masterAddr, plan.masterPort, plan.localRanks * plan.nodes));
+                                  *config, registry, plan.masterAddr, plan.masterPort, plan.localRanks * plan.nodes,
+                                  args.statusStore == "torch_tcp" ? StatusStore::TorchTcp : StatusStore::Config));
     const std::string url = "http://" + address.substr(0, address.rfind(':')) + ":" +
                             std::to_string(out.back()->port());
     // The token itself is never printed: the operator has it (the config or COMMHOST_STORE_TOKEN).
@@ -111,6 +113,8 @@ std::vector<std::unique_ptr<MetricsServer>> startEndpoints(const RunArgs& args, 
 
 int run(const RunArgs& args, std::vector<std::string> command) {
   if (command.empty()) throw CLI::ValidationError("run", "give the program to start after --, e.g. -- commhost bench");
+  if (!args.statusStore.empty() && args.metrics.empty() && args.dashboard.empty())
+    throw CLI::ValidationError("--store", "only --metrics and --dashboard read the job's store: give one of them");
   if (args.nodeRank < 0 || args.nodeRank >= args.nodes)
     throw CLI::ValidationError("--node-rank", "must be in [0, --nnodes)");
   LaunchPlan plan;
@@ -232,6 +236,12 @@ void addRunCommand(CLI::App& app) {
       ->type_name("HOST:PORT");
   cmd->add_flag("--dashboard-insecure", args.dashboardInsecure,
                 "Allow --dashboard on an address other than loopback (no authentication)");
+  cmd->add_option("--store", args.statusStore,
+                  "Where --metrics and --dashboard read the ranks' status: the config's store (the default), or "
+                  "torch_tcp: torch's TCPStore at MASTER_ADDR:MASTER_PORT, the store of a torch job that calls "
+                  "init_process_group(\"commhost\") with init_method env://")
+      ->check(CLI::IsMember({"torch_tcp"}))
+      ->type_name("torch_tcp");
   cmd->add_option("--grace", args.grace, "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str();
   cmd->add_option("--settle", args.settle,

@@ -6,16 +6,21 @@ init_method env:// (torch 2.x; see launcher()):
 - status finds both ranks (their pids, group "main", allreduces completed) and says
   "2 ranks ok"; --json carries the same records;
 - without --store torch_tcp, status fails within its timeout naming the flag to add;
-- `trace dump --store torch_tcp` makes every rank dump its flight recorder.
+- `trace dump --store torch_tcp` makes every rank dump its flight recorder;
+- `commhost run --metrics 127.0.0.1:0 --store torch_tcp` serves both ranks' records
+  (/status.json) and metrics (/metrics) read from torch's store (a second job under
+  torch 1.x, whose status checks ran under torchrun).
 
     python3 test_status.py        (COMMHOST_BIN: the commhost CLI; PYTHONPATH: the module)
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 
 WORKER_LIMIT_S = 90
 
@@ -48,18 +53,21 @@ def worker(outdir):
     dist.destroy_process_group()
 
 
-def launcher(commhost):
-    """torchrun where it can start: torch 2.6's torchrun (Debian 13) creates its store
-    with libuv whatever USE_LIBUV says, and Debian's build has no libuv, so there the ranks
-    are started by `commhost run` and init_method env:// (rank 0 hosts torch's TCPStore at
-    MASTER_PORT), the other way a torch job's store is torch's."""
+def launchers(commhost):
+    """(name, command, metrics) per job. torchrun where it can start: torch 2.6's torchrun
+    (Debian 13) creates its store with libuv whatever USE_LIBUV says, and Debian's build has
+    no libuv, so there the ranks are started by `commhost run` and init_method env://
+    (rank 0 hosts torch's TCPStore at MASTER_PORT), the other way a torch job's store is
+    torch's. The `commhost run` job serves --metrics from that store."""
     import torch
 
+    served = ("commhost run", [commhost, "run", "-n", "2", "--metrics", "127.0.0.1:0", "--store", "torch_tcp", "--",
+                               sys.executable], True)
     if torch.__version__.startswith("1."):
         # redirects/tee: torch 1.13's torchrun fails on Python 3.11 without them
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                "--redirects", "1", "--tee", "1", "--monitor_interval", "0.2"]
-    return [commhost, "run", "-n", "2", "--", sys.executable]
+        return [("torchrun", [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                              "--redirects", "1", "--tee", "1", "--monitor_interval", "0.2"], False), served]
+    return [served]
 
 
 def run(cmd, timeout):
@@ -120,11 +128,34 @@ def check(commhost, master, dumps):
     print("trace dump: both ranks dumped (%s)" % ", ".join(found))
 
 
-def main():
-    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
-        worker(sys.argv[2])
-        return
-    commhost = os.environ["COMMHOST_BIN"]
+def check_metrics(stderr_path, job):
+    """The launcher's --metrics endpoint: both ranks' records and metrics, from torch's store."""
+    deadline = time.time() + 30
+    url = None
+    while url is None:
+        found = re.search(r"metrics at (http://127\.0\.0\.1:[0-9]+)/metrics", open(stderr_path).read())
+        url = found.group(1) if found else None
+        if url is None and (job.poll() is not None or time.time() > deadline):
+            sys.exit("the launcher printed no metrics line:\n" + open(stderr_path).read())
+        time.sleep(0.1)
+    deadline = time.time() + 30
+    while True:
+        with urllib.request.urlopen(url + "/status.json", timeout=10) as r:
+            ranks = json.loads(r.read())["ranks"]
+        if sorted(r["rank"] for r in ranks) == [0, 1] and all(r["groups"] for r in ranks):
+            break
+        if time.time() > deadline:
+            sys.exit("--metrics never showed both ranks: %s" % ranks)
+        time.sleep(0.5)
+    assert all(r["groups"][0]["name"] == "main" for r in ranks), ranks
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        text = r.read().decode()
+    for rank in (0, 1):
+        assert re.search(r'^commhost_rank_info\{[^}]*rank="%d"' % rank, text, re.M), text[:2000]
+    print("--metrics --store torch_tcp: both ranks at %s/status.json and /metrics" % url)
+
+
+def run_job(commhost, name, command, metrics):
     with tempfile.TemporaryDirectory() as outdir:
         dumps = os.path.join(outdir, "dumps")
         env = dict(os.environ)
@@ -135,21 +166,36 @@ def main():
                     "routes: [{ device: cpu, backend: gloo }]\n"
                     "supervisor: { heartbeat: { interval: 200ms }, flight_recorder: { dump_dir: %s } }\n" % dumps)
         env["COMMHOST_CONFIG"] = config
-        job = subprocess.Popen(launcher(commhost) + [os.path.abspath(__file__), "--worker", outdir], env=env)
+        stderr_path = os.path.join(outdir, "launcher.err")
+        with open(stderr_path, "w") as err:
+            job = subprocess.Popen(command + [os.path.abspath(__file__), "--worker", outdir], env=env, stderr=err)
+        print("== %s" % name)
         try:
             wait_for(os.path.join(outdir, "master"), 60, job)
             master = open(os.path.join(outdir, "master")).read()
             print("the ranks use torch's store at", master)
             check(commhost, master, dumps)
+            if metrics:
+                check_metrics(stderr_path, job)
         finally:
             open(os.path.join(outdir, "stop"), "w").close()
             try:
                 rc = job.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 job.kill()
-                sys.exit("the launcher did not end after the stop file")
+                rc = "killed after the stop file"
+            sys.stderr.write(open(stderr_path).read())
         if rc != 0:
-            sys.exit("the launcher exited %d" % rc)
+            sys.exit("the %s launcher exited %s" % (name, rc))
+
+
+def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        worker(sys.argv[2])
+        return
+    commhost = os.environ["COMMHOST_BIN"]
+    for name, command, metrics in launchers(commhost):
+        run_job(commhost, name, command, metrics)
     print("ok")
 
 

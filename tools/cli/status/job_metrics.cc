@@ -31,12 +31,11 @@ struct StoreReader {
   std::string masterAddr;
   int masterPort;
   int worldSize;
+  StatusStore from;
   std::shared_ptr<Store> store;
 
   std::vector<ProcessStatus> read() {
-    if (!store)
-      store = connectConfigStore(config, registry, masterAddr, masterPort, worldSize, kStoreTimeout,
-                                 "commhost run --metrics");
+    if (!store) store = connect();
     try {
       std::vector<std::string> problems;
       return readJobStatus(*store, &problems);
@@ -44,6 +43,16 @@ struct StoreReader {
       store.reset();
       throw;
     }
+  }
+
+  std::shared_ptr<Store> connect() const {
+    const std::string who = "commhost run --metrics";
+    if (from == StatusStore::Config)
+      return connectConfigStore(config, registry, masterAddr, masterPort, worldSize, kStoreTimeout, who);
+    JobStoreArgs torch;
+    torch.master = masterAddr + ":" + std::to_string(masterPort);
+    torch.store = "torch_tcp";
+    return connectMaster(torch, kStoreTimeout, who);
   }
 };
 
@@ -53,7 +62,8 @@ bool isLoopback(const std::string& host) { return host == "localhost" || host.rf
 
 std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& flag, const std::string& address, bool insecure,
                                                const Config& config, const PluginRegistry& registry,
-                                               const std::string& masterAddr, int masterPort, int worldSize) {
+                                               const std::string& masterAddr, int masterPort, int worldSize,
+                                               StatusStore from) {
   const size_t colon = address.rfind(':');
   const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
   const std::string port = colon == std::string::npos ? "" : address.substr(colon + 1);
@@ -74,7 +84,8 @@ std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& flag, const st
   if (!isLoopback(host) && token.empty())
     std::cerr << "commhost run: warning: " << flag << " serves " << address << " without authentication (" << flag
               << "-insecure): anyone who reaches it sees the job's status" << std::endl;
-  auto reader = std::make_shared<StoreReader>(StoreReader{config, registry, masterAddr, masterPort, worldSize, {}});
+  auto reader = std::make_shared<StoreReader>(
+      StoreReader{config, registry, masterAddr, masterPort, worldSize, from, {}});
   const std::string page = dashboardPage();  // read once: a missing page is said at start
   return std::make_unique<MetricsServer>(
       host == "localhost" ? "127.0.0.1" : host, std::stoi(port),

@@ -18,8 +18,14 @@ namespace commhost::cli {
 // `config` and `registry` must outlive the server.
 // `flag` ("--metrics", "--dashboard") names the option in messages. Every endpoint serves
 // every path: /metrics, /status.json, the dashboard (/) and its /dashboard.json.
+// Which store the endpoint reads the ranks' records from (`commhost run --store`).
+enum class StatusStore {
+  Config,    // the one the ranks' config names (commhost's tcp store, etcd, ...)
+  TorchTcp,  // torch's TCPStore at masterAddr:masterPort: a torch job on init_method env://
+};
 std::unique_ptr<MetricsServer> serveJobMetrics(const std::string& flag, const std::string& address, bool insecure,
                                                const Config& config, const PluginRegistry& registry,
-                                               const std::string& masterAddr, int masterPort, int worldSize);
+                                               const std::string& masterAddr, int masterPort, int worldSize,
+                                               StatusStore from = StatusStore::Config);
 
 }  // namespace commhost::cli
