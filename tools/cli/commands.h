@@ -16,6 +16,7 @@ void addConfigCommand(CLI::App& app);
 void addStoreCommand(CLI::App& app);
 void addRunCommand(CLI::App& app);
 void addBenchCommand(CLI::App& app);
+void addTuneCommand(CLI::App& app);
 void addTraceCommand(CLI::App& app);
 void addTrainCommand(CLI::App& app);
 void addStatusCommand(CLI::App& app);

@@ -128,6 +128,7 @@ int run(int argc, char** argv) {
   commhost::cli::addStoreCommand(app);
   commhost::cli::addRunCommand(app);
   commhost::cli::addBenchCommand(app);
+  commhost::cli::addTuneCommand(app);
   commhost::cli::addTraceCommand(app);
   commhost::cli::addTrainCommand(app);
   commhost::cli::addStatusCommand(app);

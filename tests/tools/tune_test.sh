@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# `commhost tune` under `commhost run` at 2 and 4 ranks, candidates gloo, shm and a backend
+# whose allreduce adds one (the offbyone test plugin): the written config loads, routes
+# every size to gloo or shm and never to the wrong one (the table says "wrong" in its
+# column), agrees with bench where bench finds one backend clearly faster (1.5x, both
+# measured in the same job, alternating rounds), and passes `bench --check`. Also what
+# tune refuses: an op it does not tune, and a config no backend of which serves the op.
+#   tune_test.sh <commhost binary> <test plugin dir>
+set -euo pipefail
+commhost=$1
+plugins=$2
+here=$(cd "$(dirname "$0")" && pwd)
+source "$here/check_lib.sh"
+tmp=$(mktemp -d)
+export TMPDIR="$tmp"
+trap 'rm -rf "$tmp"' EXIT
+for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
+
+cat >"$tmp/three.yaml" <<YAML
+group: { timeout: 60s }
+plugin_path: [ $plugins ]
+backends: { gloo: { options: { threads: 1 } }, shm: {}, off: { plugin: offbyone } }
+routes: [{ device: cpu, backend: gloo }]
+logging: { level: warn }
+YAML
+sizes=8,4K,256K
+
+# The backend `config check` resolves allreduce of BYTES to in FILE.
+routed() {
+  "$commhost" config check "$2" | awk -v b="$1" '$1 == "#" && $2 == "cpu" && $3 == "allreduce" {
+    split($4, r, /\.\.|\+/); if (b >= r[1] && (r[2] == "" || b <= r[2])) print $NF }'
+}
+
+for n in 2 4; do
+  step "tune at $n ranks: gloo, shm, and off (adds one)"
+  run timeout 300 "$commhost" run -n "$n" -c "$tmp/three.yaml" -- "$commhost" tune --sizes "$sizes" --min-time 0.02 \
+    --repeat 2 -o "$tmp/tuned$n.yaml"
+  expect_rc0 "tune at $n ranks"
+  expect_line "the file" "[0] commhost tune: wrote $tmp/tuned$n.yaml"
+  expect_regex "the table's columns" '^\[0\] #         bytes       gloo        off        shm  -> route$'
+  for s in 8 4096 262144; do
+    expect_regex "off is wrong at $s bytes" "^\\[0\\] # +$s +[0-9.]+ +wrong +[0-9.]+  -> (gloo|shm)$"
+  done
+  grep -q "backend: off" "$tmp/tuned$n.yaml" && fail "the tuned config routes to off: $(cat "$tmp/tuned$n.yaml")"
+  head -1 "$tmp/tuned$n.yaml" | grep -q "^# commhost tune: $n ranks" || fail "no header: $(head -3 "$tmp/tuned$n.yaml")"
+  run "$commhost" config check "$tmp/tuned$n.yaml"
+  expect_rc0 "config check of the tuned config"
+  pass "off never chosen; the config loads"
+
+  step "at $n ranks the tuned routes agree with bench where one backend is clearly faster"
+  # Both backends' figures from one job each, alternating: gloo, shm, gloo, shm.
+  for round in 1 2; do
+    for b in gloo shm; do
+      "$commhost" run -n "$n" -c "$tmp/three.yaml" -- "$commhost" bench --op allreduce --sizes "$sizes" \
+        --backend "$b" --min-time 0.05 >"$tmp/bench.$b.$round" 2>&1 || fail "bench on $b: $(cat "$tmp/bench.$b.$round")"
+    done
+  done
+  python3 - "$tmp" <<'PY' >"$tmp/faster" || fail "reading the bench tables"
+import re, statistics, sys
+tmp = sys.argv[1]
+def times(b):
+    out = {}
+    for r in (1, 2):
+        for line in open(f"{tmp}/bench.{b}.{r}"):
+            m = re.match(r"^\[0\] +(\d+) +\d+ +f32 +sum +- +\S+ +([0-9.]+)", line)
+            if m: out.setdefault(int(m.group(1)), []).append(float(m.group(2)))
+    return {s: statistics.median(v) for s, v in out.items()}
+g, s = times("gloo"), times("shm")
+for size in sorted(g):
+    if g[size] > 1.5 * s[size]: print(size, "shm", "%.1f" % g[size], "%.1f" % s[size])
+    elif s[size] > 1.5 * g[size]: print(size, "gloo", "%.1f" % g[size], "%.1f" % s[size])
+PY
+  [[ -s $tmp/faster ]] || fail "bench found no size where one backend is 1.5x faster: $(cat "$tmp"/bench.*)"
+  while read -r size want gus sus; do
+    got=$(routed "$size" "$tmp/tuned$n.yaml")
+    [[ $got == "$want" ]] || fail "at $size bytes bench found $want faster (gloo $gus us, shm $sus us) but tune routed $got"
+    echo "   $size bytes: $want (bench: gloo $gus us, shm $sus us)"
+  done <"$tmp/faster"
+  pass "tune chose as bench measured"
+
+  step "the tuned config at $n ranks passes bench --check"
+  run timeout 120 "$commhost" run -n "$n" -c "$tmp/tuned$n.yaml" -- "$commhost" bench --op allreduce --sizes "$sizes" \
+    --check --iters 5
+  expect_rc0 "bench --check on the tuned config"
+  pass "right at every size"
+done
+
+step "tune refuses an op it does not tune, and a config that cannot serve the op"
+run "$commhost" tune --op alltoall -o "$tmp/x.yaml"
+expect_rc_nonzero "tune --op alltoall"
+expect_text "the refusal" "tune measures allreduce, broadcast and reduce"
+printf 'plugin_path: [ %s ]\nbackends: { ar: { plugin: allreduceonly }, gloo: {} }\nroutes: [{ device: cpu, backend: [ar, gloo] }]\n' \
+  "$plugins" >"$tmp/ar.yaml"
+run env COMMHOST_CONFIG="$tmp/ar.yaml" "$commhost" tune --op broadcast --backends ar -o "$tmp/x.yaml"
+expect_rc_nonzero "tune --op broadcast on allreduceonly"
+expect_text "the refusal" "no backend of $tmp/ar.yaml can serve broadcast on cpu"
+[[ ! -e $tmp/x.yaml ]] || fail "a refused tune wrote its output"
+pass "refused before any rank joins"
