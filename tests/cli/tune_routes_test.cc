@@ -82,6 +82,16 @@ TEST(TuneRoutes, TheWrittenConfigRoutesEachRangeAndKeepsTheRest) {
   EXPECT_EQ(text.find("backend: off"), std::string::npos) << "a wrong backend is never routed to";
 }
 
+TEST(TuneRoutes, EveryLineOfTheTableStaysAComment) {
+  OpTimes op{
+      "sendrecv", {OpType::Send, OpType::Recv}, {}, {"shm: config has 2 errors:\n  x:3:5: no send\n  x:4:5: no recv"}};
+  op.sizes = {{8, {times("gloo", {3.0})}}};
+  const std::string text = tunedConfigText(kOriginal, DeviceType::CPU, {op}, {"two\nlines"});
+  EXPECT_EQ(routedTo(text, 8, OpType::Send), "gloo") << text;
+  EXPECT_NE(text.find("#  not measured: shm: config has 2 errors:\n#  x:3:5: no send\n"), std::string::npos) << text;
+  EXPECT_EQ(text.rfind("# two\n# lines\n", 0), 0u) << text;
+}
+
 TEST(TuneRoutes, ACandidateConfigListsEveryCandidateWithOneFirst) {
   const std::string text = candidateConfigText(std::string(kOriginal) + "plugin_path: [ plugins, /abs ]\n", "/etc/job",
                                                DeviceType::CPU, {OpType::Allreduce}, {"gloo", "shm"}, "shm");

@@ -86,10 +86,25 @@ PY
   pass "right at every size"
 done
 
+step "tune --op all at 2 ranks: every op with a size gets routes, in the bytes the dispatcher counts"
+run timeout 300 "$commhost" run -n 2 -c "$tmp/three.yaml" -- "$commhost" tune --op all --backends gloo,shm \
+  --sizes 8,64K --min-time 0.02 --repeat 1 -o "$tmp/all.yaml"
+expect_rc0 "tune --op all"
+# allgather's 64 KiB message is one rank's 32 KiB block: the row and the route say 32768.
+expect_regex "allgather's routed bytes" '^\[0\] # +32768 +[0-9.]+ +[0-9.]+  -> (gloo|shm)$'
+run "$commhost" config check "$tmp/all.yaml"
+expect_rc0 "config check of the tuned config"
+for op in allreduce broadcast reduce allgather_into_tensor reduce_scatter_tensor alltoall_single gather scatter send recv; do
+  grep -q "{device: cpu, op: $op, " "$tmp/all.yaml" || fail "no tuned route for $op: $(cat "$tmp/all.yaml")"
+done
+run timeout 120 "$commhost" run -n 2 -c "$tmp/all.yaml" -- "$commhost" bench --op all --sizes 8,64K --check --iters 3
+expect_rc0 "bench --op all --check on the tuned config"
+pass "every op routed, all right"
+
 step "tune refuses an op it does not tune, and a config that cannot serve the op"
-run "$commhost" tune --op alltoall -o "$tmp/x.yaml"
-expect_rc_nonzero "tune --op alltoall"
-expect_text "the refusal" "tune measures allreduce, broadcast and reduce"
+run "$commhost" tune --op barrier -o "$tmp/x.yaml"
+expect_rc_nonzero "tune --op barrier"
+expect_text "the refusal" "a barrier has no size to tune"
 printf 'plugin_path: [ %s ]\nbackends: { ar: { plugin: allreduceonly }, gloo: {} }\nroutes: [{ device: cpu, backend: [ar, gloo] }]\n' \
   "$plugins" >"$tmp/ar.yaml"
 run env COMMHOST_CONFIG="$tmp/ar.yaml" "$commhost" tune --op broadcast --backends ar -o "$tmp/x.yaml"

@@ -176,6 +176,7 @@ class Allgather final : public Base {
   int64_t check() override {
     return countWrong(out_, [&](int64_t i) { return sourceValue(static_cast<int>(i / chunk_), i % chunk_); });
   }
+  int64_t routedBytes() const override { return chunk_ * static_cast<int64_t>(elementSize(p_.dtype)); }
   double busFactor() const override { return spread(); }
 
  private:
@@ -197,6 +198,7 @@ class ReduceScatter final : public Base {
   int64_t check() override {
     return countWrong(out_, [&](int64_t i) { return reduced(rank_ * chunk_ + i); });
   }
+  int64_t routedBytes() const override { return chunk_ * static_cast<int64_t>(elementSize(p_.dtype)); }
   double busFactor() const override { return spread(); }
   bool usesReduceOp() const override { return true; }
 
@@ -248,6 +250,7 @@ class Gather final : public Base {
       wrong += countWrong(outs_[r], [&](int64_t i) { return sourceValue(static_cast<int>(r), i); });
     return wrong;
   }
+  int64_t routedBytes() const override { return chunk_ * static_cast<int64_t>(elementSize(p_.dtype)); }
   double busFactor() const override { return spread(); }
   bool usesRoot() const override { return true; }
 
@@ -275,6 +278,7 @@ class Scatter final : public Base {
   int64_t check() override {
     return countWrong(out_, [&](int64_t i) { return sourceValue(rank_, i); });
   }
+  int64_t routedBytes() const override { return chunk_ * static_cast<int64_t>(elementSize(p_.dtype)); }
   double busFactor() const override { return spread(); }
   bool usesRoot() const override { return true; }
 

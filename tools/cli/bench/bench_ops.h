@@ -54,6 +54,10 @@ class BenchOp {
   virtual int64_t size() const = 0;   // bytes, as nccl-tests reports them
   virtual int64_t count() const = 0;  // elements, as nccl-tests reports them
   virtual double busFactor() const = 0;
+  // The bytes the dispatcher routes a call of this size by (ProcessGroup's per-op
+  // tensor: one rank's block for allgather, reduce_scatter, gather and scatter); what a
+  // route's byte range is compared with.
+  virtual int64_t routedBytes() const { return size(); }
   virtual bool usesReduceOp() const { return false; }
   virtual bool usesRoot() const { return false; }
 };

@@ -65,7 +65,8 @@ int measure(const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory, Inject
   const bool leader = pg.rank() == 0;
   // Progress only to a terminal: under `commhost run` stderr is the rank's log.
   const bool progress = leader && plan.sizes.size() > 8 && ::isatty(STDERR_FILENO);
-  MeasureContext context{plan, pg, memory, inject, swapper, StoreRounds(pg), plan.settleS <= 0};
+  StoreRounds rounds(pg);
+  MeasureContext context{plan, pg, memory, inject, swapper, rounds, plan.settleS <= 0};
   int64_t wrongTotal = 0;
   for (size_t o = 0; o < plan.ops.size(); ++o) {
     const std::string& name = plan.ops[o];

@@ -24,7 +24,9 @@ struct MeasureContext {
   BenchMemory& memory;
   Injector& inject;
   Swapper* swapper;
-  StoreRounds rounds;
+  // The run's one sequence of store rounds: their keys are numbered in it, so every cell
+  // of a run, whatever its op, goes through the same one.
+  StoreRounds& rounds;
   bool settled;  // the job settled (--settle) before its first cell
 };
 

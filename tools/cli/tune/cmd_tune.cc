@@ -57,13 +57,18 @@ ConfigSource configSource(const std::string& configPath) {
   return {text.str(), std::filesystem::path(path).parent_path().string(), path};
 }
 
-// Only ops whose bench size is the tensor's bytes, which is what a route's byte range
-// counts, are tuned: their ranges mean what they measured.
-void requireTunable(const std::string& op) {
-  if (op != "allreduce" && op != "broadcast" && op != "reduce")
-    throw InvalidArgument("commhost tune --op " + op +
-                          ": tune measures allreduce, broadcast and reduce (the ops whose size is the routed "
-                          "tensor's bytes); other ops keep the config's routes");
+// The ops to tune: a comma list of bench ops, or "all" (every bench op with a size).
+std::vector<std::string> tunedOps(const std::string& list) {
+  std::vector<std::string> out;
+  for (const auto& op : list == "all" ? benchOpNames() : splitList(list)) {
+    requireBenchOp(op);
+    if (op == "barrier") {
+      if (list == "all") continue;
+      throw InvalidArgument("commhost tune --op barrier: a barrier has no size to tune; its route stays the config's");
+    }
+    out.push_back(op);
+  }
+  return out;
 }
 
 // One op's candidates: the config for each (which swaps to it), and those skipped.
@@ -100,16 +105,22 @@ OpPlan planOp(const std::string& op, const ConfigSource& source, const std::vect
 
 // Every candidate at every size, `repeat` rounds, the first candidate of a round one
 // further along each time.
-OpTimes measureOp(const OpPlan& p, const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory) {
+OpTimes measureOp(const OpPlan& p, const BenchPlan& plan, ProcessGroup& pg, BenchMemory& memory, StoreRounds& rounds) {
   OpTimes t{p.op, p.routed, {}, p.skipped};
+  auto op = makeBenchOp(p.op, pg, plan.params, memory);
+  // Ranges are in the bytes the dispatcher routes by: one rank's block for the ops that
+  // split their message (tensors are allocated here, outside any timing). Sizes that
+  // round to the same routed bytes are measured once.
+  std::vector<int64_t> sizes;
   for (int64_t bytes : plan.sizes) {
-    SizeTimes s{bytes, {}};
-    for (const auto& c : p.candidates) s.candidates.push_back({c, {}, 0});
-    t.sizes.push_back(s);
+    op->prepare(bytes);
+    if (!t.sizes.empty() && op->routedBytes() <= t.sizes.back().bytes) continue;
+    sizes.push_back(bytes);
+    t.sizes.push_back({op->routedBytes(), {}});
+    for (const auto& c : p.candidates) t.sizes.back().candidates.push_back({c, {}, 0});
   }
   Injector none({});
-  MeasureContext ctx{plan, pg, memory, none, nullptr, StoreRounds(pg), false};
-  auto op = makeBenchOp(p.op, pg, plan.params, memory);
+  MeasureContext ctx{plan, pg, memory, none, nullptr, rounds, false};
   const size_t n = p.candidates.size();
   for (int round = 0; round < plan.repeat; ++round) {
     for (size_t k = 0; k < n; ++k) {
@@ -118,10 +129,10 @@ OpTimes measureOp(const OpPlan& p, const BenchPlan& plan, ProcessGroup& pg, Benc
       // A backend's first runs after a pause are slow (bench's --settle): each candidate
       // settles again after every swap, not only the first.
       ctx.settled = false;
-      for (size_t i = 0; i < plan.sizes.size(); ++i) {
-        const std::string what = p.op + " on " + p.candidates[c] + " at " + std::to_string(plan.sizes[i]) +
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const std::string what = p.op + " on " + p.candidates[c] + " at " + std::to_string(sizes[i]) +
                                  " bytes (round " + std::to_string(round + 1) + ")";
-        const Measurement m = measureCell(ctx, *op, plan.sizes[i], what);
+        const Measurement m = measureCell(ctx, *op, sizes[i], what);
         t.sizes[i].candidates[c].roundUs.push_back(m.timeUs);
         t.sizes[i].candidates[c].wrong += std::max<int64_t>(0, m.wrong);
       }
@@ -155,8 +166,7 @@ int tune(const TuneArgs& a) {
   }
   std::vector<OpPlan> plans;
   std::vector<BenchPlan> benchPlans;
-  for (const auto& op : splitList(a.ops)) {
-    requireTunable(op);
+  for (const auto& op : tunedOps(a.ops)) {
     plans.push_back(planOp(op, source, backends));
     benchPlans.push_back(benchPlanFor(a, op, launch.worldSize));
   }
@@ -165,12 +175,13 @@ int tune(const TuneArgs& a) {
   auto pg = commhost::init(init);
   auto memory = cpuMemory();
   std::vector<OpTimes> results;
-  for (size_t i = 0; i < plans.size(); ++i) results.push_back(measureOp(plans[i], benchPlans[i], *pg, *memory));
+  StoreRounds rounds(*pg);  // one for the run: each op's cells continue its numbering
+  for (size_t i = 0; i < plans.size(); ++i) results.push_back(measureOp(plans[i], benchPlans[i], *pg, *memory, rounds));
   if (pg->rank() != 0) return 0;
-  char rounds[160];
-  std::snprintf(rounds, sizeof rounds, "%d ranks, %s %s, %d alternating rounds of at least %g s per backend and size",
+  char summary[160];
+  std::snprintf(summary, sizeof summary, "%d ranks, %s %s, %d alternating rounds of at least %g s per backend and size",
                 pg->size(), a.dtype.c_str(), a.redop.c_str(), a.repeat, a.minTime);
-  const std::vector<std::string> header = {"commhost tune: " + std::string(rounds) + ", from " + source.name,
+  const std::vector<std::string> header = {"commhost tune: " + std::string(summary) + ", from " + source.name,
                                            "(`commhost config check` on this file prints the route table)"};
   const std::string tuned = tunedConfigText(source.text, DeviceType::CPU, results, header);
   PluginRegistry registry;
@@ -191,7 +202,7 @@ void addTuneCommand(CLI::App& app) {
       "Measure every backend of the config on each op and size in this job, and write a config routing each "
       "size to the fastest one that was right");
   static TuneArgs a;
-  cmd->add_option("--op", a.ops, "allreduce, broadcast, reduce, or a comma list")->capture_default_str();
+  cmd->add_option("--op", a.ops, "A bench op (not barrier), a comma list of them, or all")->capture_default_str();
   cmd->add_option("--sizes", a.sizes, "MIN:MAX message sizes (doubling), or a list: 8,64K,1M")->capture_default_str();
   cmd->add_option("--backends", a.backends, "The candidates, a comma list (default: every backend of the config)");
   cmd->add_option("-o,--output", a.out, "The tuned config to write (rank 0)")->required();

@@ -51,6 +51,13 @@ YAML::Node route(DeviceType device, OpType op, const TunedRange& range) {
   return n;
 }
 
+// `text` as comment lines, each of its own lines behind "#" (a reason can span lines).
+std::string commented(const std::string& text, const char* lead) {
+  std::string out = "#" + std::string(lead);
+  for (char ch : text) out += ch == '\n' ? "\n#" + std::string(lead) : std::string(1, ch);
+  return out + "\n";
+}
+
 std::string emit(const YAML::Node& root) {
   YAML::Emitter out;
   out << root;
@@ -91,7 +98,7 @@ std::vector<TunedRange> tunedRanges(const OpTimes& op) {
 std::vector<std::string> timesTable(const OpTimes& op) {
   std::vector<std::string> lines;
   if (op.sizes.empty()) return lines;
-  lines.push_back("  " + op.op + ", median us per iteration over the rounds (slowest rank)");
+  lines.push_back("  " + op.op + ", median us per iteration over the rounds (slowest rank), by the bytes routes count");
   char cell[64];
   std::snprintf(cell, sizeof cell, "  %12s", "bytes");
   std::string columns = cell;
@@ -120,7 +127,7 @@ std::string tunedConfigText(const std::string& originalYaml, DeviceType device, 
   std::vector<YAML::Node> added;
   std::vector<OpType> tunedOps;
   std::string comment;
-  for (const auto& line : header) comment += "# " + line + "\n";
+  for (const auto& line : header) comment += commented(line, " ");
   for (const auto& op : ops) {
     const auto ranges = tunedRanges(op);
     if (ranges.empty()) continue;
@@ -128,7 +135,7 @@ std::string tunedConfigText(const std::string& originalYaml, DeviceType device, 
       tunedOps.push_back(routed);
       for (const auto& r : ranges) added.push_back(route(device, routed, r));
     }
-    for (const auto& line : timesTable(op)) comment += "#" + line + "\n";
+    for (const auto& line : timesTable(op)) comment += commented(line, "");
   }
   return comment + emit(withRoutes(originalYaml, device, tunedOps, added));
 }
@@ -136,13 +143,14 @@ std::string tunedConfigText(const std::string& originalYaml, DeviceType device, 
 std::string candidateConfigText(const std::string& originalYaml, const std::string& configDir, DeviceType device,
                                 const std::vector<OpType>& routedOps, const std::vector<std::string>& candidates,
                                 const std::string& first) {
-  YAML::Node list(YAML::NodeType::Sequence);
-  list.SetStyle(YAML::EmitterStyle::Flow);
-  list.push_back(first);
-  for (const auto& c : candidates)
-    if (c != first) list.push_back(c);
   std::vector<YAML::Node> added;
   for (OpType op : routedOps) {
+    // A list of its own per route: a shared node would be written as an anchor and alias.
+    YAML::Node list(YAML::NodeType::Sequence);
+    list.SetStyle(YAML::EmitterStyle::Flow);
+    list.push_back(first);
+    for (const auto& c : candidates)
+      if (c != first) list.push_back(c);
     YAML::Node n(YAML::NodeType::Map);
     n.SetStyle(YAML::EmitterStyle::Flow);
     n["device"] = deviceTypeName(device);

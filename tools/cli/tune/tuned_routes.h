@@ -25,7 +25,7 @@ struct CandidateTimes {
 };
 
 struct SizeTimes {
-  int64_t bytes = 0;                       // the message size: the tensor's bytes, as routes count them
+  int64_t bytes = 0;                       // the bytes routes count (BenchOp::routedBytes)
   std::vector<CandidateTimes> candidates;  // in the order the config lists them
 };
 
