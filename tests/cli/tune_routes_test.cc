@@ -69,7 +69,7 @@ const char* kOriginal =
 TEST(TuneRoutes, TheWrittenConfigRoutesEachRangeAndKeepsTheRest) {
   OpTimes op{"allreduce", {OpType::Allreduce}, {}, {}};
   op.sizes = {size(8, 30, 2, 1), size(65536, 40, 20, 1), size(1 << 20, 300, 900, 1)};
-  const std::string text = tunedConfigText(kOriginal, DeviceType::CPU, {op}, {"tuned at 2 ranks"});
+  const std::string text = tunedConfigText(kOriginal, "", DeviceType::CPU, {op}, {"tuned at 2 ranks"});
   EXPECT_EQ(text.rfind("# tuned at 2 ranks\n", 0), 0u) << text;
   EXPECT_NE(text.find("#         65536       40.0       20.0      wrong  -> shm"), std::string::npos) << text;
   EXPECT_EQ(routedTo(text, 8), "shm");
@@ -86,10 +86,12 @@ TEST(TuneRoutes, EveryLineOfTheTableStaysAComment) {
   OpTimes op{
       "sendrecv", {OpType::Send, OpType::Recv}, {}, {"shm: config has 2 errors:\n  x:3:5: no send\n  x:4:5: no recv"}};
   op.sizes = {{8, {times("gloo", {3.0})}}};
-  const std::string text = tunedConfigText(kOriginal, DeviceType::CPU, {op}, {"two\nlines"});
+  const std::string text = tunedConfigText(std::string(kOriginal) + "plugin_path: [ plugins ]\n", "/etc/job",
+                                           DeviceType::CPU, {op}, {"two\nlines"});
   EXPECT_EQ(routedTo(text, 8, OpType::Send), "gloo") << text;
   EXPECT_NE(text.find("#  not measured: shm: config has 2 errors:\n#  x:3:5: no send\n"), std::string::npos) << text;
   EXPECT_EQ(text.rfind("# two\n# lines\n", 0), 0u) << text;
+  EXPECT_NE(text.find("/etc/job/plugins"), std::string::npos) << "the written file works from anywhere";
 }
 
 TEST(TuneRoutes, ACandidateConfigListsEveryCandidateWithOneFirst) {

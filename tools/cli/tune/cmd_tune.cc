@@ -183,7 +183,7 @@ int tune(const TuneArgs& a) {
                 pg->size(), a.dtype.c_str(), a.redop.c_str(), a.repeat, a.minTime);
   const std::vector<std::string> header = {"commhost tune: " + std::string(summary) + ", from " + source.name,
                                            "(`commhost config check` on this file prints the route table)"};
-  const std::string tuned = tunedConfigText(source.text, DeviceType::CPU, results, header);
+  const std::string tuned = tunedConfigText(source.text, source.dir, DeviceType::CPU, results, header);
   PluginRegistry registry;
   loadConfigText(tuned, a.out, registry);  // what was written loads: a bug here is said, not written
   std::ofstream out(a.out);

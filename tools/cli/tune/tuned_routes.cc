@@ -58,6 +58,22 @@ std::string commented(const std::string& text, const char* lead) {
   return out + "\n";
 }
 
+// Relative plugin_path folders made absolute against `configDir` (the original file's
+// folder): the text is loaded from memory, or written elsewhere.
+void absolutePluginPaths(YAML::Node& root, const std::string& configDir) {
+  if (!root["plugin_path"] || configDir.empty()) return;
+  const auto absolute = [&](const std::string& p) {
+    return std::filesystem::path(p).is_absolute() ? p : (std::filesystem::path(configDir) / p).string();
+  };
+  if (root["plugin_path"].IsSequence()) {
+    YAML::Node paths(YAML::NodeType::Sequence);
+    for (const auto& p : root["plugin_path"]) paths.push_back(absolute(p.as<std::string>()));
+    root["plugin_path"] = paths;
+  } else {
+    root["plugin_path"] = absolute(root["plugin_path"].as<std::string>());
+  }
+}
+
 std::string emit(const YAML::Node& root) {
   YAML::Emitter out;
   out << root;
@@ -122,8 +138,8 @@ std::vector<std::string> timesTable(const OpTimes& op) {
   return lines;
 }
 
-std::string tunedConfigText(const std::string& originalYaml, DeviceType device, const std::vector<OpTimes>& ops,
-                            const std::vector<std::string>& header) {
+std::string tunedConfigText(const std::string& originalYaml, const std::string& configDir, DeviceType device,
+                            const std::vector<OpTimes>& ops, const std::vector<std::string>& header) {
   std::vector<YAML::Node> added;
   std::vector<OpType> tunedOps;
   std::string comment;
@@ -137,7 +153,9 @@ std::string tunedConfigText(const std::string& originalYaml, DeviceType device, 
     }
     for (const auto& line : timesTable(op)) comment += commented(line, "");
   }
-  return comment + emit(withRoutes(originalYaml, device, tunedOps, added));
+  YAML::Node root = withRoutes(originalYaml, device, tunedOps, added);
+  absolutePluginPaths(root, configDir);
+  return comment + emit(root);
 }
 
 std::string candidateConfigText(const std::string& originalYaml, const std::string& configDir, DeviceType device,
@@ -159,18 +177,7 @@ std::string candidateConfigText(const std::string& originalYaml, const std::stri
     added.push_back(n);
   }
   YAML::Node root = withRoutes(originalYaml, device, routedOps, added);
-  if (root["plugin_path"] && !configDir.empty()) {
-    const auto absolute = [&](const std::string& p) {
-      return std::filesystem::path(p).is_absolute() ? p : (std::filesystem::path(configDir) / p).string();
-    };
-    if (root["plugin_path"].IsSequence()) {
-      YAML::Node paths(YAML::NodeType::Sequence);
-      for (const auto& p : root["plugin_path"]) paths.push_back(absolute(p.as<std::string>()));
-      root["plugin_path"] = paths;
-    } else {
-      root["plugin_path"] = absolute(root["plugin_path"].as<std::string>());
-    }
-  }
+  absolutePluginPaths(root, configDir);
   return emit(root);
 }
 

@@ -56,14 +56,16 @@ std::vector<TunedRange> tunedRanges(const OpTimes& op);
 // routes `ranges` names in place of its own routes for that op and device (those naming
 // neither a dtype nor a reduce op: they would overlap the new ones), preceded by a
 // comment with `header` lines and the table of measured times. Everything else of the
-// config is kept (re-emitted, so its comments are not).
-std::string tunedConfigText(const std::string& originalYaml, DeviceType device, const std::vector<OpTimes>& ops,
-                            const std::vector<std::string>& header);
+// config is kept (re-emitted, so its comments are not), except that relative plugin_path
+// folders are made absolute against `configDir` (the original file's folder; "" leaves
+// them), so that the file works wherever it is written.
+std::string tunedConfigText(const std::string& originalYaml, const std::string& configDir, DeviceType device,
+                            const std::vector<OpTimes>& ops, const std::vector<std::string>& header);
 
 // The config the measuring runs `first` in: `originalYaml` with one route per op of
 // `routedOps` on `device` listing `candidates`, `first` first (routes of the same keys
-// removed as above). Relative plugin_path folders are made absolute against
-// `configDir`, since the text is loaded from memory.
+// removed as above), plugin_path folders made absolute as above (the text is loaded
+// from memory).
 std::string candidateConfigText(const std::string& originalYaml, const std::string& configDir, DeviceType device,
                                 const std::vector<OpType>& routedOps, const std::vector<std::string>& candidates,
                                 const std::string& first);
