@@ -58,27 +58,26 @@ class TrackedBuffer final : public ::gloo::transport::UnboundBuffer {
   std::shared_ptr<AbortRegistry> registry_;
 };
 
+// Gloo's abortWait* mark the buffer and wake its waiter (a wait that starts later
+// returns at once); they take the buffer's own lock only, never the registry's.
+void endWaits(::gloo::transport::UnboundBuffer* buffer) {
+  buffer->abortWaitSend();
+  buffer->abortWaitRecv();
+}
+
 }  // namespace
 
 void AbortRegistry::abortAll() {
   MutexLock lock(&mu_);
   aborted_.store(true, std::memory_order_release);
-  // Gloo's abortWait* mark the buffer and wake its waiter (a wait that starts later
-  // returns at once); they take the buffer's own lock only, never this one.
-  for (auto* buffer : live_) {
-    buffer->abortWaitSend();
-    buffer->abortWaitRecv();
-  }
+  for (auto* buffer : live_) endWaits(buffer);
 }
 
 void AbortRegistry::add(::gloo::transport::UnboundBuffer* buffer) {
   MutexLock lock(&mu_);
   live_.push_back(buffer);
   // Made after abortAll(): its first wait returns at once, like those of the others.
-  if (aborted_.load(std::memory_order_relaxed)) {
-    buffer->abortWaitSend();
-    buffer->abortWaitRecv();
-  }
+  if (aborted_.load(std::memory_order_relaxed)) endWaits(buffer);
 }
 
 void AbortRegistry::remove(::gloo::transport::UnboundBuffer* buffer) {

@@ -4,10 +4,8 @@
 // nccl-tests table (and JSON lines with --json FILE). Exits 1 when any result was wrong.
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <functional>
 #include <iostream>
 
 #include "../commands.h"
@@ -15,13 +13,11 @@
 #include "bench_ops.h"
 #include "bookkeeping.h"
 #include "commhost/errors.h"
-#include "commhost/fast_clock.h"
 #include "inject.h"
 #include "measure.h"
 #include "plan.h"
 #include "report.h"
 #include "swap.h"
-#include "timing.h"
 
 namespace commhost::cli {
 namespace {
