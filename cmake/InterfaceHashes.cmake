@@ -2,7 +2,7 @@
 # The plugin interfaces' virtual-function hashes (commhost/sdk/abi.h, InterfaceHashes).
 #
 # A plugin derives from Backend, Store, Work (or AsyncWork, which adds no virtual) or
-# CommHook, and the host calls the plugin's objects through their vtables: a plugin built
+# CommHook (or Tuner), and the host calls the plugin's objects through their vtables: a plugin built
 # against headers whose virtual functions differ (one added, removed, moved or retyped)
 # would have the host call the wrong function, yet the size/alignment fingerprint can
 # match. This hash sees it. For each interface: the declarations of the virtual functions
@@ -18,7 +18,8 @@ set(COMMHOST_INTERFACES
     "BACKEND|commhost/sdk/backend.h|class COMMHOST_API Backend "
     "STORE|commhost/store.h|class COMMHOST_API Store "
     "WORK|commhost/work.h|class COMMHOST_API Work "
-    "COMM_HOOK|commhost/sdk/comm_hook.h|class CommHook ")
+    "COMM_HOOK|commhost/sdk/comm_hook.h|class CommHook "
+    "TUNER|commhost/sdk/tuner.h|class Tuner ")
 
 # Sets out_var to the virtual function declarations of the class that `opener` starts in
 # `header`, one per line. The class body ends at the first "};" at the start of a line.

@@ -77,7 +77,8 @@ TEST(BuildFingerprint, ComparesLayoutsAndTheDualAbiButNotTheCompiler) {
   fewer.size -= 2 * sizeof(TypeLayout);
   EXPECT_EQ(fewer.layoutCount(), kNumBoundaryTypes - 2);
   EXPECT_NE(abiDifferences(fewer, kBuildFingerprint, COMMHOST_ABI_MINOR)
-                .find("boundary types on record: 27 in the plugin, 29"),
+                .find("boundary types on record: " + std::to_string(kNumBoundaryTypes - 2) + " in the plugin, " +
+                      std::to_string(kNumBoundaryTypes)),
             std::string::npos);
   if (COMMHOST_ABI_MINOR > 0) {
     EXPECT_EQ(abiDifferences(fewer, kBuildFingerprint, COMMHOST_ABI_MINOR - 1), "");
@@ -123,6 +124,30 @@ TEST(InterfaceHashes, AreFrozenWithinTheAbiMajor) {
   EXPECT_EQ(kInterfaceHashes.store, 0x70491f39cb0579d1ull) << "Store's virtual functions changed";
   EXPECT_EQ(kInterfaceHashes.work, 0x01808091dca7c8c6ull) << "Work's virtual functions changed";
   EXPECT_EQ(kInterfaceHashes.commHook, 0x9ef993e4dea23d5bull) << "CommHook's virtual functions changed";
+  EXPECT_EQ(kInterfaceHashes.tuner, 0xac305b0f6c79c91cull) << "Tuner's virtual functions changed (since 3.1)";
+}
+
+// A minor only appends: a plugin laid out as 3.0 built it (a shorter descriptor, 29
+// boundary types on record and four interface hashes after them, at another offset than
+// 3.1's) loads, is usable and serves a collective.
+TEST(AbiMinor, APluginBuiltForTheOlderMinorLoadsAndServes) {
+  PluginRegistry registry;
+  const PluginEntry& e = registry.loadFile(pluginDir("abi30") + "/libcommhost_abi30.so");
+  ASSERT_TRUE(e.usable()) << e.unavailable;
+  EXPECT_EQ(abiMinorOf(e.descriptor->abiVersion), 0u);
+  EXPECT_LT(e.descriptor->size, sizeof(PluginDescriptor));
+  EXPECT_FALSE(hasTunerFactory(*e.descriptor)) << "createTuner lies past a 3.0 descriptor's end";
+  EXPECT_EQ(e.build.layoutCount(), 29);
+  const auto config = std::make_shared<const Config>(loadConfigText("plugin_path: [" + pluginDir("abi30") +
+                                                                        "]\nbackends: { old: { plugin: abi30 } }\n"
+                                                                        "routes: [{ device: cpu, backend: old }]\n",
+                                                                    "abi30.yaml", registry));
+  auto shared = std::make_shared<PluginRegistry>(registry);
+  auto pg = ProcessGroup::create({config, shared, std::make_shared<HashStore>(), 0, 1});
+  Tensor t = Tensor::empty({4}, DType::Float32);
+  for (int i = 0; i < 4; ++i) t.data_as<float>()[i] = 2.5f;
+  pg->allreduce(t)->wait();
+  EXPECT_EQ(t.data_as<float>()[3], 2.5f);
 }
 
 TEST(StructPrefix, EveryStructThatCrossesStartsWithSizeMagicAndVersion) {
@@ -139,6 +164,16 @@ TEST(StructPrefix, EveryStructThatCrossesStartsWithSizeMagicAndVersion) {
   EXPECT_EQ(o.size, sizeof(OpContext));
   EXPECT_EQ(o.magic, kOpContextMagic);
   EXPECT_EQ(abiMajorOf(o.abiVersion), 3u);
+  const TunerContext tc;
+  EXPECT_EQ(tc.size, sizeof(TunerContext));
+  EXPECT_EQ(tc.magic, kTunerContextMagic);
+  EXPECT_EQ(offsetof(TunerContext, abiVersion), 8u);
+  const TuneQuery tq;
+  EXPECT_EQ(tq.size, sizeof(TuneQuery));
+  EXPECT_EQ(tq.magic, kTuneQueryMagic);
+  EXPECT_EQ(offsetof(TuneQuery, abiVersion), 8u);
+  EXPECT_TRUE(mayGrowInMinor(BoundaryType::TuneQuery));
+  EXPECT_FALSE(mayGrowInMinor(BoundaryType::TuneCandidate)) << "held by value in a vector on both sides";
   const SplitRequest r;
   EXPECT_EQ(r.size, sizeof(SplitRequest));
   EXPECT_EQ(r.magic, kSplitRequestMagic);

@@ -44,6 +44,7 @@ void addConfigCommand(CLI::App& app) {
   static bool embedded = false;
   static std::vector<std::string> sets;
   static bool strict = false;
+  static int world = 0;
   auto* check = config->add_subcommand("check", "Print the effective config and route table, or every error");
   check->add_option("file", file, "The YAML config file, or '-' to read it from standard input");
   check->add_flag("--default", embedded, "Check the embedded default config (configs/default.yaml as shipped)");
@@ -52,9 +53,15 @@ void addConfigCommand(CLI::App& app) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   check->add_flag("--strict", strict,
                   "Fail (exit 1) on any warning too: an unavailable plugin, an unknown COMMHOST_ variable, ...");
+  check
+      ->add_option("--world", world,
+                   "With a `tuner:`, print the table the tuner builds for a group of this many ranks on one host "
+                   "(without it: the config's own order)")
+      ->check(CLI::PositiveNumber);
   check->footer(
       "Examples:\n"
       "  commhost config check configs/gloo.yaml --set group.timeout=10s\n"
+      "  commhost config check tuned.yaml --world 4  the routes its tuner picks for 4 ranks\n"
       "  commhost config check - < my.yaml          read the config from standard input\n"
       "  commhost config check --default            the embedded default, with COMMHOST_* variables applied");
   check->callback([] {
@@ -74,8 +81,18 @@ void addConfigCommand(CLI::App& app) {
     std::cout << "# effective config of " << cfg.source << "\n" << cfg.effectiveYaml;
     char hash[32];
     std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cfg.hash));
-    std::cout << "# config hash: " << hash << "\n# route table:\n";
-    const std::string table = RouteTable::forConfig(cfg, registry).describe();
+    std::cout << "# config hash: " << hash << "\n";
+    // A tuner orders routes per group: shown for the group --world names, else said.
+    if (cfg.tuner && world > 0)
+      std::cout << "# route table (tuner '" << cfg.tuner->plugin << "', a group of " << world
+                << " ranks on one host):\n";
+    else if (cfg.tuner)
+      std::cout << "# route table (the config's order; tuner '" << cfg.tuner->plugin
+                << "' reorders it per group: --world N shows its choices):\n";
+    else std::cout << "# route table:\n";
+    const std::string table = cfg.tuner && world > 0
+                                  ? RouteTable::forGroup(cfg, registry, {cfg.groupName(), 0, world, world}).describe()
+                                  : RouteTable::forConfig(cfg, registry).describe();
     std::size_t start = 0;
     while (start < table.size()) {
       const std::size_t nl = table.find('\n', start);

@@ -22,8 +22,10 @@ void printOptions(const PluginDescriptor& d) {
     return;
   }
   const std::string name = d.name;
-  if (d.kind == PluginKind::Store) {
-    std::cout << "options:\n" << describeOptions(d.options, std::string("store.options"));
+  // A store and a tuner are configured once, under their own key.
+  if (d.kind == PluginKind::Store || d.kind == PluginKind::Tuner) {
+    std::cout << "options:\n"
+              << describeOptions(d.options, std::string(d.kind == PluginKind::Store ? "store" : "tuner") + ".options");
     return;
   }
   // A backend or hook is configured under a name of the user's; the variables shown

@@ -67,10 +67,13 @@ struct Config {
   std::map<std::string, PluginRef> backends;  // by backend name
   std::vector<RouteSpec> routes;
   std::map<std::string, PluginRef> hooks;  // by hook name
-  std::vector<std::string> warnings;       // e.g. an unknown COMMHOST_ variable, an unavailable plugin
-  std::string effectiveYaml;               // the full effective config, defaults included
-  uint64_t hash = 0;                       // FNV-1a of effectiveYaml less its per-host keys (dump_dir):
-                                           // what the ranks must agree on; equal configs, equal hash
+  // `tuner:`, when named: the plugin that orders each route's backends by size class when
+  // a group builds its route table (commhost/sdk/tuner.h).
+  std::optional<PluginRef> tuner;
+  std::vector<std::string> warnings;  // e.g. an unknown COMMHOST_ variable, an unavailable plugin
+  std::string effectiveYaml;          // the full effective config, defaults included
+  uint64_t hash = 0;                  // FNV-1a of effectiveYaml less its per-host keys (dump_dir):
+                                      // what the ranks must agree on; equal configs, equal hash
 
   std::string groupName() const { return host.getString("group.name"); }
   std::chrono::milliseconds timeout() const { return host.getDuration("group.timeout"); }

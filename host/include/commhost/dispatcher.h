@@ -41,6 +41,17 @@
 namespace commhost {
 
 class PluginRegistry;
+namespace dispatch {
+struct TuneStep;
+}
+
+// The group a table is built for, as a tuner sees it (commhost/sdk/tuner.h).
+struct TableSite {
+  std::string groupName;
+  int rank = 0;
+  int worldSize = 1;
+  int localWorldSize = 1;  // ranks of the job on this host
+};
 
 // One thing wrong with a config's routes, as the route table finds it.
 struct COMMHOST_API RouteProblem {
@@ -58,9 +69,10 @@ class COMMHOST_API RouteTable {
     int route;                   // index into the config's routes, for messages; -1 if unserved
     int note;                    // index of why it fell back (or is unserved) for describe(); -1 if neither
     int shadow = -1;             // the route's shadow backend where it serves this cell and op; else -1
+    bool tuned = false;          // the config's tuner put `backend` before the route's first choice (note says)
     bool operator==(const Segment& o) const {
       return minBytes == o.minBytes && maxBytes == o.maxBytes && backend == o.backend && route == o.route &&
-             note == o.note && shadow == o.shadow;
+             note == o.note && shadow == o.shadow && tuned == o.tuned;
     }
   };
 
@@ -68,7 +80,13 @@ class COMMHOST_API RouteTable {
   // descriptor; a plugin that did not load is taken to have every op, so its routes
   // are accepted and fail only when used. A plugin that cannot run here (it did not load,
   // or its probe says why) is unavailable: see build().
+  // The config's `tuner:` is not applied (it needs a group): see forGroup.
   static RouteTable forConfig(const Config& config, const PluginRegistry& registry);
+  // The table a group at `site` uses: forConfig's, with the config's tuner (when it names
+  // one) created for this build, asked per size class wherever a route lists two or more
+  // backends that serve a cell, and destroyed. Throws PluginError when the tuner's plugin
+  // is unusable, its factory fails or it answers with anything but a reordering.
+  static RouteTable forGroup(const Config& config, const PluginRegistry& registry, const TableSite& site);
   // What forConfig() would refuse, one record per problem (empty: nothing): the config
   // loader reports each at its place in the file.
   static std::vector<RouteProblem> problemsOf(const Config& config, const PluginRegistry& registry);
@@ -123,6 +141,9 @@ class COMMHOST_API RouteTable {
   }
   const std::vector<std::string>& backendNames() const { return names_; }
   bool servesDevice(DeviceType device) const { return devices_.has(device); }
+  // A hash of every cell's segments and the backends' names: equal tables, equal value.
+  // Ranks compare it when a tuner built their tables (they must route every call alike).
+  uint64_t fingerprint() const;
   // Whether some cell resolves to backends()[index]: a backend no cell uses is never
   // called, so the group does not create it and its features are not required.
   bool uses(int index) const { return index >= 0 && index < static_cast<int>(used_.size()) && used_[index]; }
@@ -139,7 +160,8 @@ class COMMHOST_API RouteTable {
  private:
   static RouteTable collect(const std::vector<RouteSpec>& routes,
                             const std::vector<std::pair<std::string, Capabilities>>& backends,
-                            const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems);
+                            const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems,
+                            const dispatch::TuneStep* tune = nullptr);
   std::string describeRows(const std::function<std::string(const Segment&)>& line) const;
 
   static constexpr size_t kNumCells = static_cast<size_t>(kNumOpTypes) * kNumDeviceTypes * kNumDTypes *

@@ -119,6 +119,9 @@ class COMMHOST_API ProcessGroup {
     // so a torch job is read at the same keys as any other.
     // Last, so that brace-initialised Setups written before it still compile.
     StorePtr jobStore;
+    // Ranks of the job on this host (LOCAL_WORLD_SIZE), for a tuner; 0: unknown (taken as
+    // worldSize). Subgroups inherit it, capped at their size.
+    int localWorldSize = 0;
   };
   // Creates the configured backends and checks, through the store, that every rank
   // loaded the same config (ConfigError naming both ranks' hashes otherwise).

@@ -32,7 +32,7 @@ YAML::Node child(const YAML::Node& map, const std::string& key) {
   return c.IsDefined() ? c : YAML::Node(YAML::NodeType::Undefined);
 }
 
-const std::vector<std::string> kTables = {"store", "backends", "routes", "hooks"};
+const std::vector<std::string> kTables = {"store", "backends", "routes", "hooks", "tuner"};
 // Left empty, it becomes config::defaultDumpDir() here (the environment is read in config/ only).
 constexpr const char* kDumpDirKey = "supervisor.flight_recorder.dump_dir";
 constexpr const char* kJoinKey = "group.join";
@@ -227,9 +227,10 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
     return ref;
   }
   if (!entry->unavailable.empty())
-    warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable here (" + entry->unavailable +
-                       "); a route's list passes it over for the next backend, and a route to it alone fails "
-                       "when used");
+    warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable here (" + entry->unavailable + ")" +
+                       (kind == PluginKind::Backend ? "; a route's list passes it over for the next backend, and a "
+                                                      "route to it alone fails when used"
+                                                    : "; using it is an error"));
   const size_t problemsBefore = problems.count();
   ref.options = config::validateOptions(options, path + ".options", entry->descriptor->options, problems);
   // The plugin's own check (checkOptions), of options that passed their specs, where it can run.
@@ -445,6 +446,7 @@ std::string effectiveYaml(const Config& cfg) {
   }
   root["routes"] = routes;
   for (const auto& [name, ref] : cfg.hooks) root["hooks"][name] = pluginRefYaml(ref);
+  if (cfg.tuner) root["tuner"] = pluginRefYaml(*cfg.tuner);
   YAML::Emitter out;
   out << root;
   return std::string(out.c_str()) + "\n";
@@ -461,6 +463,9 @@ uint64_t agreedHash(const Config& cfg) {
   return fnv1a(effectiveYaml(agreed));
 }
 
+// Whether a top-level key is there with a value (`tuner:` alone, or null, is not).
+bool isSet(const YAML::Node& node) { return node.IsDefined() && !node.IsNull(); }
+
 // The plugin used by an entry of store:, backends: or hooks: (before it is checked).
 std::string pluginOf(const YAML::Node& entry, const std::string& fallback) {
   if (entry.IsScalar()) return entry.Scalar();
@@ -472,6 +477,7 @@ std::string pluginOf(const YAML::Node& entry, const std::string& fallback) {
 // included: what a job opens (PluginRegistry::scanFor).
 std::vector<std::string> pluginsNamed(const YAML::Node& root) {
   std::vector<std::string> names{pluginOf(child(root, "store"), "tcp")};
+  if (isSet(child(root, "tuner"))) names.push_back(pluginOf(child(root, "tuner"), ""));
   for (const char* table : {"backends", "hooks"}) {
     const YAML::Node entries = child(root, table);
     if (!entries.IsMap()) continue;
@@ -496,6 +502,7 @@ std::vector<std::string> pluginOptionKeys(const YAML::Node& root, const PluginRe
     for (const auto& spec : e->descriptor->options) keys.push_back(prefix + ".options." + spec.key);
   };
   add("store", pluginOf(child(root, "store"), "tcp"));
+  if (isSet(child(root, "tuner"))) add("tuner", pluginOf(child(root, "tuner"), ""));
   for (const char* table : {"backends", "hooks"}) {
     const YAML::Node entries = child(root, table);
     if (!entries.IsMap()) continue;
@@ -707,6 +714,9 @@ Config loadConfig(const std::string& text, const std::string& source, const std:
   applyStoreToken(cfg.store, registry, overrides);
   parsePluginTable(view, "backends", PluginKind::Backend, true, registry, problems, cfg.backends, cfg.warnings);
   parsePluginTable(view, "hooks", PluginKind::CommHook, false, registry, problems, cfg.hooks, cfg.warnings);
+  // No tuner unless one is named: the routes' own order.
+  if (isSet(child(view, "tuner")))
+    cfg.tuner = parsePluginRef(child(view, "tuner"), "tuner", "", PluginKind::Tuner, registry, problems, cfg.warnings);
   parseAndCheckRoutes(view, cfg, registry, problems);
   problems.throwIfAny();
 

@@ -8,6 +8,7 @@
 #include "commhost/dispatcher.h"
 #include "commhost/errors.h"
 #include "commhost/registry.h"
+#include "route_tuning.h"
 
 namespace commhost {
 namespace {
@@ -147,6 +148,7 @@ struct BuildState {
   std::vector<RouteProblem>& problems;
   std::vector<std::vector<int>> listed;  // each route's backends by index (-1: unknown)
   std::vector<bool> shadowServes;        // per route: its shadow runs some cell
+  const dispatch::TuneStep* tune;        // null: the routes' own order
 
   int backendIndex(const std::string& name) const {
     for (size_t i = 0; i < backends.size(); ++i)
@@ -357,6 +359,21 @@ std::vector<RouteTable::Segment> cellSegments(BuildState& b, const std::vector<C
   return segments;
 }
 
+// The tuner's choice per size class where the cell's route lists two or more backends
+// that serve it here (route_tuning.h).
+std::vector<RouteTable::Segment> tuneCell(const BuildState& b, const std::vector<RouteTable::Segment>& segments,
+                                          OpType op, DeviceType dev, std::optional<DType> dtype,
+                                          std::optional<ReduceOp::Kind> rop, const dispatch::NoteFn& note) {
+  const auto eligible = [&](int route) {
+    std::vector<int> out;
+    for (int i : b.listed[route])
+      if (i >= 0 && lackOf(b.backends[i].second, op, dev, dtype, rop) == Lack::None && b.whyUnavailable(i).empty())
+        out.push_back(i);
+    return out;
+  };
+  return dispatch::tuneSegments(*b.tune, segments, op, dev, dtype, rop, eligible, note);
+}
+
 // A shadow that serves none of its route's cells would never run.
 void checkShadowsServe(BuildState& b) {
   for (size_t r = 0; r < b.routes.size(); ++r)
@@ -374,10 +391,11 @@ void checkShadowsServe(BuildState& b) {
 // incomplete): one pass over the (op, device, dtype, reduce op) cells.
 RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
                                const std::vector<std::pair<std::string, Capabilities>>& backends,
-                               const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems) {
+                               const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems,
+                               const dispatch::TuneStep* tune) {
   RouteTable table;
   for (const auto& b : backends) table.names_.push_back(b.first);
-  BuildState state{routes, backends, unavailable, problems, {}, {}};
+  BuildState state{routes, backends, unavailable, problems, {}, {}, tune};
   table.devices_ = indexRoutes(state);
   if (!problems.empty()) return table;  // the cells need every route's backends known
 
@@ -415,7 +433,9 @@ RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
                                            : std::nullopt;
           std::vector<Candidate> candidates, unable;
           cellCandidates(state, matching, op, dev, dtype, rop, candidates, unable);
-          const int list = intern(cellSegments(state, candidates, unable, starts, op, dev, dtype, rop, note));
+          std::vector<Segment> segments = cellSegments(state, candidates, unable, starts, op, dev, dtype, rop, note);
+          if (tune) segments = tuneCell(state, segments, op, dev, dtype, rop, note);
+          const int list = intern(segments);
           // Slots a cell ignores (dtype of a barrier, reduce op of a broadcast) share its list.
           for (int tt = 0; tt < kNumDTypes; ++tt) {
             if (carriesData(op) && tt != t) continue;
@@ -472,6 +492,57 @@ RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& reg
   std::vector<std::string> unavailable;
   manifestsOf(config, registry, manifests, unavailable);
   return build(config.routes, manifests, unavailable);
+}
+
+RouteTable RouteTable::forGroup(const Config& config, const PluginRegistry& registry, const TableSite& site) {
+  if (!config.tuner) return forConfig(config, registry);
+  std::vector<std::pair<std::string, Capabilities>> manifests;
+  std::vector<std::string> unavailable;
+  manifestsOf(config, registry, manifests, unavailable);
+  const PluginRef& ref = *config.tuner;
+  const PluginEntry& entry = registry.require(ref.plugin, PluginKind::Tuner);
+  TunerContext context;
+  context.groupName = site.groupName;
+  context.rank = site.rank;
+  context.worldSize = site.worldSize;
+  context.localWorldSize = site.localWorldSize;
+  context.logger = std::make_shared<Logger>(ref.plugin,
+                                            "group " + site.groupName + " rank " + std::to_string(site.rank));
+  std::unique_ptr<Tuner> tuner = entry.descriptor->createTuner(ref.options, context);
+  if (!tuner)
+    throw PluginError("tuner plugin '" + ref.plugin + "' (configured at " + ref.where + ") returned no tuner");
+  dispatch::TuneStep step{*tuner, ref.plugin, {}, {}, {}};
+  step.shape.worldSize = site.worldSize;
+  step.shape.localWorldSize = site.localWorldSize;
+  for (const auto& [name, backend] : config.backends) {
+    step.backends.push_back(name);
+    step.plugins.push_back(backend.plugin);
+  }
+  std::vector<RouteProblem> problems;
+  RouteTable table = collect(config.routes, manifests, unavailable, problems, &step);
+  if (!problems.empty()) throwProblems(std::move(problems));
+  return table;
+}
+
+uint64_t RouteTable::fingerprint() const {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  const auto mix = [&h](uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xff)) * 1099511628211ull;
+  };
+  for (const auto& name : names_) {
+    for (char c : name) mix(static_cast<unsigned char>(c));
+    mix(0);
+  }
+  for (int cell : cells_) {
+    mix(0xce11);
+    for (const Segment& s : lists_[cell]) {
+      mix(static_cast<uint64_t>(s.minBytes));
+      mix(static_cast<uint64_t>(s.maxBytes));
+      mix(static_cast<uint64_t>(s.backend));
+      mix(static_cast<uint64_t>(s.shadow));
+    }
+  }
+  return h;
 }
 
 std::vector<RouteProblem> RouteTable::problemsOf(const Config& config, const PluginRegistry& registry) {
@@ -561,12 +632,15 @@ std::string RouteTable::describe() const {
     return s.backend < 0 ? "" : " -> " + names_[s.backend] + (s.shadow < 0 ? "" : " (shadow " + names_[s.shadow] + ")");
   });
   const std::string fellBack = describeRows([&](const Segment& s) {
-    return s.backend < 0 || s.note < 0 ? "" : " -> " + names_[s.backend] + ": " + notes_[s.note];
+    return s.backend < 0 || s.note < 0 || s.tuned ? "" : " -> " + names_[s.backend] + ": " + notes_[s.note];
   });
+  const std::string tuned = describeRows(
+      [&](const Segment& s) { return s.tuned ? " -> " + names_[s.backend] + ": " + notes_[s.note] : ""; });
   const std::string unserved = describeRows([&](const Segment& s) {
     return s.backend >= 0 ? "" : ": " + (s.note >= 0 ? notes_[s.note] : std::string("no route"));
   });
   if (!fellBack.empty()) out += "fell back past an earlier choice:\n" + fellBack;
+  if (!tuned.empty()) out += "chosen by the tuner:\n" + tuned;
   if (!unserved.empty()) out += "unserved (calls fail; route them with op, dtype or reduce_op keys):\n" + unserved;
   return out;
 }

@@ -4,6 +4,14 @@
 #include "commhost/dispatcher.h"
 
 namespace commhost {
+namespace {
+bool listedByRoute(const Config& config, const std::string& backend) {
+  for (const RouteSpec& r : config.routes)
+    for (const auto& name : r.backends())
+      if (name == backend) return true;
+  return false;
+}
+}  // namespace
 
 // Only these features are checked: the host can tell when a group is a subgroup and how
 // the job was launched, but not whether a backend really cancels transfers or coalesces
@@ -13,7 +21,9 @@ void requireFeature(const Config& config, const PluginRegistry& registry, Featur
   const RouteTable routes = RouteTable::forConfig(config, registry);
   int index = -1;
   for (const auto& [backendName, ref] : config.backends) {
-    if (!routes.uses(++index)) continue;  // never created (see createBackends)
+    // Never created (see createBackends). With a tuner, any backend a route lists may be
+    // chosen for some size: each is checked (the tuned table needs the group).
+    if (!routes.uses(++index) && !(config.tuner && listedByRoute(config, backendName))) continue;
     const PluginEntry* e = registry.find(ref.plugin);
     if (!e || !e->usable() || e->descriptor->kind != PluginKind::Backend) continue;
     if (e->descriptor->capabilities.features.has(feature)) continue;

@@ -76,6 +76,10 @@ struct ProcessGroup::Impl {
                                           std::vector<std::string>* kept, std::vector<std::string>* built,
                                           const SplitHandles* splitFrom = nullptr);
   void checkSameConfig();
+  // What a tuner is told of this group (RouteTable::forGroup).
+  TableSite tableSite() const;
+  // With a tuner: every rank built the same table (ConfigError naming the ranks otherwise).
+  void checkSameRoutes(const RouteTable& routes);
   void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
   void stopSyncPoller();
   void syncPointSlow();  // a published epoch is pending (sync_point.cc)

@@ -51,6 +51,7 @@ ProcessGroup::Setup prepareWorld(const InitOptions& options) {
   setup.store = kept;
   setup.rank = launch.rank;
   setup.worldSize = launch.worldSize;
+  setup.localWorldSize = launch.localWorldSize;
   setup.overrides = options.overrides;
   return setup;
 }

@@ -228,7 +228,8 @@ CheckVote SwapAttempt::vote() {
                   "', which this group's plugin registry does not hold",
               "put its folder on the plugin_path of the config the job started with (or COMMHOST_PLUGIN_PATH)");
     checkSameAvailability(*g_.store_, round_ + "unavailable", *config_, *registry_, where_);
-    const RouteTable next = RouteTable::forConfig(*config_, *registry_);
+    const RouteTable next = RouteTable::forGroup(*config_, *registry_, g_.tableSite());
+    vote.routes = next.fingerprint();
     if (options_.onlyIfShadowAgrees) {
       vote.verdict = CheckVote::Verdict::BadShadow;
       g_.requireShadowAgreement(next, where_);
@@ -289,12 +290,14 @@ void SwapAttempt::refuseUnlessAllOk(const std::vector<CheckVote>& votes) {
 
 void SwapAttempt::refuseUnlessAllSame(const std::vector<CheckVote>& votes) {
   const CheckVote& first = votes[0];
-  std::string differ, differBuilds;
+  std::string differ, differBuilds, differRoutes;
   for (int r = 1; r < g_.worldSize_; ++r) {
     const CheckVote& v = votes[r];
     const std::string rank = "rank " + std::to_string(g_.globalRanks_[r]);
     if (v.hash == first.hash && v.builds != first.builds)
       differBuilds += (differBuilds.empty() ? "" : "; ") + rank + " has " + v.builds;
+    if (v.hash == first.hash && v.routes != first.routes)
+      differRoutes += (differRoutes.empty() ? "" : "; ") + rank + " built " + std::to_string(v.routes);
     if (v.hash != first.hash)
       differ += (differ.empty() ? "" : "; ") + rank + " loaded " + v.source + " with hash " + std::to_string(v.hash);
   }
@@ -310,6 +313,12 @@ void SwapAttempt::refuseUnlessAllSame(const std::vector<CheckVote>& votes) {
              differBuilds,
          "install the same plugin files on every rank (`commhost plugins inspect NAME` shows the file) and call "
          "reconfigure() again");
+  if (!differRoutes.empty())
+    fail(ErrorCode::Config,
+         "the config's tuner built different route tables (fingerprints): " + rank0 + " built " +
+             std::to_string(first.routes) + " but " + differRoutes,
+         "a tuner must answer from what every rank shares (the same options and files on every host); fix it, or "
+         "remove `tuner:` and call reconfigure() again");
 }
 
 // ---- 2. drain, 3. build ---------------------------------------------------------------

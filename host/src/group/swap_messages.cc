@@ -42,6 +42,7 @@ template <typename T> T field(const json& j, const char* name, const std::string
 Bytes encode(const CheckVote& vote) {
   return dump({{"verdict", static_cast<int>(vote.verdict)},
                {"hash", vote.hash},
+               {"routes", vote.routes},
                {"builds", vote.builds},
                {"source", vote.source},
                {"why", vote.why}});
@@ -64,6 +65,7 @@ CheckVote decodeCheckVote(const Bytes& value, const std::string& key) {
                      std::to_string(verdict) + ": every rank of a job must run the same commhost build");
   vote.verdict = static_cast<CheckVote::Verdict>(verdict);
   vote.hash = field<uint64_t>(j, "hash", key);
+  vote.routes = field<uint64_t>(j, "routes", key);
   vote.builds = field<std::string>(j, "builds", key);
   vote.source = field<std::string>(j, "source", key);
   vote.why = field<std::string>(j, "why", key);

@@ -25,10 +25,11 @@ struct CheckVote {
     BadShadow,  // onlyIfShadowAgrees refused: the new backend has no clean shadow record
   };
   Verdict verdict = Verdict::Ok;
-  uint64_t hash = 0;   // Config::hash (Ok): what ranks must agree on
-  std::string builds;  // "name=file hash,..." of the config's plugins; "-" without reloadPlugins (Ok)
-  std::string source;  // where the config came from, for messages (Ok)
-  std::string why;     // the refusal (not Ok)
+  uint64_t hash = 0;    // Config::hash (Ok): what ranks must agree on
+  uint64_t routes = 0;  // the new route table's fingerprint (Ok): a tuner's answers must agree too
+  std::string builds;   // "name=file hash,..." of the config's plugins; "-" without reloadPlugins (Ok)
+  std::string source;   // where the config came from, for messages (Ok)
+  std::string why;      // the refusal (not Ok)
 };
 
 // report/<rank>: how this rank's drain and build phases ended.

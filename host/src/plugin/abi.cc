@@ -38,6 +38,9 @@ const char* boundaryTypeName(BoundaryType type) {
     case BoundaryType::SplitRequest: return "SplitRequest";
     case BoundaryType::CompletedWork: return "CompletedWork";
     case BoundaryType::AsyncWork: return "AsyncWork";
+    case BoundaryType::TunerContext: return "TunerContext";
+    case BoundaryType::TuneQuery: return "TuneQuery";
+    case BoundaryType::TuneCandidate: return "TuneCandidate";
   }
   return "?";
 }
@@ -130,6 +133,7 @@ std::string interfaceDifferences(const InterfaceHashes& plugin, const InterfaceH
   compare("Store", plugin.store, host.store);
   compare("Work", plugin.work, host.work);
   compare("CommHook", plugin.commHook, host.commHook);
+  compare("Tuner", plugin.tuner, host.tuner);
   return out;
 }
 

@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "../config/environment.h"
 #include "builtin.h"
@@ -192,6 +193,7 @@ const char* pluginKindName(PluginKind kind) {
     case PluginKind::Backend: return "backend";
     case PluginKind::Store: return "store";
     case PluginKind::CommHook: return "comm_hook";
+    case PluginKind::Tuner: return "tuner";
   }
   return "?";
 }
@@ -242,8 +244,29 @@ std::string buildProblem(const PluginHeader& header) {
 
 // Same layouts, but built against headers whose interfaces have other virtual functions:
 // the host would call the wrong slot of the plugin's vtables. "" when they match.
+// The plugin's interface hashes. They follow its build fingerprint, whose size grows when
+// a minor appends boundary types, so they sit where the plugin's own `build.size` puts
+// them, not at this build's offsetof(PluginHeader, interfaces); and a hash the plugin's
+// minor did not have yet is not read (it counts as equal: the plugin cannot implement an
+// interface its headers lacked). Null when the fingerprint's size is not one a plugin of
+// this major can have.
+std::optional<InterfaceHashes> interfacesOf(const PluginHeader& header) {
+  if (header.build.size < offsetof(BuildFingerprint, layouts) || header.build.size > sizeof(BuildFingerprint))
+    return std::nullopt;
+  constexpr size_t align = alignof(InterfaceHashes);
+  const size_t at = (offsetof(PluginHeader, build) + header.build.size + align - 1) / align * align;
+  const size_t known = header.abiMinor >= 1 ? 5 : 4;  // 3.1 added `tuner`
+  InterfaceHashes theirs = kInterfaceHashes;
+  std::memcpy(&theirs, reinterpret_cast<const char*>(&header) + at, known * sizeof(uint64_t));
+  return theirs;
+}
+
 std::string interfaceProblem(const PluginHeader& header) {
-  const std::string differences = interfaceDifferences(header.interfaces, kInterfaceHashes);
+  const std::optional<InterfaceHashes> theirs = interfacesOf(header);
+  if (!theirs)
+    return "has a malformed plugin header (a build fingerprint of " + std::to_string(header.build.size) +
+           " bytes); rebuild it against this commhost";
+  const std::string differences = interfaceDifferences(*theirs, kInterfaceHashes);
   if (differences.empty()) return "";
   return "was built against commhost headers whose interfaces declare other virtual functions than this "
          "commhost's: " +
@@ -277,7 +300,8 @@ std::string descriptorProblem(const PluginHeader& header, std::string* name) {
 std::string factoryProblem(const PluginDescriptor& d) {
   const bool hasFactory = (d.kind == PluginKind::Backend && d.createBackend) ||
                           (d.kind == PluginKind::Store && d.createStore) ||
-                          (d.kind == PluginKind::CommHook && d.createCommHook);
+                          (d.kind == PluginKind::CommHook && d.createCommHook) ||
+                          (d.kind == PluginKind::Tuner && hasTunerFactory(d));
   if (hasFactory) return "";
   return std::string("declares kind ") + pluginKindName(d.kind) + " but no " + pluginKindName(d.kind) + " factory";
 }

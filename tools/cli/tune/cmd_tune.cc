@@ -29,6 +29,7 @@ struct TuneArgs {
   std::string sizes = "8:64M";
   std::string backends;  // empty: every backend of the config
   std::string out;
+  std::string table;  // `--table`: the measurements for the `measured` tuner
   int repeat = 3;
   double minTime = 0.05;
   std::string dtype = "f32";
@@ -158,6 +159,10 @@ BenchPlan benchPlanFor(const TuneArgs& a, const std::string& op, int worldSize) 
 int tune(const TuneArgs& a) {
   const LaunchInfo launch = detectLaunch();
   if (a.repeat < 1) throw InvalidArgument("commhost tune --repeat " + std::to_string(a.repeat) + ": give 1 or more");
+  if (a.out.empty() && a.table.empty())
+    throw InvalidArgument(
+        "commhost tune: give -o FILE (a tuned config), --table FILE (the measurements, for the "
+        "`measured` tuner), or both");
   const ConfigSource source = configSource(launch.configPath);
   std::vector<std::string> backends = splitList(a.backends);
   if (backends.empty()) {
@@ -183,14 +188,26 @@ int tune(const TuneArgs& a) {
                 pg->size(), a.dtype.c_str(), a.redop.c_str(), a.repeat, a.minTime);
   const std::vector<std::string> header = {"commhost tune: " + std::string(summary) + ", from " + source.name,
                                            "(`commhost config check` on this file prints the route table)"};
-  const std::string tuned = tunedConfigText(source.text, source.dir, DeviceType::CPU, results, header);
-  PluginRegistry registry;
-  loadConfigText(tuned, a.out, registry);  // what was written loads: a bug here is said, not written
-  std::ofstream out(a.out);
-  if (!(out << tuned)) throw InvalidArgument("commhost tune -o " + a.out + ": cannot write it");
   for (const auto& r : results)
     for (const auto& line : timesTable(r)) std::printf("#%s\n", line.c_str());
-  std::printf("commhost tune: wrote %s\n", a.out.c_str());
+  if (!a.out.empty()) {
+    const std::string tuned = tunedConfigText(source.text, source.dir, DeviceType::CPU, results, header);
+    PluginRegistry registry;
+    loadConfigText(tuned, a.out, registry);  // what was written loads: a bug here is said, not written
+    std::ofstream out(a.out);
+    if (!(out << tuned)) throw InvalidArgument("commhost tune -o " + a.out + ": cannot write it");
+    std::printf("commhost tune: wrote %s\n", a.out.c_str());
+  }
+  if (!a.table.empty()) {
+    const MeasuredTable table = measuredTable(results, pg->size(), DeviceType::CPU, parseDType(a.dtype),
+                                              parseReduceOp(a.redop));
+    const std::string text = table.toJson();
+    parseMeasuredTable(text, a.table);  // what is written reads back, as above
+    std::ofstream out(a.table);
+    if (!(out << text)) throw InvalidArgument("commhost tune --table " + a.table + ": cannot write it");
+    std::printf("commhost tune: wrote %s (for `tuner: { plugin: measured, options: { table: %s } }`)\n",
+                a.table.c_str(), a.table.c_str());
+  }
   return 0;
 }
 
@@ -205,7 +222,9 @@ void addTuneCommand(CLI::App& app) {
   cmd->add_option("--op", a.ops, "A bench op (not barrier), a comma list of them, or all")->capture_default_str();
   cmd->add_option("--sizes", a.sizes, "MIN:MAX message sizes (doubling), or a list: 8,64K,1M")->capture_default_str();
   cmd->add_option("--backends", a.backends, "The candidates, a comma list (default: every backend of the config)");
-  cmd->add_option("-o,--output", a.out, "The tuned config to write (rank 0)")->required();
+  cmd->add_option("-o,--output", a.out, "The tuned config to write (rank 0)");
+  cmd->add_option("--table", a.table,
+                  "The measured table to write (rank 0), for `tuner: { plugin: measured, options: { table: FILE } }`");
   cmd->add_option("--repeat", a.repeat, "Alternating rounds: each candidate measured this many times per size")
       ->capture_default_str();
   cmd->add_option("--min-time", a.minTime, "Seconds each candidate spends on each size per round, at least")
@@ -215,7 +234,9 @@ void addTuneCommand(CLI::App& app) {
   cmd->footer(
       "Example:\n"
       "  commhost run -n 4 -c both.yaml -- commhost tune --op allreduce -o tuned.yaml\n"
-      "  commhost config check tuned.yaml     the routes it chose, per size range");
+      "  commhost config check tuned.yaml     the routes it chose, per size range\n"
+      "  commhost run -n 4 -c both.yaml -- commhost tune --op all --table measured.json\n"
+      "                                       the figures, for the `measured` tuner plugin");
   cmd->callback([] {
     const int rc = tune(a);
     if (rc) throw CLI::RuntimeError(rc);

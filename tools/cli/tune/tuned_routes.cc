@@ -181,4 +181,27 @@ std::string candidateConfigText(const std::string& originalYaml, const std::stri
   return emit(root);
 }
 
+MeasuredTable measuredTable(const std::vector<OpTimes>& ops, int worldSize, DeviceType device, DType dtype,
+                            ReduceOp::Kind reduceOp) {
+  MeasuredTable t;
+  t.worldSize = worldSize;
+  t.device = device;
+  t.dtype = dtype;
+  t.reduceOp = reduceOp;
+  for (const OpTimes& op : ops)
+    for (OpType routed : op.routedOps) {
+      MeasuredTable::Op out;
+      out.op = routed;
+      for (const SizeTimes& size : op.sizes) {
+        MeasuredTable::Row row;
+        row.bytes = size.bytes;
+        for (const CandidateTimes& c : size.candidates)
+          row.cells.push_back({c.backend, medianUs(c), c.wrong == 0 && !c.roundUs.empty()});
+        out.rows.push_back(std::move(row));
+      }
+      t.ops.push_back(std::move(out));
+    }
+  return t;
+}
+
 }  // namespace commhost::cli

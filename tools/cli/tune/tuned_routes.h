@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "commhost/sdk/measured_table.h"
 #include "commhost/types.h"
 
 namespace commhost::cli {
@@ -69,6 +70,12 @@ std::string tunedConfigText(const std::string& originalYaml, const std::string& 
 std::string candidateConfigText(const std::string& originalYaml, const std::string& configDir, DeviceType device,
                                 const std::vector<OpType>& routedOps, const std::vector<std::string>& candidates,
                                 const std::string& first);
+
+// The measurements as the table the `measured` tuner reads (`tune --table`): a row per
+// size of each routed op, a cell per candidate with its median and whether every round of
+// it was right.
+MeasuredTable measuredTable(const std::vector<OpTimes>& ops, int worldSize, DeviceType device, DType dtype,
+                            ReduceOp::Kind reduceOp);
 
 // The table of one op: a row per size, a column per candidate (median us, or "wrong"),
 // and the winner. Lines without a trailing newline.

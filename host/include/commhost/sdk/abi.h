@@ -3,7 +3,7 @@
 //
 // Frozen within an ABI major: every struct that crosses the plugin boundary
 // (PluginDescriptor, BackendContext, StoreContext, CommHookContext, OpContext,
-// SplitRequest) begins
+// SplitRequest, TunerContext, TuneQuery) begins
 // with the same three fields, as NCCL's ncclConfig_t does:
 //
 //   uint32_t size;     sizeof(the struct) where it was built. A later minor version
@@ -76,8 +76,11 @@ enum class BoundaryType : uint8_t {
   SplitRequest,   // what Backend::prepareSplit reads (backend.h)
   CompletedWork,  // plugins allocate it (make_shared), libcommhost constructs it
   AsyncWork,      // plugins derive their works from it: its members sit before theirs
+  TunerContext,   // since 3.1 (sdk/tuner.h)
+  TuneQuery,      // since 3.1
+  TuneCandidate,  // since 3.1: a tuner reorders a vector of them, in place
 };
-constexpr int kNumBoundaryTypes = 29;
+constexpr int kNumBoundaryTypes = 32;
 // "std::string", "BackendContext", ...
 COMMHOST_API const char* boundaryTypeName(BoundaryType type);
 // Types of the standard library (and void*): their layout never changes with a minor
@@ -91,7 +94,7 @@ constexpr bool isStandardType(BoundaryType type) { return type <= BoundaryType::
 constexpr bool mayGrowInMinor(BoundaryType type) {
   return type == BoundaryType::PluginDescriptor || type == BoundaryType::BackendContext ||
          type == BoundaryType::StoreContext || type == BoundaryType::CommHookContext ||
-         type == BoundaryType::SplitRequest;
+         type == BoundaryType::SplitRequest || type == BoundaryType::TunerContext || type == BoundaryType::TuneQuery;
 }
 
 struct TypeLayout {
@@ -131,16 +134,20 @@ struct BuildFingerprint {
 // vtable slot after it, and the host would call the wrong function. So the virtual
 // functions of these interfaces are frozen within an ABI major (a minor version may not
 // touch them), and the loader refuses a plugin whose hashes differ (PluginHeader::interfaces). Plain data, read before anything else in the plugin.
+// A minor version may append an interface: the loader reads a field only from a plugin
+// built for a minor that has it (PluginRegistry: the header of a 3.0 plugin ends at commHook).
 struct InterfaceHashes {
   uint64_t backend;   // Backend (sdk/backend.h)
   uint64_t store;     // Store (store.h)
   uint64_t work;      // Work (work.h); AsyncWork adds no virtual function
   uint64_t commHook;  // CommHook (sdk/comm_hook.h)
+  uint64_t tuner;     // Tuner (sdk/tuner.h), since 3.1
 };
 // This build's, computed from the headers it includes (internal linkage: the plugin's copy
 // and libcommhost's stay separate values).
 constexpr InterfaceHashes kInterfaceHashes = {COMMHOST_INTERFACE_HASH_BACKEND, COMMHOST_INTERFACE_HASH_STORE,
-                                              COMMHOST_INTERFACE_HASH_WORK, COMMHOST_INTERFACE_HASH_COMM_HOOK};
+                                              COMMHOST_INTERFACE_HASH_WORK, COMMHOST_INTERFACE_HASH_COMM_HOOK,
+                                              COMMHOST_INTERFACE_HASH_TUNER};
 // "" when a plugin's interfaces are the host's; else each that differs, with both hashes
 // ("Backend (plugin 0x..., commhost 0x...)").
 COMMHOST_API std::string interfaceDifferences(const InterfaceHashes& plugin, const InterfaceHashes& host);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The plugin ABI: what a backend, store or comm-hook plugin exports.
+// The plugin ABI: what a backend, store, comm-hook or tuner plugin exports.
 //
 // A plugin is a shared object that declares one PluginDescriptor and exports it with
 // COMMHOST_PLUGIN(descriptor) in exactly one source file. The loader opens it with
@@ -18,6 +18,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -34,17 +35,18 @@
 #include "commhost/sdk/comm_hook.h"
 #include "commhost/sdk/launch_report.h"
 #include "commhost/sdk/option_schema.h"
+#include "commhost/sdk/tuner.h"
 #include "commhost/sdk/work_queue.h"
 #include "commhost/store.h"
 #include "commhost/version.h"
 
 namespace commhost {
 
-enum class PluginKind : uint8_t { Backend, Store, CommHook };
+enum class PluginKind : uint8_t { Backend, Store, CommHook, Tuner /* since 3.1 */ };
 COMMHOST_API const char* pluginKindName(PluginKind kind);
 
 // The structs below are frozen within ABI major 3: a minor version may append fields at
-// the end of the descriptor and the three factory contexts (never move, remove or retype
+// the end of the descriptor and the factory contexts (never move, remove or retype
 // one); OpContext is held by value in inline code (Work) and may not grow within a major. Each begins with the prefix abi.h explains
 // (size, magic, abiVersion), filled by default member initializers: a host that builds a
 // context, or a plugin that declares a descriptor, has nothing to fill by hand but
@@ -154,6 +156,9 @@ struct PluginDescriptor {
   // Must not block for long or touch the job. The host reads it through hasOptionCheck,
   // which also checks `size` covers it (every 3.x descriptor does).
   std::string (*checkOptions)(const OptionValues& options) = nullptr;
+  // Since 3.1: the factory of a tuner plugin (kind Tuner; commhost/sdk/tuner.h). The host
+  // reads it through hasTunerFactory, which checks `size` covers it.
+  std::unique_ptr<Tuner> (*createTuner)(const OptionValues&, const TunerContext&) = nullptr;
 };
 
 // Whether `d` (of any minor) has a checkOptions the host may call.
@@ -161,6 +166,13 @@ inline bool hasOptionCheck(const PluginDescriptor& d) {
   const auto end = static_cast<size_t>(reinterpret_cast<const char*>(&d.checkOptions + 1) -
                                        reinterpret_cast<const char*>(&d));
   return d.size >= end && d.checkOptions != nullptr;
+}
+
+// Whether `d` (of any minor) has a createTuner the host may call.
+inline bool hasTunerFactory(const PluginDescriptor& d) {
+  const auto end = static_cast<size_t>(reinterpret_cast<const char*>(&d.createTuner + 1) -
+                                       reinterpret_cast<const char*>(&d));
+  return d.size >= end && d.createTuner != nullptr;
 }
 
 // The start of a descriptor's initializer list, before its kind:
@@ -180,6 +192,12 @@ struct PluginHeader {
   BuildFingerprint build;              // the plugin's toolchain and layouts (kBuildFingerprint)
   InterfaceHashes interfaces;          // its interfaces' virtual functions (kInterfaceHashes), since ABI 3
 };
+// The loader finds `interfaces` after the plugin's own fingerprint (whose size a minor may
+// grow), at the next 8-byte boundary: nothing may sit between the two.
+static_assert(offsetof(PluginHeader, interfaces) ==
+                  (offsetof(PluginHeader, build) + sizeof(BuildFingerprint) + alignof(InterfaceHashes) - 1) /
+                      alignof(InterfaceHashes) * alignof(InterfaceHashes),
+              "PluginHeader::interfaces follows build directly");
 constexpr uint32_t kPluginMagic = 0x434f4d48;  // "COMH"
 constexpr const char* kPluginSymbol = "commhost_plugin_header";
 
@@ -256,6 +274,9 @@ constexpr BuildFingerprint kBuildFingerprint = {
         abi_detail::layoutOf<SplitRequest>(),
         abi_detail::layoutOf<CompletedWork>(),
         abi_detail::layoutOf<AsyncWork>(),
+        abi_detail::layoutOf<TunerContext>(),
+        abi_detail::layoutOf<TuneQuery>(),
+        abi_detail::layoutOf<TuneCandidate>(),
     },
 };
 static_assert(sizeof(kBuildFingerprint.layouts) / sizeof(TypeLayout) == kNumBoundaryTypes,

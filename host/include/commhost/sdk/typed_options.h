@@ -317,5 +317,9 @@ template <class Options, std::unique_ptr<CommHook> (*Create)(const Options&, con
 std::unique_ptr<CommHook> typedCommHookFactory(const OptionValues& values, const CommHookContext& ctx) {
   return Create(parseOptions<Options>(values, ctx), ctx);
 }
+template <class Options, std::unique_ptr<Tuner> (*Create)(const Options&, const TunerContext&)>
+std::unique_ptr<Tuner> typedTunerFactory(const OptionValues& values, const TunerContext& ctx) {
+  return Create(parseOptions<Options>(values, ctx), ctx);
+}
 
 }  // namespace commhost
