@@ -9,6 +9,8 @@
 # and that it serves real collectives (checked element by element) in a 2-process
 # `commhost run` job, refusing ranks that pass different sizes, while the ops, dtypes
 # and reduce ops it does not implement flow to gloo through the route's backend list.
+# The template tuner, built the same way, moves the calls of a route listing gloo first
+# onto the template backend from 1 KiB on.
 #
 # Set COMMHOST_TEST_KEEP_TMP=1 to keep the temporary directory for a look afterwards.
 set -euo pipefail
@@ -60,7 +62,7 @@ fi
 # --- headers: the SDK under commhost/sdk/ (ABI 3.0 dropped the old top-level paths) ---
 step "the installed SDK headers, at commhost/sdk/ and nowhere else"
 for h in plugin abi backend backend_sdk work_queue typed_options option_schema capabilities hook_sdk \
-         launch_report comm_hook interface_hashes; do
+         launch_report comm_hook interface_hashes tuner measured_table; do
   [[ -f "$prefix/include/commhost/sdk/$h.h" ]] || fail "the install lacks commhost/sdk/$h.h"
   [[ ! -e "$prefix/include/commhost/$h.h" ]] || fail "the install still has the pre-3.0 path commhost/$h.h"
 done
@@ -250,5 +252,29 @@ run timeout 120 "$commhost" run -n 2 -c "$job" -- "$commhost" bench --op allredu
 expect_rc_nonzero "bench with mismatched sizes through the template"
 expect_regex "mismatched sizes" "rank [01] passed [0-9]+ bytes but rank [01] passed [0-9]+"
 pass "exit $rc, the ranks and both sizes named"
+
+# --- (g) the template tuner, out of tree: it moves calls to the backend it prefers --------
+tuned=$tmp/tuned.yaml
+sed -e 's/backend: \[t, gloo\]/backend: [gloo, t]/' "$job" >"$tuned"
+# From 8 B: the injected mismatch below makes one rank pass 12 B, which must go to t too.
+echo "tuner: { plugin: template_tuner, options: { prefer: t, from_bytes: 8 } }" >>"$tuned"
+step "(g) config check --world 2: the template tuner puts t first from 8 B"
+run "$commhost" plugins inspect "$tb/libcommhost_template_tuner.so"
+expect_rc0 "plugins inspect template_tuner"
+expect_text "its kind" "kind: tuner"
+run "$commhost" config check "$tuned" --world 2
+expect_rc0 "config check $tuned --world 2"
+expect_text "the tuned row" "cpu allreduce f32,f64 sum,max 8+ bytes -> t: tuner 'template_tuner' put t first of [gloo, t]"
+expect_text "below 8 B, the config's order" "cpu allreduce f32,f64 sum,max 0..7 bytes -> gloo"
+pass "the tuned table names the tuner"
+step "(g) a 2-rank job under the template tuner: allreduces of 8 B and more run on t (its size check answers)"
+run timeout 120 "$commhost" run -n 2 -c "$tuned" -- "$commhost" bench --op allreduce --sizes 4,4K,1M --iters 3 --warmup 1 \
+  --check
+expect_rc0 "bench --check under the template tuner"
+run timeout 120 "$commhost" run -n 2 -c "$tuned" -- "$commhost" bench --op allreduce --sizes 1K --iters 5 --check \
+  --inject mismatch:1@3
+expect_rc_nonzero "bench with mismatched sizes under the template tuner"
+expect_regex "the template's own check, so t served it" "rank [01] passed [0-9]+ bytes but rank [01] passed [0-9]+"
+pass "the tuner moved the calls the config listed gloo first for onto t"
 
 echo "PASS: the plugin template builds against the installed commhost, loads and serves a 2-rank job"

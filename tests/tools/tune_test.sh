@@ -4,7 +4,9 @@
 # whose allreduce adds one (the offbyone test plugin): the written config loads, routes
 # every size to gloo or shm and never to the wrong one (the table says "wrong" in its
 # column), agrees with bench where bench finds one backend clearly faster (1.5x, both
-# measured in the same job, alternating rounds), and passes `bench --check`. Also what
+# measured in the same job, alternating rounds), and passes `bench --check`. The measured
+# table (`--table`) read by the built-in `measured` tuner routes each size as the tuned
+# config does, only at the world size it was measured at, and bench is right under it. Also what
 # tune refuses: an op it does not tune, and a config no backend of which serves the op.
 #   tune_test.sh <commhost binary> <test plugin dir>
 set -euo pipefail
@@ -32,12 +34,30 @@ routed() {
     split($4, r, /\.\.|\+/); if (b >= r[1] && (r[2] == "" || b <= r[2])) print $NF }'
 }
 
+# The backend the table `config check --world WORLD` prints for f32 sum allreduce of BYTES
+# in FILE: rows "cpu allreduce [DTYPES] [REDUCE_OPS] RANGE bytes -> BACKEND" before the
+# notes sections, the lists (when shown) holding f32 and sum.
+tuner_routed() {
+  "$commhost" config check "$2" --world "$3" | awk -v b="$1" '
+    /fell back|chosen by|unserved/ { done = 1 }
+    !done && $1 == "#" && $2 == "cpu" && $3 == "allreduce" {
+      k = 0; for (i = 4; i <= NF; i++) if ($i == "bytes") { k = i; break }
+      if (!k) next
+      ok = 1
+      for (i = 4; i < k - 1; i++) { n = split($i, l, ","); hit = 0
+        for (j = 1; j <= n; j++) if (l[j] == "f32" || l[j] == "sum") hit = 1
+        if (!hit) ok = 0 }
+      split($(k - 1), r, /\.\.|\+/)
+      if (ok && b >= r[1] && (r[2] == "" || b <= r[2])) print $(k + 2) }'
+}
+
 for n in 2 4; do
   step "tune at $n ranks: gloo, shm, and off (adds one)"
   run timeout 300 "$commhost" run -n "$n" -c "$tmp/three.yaml" -- "$commhost" tune --sizes "$sizes" --min-time 0.02 \
-    --repeat 2 -o "$tmp/tuned$n.yaml"
+    --repeat 2 -o "$tmp/tuned$n.yaml" --table "$tmp/measured$n.json"
   expect_rc0 "tune at $n ranks"
   expect_line "the file" "[0] commhost tune: wrote $tmp/tuned$n.yaml"
+  expect_text "the measured table" "[0] commhost tune: wrote $tmp/measured$n.json"
   expect_regex "the table's columns" '^\[0\] #         bytes       gloo        off        shm  -> route$'
   for s in 8 4096 262144; do
     expect_regex "off is wrong at $s bytes" "^\\[0\\] # +$s +[0-9.]+ +wrong +[0-9.]+  -> (gloo|shm)$"
@@ -78,6 +98,27 @@ PY
     echo "   $size bytes: $want (bench: gloo $gus us, shm $sus us)"
   done <"$tmp/faster"
   pass "tune chose as bench measured"
+
+  step "at $n ranks the measured tuner routes as the tuned config does, at the world size it measured only"
+  # One route listing all three (off, which adds one, before shm): the tuner reorders it.
+  sed -e 's/routes: .*/routes: [{ device: cpu, backend: [gloo, off, shm] }]/' "$tmp/three.yaml" >"$tmp/tuner$n.yaml"
+  echo "tuner: { plugin: measured, options: { table: $tmp/measured$n.json, min_gain: 0 } }" >>"$tmp/tuner$n.yaml"
+  run "$commhost" config check "$tmp/tuner$n.yaml" --world "$n"
+  expect_rc0 "config check --world $n of the tuner config"
+  expect_text "the tuner's choices" "tuner 'measured', a group of $n ranks"
+  for s in 8 4096 262144; do
+    want=$(routed "$s" "$tmp/tuned$n.yaml")
+    [[ -n $want ]] || fail "no route for $s bytes in $tmp/tuned$n.yaml"
+    got=$(tuner_routed "$s" "$tmp/tuner$n.yaml" "$n")
+    [[ $got == "$want" ]] || fail "at $s bytes the tuned config routes to $want but the measured tuner to '$got'"
+  done
+  other=$((n + 1))
+  "$commhost" config check "$tmp/tuner$n.yaml" --world "$other" | grep -q "chosen by the tuner" &&
+    fail "a table measured at $n ranks reordered a group of $other"
+  run timeout 120 "$commhost" run -n "$n" -c "$tmp/tuner$n.yaml" -- "$commhost" bench --op allreduce --sizes "$sizes" \
+    --check --iters 5
+  expect_rc0 "bench --check under the measured tuner (off, listed before shm, never chosen)"
+  pass "the measured tuner agrees with tune -o, and bench is right under it"
 
   step "the tuned config at $n ranks passes bench --check"
   run timeout 120 "$commhost" run -n "$n" -c "$tmp/tuned$n.yaml" -- "$commhost" bench --op allreduce --sizes "$sizes" \
