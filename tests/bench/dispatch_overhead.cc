@@ -7,24 +7,51 @@
 // when unsampled: one hash of the seq per call), the supervisor with its flight recorder
 // off (entries 0: no per-op record, no clock read), and ProcessGroup::syncPoint() when
 // nothing was published, with the config poller off and polling the store every millisecond.
+// And a route of two backends ordered by the `measured` tuner (the second from 64 KiB on):
+// the tuner runs only when the table is built, so a call should cost what it did; how long
+// building the table takes with and without the tuner (BM_RouteTableBuild).
 #include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <fstream>
 
 #include "commhost/commhost.h"
+#include "commhost/dispatcher.h"
 #include "commhost/fast_clock.h"
+#include "commhost/sdk/measured_table.h"
 
 namespace {
 
+// Two self backends in one route and the `measured` tuner over a table (world size 1) in
+// which the second wins allreduce from 64 KiB on.
+std::string tunedRoutes() {
+  using namespace commhost;
+  static const std::string path = "/tmp/commhost-bench-table-" + std::to_string(::getpid()) + ".json";
+  MeasuredTable t;
+  MeasuredTable::Op op;
+  op.op = OpType::Allreduce;
+  op.rows.push_back({8, {{"self", 1, true}, {"ref", 2, true}}});
+  op.rows.push_back({65536, {{"self", 20, true}, {"ref", 10, true}}});
+  t.ops.push_back(op);
+  std::ofstream(path) << t.toJson();
+  return "backends: { self: {}, ref: { plugin: self } }\nroutes: [{ device: cpu, backend: [self, ref] }]\n"
+         "tuner: { plugin: measured, options: { table: " +
+         path + " } }\n";
+}
+
 // `set`: more "key=value" overrides.
 std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const std::string& more = "",
-                                                  bool shadow = false, std::vector<std::string> set = {}) {
+                                                  bool shadow = false, std::vector<std::string> set = {},
+                                                  bool tuned = false) {
   using namespace commhost;
   auto registry = std::make_shared<PluginRegistry>();
   ConfigOverrides overrides;
   overrides.fromEnvironment = false;
   overrides.set = std::move(set);
-  const std::string routes = shadow ? "backends: { self: {}, ref: { plugin: self } }\n"
-                                      "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
-                                    : "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
+  const std::string routes = tuned    ? tunedRoutes()
+                             : shadow ? "backends: { self: {}, ref: { plugin: self } }\n"
+                                        "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
+                                      : "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
   auto config = std::make_shared<Config>(loadConfigText(
       routes + "logging: { level: warn }\nsupervisor: { enabled: " + (supervised ? "true" : "false") + " }\n" + more,
       "bench", *registry, overrides));
@@ -35,7 +62,8 @@ void BM_AllreduceDispatch(benchmark::State& state) {
   const bool recorderOff = state.range(3) != 0;
   auto pg = selfGroup(
       state.range(1) != 0, "", state.range(2) != 0,
-      recorderOff ? std::vector<std::string>{"supervisor.flight_recorder.entries=0"} : std::vector<std::string>{});
+      recorderOff ? std::vector<std::string>{"supervisor.flight_recorder.entries=0"} : std::vector<std::string>{},
+      state.range(4) != 0);
   commhost::Tensor t = commhost::Tensor::empty({state.range(0) / 4}, commhost::DType::Float32);
   for (auto _ : state) {
     auto work = pg->allreduce(t);
@@ -43,11 +71,31 @@ void BM_AllreduceDispatch(benchmark::State& state) {
     benchmark::DoNotOptimize(work);
   }
   state.SetLabel(std::to_string(state.range(0)) + " B, supervisor " + (state.range(1) ? "on" : "off") +
-                 (state.range(2) ? ", unsampled shadow route" : "") + (recorderOff ? ", flight recorder off" : ""));
+                 (state.range(2) ? ", unsampled shadow route" : "") + (recorderOff ? ", flight recorder off" : "") +
+                 (state.range(4) ? ", route ordered by the measured tuner" : ""));
 }
-BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}, {0}, {0}});
-BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 1, 0});
-BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 0, 1});
+BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}, {0}, {0}, {0, 1}});
+BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 1, 0, 0});
+BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 0, 1, 0});
+
+// What a group pays once per table (creation, each hot swap, each subgroup): the table of
+// the tuned config built with its tuner (forGroup: created, asked per size class, destroyed)
+// against without (forConfig).
+void BM_RouteTableBuild(benchmark::State& state) {
+  using namespace commhost;
+  PluginRegistry registry;
+  ConfigOverrides overrides;
+  overrides.fromEnvironment = false;
+  const Config config = loadConfigText(tunedRoutes() + "logging: { level: warn }\n", "bench", registry, overrides);
+  const bool tuned = state.range(0) != 0;
+  for (auto _ : state) {
+    RouteTable t = tuned ? RouteTable::forGroup(config, registry, {"main", 0, 1, 1})
+                         : RouteTable::forConfig(config, registry);
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetLabel(tuned ? "with the measured tuner" : "the config's order");
+}
+BENCHMARK(BM_RouteTableBuild)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_RouteLookup(benchmark::State& state) {
   auto pg = selfGroup();

@@ -106,6 +106,10 @@ TEST(TuneRoutes, ACandidateConfigListsEveryCandidateWithOneFirst) {
   const std::string other = candidateConfigText(kOriginal, "", DeviceType::CPU, {OpType::Allreduce}, {"gloo", "shm"},
                                                 "gloo");
   EXPECT_EQ(routedTo(other, 1 << 20), "gloo");
+  // The candidate runs where it is listed first: a tuner of the original would reorder it.
+  const std::string tuned = candidateConfigText(std::string(kOriginal) + "tuner: { plugin: measured }\n", "",
+                                                DeviceType::CPU, {OpType::Allreduce}, {"gloo", "shm"}, "shm");
+  EXPECT_EQ(tuned.find("tuner"), std::string::npos) << tuned;
 }
 
 }  // namespace

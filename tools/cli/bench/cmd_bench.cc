@@ -115,7 +115,7 @@ int bench(const BenchArgs& a) {
   // rank instead of after the store started (or timed out).
   const LaunchInfo launch = detectLaunch();
   BenchPlan plan = planBench(a, launch.worldSize);
-  resolveRoutes(a, launch.configPath, plan);
+  resolveRoutes(a, launch, plan);
   const bool leader = launch.rank == 0;
   // Before the store too: a rank without a usable GPU fails at once, with CUDA's reason.
   std::unique_ptr<BenchMemory> memory = openBenchMemory(plan.params.device, launch.rank, launch.localRank);

@@ -290,7 +290,8 @@ void refuseUnservedCells(const RouteTable& table, const BenchPlan& plan, const s
 
 }  // namespace
 
-void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan& plan) {
+void resolveRoutes(const BenchArgs& a, const LaunchInfo& launch, BenchPlan& plan) {
+  const std::string& configPath = launch.configPath;
   PluginRegistry registry;
   ConfigOverrides overrides;
   overrides.set = a.sets;
@@ -306,7 +307,8 @@ void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan&
     overrides.set = plan.sets;
     config = load();  // validates the new routes now, before any store
   }
-  const RouteTable table = RouteTable::forConfig(config, registry);
+  const RouteTable table = RouteTable::forGroup(
+      config, registry, {config.groupName(), launch.rank, launch.worldSize, launch.localWorldSize});
   refuseUnservedCells(table, plan, config.source);
   for (const auto& op : plan.ops) plan.routes.emplace_back(op, describeRoute(table, benchOpTypes(op), plan.params));
 }

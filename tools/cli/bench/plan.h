@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench_ops.h"
+#include "commhost/process_group.h"
 #include "inject.h"
 
 namespace commhost::cli {
@@ -65,7 +66,9 @@ struct BenchPlan {
 // Throws InvalidArgument naming the flag and what to write instead. Needs no store.
 BenchPlan planBench(const BenchArgs& a, int worldSize);
 // Reads the config as init() will (same path, environment and --set), applies --backend
-// to the ops under test only and validates the result; still no store.
-void resolveRoutes(const BenchArgs& a, const std::string& configPath, BenchPlan& plan);
+// to the ops under test only and validates the result; still no store. The routes named
+// are the table this rank's group will build (a config's tuner applied, for the world
+// size and ranks on this host `launch` gives).
+void resolveRoutes(const BenchArgs& a, const LaunchInfo& launch, BenchPlan& plan);
 
 }  // namespace commhost::cli

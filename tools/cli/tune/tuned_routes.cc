@@ -177,6 +177,7 @@ std::string candidateConfigText(const std::string& originalYaml, const std::stri
     added.push_back(n);
   }
   YAML::Node root = withRoutes(originalYaml, device, routedOps, added);
+  root.remove("tuner");  // the candidate must run where it is listed first, not where a tuner would put it
   absolutePluginPaths(root, configDir);
   return emit(root);
 }

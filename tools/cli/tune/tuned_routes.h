@@ -65,8 +65,8 @@ std::string tunedConfigText(const std::string& originalYaml, const std::string& 
 
 // The config the measuring runs `first` in: `originalYaml` with one route per op of
 // `routedOps` on `device` listing `candidates`, `first` first (routes of the same keys
-// removed as above), plugin_path folders made absolute as above (the text is loaded
-// from memory).
+// removed as above, and the original's `tuner:`, which could reorder the list),
+// plugin_path folders made absolute as above (the text is loaded from memory).
 std::string candidateConfigText(const std::string& originalYaml, const std::string& configDir, DeviceType device,
                                 const std::vector<OpType>& routedOps, const std::vector<std::string>& candidates,
                                 const std::string& first);
