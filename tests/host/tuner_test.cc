@@ -152,6 +152,68 @@ TEST(Tuner, RanksWhoseTunersAnswerDifferentlyAreAllRefusedNamingEachFingerprint)
   }
 }
 
+TEST(Tuner, ARankWhoseTunerFailsIsNamedWithItsReasonByTheOthers) {
+  auto registry = testRegistry();
+  auto config = configFrom(tunedConfig("fail_rank: 1"), *registry);
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  runRanks(2, [&](int r) {
+    try {
+      ProcessGroup::create({config, registry, store, r, 2});
+    } catch (const Error& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "nobody waited for the timeout";
+  EXPECT_NE(errors[1].find("tuner plugin 'prefertuner' (configured at test.yaml:"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("failed to start: prefertuner fails on rank 1"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[0].find("rank 1 could not build its route table: tuner plugin 'prefertuner'"), std::string::npos)
+      << errors[0];
+}
+
+// A shrink's round builds the survivors' tables anew: a tuner answering them differently
+// (here: only in groups of fewer than 3) fails the round on every survivor.
+TEST(Tuner, AMembershipRoundWhoseTablesDifferFailsOnEverySurvivor) {
+  auto groups = makeGroups(tunedConfig("per_rank_below: 3"), 3);
+  runRanks(3, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    checkedAllreduce(pg, 0);
+    if (r == 2) return;  // gone: the others shrink without it
+    EXPECT_THROW_WITH(pg.shrink(shrinkWithin(std::chrono::seconds(3))), ConfigError,
+                      "tuner 'prefertuner' answered the ranks differently", "rank(s) 0 built", "rank(s) 1 built",
+                      "a tuner must answer from what every rank shares");
+  });
+}
+
+// The same with a tuner that answers alike: the survivors agree on the table and go on.
+TEST(Tuner, AMembershipRoundBuildsTheSurvivorsTunedTable) {
+  auto groups = makeGroups(tunedConfig("prefer: ref, from_bytes: 4KiB"), 3);
+  runRanks(3, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    checkedAllreduce(pg, 0);
+    if (r == 2) return;
+    const ShrinkReport report = pg.shrink(shrinkWithin(std::chrono::seconds(3)));
+    EXPECT_EQ(report.worldSize, 2);
+    checkedAllreduce(pg, 1);
+    const int ref = indexOf(pg.routes(), "ref");
+    EXPECT_EQ(pg.routes().route(OpType::Allreduce, DeviceType::CPU, 1 << 20, DType::Float32, ReduceOp::Sum), ref);
+  });
+}
+
+// A hot swap votes on the new table: one a tuner answered differently is refused on every
+// rank, and the group goes on with the routes it had.
+TEST(Tuner, AHotSwapToATunerThatAnswersRanksDifferentlyIsRefusedAndTheGroupGoesOn) {
+  auto groups = makeGroups(tunedConfig("prefer: ref"), 2);
+  auto registry = testRegistry();
+  auto bad = configFrom(tunedConfig("per_rank: true"), *registry);
+  runRanks(2, [&](int r) {
+    EXPECT_THROW_WITH(groups[r]->reconfigure(bad), ConfigError, "tuner 'prefertuner' answered the ranks differently",
+                      "remove `tuner:` and call reconfigure() again");
+    checkedAllreduce(*groups[r], 0);
+  });
+}
+
 // gloo fast at small sizes, ref (storecoll) at large ones; off measured wrong everywhere.
 MeasuredTable sampleTable(int world = 2) {
   MeasuredTable t;

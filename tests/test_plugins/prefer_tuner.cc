@@ -2,8 +2,10 @@
 // prefertuner: a tuner plugin for the tests (commhost/sdk/tuner.h). It puts the backend
 // named by `prefer` first for the size classes at or above `from_bytes`, and counts the
 // questions it was asked in the file `count_file` (when set), so tests see where the
-// host asks. `per_rank` makes each rank answer differently (a broken tuner the group must
-// refuse) and `drop` answers with one candidate fewer (a broken answer the build refuses).
+// host asks. Broken on purpose, for the refusals: `per_rank` makes each rank answer
+// differently (`per_rank_below: N`: only in groups of fewer than N ranks, so a group
+// forms and a shrink's round is refused), `drop` answers with one candidate fewer, and
+// `fail_rank` makes the factory throw on that rank.
 #include <algorithm>
 #include <cstdio>
 
@@ -19,6 +21,7 @@ class PreferTuner final : public Tuner {
       : prefer_(o.getString("prefer")),
         fromBytes_(o.getInt("from_bytes")),
         perRank_(o.getBool("per_rank")),
+        perRankBelow_(o.getInt("per_rank_below")),
         drop_(o.getBool("drop")),
         countFile_(o.getString("count_file")),
         rank_(ctx.rank) {}
@@ -36,7 +39,7 @@ class PreferTuner final : public Tuner {
       candidates.pop_back();
       return;
     }
-    if (perRank_) {
+    if (perRank_ || query.worldSize < perRankBelow_) {
       std::rotate(candidates.begin(), candidates.begin() + rank_ % candidates.size(), candidates.end());
       return;
     }
@@ -49,13 +52,17 @@ class PreferTuner final : public Tuner {
  private:
   std::string prefer_;
   int64_t fromBytes_;
-  bool perRank_, drop_;
+  bool perRank_;
+  int64_t perRankBelow_;
+  bool drop_;
   std::string countFile_;
   int rank_;
   int asked_ = 0;
 };
 
 std::unique_ptr<Tuner> create(const OptionValues& options, const TunerContext& ctx) {
+  if (options.getInt("fail_rank") == ctx.rank)
+    throw PluginError("prefertuner fails on rank " + std::to_string(ctx.rank));
   return std::make_unique<PreferTuner>(options, ctx);
 }
 
@@ -69,7 +76,9 @@ const PluginDescriptor kDescriptor = {
         {"prefer", OptionType::String, "", "the backend to put first"},
         {"from_bytes", OptionType::Size, "0", "the smallest size class it applies to"},
         {"per_rank", OptionType::Bool, "false", "each rank answers differently (broken on purpose)"},
+        {"per_rank_below", OptionType::Int, "0", "per_rank in groups of fewer ranks than this"},
         {"drop", OptionType::Bool, "false", "answers with one candidate fewer (broken on purpose)"},
+        {"fail_rank", OptionType::Int, "-1", "the factory throws on this rank (broken on purpose)"},
         {"count_file", OptionType::String, "", "appends the number of questions asked to this file"},
     },
     {},

@@ -113,8 +113,10 @@ PY
     [[ $got == "$want" ]] || fail "at $s bytes the tuned config routes to $want but the measured tuner to '$got'"
   done
   other=$((n + 1))
-  "$commhost" config check "$tmp/tuner$n.yaml" --world "$other" | grep -q "chosen by the tuner" &&
-    fail "a table measured at $n ranks reordered a group of $other"
+  run "$commhost" config check "$tmp/tuner$n.yaml" --world "$other"
+  expect_rc0 "config check --world $other"
+  expect_text "the table is the tuner's" "tuner 'measured', a group of $other ranks"
+  grep -q "chosen by the tuner" <<<"$out" && fail "a table measured at $n ranks reordered a group of $other: $out"
   run timeout 120 "$commhost" run -n "$n" -c "$tmp/tuner$n.yaml" -- "$commhost" bench --op allreduce --sizes "$sizes" \
     --check --iters 5
   expect_rc0 "bench --check under the measured tuner (off, listed before shm, never chosen)"

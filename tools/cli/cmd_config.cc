@@ -30,6 +30,50 @@ std::string readStdin() {
   return text;
 }
 
+// The route table `config check` prints, each line behind "#   ". A tuner orders routes
+// per group: its table is shown for the group --world names, else it is said that one applies.
+void printRouteTable(const Config& cfg, const PluginRegistry& registry, int world) {
+  if (cfg.tuner && world > 0)
+    std::cout << "# route table (tuner '" << cfg.tuner->plugin << "', a group of " << world << " ranks on one host):\n";
+  else if (cfg.tuner)
+    std::cout << "# route table (the config's order; tuner '" << cfg.tuner->plugin
+              << "' reorders it per group: --world N shows its choices):\n";
+  else std::cout << "# route table" << (world > 0 ? " (no tuner: --world changes nothing)" : "") << ":\n";
+  const std::string table = cfg.tuner && world > 0
+                                ? RouteTable::forGroup(cfg, registry, {cfg.groupName(), 0, world, world}).describe()
+                                : RouteTable::forConfig(cfg, registry).describe();
+  std::size_t start = 0;
+  while (start < table.size()) {
+    const std::size_t nl = table.find('\n', start);
+    std::cout << "#   " << table.substr(start, nl - start) << "\n";
+    start = nl + 1;
+  }
+}
+
+void checkConfig(const std::string& file, bool embedded, const std::vector<std::string>& sets, bool strict, int world) {
+  if (embedded && !file.empty())
+    throw CLI::ValidationError("config check", "give either a FILE ('-' for standard input) or --default, not both");
+  if (!embedded && file.empty())
+    throw CLI::ValidationError("config check",
+                               "give the config FILE, '-' to read it from standard input, or --default for the "
+                               "embedded default");
+  PluginRegistry registry;
+  ConfigOverrides overrides;
+  overrides.set = sets;
+  Config cfg = embedded      ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
+               : file == "-" ? loadConfigText(readStdin(), "<stdin>", registry, overrides)
+                             : loadConfigFile(file, registry, overrides);
+  for (const auto& w : cfg.warnings) std::cerr << "warning: " << w << "\n";
+  std::cout << "# effective config of " << cfg.source << "\n" << cfg.effectiveYaml;
+  char hash[32];
+  std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cfg.hash));
+  std::cout << "# config hash: " << hash << "\n";
+  printRouteTable(cfg, registry, world);
+  if (strict && !cfg.warnings.empty())
+    throw ConfigError("config " + cfg.source + ": --strict and " + std::to_string(cfg.warnings.size()) +
+                      " warning(s) above; fix them, or check without --strict");
+}
+
 }  // namespace
 
 void addConfigCommand(CLI::App& app) {
@@ -64,45 +108,7 @@ void addConfigCommand(CLI::App& app) {
       "  commhost config check tuned.yaml --world 4  the routes its tuner picks for 4 ranks\n"
       "  commhost config check - < my.yaml          read the config from standard input\n"
       "  commhost config check --default            the embedded default, with COMMHOST_* variables applied");
-  check->callback([] {
-    if (embedded && !file.empty())
-      throw CLI::ValidationError("config check", "give either a FILE ('-' for standard input) or --default, not both");
-    if (!embedded && file.empty())
-      throw CLI::ValidationError("config check",
-                                 "give the config FILE, '-' to read it from standard input, or --default for the "
-                                 "embedded default");
-    PluginRegistry registry;
-    ConfigOverrides overrides;
-    overrides.set = sets;
-    Config cfg = embedded      ? loadConfigText(defaultConfigText(), "<embedded default>", registry, overrides)
-                 : file == "-" ? loadConfigText(readStdin(), "<stdin>", registry, overrides)
-                               : loadConfigFile(file, registry, overrides);
-    for (const auto& w : cfg.warnings) std::cerr << "warning: " << w << "\n";
-    std::cout << "# effective config of " << cfg.source << "\n" << cfg.effectiveYaml;
-    char hash[32];
-    std::snprintf(hash, sizeof hash, "%016llx", static_cast<unsigned long long>(cfg.hash));
-    std::cout << "# config hash: " << hash << "\n";
-    // A tuner orders routes per group: shown for the group --world names, else said.
-    if (cfg.tuner && world > 0)
-      std::cout << "# route table (tuner '" << cfg.tuner->plugin << "', a group of " << world
-                << " ranks on one host):\n";
-    else if (cfg.tuner)
-      std::cout << "# route table (the config's order; tuner '" << cfg.tuner->plugin
-                << "' reorders it per group: --world N shows its choices):\n";
-    else std::cout << "# route table:\n";
-    const std::string table = cfg.tuner && world > 0
-                                  ? RouteTable::forGroup(cfg, registry, {cfg.groupName(), 0, world, world}).describe()
-                                  : RouteTable::forConfig(cfg, registry).describe();
-    std::size_t start = 0;
-    while (start < table.size()) {
-      const std::size_t nl = table.find('\n', start);
-      std::cout << "#   " << table.substr(start, nl - start) << "\n";
-      start = nl + 1;
-    }
-    if (strict && !cfg.warnings.empty())
-      throw ConfigError("config " + cfg.source + ": --strict and " + std::to_string(cfg.warnings.size()) +
-                        " warning(s) above; fix them, or check without --strict");
-  });
+  check->callback([] { checkConfig(file, embedded, sets, strict, world); });
 
   // Printed from configSchema(), as `plugins inspect` prints a plugin's options: a key
   // added to the schema appears here with nothing else to update.

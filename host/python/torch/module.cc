@@ -129,6 +129,16 @@ c10::intrusive_ptr<c10d::Store> rootStore(c10::intrusive_ptr<c10d::Store> store)
   return store;
 }
 
+// The launcher's ranks on this host (torchrun's LOCAL_WORLD_SIZE), for a tuner; 0 (unknown)
+// when the script was started without a launcher that says.
+int localWorldSize() {
+  try {
+    return commhost::detectLaunch().localWorldSize;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 c10::intrusive_ptr<TorchBackend> createGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                              const std::string& configPath, const std::vector<std::string>& overrides,
                                              const std::string& subgroupSuffix) {
@@ -156,6 +166,7 @@ c10::intrusive_ptr<TorchBackend> createGroup(const c10::intrusive_ptr<c10d::Stor
     setup.jobStore = std::make_shared<C10dStore>(rootStore(store));
     setup.rank = rank;
     setup.worldSize = size;
+    setup.localWorldSize = localWorldSize();
     setup.overrides = ov;
     return c10::make_intrusive<TorchBackend>(commhost::ProcessGroup::create(std::move(setup)));
   } catch (const c10::Error&) {

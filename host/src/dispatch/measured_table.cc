@@ -99,17 +99,18 @@ MeasuredTable parseMeasuredTable(const std::string& text, const std::string& sou
   } catch (const json::exception& e) {
     throw refuse(std::string("not JSON (") + e.what() + ")");
   }
-  if (!j.is_object() || j.value("format", "") != kFormat)
+  const auto format = j.is_object() ? j.find("format") : j.end();
+  if (!j.is_object() || format == j.end() || *format != kFormat)
     throw refuse("not a measured table (no format \"" + std::string(kFormat) + "\")");
-  const int version = j.value("version", -1);
-  if (version != MeasuredTable::kVersion)
-    throw refuse("version " + std::to_string(version) + ", but this commhost reads version " +
-                 std::to_string(MeasuredTable::kVersion) + " only");
+  const auto version = j.find("version");
+  if (version == j.end() || !version->is_number_integer() || *version != MeasuredTable::kVersion)
+    throw refuse("version " + (version == j.end() ? std::string("none") : version->dump()) +
+                 ", but this commhost reads version " + std::to_string(MeasuredTable::kVersion) + " only");
   MeasuredTable t;
   try {
     t.worldSize = j.at("world_size").get<int>();
     const std::string device = j.at("device").get<std::string>();
-    if (device != "cpu" && device != "cuda") throw refuse("device '" + device + "' is neither cpu nor cuda");
+    if (device != "cpu" && device != "cuda") throw InvalidArgument("device '" + device + "' is neither cpu nor cuda");
     t.device = device == "cuda" ? DeviceType::CUDA : DeviceType::CPU;
     t.dtype = parseDType(j.at("dtype").get<std::string>());
     t.reduceOp = parseReduceOp(j.at("reduce_op").get<std::string>());

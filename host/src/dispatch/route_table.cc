@@ -406,10 +406,10 @@ RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
     if (added) table.notes_.push_back(text);
     return it->second;
   };
-  std::map<std::vector<std::tuple<int64_t, int64_t, int, int, int>>, int> listIndex;
+  std::map<std::vector<std::tuple<int64_t, int64_t, int, int, int, int>>, int> listIndex;
   const auto intern = [&](const std::vector<Segment>& segments) {
-    std::vector<std::tuple<int64_t, int64_t, int, int, int>> key;
-    for (const auto& s : segments) key.emplace_back(s.minBytes, s.maxBytes, s.backend, s.route, s.note);
+    std::vector<std::tuple<int64_t, int64_t, int, int, int, int>> key;
+    for (const auto& s : segments) key.emplace_back(s.minBytes, s.maxBytes, s.backend, s.route, s.note, s.shadow);
     auto [it, added] = listIndex.emplace(key, static_cast<int>(table.lists_.size()));
     if (added) table.lists_.push_back(segments);
     return it->second;
@@ -494,6 +494,15 @@ RouteTable RouteTable::forConfig(const Config& config, const PluginRegistry& reg
   return build(config.routes, manifests, unavailable);
 }
 
+namespace {
+// What a tuner's plugin threw, as a PluginError naming it, where it is configured and
+// what to do (a plugin's own Error keeps its text).
+[[noreturn]] void tunerFailed(const PluginRef& ref, const std::string& what, const char* during) {
+  throw PluginError("tuner plugin '" + ref.plugin + "' (configured at " + ref.where + ") failed " + during + ": " +
+                    what + "; fix its options there, or remove `tuner:` to route in the config's order");
+}
+}  // namespace
+
 RouteTable RouteTable::forGroup(const Config& config, const PluginRegistry& registry, const TableSite& site) {
   if (!config.tuner) return forConfig(config, registry);
   std::vector<std::pair<std::string, Capabilities>> manifests;
@@ -508,9 +517,13 @@ RouteTable RouteTable::forGroup(const Config& config, const PluginRegistry& regi
   context.localWorldSize = site.localWorldSize;
   context.logger = std::make_shared<Logger>(ref.plugin,
                                             "group " + site.groupName + " rank " + std::to_string(site.rank));
-  std::unique_ptr<Tuner> tuner = entry.descriptor->createTuner(ref.options, context);
-  if (!tuner)
-    throw PluginError("tuner plugin '" + ref.plugin + "' (configured at " + ref.where + ") returned no tuner");
+  std::unique_ptr<Tuner> tuner;
+  try {
+    tuner = entry.descriptor->createTuner(ref.options, context);
+  } catch (const std::exception& e) {
+    tunerFailed(ref, e.what(), "to start");
+  }
+  if (!tuner) tunerFailed(ref, "its factory returned no tuner", "to start");
   dispatch::TuneStep step{*tuner, ref.plugin, {}, {}, {}};
   step.shape.worldSize = site.worldSize;
   step.shape.localWorldSize = site.localWorldSize;
@@ -519,7 +532,14 @@ RouteTable RouteTable::forGroup(const Config& config, const PluginRegistry& regi
     step.plugins.push_back(backend.plugin);
   }
   std::vector<RouteProblem> problems;
-  RouteTable table = collect(config.routes, manifests, unavailable, problems, &step);
+  RouteTable table;
+  try {
+    table = collect(config.routes, manifests, unavailable, problems, &step);
+  } catch (const PluginError&) {
+    throw;  // route_tuning's refusal of an answer, which names the tuner already
+  } catch (const std::exception& e) {
+    tunerFailed(ref, e.what(), "while ordering a route");
+  }
   if (!problems.empty()) throwProblems(std::move(problems));
   return table;
 }

@@ -75,9 +75,10 @@ std::vector<RouteTable::Segment> tuneSegments(const TuneStep& step, const std::v
       t.backend = askTuner(step, query, choices);
       if (t.backend != s.backend) {
         t.tuned = true;
-        std::string listed;
-        for (int b : choices) listed += (listed.empty() ? "" : ", ") + step.backends[b];
-        t.note = note("tuner '" + step.tunerName + "' put " + step.backends[t.backend] + " first of [" + listed + "]");
+        std::vector<TuneCandidate> listed;
+        for (int b : choices) listed.push_back({step.backends[b], step.plugins[b]});
+        t.note = note("tuner '" + step.tunerName + "' put " + step.backends[t.backend] + " first of " +
+                      listText(listed));
         if (t.shadow == t.backend) t.shadow = -1;  // a backend is never its own shadow
       }
       const RouteTable::Segment& last = out.empty() ? t : out.back();

@@ -68,18 +68,22 @@ struct ProcessGroup::Impl {
   // matches one of `keep` (by name) and whose plugin is not in `reloaded` are taken from
   // it. Backends built under "<prefix>backend/<name>" of the group store, through `store`
   // when given (reconfigure's abandonable store). A subgroup's
-  // first backends get their namesakes' `splitFrom` entries. Throws on the first backend
-  // that fails (the ones built so far are released).
+  // first backends get their namesakes' `splitFrom` entries. `routes`: the table the ranks
+  // agreed on (a tuner's is checked before it is used); null: built here. Throws on the
+  // first backend that fails (the ones built so far are released).
   std::shared_ptr<const State> buildState(std::shared_ptr<const Config> config, const PluginRegistry& registry,
                                           const State* keep, const std::vector<std::string>& reloaded,
                                           const std::string& prefix, const StorePtr& store, uint64_t generation,
                                           std::vector<std::string>* kept, std::vector<std::string>* built,
-                                          const SplitHandles* splitFrom = nullptr);
+                                          const SplitHandles* splitFrom = nullptr, const RouteTable* routes = nullptr);
   void checkSameConfig();
   // What a tuner is told of this group (RouteTable::forGroup).
   TableSite tableSite() const;
-  // With a tuner: every rank built the same table (ConfigError naming the ranks otherwise).
-  void checkSameRoutes(const RouteTable& routes);
+  // With a tuner (route_agreement.cc): this rank's table, once every rank of the group has
+  // published its own through `store` (the group's, or a membership round's) and all are
+  // the same. ConfigError naming each set of ranks' fingerprint when they differ, or the
+  // rank whose build failed and why (this rank's own error rethrown).
+  RouteTable agreedRoutes(Store& store);
   void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
   void stopSyncPoller();
   void syncPointSlow();  // a published epoch is pending (sync_point.cc)

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -312,8 +313,12 @@ void MembershipRound::build() {
   };
   auto buildStore = std::make_shared<SwapStore>(g_.store_, stop);
   try {
+    // A tuner answers for the new membership (its world size): the members agree on the
+    // table before any backend is built from it (else they would build different ones).
+    std::optional<RouteTable> routes;
+    if (g_.setup_.config->tuner) routes = g_.agreedRoutes(*buildStore);
     next_ = g_.buildState(g_.setup_.config, *g_.setup_.registry, nullptr, {}, "", buildStore, generation_ + 1, nullptr,
-                          nullptr);
+                          nullptr, nullptr, routes ? &*routes : nullptr);
   } catch (const std::exception& e) {
     const auto* error = dynamic_cast<const Error*>(&e);
     failRound(error ? error->code() : ErrorCode::Plugin, std::string("building the backends failed: ") + e.what());

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -178,39 +179,13 @@ TableSite ProcessGroup::Impl::tableSite() const {
   return {name_, rank_, worldSize_, local};
 }
 
-// Ranks that read the same config build the same table, unless a tuner answered them
-// differently (it read a file that differs between hosts, or state of its own rank): a
-// call would then go to different backends on different ranks and hang or mix results.
-// Every rank reads every rank's fingerprint, so all of them refuse together, before any
-// backend starts its rendezvous (one key per rank, read once at creation).
-void ProcessGroup::Impl::checkSameRoutes(const RouteTable& routes) {
-  store_->set("routes_fingerprint/" + std::to_string(rank_), toBytes(std::to_string(routes.fingerprint())));
-  std::vector<std::string> keys;
-  for (int r = 0; r < worldSize_; ++r) keys.push_back("routes_fingerprint/" + std::to_string(r));
-  store_->wait(keys, store_->timeout());
-  const std::vector<Bytes> all = store_->multiGet(keys);
-  std::map<std::string, std::vector<int>> byFingerprint;
-  for (int r = 0; r < worldSize_; ++r) byFingerprint[toString(all[r])].push_back(globalRanks_[r]);
-  if (byFingerprint.size() == 1) return;
-  std::string seen;
-  for (const auto& [fingerprint, ranks] : byFingerprint) {
-    std::string list;
-    for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
-    seen += (seen.empty() ? "" : "; ") + std::string("rank(s) ") + list + " built " + fingerprint;
-  }
-  raise(ErrorCode::Config, {name_, rank_},
-        "tuner '" + setup_.config->tuner->plugin +
-            "' answered the ranks differently, so their route tables differ (fingerprints: " + seen +
-            "): the ranks would send the same call to different backends",
-        "a tuner must answer from what every rank shares: give every host the same tuner options and files, "
-        "or remove `tuner:` from the config; `commhost config check` shows the untuned table");
-}
-
 void ProcessGroup::Impl::createBackends(const SplitHandles& splitFrom) {
   logger_ = std::make_shared<Logger>("commhost", "group " + name_ + " rank " + std::to_string(rank_));
   // Before any backend is built: a table the ranks disagree on must not start rendezvous.
-  if (setup_.config->tuner) checkSameRoutes(RouteTable::forGroup(*setup_.config, *setup_.registry, tableSite()));
-  state_ = buildState(setup_.config, *setup_.registry, nullptr, {}, "", nullptr, 0, nullptr, nullptr, &splitFrom);
+  std::optional<RouteTable> routes;
+  if (setup_.config->tuner) routes = agreedRoutes(*store_);
+  state_ = buildState(setup_.config, *setup_.registry, nullptr, {}, "", nullptr, 0, nullptr, nullptr, &splitFrom,
+                      routes ? &*routes : nullptr);
   abortTargets_->set(state_->backends);
 }
 
@@ -224,13 +199,14 @@ bool sameEntry(const PluginRef& a, const Config& ca, const PluginRef& b, const C
 std::shared_ptr<const ProcessGroup::State> ProcessGroup::Impl::buildState(
     std::shared_ptr<const Config> config, const PluginRegistry& registry, const State* keep,
     const std::vector<std::string>& reloaded, const std::string& prefix, const StorePtr& store, uint64_t generation,
-    std::vector<std::string>* kept, std::vector<std::string>* built, const SplitHandles* splitFrom) {
+    std::vector<std::string>* kept, std::vector<std::string>* built, const SplitHandles* splitFrom,
+    const RouteTable* routes) {
   auto st = std::make_shared<State>();
   st->config = std::move(config);
   st->timeout = st->config->timeout();
   st->generation = generation;
   const Config& cfg = *st->config;
-  st->routes = RouteTable::forGroup(cfg, registry, tableSite());
+  st->routes = routes ? *routes : RouteTable::forGroup(cfg, registry, tableSite());
   for (const auto& [backendName, ref] : cfg.backends) {
     const PluginEntry* e = registry.find(ref.plugin);
     // A backend whose every op a route list sends elsewhere is never called: not created,

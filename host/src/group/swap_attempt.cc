@@ -228,11 +228,12 @@ CheckVote SwapAttempt::vote() {
                   "', which this group's plugin registry does not hold",
               "put its folder on the plugin_path of the config the job started with (or COMMHOST_PLUGIN_PATH)");
     checkSameAvailability(*g_.store_, round_ + "unavailable", *config_, *registry_, where_);
-    const RouteTable next = RouteTable::forGroup(*config_, *registry_, g_.tableSite());
-    vote.routes = next.fingerprint();
+    // The table the ranks vote on is the one build() uses: a tuner is asked once.
+    votedRoutes_ = RouteTable::forGroup(*config_, *registry_, g_.tableSite());
+    vote.routes = votedRoutes_->fingerprint();
     if (options_.onlyIfShadowAgrees) {
       vote.verdict = CheckVote::Verdict::BadShadow;
-      g_.requireShadowAgreement(next, where_);
+      g_.requireShadowAgreement(*votedRoutes_, where_);
     }
   } catch (const std::exception& e) {
     vote.why = e.what();
@@ -313,12 +314,20 @@ void SwapAttempt::refuseUnlessAllSame(const std::vector<CheckVote>& votes) {
              differBuilds,
          "install the same plugin files on every rank (`commhost plugins inspect NAME` shows the file) and call "
          "reconfigure() again");
-  if (!differRoutes.empty())
+  // The same config and plugin builds, yet other tables: a tuner's answers, or (without
+  // one) plugins whose manifests differ between hosts when the builds were not compared.
+  if (!differRoutes.empty() && config_->tuner)
     fail(ErrorCode::Config,
-         "the config's tuner built different route tables (fingerprints): " + rank0 + " built " +
-             std::to_string(first.routes) + " but " + differRoutes,
+         "tuner '" + config_->tuner->plugin + "' answered the ranks differently (route table fingerprints): " + rank0 +
+             " built " + std::to_string(first.routes) + " but " + differRoutes,
          "a tuner must answer from what every rank shares (the same options and files on every host); fix it, or "
          "remove `tuner:` and call reconfigure() again");
+  if (!differRoutes.empty())
+    fail(ErrorCode::Plugin,
+         "the ranks resolved the same config to different route tables (fingerprints): " + rank0 + " built " +
+             std::to_string(first.routes) + " but " + differRoutes + "; their plugins' manifests differ",
+         "install the same plugin files on every rank (`commhost plugins inspect NAME` shows the file and its "
+         "manifest), or call reconfigure() with reloadPlugins to compare the builds");
 }
 
 // ---- 2. drain, 3. build ---------------------------------------------------------------
@@ -340,7 +349,7 @@ void SwapAttempt::build() {
   if (failure_.kind == BuildReport::Kind::Ok) {
     try {
       next_ = g_.buildState(config_, *registry_, g_.state_.get(), reloaded_, round_, buildStore_, from_ + 1,
-                            &report_.kept, &report_.built);
+                            &report_.kept, &report_.built, nullptr, votedRoutes_ ? &*votedRoutes_ : nullptr);
     } catch (const std::exception& e) {
       const auto* error = dynamic_cast<const Error*>(&e);
       failure_ = abandoned_->load()

@@ -35,6 +35,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,6 +106,7 @@ class SwapAttempt {
   std::shared_ptr<SwapStore> protocolStore_;  // the protocol's waits
   std::shared_ptr<SwapStore> buildStore_;     // the backends' rendezvous: also stops on "failed"
   std::shared_ptr<std::atomic<bool>> abandoned_ = std::make_shared<std::atomic<bool>>(false);
+  std::optional<RouteTable> votedRoutes_;           // the new table, as this rank voted on it (vote())
   std::shared_ptr<const PluginRegistry> registry_;  // the group's, or a copy (plugins reloaded or opened)
   std::vector<std::string> reloaded_;
   swap::BuildReport failure_;  // this rank's drain or build (Ok while none failed)

@@ -280,7 +280,11 @@ std::string interfaceProblem(const PluginHeader& header) {
 // plugin hands over is read only once it is known to be readable; `name` gets its name.
 std::string descriptorProblem(const PluginHeader& header, std::string* name) {
   const PluginDescriptor* d = header.descriptor;
-  if (d && !plugin_checks::readable(d, sizeof(PluginDescriptor)))
+  // The size the plugin declares (an older minor's descriptor is shorter than this one),
+  // and at least 3.0's, whose fields are read below.
+  const size_t declared = std::max<size_t>(offsetof(PluginDescriptor, createTuner),
+                                           std::min<size_t>(header.descriptorSize, sizeof(PluginDescriptor)));
+  if (d && !plugin_checks::readable(d, declared))
     return "has a descriptor pointer that points at no readable memory; rebuild it against this commhost";
   if (d && (d->magic != kPluginDescriptorMagic ||
             d->abiVersion != (uint32_t(header.abiMajor) << 16 | header.abiMinor) || d->size != header.descriptorSize))
@@ -353,7 +357,9 @@ PluginEntry PluginRegistry::open(const std::string& path) const {
   const auto& header = lib->get<const PluginHeader>(kPluginSymbol);
   entry.unavailable = headerProblem(header);
   if (!entry.unavailable.empty()) return entry;
-  entry.build = header.build;
+  // Only the plugin's own fingerprint: an older minor's holds fewer layouts, and what
+  // follows it in its header is not a fingerprint.
+  std::memcpy(&entry.build, &header.build, std::min<size_t>(header.build.size, sizeof(BuildFingerprint)));
   entry.unavailable = buildProblem(header);
   if (!entry.unavailable.empty()) return entry;
   entry.unavailable = interfaceProblem(header);

@@ -17,9 +17,10 @@
 //
 // Agreement: every rank of a group builds its own table, and all of them must route a
 // call alike or the ranks would call different backends and hang. A tuner must answer
-// from what every rank shares (the query, its options, a file every host has the same
-// copy of), never from rank-local state. The group compares the tables' fingerprints
-// when it forms and at each swap, and refuses one that differs, naming the ranks.
+// from what every rank shares (the op, sizes and world size of the query, its options, a
+// file every host has the same copy of), never from rank-local state. The group compares
+// the tables' fingerprints when it forms, at each hot swap's vote and in each membership
+// round (shrink, grow, join), and refuses a table that differs, naming the ranks.
 //
 // Threading: create, order() and destruction all happen on the thread that builds the
 // table, one tuner per build; a tuner need not be thread-safe.
@@ -53,8 +54,11 @@ struct TuneQuery {
   ReduceOp::Kind reduceOp = ReduceOp::Sum;
   int64_t minBytes = 0;  // the size class (inclusive), in the bytes the dispatcher routes by
   int64_t maxBytes = 0;
-  int worldSize = 1;       // ranks in the group
-  int localWorldSize = 1;  // ranks of the job on this host (LOCAL_WORLD_SIZE); == worldSize on one host
+  int worldSize = 1;  // ranks in the group
+  // Ranks of the job on this host (LOCAL_WORLD_SIZE, at most worldSize; worldSize when the
+  // launcher does not say). Per host: where hosts run different numbers of ranks, a tuner
+  // that answers by it answers the ranks differently, and the group refuses to form.
+  int localWorldSize = 1;
 };
 
 // A backend the route lists that serves the query's calls.
@@ -81,7 +85,7 @@ struct TunerContext {
   std::string groupName;           // the group whose table is built ("main", "main/sub1", ...)
   int rank = 0;                    // this rank in that group
   int worldSize = 1;               // ranks in that group
-  int localWorldSize = 1;          // ranks of the job on this host
+  int localWorldSize = 1;          // ranks of the job on this host (see TuneQuery)
   std::shared_ptr<Logger> logger;  // tagged with the plugin, group and rank
 };
 
