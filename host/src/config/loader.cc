@@ -164,6 +164,15 @@ std::string resolveWrap(const YAML::Node& node, const std::string& path, const s
   return wrapper->name;
 }
 
+// The warning for a plugin that loaded but cannot run here: what that means for its kind.
+std::string unavailableHere(const std::string& path, const std::string& plugin, const std::string& why,
+                            PluginKind kind) {
+  return path + ": plugin '" + plugin + "' is unavailable here (" + why + ")" +
+         (kind == PluginKind::Backend
+              ? "; a route's list passes it over for the next backend, and a route to it alone fails when used"
+              : "; using it is an error");
+}
+
 // `node` is { plugin: NAME, options: {...} }; `plugin` defaults to `defaultPlugin`.
 PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const std::string& defaultPlugin,
                          PluginKind kind, const PluginRegistry& registry, Problems& problems,
@@ -226,11 +235,7 @@ PluginRef parsePluginRef(const YAML::Node& node, const std::string& path, const 
                      pluginKindName(kind) + " plugin");
     return ref;
   }
-  if (!entry->unavailable.empty())
-    warnings.push_back(path + ": plugin '" + ref.plugin + "' is unavailable here (" + entry->unavailable + ")" +
-                       (kind == PluginKind::Backend ? "; a route's list passes it over for the next backend, and a "
-                                                      "route to it alone fails when used"
-                                                    : "; using it is an error"));
+  if (!entry->unavailable.empty()) warnings.push_back(unavailableHere(path, ref.plugin, entry->unavailable, kind));
   const size_t problemsBefore = problems.count();
   ref.options = config::validateOptions(options, path + ".options", entry->descriptor->options, problems);
   // The plugin's own check (checkOptions), of options that passed their specs, where it can run.
