@@ -242,8 +242,6 @@ std::string buildProblem(const PluginHeader& header) {
          " (the same -D_GLIBCXX_USE_CXX11_ABI, no _GLIBCXX_DEBUG, no struct packing flags)";
 }
 
-// Same layouts, but built against headers whose interfaces have other virtual functions:
-// the host would call the wrong slot of the plugin's vtables. "" when they match.
 // The plugin's interface hashes. They follow its build fingerprint, whose size grows when
 // a minor appends boundary types, so they sit where the plugin's own `build.size` puts
 // them, not at this build's offsetof(PluginHeader, interfaces); and a hash the plugin's
@@ -261,6 +259,8 @@ std::optional<InterfaceHashes> interfacesOf(const PluginHeader& header) {
   return theirs;
 }
 
+// Same layouts, but built against headers whose interfaces have other virtual functions:
+// the host would call the wrong slot of the plugin's vtables. "" when they match.
 std::string interfaceProblem(const PluginHeader& header) {
   const std::optional<InterfaceHashes> theirs = interfacesOf(header);
   if (!theirs)
