@@ -5,8 +5,14 @@
 // every round, when it beat the route's own first choice by `min_gain`. Where the table
 // says nothing (another world size, device, dtype or reduce op than it measured, an op it
 // did not measure, a backend it did not measure) the config's order stays.
+#include <algorithm>
+#include <cstddef>
 #include <fstream>
+#include <memory>
 #include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "commhost/sdk/measured_table.h"
 #include "commhost/sdk/plugin.h"

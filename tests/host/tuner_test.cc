@@ -4,8 +4,12 @@
 // prefertuner (tests/test_plugins/prefer_tuner.cc), loaded from its own folder.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <numeric>
+#include <string>
+#include <vector>
 
 #include "commhost/dispatcher.h"
 #include "commhost/process_group.h"

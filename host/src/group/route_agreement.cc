@@ -5,6 +5,8 @@
 #include <exception>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "impl.h"
 
