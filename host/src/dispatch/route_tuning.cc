@@ -2,6 +2,9 @@
 #include "route_tuning.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "commhost/errors.h"
 
@@ -22,18 +25,34 @@ std::string listText(const std::vector<TuneCandidate>& candidates) {
   return "[" + out + "]";
 }
 
-// The backend index the tuner puts first among `eligible`, for one size class.
-int askTuner(const TuneStep& step, const TuneQuery& query, const std::vector<int>& eligible) {
+// One segment's candidates: `eligible` (backend indices) as the tuner sees them, and
+// their names sorted, to check each answer against.
+struct Candidates {
+  std::vector<int> eligible;
   std::vector<TuneCandidate> given;
-  for (int b : eligible) given.push_back({step.backends[b], step.plugins[b]});
+  std::vector<std::string> sortedNames;
+};
+
+Candidates candidatesOf(const TuneStep& step, std::vector<int> eligible) {
+  Candidates c{std::move(eligible), {}, {}};
+  for (int b : c.eligible) {
+    c.given.push_back({step.backends[b], step.plugins[b]});
+    c.sortedNames.push_back(step.backends[b]);
+  }
+  std::sort(c.sortedNames.begin(), c.sortedNames.end());
+  return c;
+}
+
+// The backend index the tuner puts first among the candidates, for one size class.
+int askTuner(const TuneStep& step, const TuneQuery& query, const Candidates& candidates) {
+  const std::vector<TuneCandidate>& given = candidates.given;
+  const std::vector<int>& eligible = candidates.eligible;
   std::vector<TuneCandidate> ordered = given;
   step.tuner.order(query, ordered);
-  std::vector<std::string> a, b;
-  for (const auto& c : given) a.push_back(c.backend);
+  std::vector<std::string> b;
   for (const auto& c : ordered) b.push_back(c.backend);
-  std::sort(a.begin(), a.end());
   std::sort(b.begin(), b.end());
-  if (a != b)
+  if (b != candidates.sortedNames)
     throw PluginError("tuner '" + step.tunerName + "' answered " + listText(ordered) + " for " + opName(query.op) +
                       " at " + std::to_string(query.minBytes) + ".." + std::to_string(query.maxBytes) +
                       " bytes, which is not a reordering of the candidates it was given, " + listText(given) +
@@ -58,7 +77,9 @@ std::vector<RouteTable::Segment> tuneSegments(const TuneStep& step, const std::v
   query.reduceOp = reduceOp.value_or(ReduceOp::Sum);
   std::vector<RouteTable::Segment> out;
   for (const RouteTable::Segment& s : segments) {
-    const std::vector<int> choices = s.route >= 0 && s.backend >= 0 ? eligible(s.route) : std::vector<int>{};
+    const Candidates candidates = candidatesOf(step,
+                                               s.route >= 0 && s.backend >= 0 ? eligible(s.route) : std::vector<int>{});
+    const std::vector<int>& choices = candidates.eligible;
     if (choices.size() < 2 || std::find(choices.begin(), choices.end(), s.backend) == choices.end()) {
       out.push_back(s);  // nothing to choose between (or a cell served by an unavailable backend)
       continue;
@@ -72,13 +93,11 @@ std::vector<RouteTable::Segment> tuneSegments(const TuneStep& step, const std::v
       RouteTable::Segment t = s;
       t.minBytes = lo;
       t.maxBytes = hi;
-      t.backend = askTuner(step, query, choices);
+      t.backend = askTuner(step, query, candidates);
       if (t.backend != s.backend) {
         t.tuned = true;
-        std::vector<TuneCandidate> listed;
-        for (int b : choices) listed.push_back({step.backends[b], step.plugins[b]});
         t.note = note("tuner '" + step.tunerName + "' put " + step.backends[t.backend] + " first of " +
-                      listText(listed));
+                      listText(candidates.given));
         if (t.shadow == t.backend) t.shadow = -1;  // a backend is never its own shadow
       }
       const RouteTable::Segment& last = out.empty() ? t : out.back();
