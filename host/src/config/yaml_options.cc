@@ -417,4 +417,9 @@ YAML::Node toYaml(const OptionValues& values) {
   return root;
 }
 
+YAML::Node child(const YAML::Node& map, const std::string& key) {
+  YAML::Node c = map[key];
+  return c.IsDefined() ? c : YAML::Node(YAML::NodeType::Undefined);
+}
+
 }  // namespace commhost::config

@@ -43,6 +43,10 @@ class Problems {
   size_t count_ = 0;
 };
 
+// A child of a map, or an Undefined node: yaml-cpp's missing-key nodes throw on most
+// calls, so they never leave this function.
+YAML::Node child(const YAML::Node& map, const std::string& key);
+
 // "1472127" -> "1,472,127".
 std::string withThousands(size_t n);
 // `text` with every byte outside printable ASCII written \xNN, so a message never
