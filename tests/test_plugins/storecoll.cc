@@ -13,6 +13,8 @@
 // Built twice more as `reloadable` (STORECOLL_RELOAD_ADD / _VERSION), for plugin reload tests:
 // its float allreduce adds the build's constant to every element, so a result tells which
 // build ran it.
+// The plain build's option `op_delay` makes each allreduce first sleep that long: a backend
+// slower than another by a known margin, for live re-routing tests.
 #include <signal.h>
 #include <unistd.h>
 
@@ -29,7 +31,8 @@ using namespace commhost;
 
 class StoreCollBackend final : public Backend {
  public:
-  explicit StoreCollBackend(const BackendContext& ctx) : ctx_(ctx) {}
+  explicit StoreCollBackend(const BackendContext& ctx, std::chrono::milliseconds opDelay = {})
+      : ctx_(ctx), opDelay_(opDelay) {}
 
   const Capabilities& capabilities() const override { return caps(); }
   static const Capabilities& caps() {
@@ -50,6 +53,7 @@ class StoreCollBackend final : public Backend {
   }
 
   WorkPtr allreduce(const OpContext& op, Tensor& t, const AllreduceOptions& o) override {
+    if (opDelay_.count() > 0) std::this_thread::sleep_for(opDelay_);
     reduceAll(op, "", t, t, o.reduceOp);
 #ifdef STORECOLL_RELOAD_ADD
     if (t.dtype() == DType::Float32)
@@ -240,6 +244,7 @@ class StoreCollBackend final : public Backend {
   }
 
   BackendContext ctx_;
+  std::chrono::milliseconds opDelay_;
   std::map<int, int64_t> received_;  // per source: messages taken so far (caller's thread only)
 };
 
@@ -257,9 +262,14 @@ std::unique_ptr<Backend> create(const OptionValues& o, const BackendContext& ctx
   ctx.store->wait(keys, ctx.timeout);
   return std::make_unique<StoreCollBackend>(ctx);
 }
-#else
+#elif defined(STORECOLL_ALLREDUCE_ONLY) || defined(STORECOLL_OFF_BY_ONE) || defined(STORECOLL_RELOAD_ADD) || \
+    defined(STORECOLL_SHORT_VALUE)
 std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) {
   return std::make_unique<StoreCollBackend>(ctx);
+}
+#else
+std::unique_ptr<Backend> create(const OptionValues& o, const BackendContext& ctx) {
+  return std::make_unique<StoreCollBackend>(ctx, o.getDuration("op_delay"));
 }
 #endif
 
@@ -300,7 +310,9 @@ const PluginDescriptor kDescriptor = {
     "storecoll",
     "1.0",
     "Test reference backend: every byte through the store",
-    {},
+    {
+        {"op_delay", OptionType::Duration, "0s", "each allreduce first sleeps this long (a known slow backend)"},
+    },
 #endif
     StoreCollBackend::caps(),
     nullptr,

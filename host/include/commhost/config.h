@@ -51,6 +51,13 @@ struct RouteSpec {
   std::string shadow;  // empty: no shadow
   double sample = 0.01;
   double rtol = 1e-5, atol = 1e-6;
+  // Live re-routing (`tune: live`, with two or more backends listed and no `shadow:`): the
+  // sampled calls (`sample:`) also run on the listed backends the cell is not routed to,
+  // as shadows do; every `tune.live_every` sync points the ranks pool what they measured
+  // and move a size class to a candidate that agreed on every sampled call and was faster
+  // by `tune.live_margin` over `tune.live_window` of them, all at the same syncPoint()
+  // (a routes-only swap: no backend is rebuilt). See ProcessGroup::syncPoint().
+  bool live = false;
 
   // Every backend listed, in order of preference.
   std::vector<std::string> backends() const {

@@ -70,10 +70,24 @@ class COMMHOST_API RouteTable {
     int note;                    // index of why it fell back (or is unserved) for describe(); -1 if neither
     int shadow = -1;             // the route's shadow backend where it serves this cell and op; else -1
     bool tuned = false;          // the config's tuner put `backend` before the route's first choice (note says)
+    // tune: live: index into the table's candidate lists (liveCandidates()), -1 when the
+    // segment has none; `shadow` is then the first candidate.
+    int live = -1;
+    bool rerouted = false;  // a live switch moved it to `backend` (note says why)
     bool operator==(const Segment& o) const {
       return minBytes == o.minBytes && maxBytes == o.maxBytes && backend == o.backend && route == o.route &&
-             note == o.note && shadow == o.shadow && tuned == o.tuned;
+             note == o.note && shadow == o.shadow && tuned == o.tuned && live == o.live && rerouted == o.rerouted;
     }
+  };
+
+  // One size range of one cell (CPU) that live re-routing moves to another backend.
+  struct Reroute {
+    OpType op;
+    DType dtype;
+    ReduceOp::Kind reduceOp;  // ignored for ops that do not reduce
+    int64_t minBytes, maxBytes;
+    int backend;       // index into backendNames(): the candidate taking the range over
+    std::string note;  // why, for describe()
   };
 
   // The table for a loaded config: each backend's manifest comes from its plugin's
@@ -133,11 +147,7 @@ class COMMHOST_API RouteTable {
     return static_cast<double>(z >> 11) * 0x1.0p-53 < rate;
   }
   const std::vector<Segment>& segments(OpType op, DeviceType device, DType dtype, ReduceOp::Kind reduceOp) const {
-    const size_t cell = ((static_cast<size_t>(op) * kNumDeviceTypes + static_cast<size_t>(device)) * kNumDTypes +
-                         static_cast<size_t>(dtype)) *
-                            ReduceOp::kNumKinds +
-                        static_cast<size_t>(reduceOp);
-    return lists_[cells_[cell]];
+    return lists_[cells_[cellOf(op, device, dtype, reduceOp)]];
   }
   const std::vector<std::string>& backendNames() const { return names_; }
   bool servesDevice(DeviceType device) const { return devices_.has(device); }
@@ -149,6 +159,19 @@ class COMMHOST_API RouteTable {
   bool uses(int index) const { return index >= 0 && index < static_cast<int>(used_.size()) && used_[index]; }
   // Whether some cell resolves to backends()[index] as its backend (not only as a shadow).
   bool serves(int index) const { return index >= 0 && index < static_cast<int>(serves_.size()) && serves_[index]; }
+  // tune: live (RouteSpec::live). A live segment's candidates: the route's other backends
+  // that serve its cell here, in the route's order. A sampled call with seq s runs on
+  // candidates[s % size()] beside the segment's backend (the same one on every rank).
+  const std::vector<int>& liveCandidates(const Segment& s) const { return liveLists_[static_cast<size_t>(s.live)]; }
+  bool hasLive() const { return liveLists_.size() > 1; }
+  // A copy with each change applied (live_reroute.cc): the part of the cell's segments
+  // within the range goes to `backend`, whose candidates become the backend it had and
+  // the others; the rest of the cell keeps what it had. A non-reducing op's change
+  // applies to every reduce-op slot of its dtype, as lookups ignore that slot.
+  RouteTable rerouted(const std::vector<Reroute>& changes) const;
+  // A copy where `backend` is no longer anyone's live candidate (it disagreed once).
+  RouteTable withoutCandidate(int backend) const;
+
   // Why route() gave -1 for this call, for its error message (not on the hot path).
   std::string whyUnserved(OpType op, DeviceType device, int64_t bytes, DType dtype, ReduceOp::Kind reduceOp) const;
   // The resolved table for `config check`: one line per run of cells that resolve alike
@@ -156,6 +179,8 @@ class COMMHOST_API RouteTable {
   // left out when it is every one), then the cells that fell back past an earlier listed
   // backend and why, then the cells no route serves.
   std::string describe() const;
+  // describe()'s "chosen live" rows alone (tune: live): what live routing moved, and why.
+  std::string describeLive() const;
 
  private:
   static RouteTable collect(const std::vector<RouteSpec>& routes,
@@ -163,11 +188,21 @@ class COMMHOST_API RouteTable {
                             const std::vector<std::string>& unavailable, std::vector<RouteProblem>& problems,
                             const dispatch::TuneStep* tune = nullptr);
   std::string describeRows(const std::function<std::string(const Segment&)>& line) const;
+  static size_t cellOf(OpType op, DeviceType device, DType dtype, ReduceOp::Kind reduceOp) {
+    return ((static_cast<size_t>(op) * kNumDeviceTypes + static_cast<size_t>(device)) * kNumDTypes +
+            static_cast<size_t>(dtype)) *
+               ReduceOp::kNumKinds +
+           static_cast<size_t>(reduceOp);
+  }
+  // live_reroute.cc: `list` with `change`'s range moved, as a new list of this table.
+  int reroutedList(int list, const Reroute& change);
+  void markUsed();  // used_ and serves_ from the lists
 
   static constexpr size_t kNumCells = static_cast<size_t>(kNumOpTypes) * kNumDeviceTypes * kNumDTypes *
                                       ReduceOp::kNumKinds;
   std::vector<int> cells_ = std::vector<int>(kNumCells, 0);  // index into lists_
   std::vector<std::vector<Segment>> lists_{{}};              // distinct segment lists; lists_[0] is empty
+  std::vector<std::vector<int>> liveLists_{{}};              // distinct live candidate lists; [0] is unused
   std::vector<std::string> names_;
   std::vector<std::string> notes_;
   std::vector<bool> used_, serves_;

@@ -49,6 +49,9 @@ struct SwapRecord {
   int64_t checkUs = 0, drainUs = 0, buildUs = 0, commitUs = 0, totalUs = 0;
   std::vector<std::string> kept, built, removed;  // backends
   std::string error;                              // why it rolled back
+  // Outcome "rerouted" (tune: live, a routes-only swap): each size class moved and each
+  // candidate dropped, one line each; no backend was kept, built or removed.
+  std::vector<std::string> rerouted;
 };
 
 // One membership change (ProcessGroup::shrink) on this rank: who left, the phase times.

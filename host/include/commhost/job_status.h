@@ -58,7 +58,7 @@ struct StatusEvent {
   uint64_t id = 0;  // grows in each process; (rank, id) names an event once
   int64_t unixMs = 0;
   std::string kind;  // "peer_lost", "swap_started", "swap_committed", "swap_rolled_back",
-                     // "membership", "incident", "shadow_disagree", "shadow_failed"
+                     // "membership", "incident", "shadow_disagree", "shadow_failed", "rerouted" (tune: live)
   std::string group;
   std::string text;
 };

@@ -49,6 +49,8 @@ bool parseRouteKey(const std::string& key, const YAML::Node& value, RouteSpec& r
   else if (key == "backend") route.backend = text;
   else if (key == "shadow") route.shadow = text;
   else if (key == "sample") route.sample = parseFraction(key, text, false);
+  else if (key == "tune" && (text == "live" || text == "off")) route.live = text == "live";
+  else if (key == "tune") throw InvalidArgument("'" + text + "' is not a tune mode: want live or off");
   else if (key == "rtol" || key == "atol") (key == "rtol" ? route.rtol : route.atol) = parseFraction(key, text, true);
   else return false;
   return true;
@@ -57,7 +59,7 @@ bool parseRouteKey(const std::string& key, const YAML::Node& value, RouteSpec& r
 // Every key of one routes: entry; false when one was a problem (each added to `problems`).
 bool parseRouteFields(const YAML::Node& item, const std::string& path, RouteSpec& route, Problems& problems) {
   static const std::vector<std::string> kKeys = {"device",  "op",     "dtype",  "reduce_op", "min_bytes", "max_bytes",
-                                                 "backend", "shadow", "sample", "rtol",      "atol"};
+                                                 "backend", "shadow", "sample", "rtol",      "atol",      "tune"};
   bool ok = true;
   for (const auto& kv : item) {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "";
@@ -67,7 +69,7 @@ bool parseRouteFields(const YAML::Node& item, const std::string& path, RouteSpec
       problems.add(kv.first, path + "." + key,
                    "unknown key" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
                        "; allowed here: device, op, dtype, reduce_op, min_bytes, max_bytes, backend, shadow, "
-                       "sample, rtol, atol");
+                       "sample, rtol, atol, tune");
     } catch (const Error& e) {
       problems.add(kv.second, path + "." + key, e.what());
     }
@@ -101,8 +103,18 @@ bool checkRoute(const YAML::Node& item, const std::string& path, const RouteSpec
                 "; backends configured: " + (list.empty() ? "none" : list));
   }
   const bool tuned = item["sample"].IsDefined() || item["rtol"].IsDefined() || item["atol"].IsDefined();
-  if (route.shadow.empty() && tuned) {
-    problem(item, path, "sample, rtol and atol apply to a shadow backend; add `shadow: NAME` or remove them");
+  if (route.live && !route.shadow.empty()) {
+    problem(child(item, "tune"), path + ".tune",
+            "tune: live samples the route's other listed backends, and shadow: names one more; a route takes one "
+            "of them: list '" +
+                route.shadow + "' in backend: instead, or remove tune");
+  } else if (route.live && route.fallback.empty()) {
+    problem(child(item, "tune"), path + ".tune",
+            "tune: live needs candidates to choose from: list two or more backends, e.g. backend: [" + route.backend +
+                ", shm]");
+  } else if (route.shadow.empty() && !route.live && tuned) {
+    problem(item, path,
+            "sample, rtol and atol apply to a shadow backend or to tune: live; add `shadow: NAME` or remove them");
   } else if (!route.shadow.empty() && !cfg.backends.count(route.shadow)) {
     const std::string hint = closestMatch(route.shadow, backendNames);
     problem(child(item, "shadow"), path + ".shadow",
@@ -156,8 +168,9 @@ YAML::Node routeYaml(const RouteSpec& r) {
     list.SetStyle(YAML::EmitterStyle::Flow);
     n["backend"] = list;
   }
-  if (!r.shadow.empty()) {
-    n["shadow"] = r.shadow;
+  if (r.live) n["tune"] = "live";
+  if (!r.shadow.empty() || r.live) {
+    if (!r.shadow.empty()) n["shadow"] = r.shadow;
     n["sample"] = r.sample;
     n["rtol"] = r.rtol;
     n["atol"] = r.atol;

@@ -91,6 +91,30 @@ const std::vector<OptionSpec>& configSchema() {
        "Where rank<N>.json dumps are written "
        "on timeout, error, SIGUSR1 or `commhost trace dump`; empty (the default): $TMPDIR/commhost-traces-<uid>, "
        "/tmp/commhost-traces-<uid> when TMPDIR is unset (never the working directory)"},
+      {"tune.live_every",
+       OptionType::Int,
+       "50",
+       "Routes with tune: live: every this many syncPoint() calls, the ranks pool what their live candidates "
+       "measured (one store exchange) and switch size classes alike",
+       {},
+       1,
+       1e6},
+      {"tune.live_window",
+       OptionType::Int,
+       "16",
+       "Routes with tune: live: the sampled calls of one size class a candidate needs, on every rank, before it may "
+       "take the class over (twice as many after each switch of that class, so routes do not flap)",
+       {},
+       2,
+       1 << 16},
+      {"tune.live_margin",
+       OptionType::Double,
+       "0.1",
+       "Routes with tune: live: how much faster a candidate must be (its median time, slowest rank, below "
+       "(1 - margin) x the routed backend's) to take a size class over",
+       {},
+       0,
+       0.9},
       {"debug.check_collectives", OptionType::Bool, "false",
        "Before each collective, ranks compare op, dtype, "
        "shapes, root and reduce op through the store; a mismatch fails with a diff; a call made while another "

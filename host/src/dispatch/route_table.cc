@@ -319,6 +319,16 @@ const Candidate* bestCandidate(BuildState& b, const std::vector<Candidate>& cand
   return best;
 }
 
+// The backends of `route` (by index, in its order) that serve the cell and can run here.
+std::vector<int> eligibleBackends(const BuildState& b, int route, OpType op, DeviceType dev, std::optional<DType> dtype,
+                                  std::optional<ReduceOp::Kind> rop) {
+  std::vector<int> out;
+  for (int i : b.listed[static_cast<size_t>(route)])
+    if (i >= 0 && lackOf(b.backends[i].second, op, dev, dtype, rop) == Lack::None && b.whyUnavailable(i).empty())
+      out.push_back(i);
+  return out;
+}
+
 // One cell's segments, adjacent ranges that resolve alike merged; `note` interns a note.
 std::vector<RouteTable::Segment> cellSegments(BuildState& b, const std::vector<Candidate>& candidates,
                                               const std::vector<Candidate>& unable, const std::vector<int64_t>& starts,
@@ -364,14 +374,25 @@ std::vector<RouteTable::Segment> cellSegments(BuildState& b, const std::vector<C
 std::vector<RouteTable::Segment> tuneCell(const BuildState& b, const std::vector<RouteTable::Segment>& segments,
                                           OpType op, DeviceType dev, std::optional<DType> dtype,
                                           std::optional<ReduceOp::Kind> rop, const dispatch::NoteFn& note) {
-  const auto eligible = [&](int route) {
-    std::vector<int> out;
-    for (int i : b.listed[route])
-      if (i >= 0 && lackOf(b.backends[i].second, op, dev, dtype, rop) == Lack::None && b.whyUnavailable(i).empty())
-        out.push_back(i);
-    return out;
-  };
+  const auto eligible = [&](int route) { return eligibleBackends(b, route, op, dev, dtype, rop); };
   return dispatch::tuneSegments(*b.tune, segments, op, dev, dtype, rop, eligible, note);
+}
+
+// tune: live: each segment of a live route (a shadowable op, on the CPU, where shadows
+// run) gets the route's other eligible backends as candidates; `intern` numbers a list.
+void liveCell(const BuildState& b, std::vector<RouteTable::Segment>& segments, OpType op, DeviceType dev,
+              std::optional<DType> dtype, std::optional<ReduceOp::Kind> rop,
+              const std::function<int(const std::vector<int>&)>& intern) {
+  if (!RouteTable::shadowable(op) || dev != DeviceType::CPU) return;
+  for (auto& s : segments) {
+    if (s.route < 0 || s.backend < 0 || !b.routes[static_cast<size_t>(s.route)].live) continue;
+    std::vector<int> candidates;
+    for (int i : eligibleBackends(b, s.route, op, dev, dtype, rop))
+      if (i != s.backend) candidates.push_back(i);
+    if (candidates.empty()) continue;
+    s.live = intern(candidates);
+    s.shadow = candidates.front();
+  }
 }
 
 // A shadow that serves none of its route's cells would never run.
@@ -406,12 +427,20 @@ RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
     if (added) table.notes_.push_back(text);
     return it->second;
   };
-  std::map<std::vector<std::tuple<int64_t, int64_t, int, int, int, int>>, int> listIndex;
+  using SegmentKey = std::tuple<int64_t, int64_t, int, int, int, int, int, bool>;
+  std::map<std::vector<SegmentKey>, int> listIndex;
   const auto intern = [&](const std::vector<Segment>& segments) {
-    std::vector<std::tuple<int64_t, int64_t, int, int, int, int>> key;
-    for (const auto& s : segments) key.emplace_back(s.minBytes, s.maxBytes, s.backend, s.route, s.note, s.shadow);
+    std::vector<SegmentKey> key;
+    for (const auto& s : segments)
+      key.emplace_back(s.minBytes, s.maxBytes, s.backend, s.route, s.note, s.shadow, s.live, s.tuned);
     auto [it, added] = listIndex.emplace(key, static_cast<int>(table.lists_.size()));
     if (added) table.lists_.push_back(segments);
+    return it->second;
+  };
+  std::map<std::vector<int>, int> liveIndex;
+  const auto internLive = [&](const std::vector<int>& candidates) {
+    auto [it, added] = liveIndex.emplace(candidates, static_cast<int>(table.liveLists_.size()));
+    if (added) table.liveLists_.push_back(candidates);
     return it->second;
   };
   for (int o = 0; o < kNumOpTypes; ++o) {
@@ -435,6 +464,7 @@ RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
           cellCandidates(state, matching, op, dev, dtype, rop, candidates, unable);
           std::vector<Segment> segments = cellSegments(state, candidates, unable, starts, op, dev, dtype, rop, note);
           if (tune) segments = tuneCell(state, segments, op, dev, dtype, rop, note);
+          liveCell(state, segments, op, dev, dtype, rop, internLive);
           const int list = intern(segments);
           // Slots a cell ignores (dtype of a barrier, reduce op of a broadcast) share its list.
           for (int tt = 0; tt < kNumDTypes; ++tt) {
@@ -451,13 +481,7 @@ RouteTable RouteTable::collect(const std::vector<RouteSpec>& routes,
   }
   checkShadowsServe(state);
   if (!problems.empty()) return table;
-  table.used_.assign(backends.size(), false);
-  table.serves_.assign(backends.size(), false);
-  for (const auto& list : table.lists_)
-    for (const Segment& s : list) {
-      if (s.backend >= 0) table.used_[s.backend] = table.serves_[s.backend] = true;
-      if (s.shadow >= 0) table.used_[s.shadow] = true;
-    }
+  table.markUsed();
   return table;
 }
 
@@ -560,6 +584,8 @@ uint64_t RouteTable::fingerprint() const {
       mix(static_cast<uint64_t>(s.maxBytes));
       mix(static_cast<uint64_t>(s.backend));
       mix(static_cast<uint64_t>(s.shadow));
+      if (s.live >= 0)
+        for (int c : liveLists_[static_cast<size_t>(s.live)]) mix(static_cast<uint64_t>(c) + 0x11e);
     }
   }
   return h;
@@ -647,13 +673,27 @@ std::string RouteTable::describeRows(const std::function<std::string(const Segme
   return out;
 }
 
+std::string RouteTable::describeLive() const {
+  return describeRows(
+      [&](const Segment& s) { return s.rerouted ? " -> " + names_[s.backend] + ": " + notes_[s.note] : ""; });
+}
+
 std::string RouteTable::describe() const {
   std::string out = describeRows([&](const Segment& s) {
-    return s.backend < 0 ? "" : " -> " + names_[s.backend] + (s.shadow < 0 ? "" : " (shadow " + names_[s.shadow] + ")");
+    if (s.backend < 0) return std::string();
+    std::string line = " -> " + names_[s.backend];
+    if (s.live >= 0) {
+      std::string list;
+      for (int c : liveLists_[static_cast<size_t>(s.live)]) list += (list.empty() ? "" : ", ") + names_[c];
+      return line + " (live candidates " + list + ")";
+    }
+    return line + (s.shadow < 0 ? "" : " (shadow " + names_[s.shadow] + ")");
   });
   const std::string fellBack = describeRows([&](const Segment& s) {
-    return s.backend < 0 || s.note < 0 || s.tuned ? "" : " -> " + names_[s.backend] + ": " + notes_[s.note];
+    return s.backend < 0 || s.note < 0 || s.tuned || s.rerouted ? ""
+                                                                : " -> " + names_[s.backend] + ": " + notes_[s.note];
   });
+  const std::string rerouted = describeLive();
   const std::string tuned = describeRows(
       [&](const Segment& s) { return s.tuned ? " -> " + names_[s.backend] + ": " + notes_[s.note] : ""; });
   const std::string unserved = describeRows([&](const Segment& s) {
@@ -661,6 +701,7 @@ std::string RouteTable::describe() const {
   });
   if (!fellBack.empty()) out += "fell back past an earlier choice:\n" + fellBack;
   if (!tuned.empty()) out += "chosen by the tuner:\n" + tuned;
+  if (!rerouted.empty()) out += "chosen live (tune: live):\n" + rerouted;
   if (!unserved.empty()) out += "unserved (calls fail; route them with op, dtype or reduce_op keys):\n" + unserved;
   return out;
 }

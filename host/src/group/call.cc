@@ -143,6 +143,13 @@ Backend& ProcessGroup::Impl::Call::issue(Device device, int64_t bytes, std::opti
     if (st.backends[segment->shadow] && device.type == DeviceType::CPU && RouteTable::sampled(ctx.seq, route.sample)) {
       shadowIndex = segment->shadow;
       shadowRoute = &route;
+      if (segment->live >= 0) {  // tune: live: the candidates take turns, by seq (alike on every rank)
+        const std::vector<int>& candidates = st.routes.liveCandidates(*segment);
+        shadowIndex = candidates[ctx.seq % candidates.size()];
+        if (!st.backends[shadowIndex]) shadowIndex = -1;
+        live = true;
+        liveReduceOp = kind;
+      }
     }
   }
   bytes_ = bytes;
@@ -201,6 +208,10 @@ std::unique_ptr<ShadowOp> ProcessGroup::Impl::Call::startShadow(const Tensor& in
                           shadowRoute->atol,
                           pg.shadows_,
                           pg.supervisor_};
+  if (live) {
+    target.live = pg.live_;
+    target.liveKey = LiveKey{op, dtype_, liveReduceOp, 0, target.backendName, target.shadowName};
+  }
   return std::make_unique<ShadowOp>(std::move(target), ctx, bytes_, input, outputLike);
 }
 

@@ -79,6 +79,8 @@ struct ProcessGroup::Impl::Call {
   int backendIndex = -1;
   int shadowIndex = -1;  // the shadow backend this call also runs on, when sampled
   const RouteSpec* shadowRoute = nullptr;
+  bool live = false;  // the sample is a live candidate's (tune: live)
+  ReduceOp::Kind liveReduceOp = ReduceOp::Sum;
   std::unique_ptr<ShadowOp> startShadow(const Tensor& input, const Tensor* outputLike) const;
   int64_t bytes_ = 0;
   DType dtype_ = DType::Float32;

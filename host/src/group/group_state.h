@@ -28,6 +28,7 @@ struct ProcessGroup::State {
   std::vector<std::string> unavailable;            // why backends[i] is null
   std::vector<bool> composite;                     // backends[i] was built of other backends (makeBackend)
   uint64_t generation = 0;
+  uint64_t liveEvery = 0;  // tune.live_every when a route has tune: live (live_routes.h); 0: none
 };
 
 // Shared by the group and the supervisor's abortGroup (which may run on the watchdog's

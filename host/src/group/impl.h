@@ -25,6 +25,8 @@ struct GroupMonitor;
 }  // namespace supervisor
 
 struct ShadowStats;  // shadow.h
+class LiveStats;     // live_routes.h
+struct LiveRules;
 
 struct ProcessGroup::Impl {
   // The public API's parts that are more than a field read (process_group.cc and the
@@ -43,6 +45,7 @@ struct ProcessGroup::Impl {
   ShrinkReport shrink(const ShrinkOptions& options);
   void syncPoint() {
     ++syncCount_;
+    liveTick();
     if (syncLatest_.load(std::memory_order_relaxed) > syncDone_ ||
         joinLatest_.load(std::memory_order_relaxed) > joinsDone_)
       syncPointSlow();
@@ -87,6 +90,10 @@ struct ProcessGroup::Impl {
   void startSyncPoller();  // create(): the world group's, when group.sync_poll > 0
   void stopSyncPoller();
   void syncPointSlow();  // a published epoch is pending (sync_point.cc)
+  // tune: live (live_routes.h): the ranks pool their candidates' samples and switch
+  // routes alike; a routes-only swap when they decide to (live_round.cc).
+  void liveTick();  // a round when this sync count is one (a call per step: not inline, State is opaque here)
+  void liveRound();
   void requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const;  // reconfigure.cc
   void applyEpoch(uint64_t epoch);
   // reconfigure(), or, with a non-empty `loadError` (this rank could not load the config
@@ -148,6 +155,11 @@ struct ProcessGroup::Impl {
   // Shadow comparisons (shadow.h): completion callbacks of the primary and shadow works
   // add to it from backend threads, so they hold it, not the group.
   std::shared_ptr<ShadowStats> shadows_;
+  // tune: live: the samples of live candidates, added to as shadows_ is; the rules and
+  // the rounds so far are the calling thread's (live_routes.h).
+  std::shared_ptr<LiveStats> live_;
+  std::unique_ptr<LiveRules> liveRules_;
+  uint64_t liveRounds_ = 0;
   // debug.check_collectives: the call being issued, as (issuing thread's id << 8) | op; 0:
   // none. Calls claim it to refuse a second thread issuing on the group meanwhile.
   std::atomic<uint64_t> issuer_{0};

@@ -2,6 +2,7 @@
 #include "commhost/process_group.h"
 
 #include "impl.h"
+#include "live_routes.h"
 #include "shadow.h"
 
 #include <algorithm>
@@ -29,7 +30,9 @@ ProcessGroup::Impl::Impl(Setup setup, std::string name, std::vector<int> globalR
       worldSize_(setup_.worldSize),
       globalRanks_(std::move(globalRanks)),
       abortTargets_(std::make_shared<AbortTargets>()),
-      shadows_(std::make_shared<ShadowStats>()) {
+      shadows_(std::make_shared<ShadowStats>()),
+      // Room for the longest window a size class can ask for (16x after four switches).
+      live_(std::make_shared<LiveStats>(16 * static_cast<size_t>(setup_.config->host.getInt("tune.live_window")))) {
   abortTargets_->aborted = aborted_;
 }
 
@@ -207,6 +210,7 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::Impl::buildState(
   st->generation = generation;
   const Config& cfg = *st->config;
   st->routes = routes ? *routes : RouteTable::forGroup(cfg, registry, tableSite());
+  st->liveEvery = st->routes.hasLive() ? static_cast<uint64_t>(cfg.host.getInt("tune.live_every")) : 0;
   for (const auto& [backendName, ref] : cfg.backends) {
     const PluginEntry* e = registry.find(ref.plugin);
     // A backend whose every op a route list sends elsewhere is never called: not created,

@@ -49,23 +49,35 @@ struct Sample {
   double backendUs = 0, shadowUs = 0;
   Mutex failureMutex;
   std::string failure GUARDED_BY(failureMutex);  // written by either callback before it arrives
+  bool backendFailed GUARDED_BY(failureMutex) = false;
   std::atomic<int> arrived{0};
 
-  void fail(const std::string& why) {
+  void fail(const std::string& why, bool backend = false) {
     MutexLock lock(&failureMutex);
     if (failure.empty()) failure = why;
+    backendFailed = backendFailed || backend;
   }
   void arrive() {
     if (arrived.fetch_add(1, std::memory_order_acq_rel) != 1) return;
     std::string detail;
+    bool ofBackend = false;
     {
       MutexLock lock(&failureMutex);
       detail = failure;
+      ofBackend = backendFailed;
     }
     const bool failed = !detail.empty();
     if (!failed) detail = shadowCompare(primaryCopy, shadowOutput, target.rtol, target.atol);
     target.stats->add(opName(ctx.op), target.backendName, target.shadowName, bytes, backendUs, shadowUs, failed,
                       detail);
+    if (target.live) {
+      using O = LiveStats::Outcome;
+      const O outcome = ofBackend        ? O::BackendFailed
+                        : failed         ? O::CandidateFailed
+                        : detail.empty() ? O::Agreed
+                                         : O::Disagreed;
+      target.live->add(target.liveKey, bytes, backendUs, shadowUs, outcome, detail);
+    }
     if (target.supervisor) {
       ShadowEvent e;
       e.group = ctx.group;
@@ -223,7 +235,7 @@ WorkPtr ShadowOp::run(WorkPtr primary, const Tensor& primaryOutput, const IssueF
   // A failed primary skips the copy above: nothing to compare, the caller sees its error.
   primary->future()->whenDone([sample](Future& f) {
     if (f.error()) {
-      sample->fail("the backend failed: " + errorText(f));
+      sample->fail("the backend failed: " + errorText(f), true);
       sample->arrive();
     }
   });

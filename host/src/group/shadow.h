@@ -34,6 +34,7 @@
 #include "commhost/mutex.h"
 #include "commhost/process_group.h"
 #include "group_state.h"
+#include "live_routes.h"
 
 namespace commhost {
 
@@ -75,6 +76,8 @@ class ShadowOp {
     double rtol, atol;
     std::shared_ptr<ShadowStats> stats;
     std::shared_ptr<supervisor::Supervisor> supervisor;  // null: no flight recorder
+    std::shared_ptr<LiveStats> live;                     // tune: live: where the sample counts too; else null
+    LiveKey liveKey;                                     // its cell and pair (the size class is set on add)
   };
   ShadowOp(Target target, const OpContext& ctx, int64_t bytes, const Tensor& input, const Tensor* outputLike);
   WorkPtr run(WorkPtr primary, const Tensor& primaryOutput, const IssueFn& issueFn);

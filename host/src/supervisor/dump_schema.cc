@@ -57,6 +57,7 @@ template <class F, class T> Schema<T, SwapRecord> fields(F& f, T& s) {
   f("built", s.built);
   f("removed", s.removed);
   f.optional("error", s.error, std::string());
+  f.optional("rerouted", s.rerouted, std::vector<std::string>());
 }
 
 template <class F, class T> Schema<T, MembershipRecord> fields(F& f, T& m) {

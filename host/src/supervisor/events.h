@@ -22,7 +22,8 @@ struct Event {
   uint64_t id = 0;  // 1, 2, ... in this process
   int64_t unixMs = 0;
   std::string kind;  // "peer_lost", "swap_started", "swap_committed", "swap_rolled_back",
-                     // "membership", "incident", "shadow_disagree", "shadow_failed", "store_lost"
+                     // "membership", "incident", "shadow_disagree", "shadow_failed", "store_lost",
+                     // "rerouted" (tune: live)
   std::string group;
   std::string text;  // one sentence, as the log says it
 };

@@ -398,6 +398,15 @@ FlightDump Supervisor::dumpNow(const std::string& reason) {
 }
 
 void Supervisor::recordSwap(SwapRecord record) {
+  if (record.outcome == "rerouted") {
+    std::string what;
+    for (const auto& line : record.rerouted) what += (what.empty() ? "" : "; ") + line;
+    events_.add("rerouted", record.group,
+                "[group " + record.group + " rank " + std::to_string(record.rank) + "] live routing: generation " +
+                    std::to_string(record.fromGeneration) + " -> " + std::to_string(record.toGeneration) + ": " + what);
+    recorder_.addSwap(std::move(record));
+    return;
+  }
   const bool committed = record.outcome == "committed";
   events_.add(committed ? "swap_committed" : "swap_rolled_back", record.group,
               "[group " + record.group + " rank " + std::to_string(record.rank) + "] swap from generation " +

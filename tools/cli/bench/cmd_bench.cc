@@ -132,6 +132,7 @@ int bench(const BenchArgs& a) {
     const int rc = measure(plan, *pg, *memory, inject, report, swapper.get());
     if (swapper && leader) swapper->print(a.jsonFile == "-" ? stderr : stdout);
     if (leader) printShadows(a.jsonFile == "-" ? stderr : stdout, pg->shadowReport(std::chrono::seconds(30)));
+    if (leader) printLive(a.jsonFile == "-" ? stderr : stdout, *pg);
     return rc;
   } catch (const Error& e) {
     // Report before the group is torn down: a store-serving rank keeps serving its peers

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "report.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -114,6 +115,19 @@ void printShadows(std::FILE* out, const std::vector<ShadowRecord>& records) {
     std::fprintf(out, "\n");
     if (!r.firstDisagreement.empty()) std::fprintf(out, "#   first disagreement: %s\n", r.firstDisagreement.c_str());
     if (!r.firstFailure.empty()) std::fprintf(out, "#   first failure: %s\n", r.firstFailure.c_str());
+  }
+  std::fflush(out);
+}
+
+void printLive(std::FILE* out, const ProcessGroup& pg) {
+  const std::string rows = pg.routes().describeLive();
+  if (rows.empty()) return;
+  std::fprintf(out, "# live routing moved these during the run (generation %llu now):\n",
+               static_cast<unsigned long long>(pg.generation()));
+  for (size_t at = 0; at < rows.size();) {
+    const size_t end = std::min(rows.find('\n', at), rows.size());
+    std::fprintf(out, "# live: %s\n", rows.substr(at, end - at).c_str());
+    at = end + 1;
   }
   std::fflush(out);
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "commhost/process_group.h"
 #include "timing.h"
 
 namespace commhost {
@@ -63,5 +64,7 @@ class Report {
 // time" per op and size class this rank compared (a route with `shadow:`), then the first
 // disagreement or failure.
 void printShadows(std::FILE* out, const std::vector<ShadowRecord>& records);
+// What live routing (tune: live) moved during the run, as the group's table says now.
+void printLive(std::FILE* out, const ProcessGroup& pg);
 
 }  // namespace commhost::cli

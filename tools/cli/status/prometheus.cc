@@ -170,7 +170,7 @@ void eventFamilies(Writer& w, const std::vector<ProcessStatus>& ranks) {
   });
   w.family("commhost_events_total", "counter",
            "Events since the rank started: peer_lost, swap_started, swap_committed, swap_rolled_back, membership, "
-           "incident, shadow_disagree, shadow_failed.",
+           "incident, shadow_disagree, shadow_failed, rerouted.",
            [&] {
              for (const auto& p : ranks)
                for (const auto& [kind, n] : p.eventCounts)

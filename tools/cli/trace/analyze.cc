@@ -39,6 +39,7 @@ std::string describeSwaps(const std::vector<RankDump>& dumps) {
   std::map<std::string, size_t> count;
   for (const auto& d : dumps)
     for (const auto& s : d.swaps) {
+      if (s.outcome == "rerouted") continue;  // describeReroutes
       last[s.group][s.rank] = &s;
       ++count[s.group];
     }
@@ -53,6 +54,30 @@ std::string describeSwaps(const std::vector<RankDump>& dumps) {
           << ms(s->buildUs) << " ms, commit " << ms(s->commitUs) << " ms)";
       if (!s->error.empty()) out << ": " << s->error.substr(0, 300);
     }
+    out << "\n";
+  }
+  return out.str();
+}
+
+// "Group G: live routing (tune: live) switched N times; rank R's record:" and a line per
+// size class moved or candidate dropped. Every rank decides alike: the lowest rank's
+// record stands for all.
+std::string describeReroutes(const std::vector<RankDump>& dumps) {
+  std::map<std::string, std::pair<int, std::vector<const SwapRecord*>>> byGroup;  // group -> (rank, records)
+  for (const auto& d : dumps)
+    for (const auto& s : d.swaps) {
+      if (s.outcome != "rerouted") continue;
+      auto it = byGroup.emplace(s.group, std::make_pair(s.rank, std::vector<const SwapRecord*>{})).first;
+      if (s.rank < it->second.first) it->second = {s.rank, {}};
+      if (s.rank == it->second.first) it->second.second.push_back(&s);
+    }
+  std::ostringstream out;
+  for (const auto& [group, ranked] : byGroup) {
+    out << "Group " << group << ": live routing (tune: live) switched " << ranked.second.size() << " time"
+        << (ranked.second.size() > 1 ? "s" : "") << "; rank " << ranked.first << "'s record:";
+    for (const SwapRecord* s : ranked.second)
+      for (const auto& line : s->rerouted)
+        out << "\n  generation " << s->fromGeneration << " -> " << s->toGeneration << ": " << line;
     out << "\n";
   }
   return out.str();
@@ -316,6 +341,7 @@ std::string analyze(const std::vector<RankDump>& dumps) {
         out << "Rank " << d.rank << " reported " << g.name << ": peer " << peer << " lost: " << why << "\n";
   const std::string swaps = describeSwaps(dumps);
   if (!swaps.empty()) out << swaps;
+  out << describeReroutes(dumps);
   out << describeMemberships(dumps);
   const std::string shadows = describeShadows(dumps);
   if (!shadows.empty()) out << shadows;

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: Apache-2.0
+// RouteTable's live edits (tune: live): a size range of a cell moved to a candidate, and a
+// candidate dropped everywhere. Each returns a new table; the group swaps to it at a sync
+// point (group/live_routes.h), so tables stay immutable once a call can see them.
+#include <algorithm>
+
+#include "commhost/dispatcher.h"
+
+namespace commhost {
+namespace {
+
+// Whether two neighbours resolve alike (their byte ranges aside).
+bool alike(const RouteTable::Segment& a, const RouteTable::Segment& b) {
+  RouteTable::Segment x = a;
+  x.minBytes = b.minBytes;
+  x.maxBytes = b.maxBytes;
+  return x == b;
+}
+
+}  // namespace
+
+int RouteTable::reroutedList(int list, const Reroute& c) {
+  const auto noteIndex = [&](const std::string& text) {
+    const auto it = std::find(notes_.begin(), notes_.end(), text);
+    if (it != notes_.end()) return static_cast<int>(it - notes_.begin());
+    notes_.push_back(text);
+    return static_cast<int>(notes_.size()) - 1;
+  };
+  const auto liveIndex = [&](const std::vector<int>& candidates) {
+    const auto it = std::find(liveLists_.begin() + 1, liveLists_.end(), candidates);
+    if (it != liveLists_.end()) return static_cast<int>(it - liveLists_.begin());
+    liveLists_.push_back(candidates);
+    return static_cast<int>(liveLists_.size()) - 1;
+  };
+  std::vector<Segment> out;
+  for (const Segment& s : lists_[static_cast<size_t>(list)]) {
+    const bool overlaps = s.maxBytes >= c.minBytes && s.minBytes <= c.maxBytes;
+    const std::vector<int>* candidates = s.live >= 0 ? &liveLists_[static_cast<size_t>(s.live)] : nullptr;
+    if (!overlaps || !candidates || std::find(candidates->begin(), candidates->end(), c.backend) == candidates->end()) {
+      out.push_back(s);
+      continue;
+    }
+    if (s.minBytes < c.minBytes) {
+      out.push_back(s);
+      out.back().maxBytes = c.minBytes - 1;
+    }
+    Segment moved = s;
+    moved.minBytes = std::max(s.minBytes, c.minBytes);
+    moved.maxBytes = std::min(s.maxBytes, c.maxBytes);
+    std::vector<int> next{s.backend};  // the backend it leaves stays a candidate: it may win back
+    for (int b : *candidates)
+      if (b != c.backend) next.push_back(b);
+    moved.backend = c.backend;
+    moved.live = liveIndex(next);
+    moved.shadow = next.front();
+    moved.rerouted = true;
+    moved.tuned = false;
+    moved.note = noteIndex(c.note);
+    out.push_back(moved);
+    if (s.maxBytes > c.maxBytes) {
+      out.push_back(s);
+      out.back().minBytes = c.maxBytes + 1;
+    }
+  }
+  std::vector<Segment> merged;
+  for (const Segment& s : out) {
+    if (!merged.empty() && alike(merged.back(), s) && merged.back().maxBytes + 1 == s.minBytes) {
+      merged.back().maxBytes = s.maxBytes;
+    } else {
+      merged.push_back(s);
+    }
+  }
+  lists_.push_back(std::move(merged));
+  return static_cast<int>(lists_.size()) - 1;
+}
+
+RouteTable RouteTable::rerouted(const std::vector<Reroute>& changes) const {
+  RouteTable t = *this;
+  for (const Reroute& c : changes) {
+    std::vector<std::pair<int, int>> edited;  // old list -> its edit: slots sharing a list share the edit
+    for (int k = 0; k < ReduceOp::kNumKinds; ++k) {
+      if (isReduction(c.op) && k != static_cast<int>(c.reduceOp)) continue;
+      int& cell = t.cells_[cellOf(c.op, DeviceType::CPU, c.dtype, static_cast<ReduceOp::Kind>(k))];
+      const auto it = std::find_if(edited.begin(), edited.end(), [&](const auto& e) { return e.first == cell; });
+      if (it != edited.end()) {
+        cell = it->second;
+        continue;
+      }
+      const int list = t.reroutedList(cell, c);
+      edited.emplace_back(cell, list);
+      cell = list;
+    }
+  }
+  t.markUsed();
+  return t;
+}
+
+RouteTable RouteTable::withoutCandidate(int backend) const {
+  RouteTable t = *this;
+  for (auto& candidates : t.liveLists_)
+    candidates.erase(std::remove(candidates.begin(), candidates.end(), backend), candidates.end());
+  for (auto& list : t.lists_)
+    for (Segment& s : list) {
+      if (s.live < 0) continue;
+      const auto& candidates = t.liveLists_[static_cast<size_t>(s.live)];
+      if (candidates.empty()) s.live = -1;
+      s.shadow = candidates.empty() ? -1 : candidates.front();
+    }
+  t.markUsed();
+  return t;
+}
+
+void RouteTable::markUsed() {
+  used_.assign(names_.size(), false);
+  serves_.assign(names_.size(), false);
+  for (const auto& list : lists_)
+    for (const Segment& s : list) {
+      if (s.backend >= 0) used_[s.backend] = serves_[s.backend] = true;
+      if (s.shadow >= 0) used_[s.shadow] = true;
+    }
+  for (const auto& list : lists_)
+    for (const Segment& s : list)
+      if (s.live >= 0)
+        for (int c : liveLists_[static_cast<size_t>(s.live)]) used_[c] = true;
+}
+
+}  // namespace commhost

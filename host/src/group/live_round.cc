@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: Apache-2.0
+// ProcessGroup::syncPoint's live-routing round (tune: live; the protocol is in
+// live_routes.h): every rank posts what its candidates measured, reads every rank's, and
+// makes the switches they decide together, all at this sync point.
+//
+// Store keys, under the group's store: live/<round>/<rank>, one per rank and round. A rank
+// in round R deletes its own key of round R - 2: every rank read it before posting R - 1,
+// and this rank read all of R - 1 before reaching R.
+#include <chrono>
+
+#include "../supervisor/supervisor.h"
+#include "commhost/errors.h"
+#include "group_state.h"
+#include "impl.h"
+#include "live_routes.h"
+
+namespace commhost {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+std::string roundKey(uint64_t round, int rank) { return "live/" + std::to_string(round) + "/" + std::to_string(rank); }
+
+}  // namespace
+
+void ProcessGroup::Impl::liveTick() {
+  if (state_->liveEvery != 0 && syncCount_ % state_->liveEvery == 0) liveRound();
+}
+
+void ProcessGroup::Impl::liveRound() {
+  const auto started = Steady::now();
+  const int64_t startedUs = supervisor::wallMicros();
+  const Config& cfg = *state_->config;
+  if (!liveRules_) liveRules_ = std::make_unique<LiveRules>();
+  liveRules_->window = static_cast<size_t>(cfg.host.getInt("tune.live_window"));
+  liveRules_->margin = cfg.host.getDouble("tune.live_margin");
+  const uint64_t round = liveRounds_++;
+  ErrorContext where{name_, rank_, "syncPoint"};
+  where.seq = seq();
+  where.key = "live/" + std::to_string(round) + "/";
+  // A wait that a lost peer or an abort ends at once, as a swap's does.
+  SwapStore store(store_, [aborted = aborted_, monitor = monitor_] {
+    if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted");
+    if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
+  });
+  std::vector<std::string> keys;
+  for (int r = 0; r < worldSize_; ++r) keys.push_back(roundKey(round, r));
+  std::vector<std::vector<LiveSummary>> byRank;
+  try {
+    store.set(keys[static_cast<size_t>(rank_)], toBytes(encodeLive(rank_, live_->summaries(*liveRules_))));
+    store.wait(keys, state_->timeout);
+    const std::vector<Bytes> values = store.multiGet(keys);
+    for (int r = 0; r < worldSize_; ++r) byRank.push_back(decodeLive(r, toString(values[static_cast<size_t>(r)])));
+  } catch (const Error& e) {
+    raise(e.code(), where,
+          "live-routing round " + std::to_string(round) + " (tune: live, every " + std::to_string(state_->liveEvery) +
+              " sync points) did not complete: " + e.what(),
+          "every rank of the group must call syncPoint() equally often; if a rank was lost, see its report");
+  }
+  if (round >= 2) store_->deleteKey(roundKey(round - 2, rank_));
+  const LiveDecision d = decideLive(byRank, state_->routes, *liveRules_);
+  if (d.empty()) return;
+
+  RouteTable table = state_->routes;
+  for (int b : d.dropped) table = table.withoutCandidate(b);
+  if (!d.switches.empty()) table = table.rerouted(d.switches);
+  auto next = std::make_shared<State>(*state_);
+  next->routes = std::move(table);
+  next->generation = state_->generation + 1;
+  SwapRecord record;
+  record.group = name_;
+  record.rank = rank_;
+  record.fromGeneration = state_->generation;
+  record.toGeneration = next->generation;
+  record.outcome = "rerouted";
+  record.startedUs = startedUs;
+  record.rerouted = d.lines;
+  state_ = std::move(next);  // this thread alone reads and replaces it: the next call routes by the new table
+  for (const LiveKey& k : d.switched) {
+    live_->forget(k);
+    ++liveRules_->flips[{k.op, k.dtype, k.reduceOp, k.sizeClass}];
+  }
+  record.totalUs = std::chrono::duration_cast<std::chrono::microseconds>(Steady::now() - started).count();
+  record.commitUs = record.totalUs;
+  publishStatusInfo();
+  if (supervisor_) supervisor_->recordSwap(record);
+  if (logger_)
+    for (const auto& line : d.lines)
+      logger_->info("syncPoint: live routing, generation " + std::to_string(state_->generation) + ": " + line);
+}
+
+}  // namespace commhost
