@@ -34,6 +34,14 @@ void ProcessGroup::Impl::liveRound() {
   if (!liveRules_) liveRules_ = std::make_unique<LiveRules>();
   liveRules_->window = static_cast<size_t>(cfg.host.getInt("tune.live_window"));
   liveRules_->margin = cfg.host.getDouble("tune.live_margin");
+  // A hot swap or membership change since the last round built its table from the config:
+  // live routing starts over (the samples were of other backends or another world, and a
+  // config may ask for a longer window). Every rank sees the same generations.
+  if (state_->generation != liveGeneration_) {
+    liveRules_->flips.clear();
+    live_ = std::make_shared<LiveStats>(16 * liveRules_->window);  // samples in flight keep the old one
+    liveGeneration_ = state_->generation;
+  }
   const uint64_t round = liveRounds_++;
   ErrorContext where{name_, rank_, "syncPoint"};
   where.seq = seq();
@@ -76,6 +84,7 @@ void ProcessGroup::Impl::liveRound() {
   record.startedUs = startedUs;
   record.rerouted = d.lines;
   state_ = std::move(next);  // this thread alone reads and replaces it: the next call routes by the new table
+  liveGeneration_ = state_->generation;
   for (const LiveKey& k : d.switched) {
     live_->forget(k);
     ++liveRules_->flips[{k.op, k.dtype, k.reduceOp, k.sizeClass}];
