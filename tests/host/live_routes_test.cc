@@ -153,7 +153,7 @@ TEST(LiveRoutes, StatsKeepTheNewestSamplesAndForgetACellBothWays) {
   const LiveKey k{OpType::Allreduce, DType::Float32, ReduceOp::Sum, 0, "a", "b"};
   for (int i = 0; i < 10; ++i) stats.add(k, 3000, 100 + i, 10, LiveStats::Outcome::Agreed, "");
   stats.add(k, 3000, 1, 1, LiveStats::Outcome::BackendFailed, "the backend failed");  // tells nothing of b
-  auto s = stats.summaries(rules);
+  auto s = stats.summaries(rules, 0);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].key.sizeClass, 4096);
   EXPECT_EQ(s[0].samples, 4u);
@@ -162,11 +162,17 @@ TEST(LiveRoutes, StatsKeepTheNewestSamplesAndForgetACellBothWays) {
   LiveKey back = k;
   std::swap(back.backend, back.candidate);
   stats.add(back, 4000, 1, 2, LiveStats::Outcome::Disagreed, "differs");
-  EXPECT_EQ(stats.summaries(rules).size(), 2u);
+  EXPECT_EQ(stats.summaries(rules, 0).size(), 2u);
   LiveKey cell = k;
   cell.sizeClass = 4096;
   stats.forget(cell);
-  EXPECT_TRUE(stats.summaries(rules).empty());
+  EXPECT_TRUE(stats.summaries(rules, 0).empty());
+  // A key of an older table (a swap since) is dropped by the next summaries of a newer one.
+  LiveKey older = k;
+  older.base = 1;
+  stats.add(older, 3000, 100, 10, LiveStats::Outcome::Agreed, "");
+  EXPECT_TRUE(stats.summaries(rules, 2).empty());
+  EXPECT_TRUE(stats.summaries(rules, 1).empty()) << "forgotten, not only left out";
 }
 
 TEST(LiveRoutes, ConfigNeedsCandidatesAndTakesNoShadow) {
@@ -219,6 +225,45 @@ TEST(LiveRoutes, AGroupMovesToTheFasterCandidateAtOneSyncPointAndStays) {
     EXPECT_EQ(groups[r]->generation(), 1u) << "one switch, no flapping back";
     EXPECT_NE(groups[r]->routes().describe().find("tune: live: gloo took"), std::string::npos)
         << groups[r]->routes().describe();
+  }
+}
+
+// A hot swap builds its table from the config: the class is back on slow, and live routing
+// starts over (the window is not the doubled one of a class that switched before).
+TEST(LiveRoutes, AHotSwapStartsOverFromTheConfigsOrder) {
+  const std::string yaml =
+      "group: { timeout: 20s }\n"
+      "tune: { live_every: 2, live_window: 3 }\n"
+      "backends: { slow: { plugin: storecoll, options: { op_delay: 5ms } },"
+      " gloo: { options: { threads: 1, contexts: 1 } } }\n"
+      "routes: [{ device: cpu, backend: [slow, gloo], tune: live, sample: 1 }]\n";
+  auto groups = makeGroups(yaml, 2);
+  auto registry = testRegistry();
+  const auto config = configFrom(yaml, *registry);
+  const auto routedTo = [](ProcessGroup& pg) {
+    const auto& t = pg.routes();
+    return t.backendNames()[t.route(OpType::Allreduce, DeviceType::CPU, 256, DType::Float32, ReduceOp::Sum)];
+  };
+  std::vector<std::string> afterSwap(2), atEnd(2);
+  runRanks(2, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    for (int iter = 0; iter < 20 && routedTo(pg) == "slow"; ++iter) {
+      checkedAllreduce(pg, iter);
+      pg.syncPoint();
+    }
+    pg.reconfigure(config);
+    afterSwap[r] = routedTo(pg);
+    // Four steps are two rounds: enough for a window of 3 samples, not for a doubled one of 6.
+    for (int iter = 0; iter < 4; ++iter) {
+      checkedAllreduce(pg, iter);
+      pg.syncPoint();
+    }
+    atEnd[r] = routedTo(pg);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(afterSwap[r], "slow") << "the swapped-in table is the config's order";
+    EXPECT_EQ(atEnd[r], "gloo") << "moved again within the undoubled window";
+    EXPECT_EQ(groups[r]->generation(), 3u) << "switch, swap, switch";
   }
 }
 

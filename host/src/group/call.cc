@@ -210,7 +210,7 @@ std::unique_ptr<ShadowOp> ProcessGroup::Impl::Call::startShadow(const Tensor& in
                           pg.supervisor_};
   if (live) {
     target.live = pg.live_;
-    target.liveKey = LiveKey{op, dtype_, liveReduceOp, 0, target.backendName, target.shadowName};
+    target.liveKey = LiveKey{op, dtype_, liveReduceOp, 0, target.backendName, target.shadowName, st.tableBase};
   }
   return std::make_unique<ShadowOp>(std::move(target), ctx, bytes_, input, outputLike);
 }

@@ -29,6 +29,7 @@ struct ProcessGroup::State {
   std::vector<bool> composite;                     // backends[i] was built of other backends (makeBackend)
   uint64_t generation = 0;
   uint64_t liveEvery = 0;  // tune.live_every when a route has tune: live (live_routes.h); 0: none
+  uint64_t tableBase = 0;  // the generation whose config built `routes` (a live switch keeps it)
 };
 
 // Shared by the group and the supervisor's abortGroup (which may run on the watchdog's

@@ -160,7 +160,7 @@ struct ProcessGroup::Impl {
   std::shared_ptr<LiveStats> live_;
   std::unique_ptr<LiveRules> liveRules_;
   uint64_t liveRounds_ = 0;
-  uint64_t liveGeneration_ = 0;  // the generation the last round left: another one means a swap started over
+  uint64_t liveBase_ = 0;  // the State::tableBase of the last round: another one means live routing starts over
   // debug.check_collectives: the call being issued, as (issuing thread's id << 8) | op; 0:
   // none. Calls claim it to refuse a second thread issuing on the group meanwhile.
   std::atomic<uint64_t> issuer_{0};

@@ -34,13 +34,13 @@ void ProcessGroup::Impl::liveRound() {
   if (!liveRules_) liveRules_ = std::make_unique<LiveRules>();
   liveRules_->window = static_cast<size_t>(cfg.host.getInt("tune.live_window"));
   liveRules_->margin = cfg.host.getDouble("tune.live_margin");
-  // A hot swap or membership change since the last round built its table from the config:
-  // live routing starts over (the samples were of other backends or another world, and a
-  // config may ask for a longer window). Every rank sees the same generations.
-  if (state_->generation != liveGeneration_) {
+  // A hot swap or membership change since the last round built the table from the config:
+  // live routing starts over (the samples of older tables are dropped by summaries()).
+  // Every rank sees the same generations, so every rank starts over at the same round.
+  if (state_->tableBase != liveBase_) {
     liveRules_->flips.clear();
-    live_ = std::make_shared<LiveStats>(16 * liveRules_->window);  // samples in flight keep the old one
-    liveGeneration_ = state_->generation;
+    live_->setCapacity(16 * liveRules_->window);  // a new config may ask for a longer window
+    liveBase_ = state_->tableBase;
   }
   const uint64_t round = liveRounds_++;
   ErrorContext where{name_, rank_, "syncPoint"};
@@ -55,7 +55,7 @@ void ProcessGroup::Impl::liveRound() {
   for (int r = 0; r < worldSize_; ++r) keys.push_back(roundKey(round, r));
   std::vector<std::vector<LiveSummary>> byRank;
   try {
-    store.set(keys[static_cast<size_t>(rank_)], toBytes(encodeLive(rank_, live_->summaries(*liveRules_))));
+    store.set(keys[static_cast<size_t>(rank_)], toBytes(encodeLive(rank_, live_->summaries(*liveRules_, liveBase_))));
     store.wait(keys, state_->timeout);
     const std::vector<Bytes> values = store.multiGet(keys);
     for (int r = 0; r < worldSize_; ++r) byRank.push_back(decodeLive(r, toString(values[static_cast<size_t>(r)])));
@@ -84,7 +84,6 @@ void ProcessGroup::Impl::liveRound() {
   record.startedUs = startedUs;
   record.rerouted = d.lines;
   state_ = std::move(next);  // this thread alone reads and replaces it: the next call routes by the new table
-  liveGeneration_ = state_->generation;
   for (const LiveKey& k : d.switched) {
     live_->forget(k);
     ++liveRules_->flips[{k.op, k.dtype, k.reduceOp, k.sizeClass}];

@@ -75,10 +75,17 @@ void LiveStats::add(LiveKey key, int64_t bytes, double backendUs, double candida
   if (c.times.size() > capacity_) c.times.pop_front();
 }
 
-std::vector<LiveSummary> LiveStats::summaries(const LiveRules& rules) const {
+void LiveStats::setCapacity(size_t capacity) {
+  MutexLock lock(&mutex_);
+  capacity_ = capacity;
+}
+
+std::vector<LiveSummary> LiveStats::summaries(const LiveRules& rules, uint64_t base) {
   MutexLock lock(&mutex_);
   std::vector<LiveSummary> out;
+  for (auto it = cells_.begin(); it != cells_.end();) it = it->first.base < base ? cells_.erase(it) : std::next(it);
   for (const auto& [key, cell] : cells_) {
+    if (key.base != base) continue;
     LiveSummary s;
     s.key = key;
     s.bad = cell.bad;
@@ -111,6 +118,7 @@ std::string encodeLive(int rank, const std::vector<LiveSummary>& summaries) {
                      {"size_class", s.key.sizeClass},
                      {"backend", s.key.backend},
                      {"candidate", s.key.candidate},
+                     {"base", s.key.base},
                      {"samples", s.samples},
                      {"backend_us", s.backendUs},
                      {"candidate_us", s.candidateUs},
@@ -134,6 +142,7 @@ std::vector<LiveSummary> decodeLive(int rank, const std::string& text) {
       s.key.sizeClass = c.at("size_class").get<int64_t>();
       s.key.backend = c.at("backend").get<std::string>();
       s.key.candidate = c.at("candidate").get<std::string>();
+      s.key.base = c.at("base").get<uint64_t>();
       s.samples = c.at("samples").get<uint64_t>();
       s.backendUs = c.at("backend_us").get<double>();
       s.candidateUs = c.at("candidate_us").get<double>();

@@ -42,7 +42,8 @@ struct LiveKey {
   ReduceOp::Kind reduceOp = ReduceOp::Sum;  // Sum for ops that do not reduce
   int64_t sizeClass = 1;                    // calls of (sizeClass / 2, sizeClass] bytes ([0, 1] for 1)
   std::string backend, candidate;           // the routed backend and the one sampled beside it
-  auto tied() const { return std::tie(op, dtype, reduceOp, sizeClass, backend, candidate); }
+  uint64_t base = 0;                        // State::tableBase of the table it was routed by
+  auto tied() const { return std::tie(op, dtype, reduceOp, sizeClass, backend, candidate, base); }
   bool operator<(const LiveKey& o) const { return tied() < o.tied(); }
   bool operator==(const LiveKey& o) const { return tied() == o.tied(); }
   bool sameCell(const LiveKey& o) const {
@@ -76,8 +77,11 @@ class LiveStats {
   // candidate: not counted.
   void add(LiveKey key, int64_t bytes, double backendUs, double candidateUs, Outcome outcome, const std::string& detail)
       EXCLUDES(mutex_);
-  // Every key's summary, medians over its last rules.windowOf(key) clean samples.
-  std::vector<LiveSummary> summaries(const LiveRules& rules) const EXCLUDES(mutex_);
+  // Every key's summary of tables built at `base`, medians over its last
+  // rules.windowOf(key) clean samples; keys of an older base are forgotten (a hot swap
+  // or membership change since: live routing starts over).
+  std::vector<LiveSummary> summaries(const LiveRules& rules, uint64_t base) EXCLUDES(mutex_);
+  void setCapacity(size_t capacity) EXCLUDES(mutex_);
   // Forgets the cell's samples (either direction): after a switch, a fresh window.
   void forget(const LiveKey& cell) EXCLUDES(mutex_);
 
@@ -87,7 +91,7 @@ class LiveStats {
     uint64_t bad = 0;
     std::string firstBad;
   };
-  size_t capacity_;
+  size_t capacity_ GUARDED_BY(mutex_);
   mutable Mutex mutex_;
   std::map<LiveKey, Cell> cells_ GUARDED_BY(mutex_);
 };

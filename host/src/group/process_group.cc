@@ -210,6 +210,7 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::Impl::buildState(
   st->generation = generation;
   const Config& cfg = *st->config;
   st->routes = routes ? *routes : RouteTable::forGroup(cfg, registry, tableSite());
+  st->tableBase = generation;
   st->liveEvery = st->routes.hasLive() ? static_cast<uint64_t>(cfg.host.getInt("tune.live_every")) : 0;
   for (const auto& [backendName, ref] : cfg.backends) {
     const PluginEntry* e = registry.find(ref.plugin);
