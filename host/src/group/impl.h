@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -27,6 +28,8 @@ struct GroupMonitor;
 struct ShadowStats;  // shadow.h
 class LiveStats;     // live_routes.h
 struct LiveRules;
+struct LiveSummary;
+struct LiveDecision;
 
 struct ProcessGroup::Impl {
   // The public API's parts that are more than a field read (process_group.cc and the
@@ -94,6 +97,8 @@ struct ProcessGroup::Impl {
   // routes alike; a routes-only swap when they decide to (live_round.cc).
   void liveTick();  // a round when this sync count is one (a call per step: not inline, State is opaque here)
   void liveRound();
+  std::vector<std::vector<LiveSummary>> liveExchange();
+  void liveSwitch(const LiveDecision& d, std::chrono::steady_clock::time_point started, int64_t startedUs);
   void requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const;  // reconfigure.cc
   void applyEpoch(uint64_t epoch);
   // reconfigure(), or, with a non-empty `loadError` (this rank could not load the config

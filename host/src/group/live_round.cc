@@ -42,11 +42,17 @@ void ProcessGroup::Impl::liveRound() {
     live_->setCapacity(16 * liveRules_->window);  // a new config may ask for a longer window
     liveBase_ = state_->tableBase;
   }
+  const LiveDecision d = decideLive(liveExchange(), state_->routes, *liveRules_);
+  if (!d.empty()) liveSwitch(d, started, startedUs);
+}
+
+// Posts this rank's summaries and reads every rank's (a lost peer or an abort ends the
+// wait at once, as in a swap).
+std::vector<std::vector<LiveSummary>> ProcessGroup::Impl::liveExchange() {
   const uint64_t round = liveRounds_++;
   ErrorContext where{name_, rank_, "syncPoint"};
   where.seq = seq();
   where.key = "live/" + std::to_string(round) + "/";
-  // A wait that a lost peer or an abort ends at once, as a swap's does.
   SwapStore store(store_, [aborted = aborted_, monitor = monitor_] {
     if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted");
     if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
@@ -66,9 +72,12 @@ void ProcessGroup::Impl::liveRound() {
           "every rank of the group must call syncPoint() equally often; if a rank was lost, see its report");
   }
   if (round >= 2) store_->deleteKey(roundKey(round - 2, rank_));
-  const LiveDecision d = decideLive(byRank, state_->routes, *liveRules_);
-  if (d.empty()) return;
+  return byRank;
+}
 
+// The routes-only swap: the state with the edited table, at the next generation.
+void ProcessGroup::Impl::liveSwitch(const LiveDecision& d, std::chrono::steady_clock::time_point started,
+                                    int64_t startedUs) {
   RouteTable table = state_->routes;
   for (int b : d.dropped) table = table.withoutCandidate(b);
   if (!d.switches.empty()) table = table.rerouted(d.switches);
