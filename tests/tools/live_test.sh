@@ -4,7 +4,8 @@
 # shm moves each size class bench runs to shm at 2 and 4 ranks, with every result checked,
 # and `config check` lists the candidates; a candidate that is faster but wrong (offbyone,
 # against a backend slowed by 20 ms an op) is dropped at the first round and never chosen,
-# while the caller's results stay right; a hang's dumps show the switches in `trace analyze`.
+# while the caller's results stay right, also beside a right candidate (gloo, off, shm: shm
+# is chosen); a hang's dumps show the switches in `trace analyze`.
 #   live_test.sh <commhost binary> <test plugin dir>
 set -euo pipefail
 commhost=$1
@@ -60,6 +61,23 @@ expect_rc0 "bench with a wrong candidate (the routed backend's results are right
 expect_regex "the drop" "dropped off from live routing for good: on rank [01], allreduce f32 sum 2049..4096 B, it did not match slow"
 ! grep -q "# live:" <<<"$out" || fail "the wrong candidate was chosen"
 pass "dropped at the first round; the route stayed on slow"
+
+step "three candidates: the wrong one is dropped, the right fast one chosen"
+cat >"$tmp/three.yaml" <<YAML
+group: { name: main, timeout: 60s }
+plugin_path: [ $plugins ]
+tune: { live_every: 10, live_window: 8 }
+backends: { gloo: { options: { threads: 1 } }, shm: {}, off: { plugin: offbyone } }
+routes: [{ device: cpu, backend: [gloo, off, shm], tune: live, sample: 0.5 }]
+logging: { level: info }
+YAML
+run timeout 300 "$commhost" run -n 2 -c "$tmp/three.yaml" -- "$commhost" bench --op allreduce --sizes 4K --iters 200 \
+  --warmup 0 --settle 0 --check
+expect_rc0 "bench over gloo with candidates off and shm"
+expect_regex "the drop" "dropped off from live routing for good"
+expect_regex "the move" "^\\[0\\] # live: cpu allreduce f32 sum 2049..4096 bytes -> shm: tune: live: shm took"
+! grep -qE "# live: .* -> off" <<<"$out" || fail "the wrong candidate was chosen"
+pass "the candidates took turns; off dropped, shm chosen"
 
 step "trace analyze shows the switches from a hang's dumps"
 run timeout 300 "$commhost" run -n 2 -c "$tmp/live.yaml" -- "$commhost" bench --op allreduce --sizes 4K --iters 200 \
