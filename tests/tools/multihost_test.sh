@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Several hosts on one machine. Each "host" is a network namespace with its own UTS
-# namespace (its own hostname, so shm's host identity differs), wired by a veth pair to
-# a bridge in a switch namespace; addresses 10.77.0.H/24 exist only inside them, and the
-# machine's own namespace is not touched. Each host runs its own launcher:
+# Several hosts on one machine, on a test bed (tools/testbed): each "host" is a network
+# namespace with its own UTS namespace (its own hostname, so shm's host identity differs),
+# wired by a veth pair to a bridge in a switch namespace; addresses 10.77.0.H/24 exist only
+# inside them, and the machine's own namespace is not touched. Each host runs its own launcher:
 #   commhost run -n R --nnodes N --node-rank I --master 10.77.0.1:PORT
 # with gloo on the veth (device: eth0) and the tcp store bound to host 1's veth address,
-# with an auth token. Every namespace (and every process in it) goes at exit, pass or fail.
+# with an auth token. The bed (every namespace, every process in it) goes at exit, pass or fail.
 #
 #   multihost_test.sh <commhost> <repo root>
 #   multihost_test.sh <commhost> <repo root> --bench [ROUNDS]
 # The second form runs no test: it prints allreduce busbw at 2 hosts x 2 ranks for flat
-# gloo (configs/gloo.yaml) and hier (configs/hier.yaml) in ROUNDS (default 3) alternating rounds.
+# gloo (configs/gloo.yaml) and hier (configs/hier.yaml) in ROUNDS (default 3) alternating
+# rounds, over links shaped to RATE (default 10gbit; tools/testbed up --rate).
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces); without it, says so in one
 # line and exits 77, which ctest reports as skipped.
 set -euo pipefail
@@ -20,64 +21,32 @@ src=$2
 tmp=$(mktemp -d)
 export TMPDIR="$tmp"  # flight-recorder dumps stay in this run's dir
 for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
-ns=chm$$  # this run's namespace names: ${ns}sw (the switch), ${ns}h1, ${ns}h2, ...
-hosts=()
+bed=m$$  # this run's test bed (tools/testbed): the name keeps parallel runs apart
+bed=${bed:0:6}
+testbed=("$src/tools/testbed")
 
-teardown() {
-  local h
-  for h in "${hosts[@]}"; do
-    ip netns pids "$h" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-    ip netns del "$h" 2>/dev/null || true
-  done
-  ip netns del "${ns}sw" 2>/dev/null || true
-  hosts=()
-}
-trap 'teardown; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
+trap '"${testbed[@]}" down --name "$bed" >/dev/null 2>&1 || true; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 fail() {
   echo "FAIL: $*"
   for f in "$tmp"/host*.log; do [ -f "$f" ] && { echo "--- $f"; tail -30 "$f"; }; done
   exit 1
 }
 
-# Everything the test bed uses, tried once in a throwaway namespace: a container may allow
-# namespaces but lack the bridge or veth drivers.
-probe() {
-  [ "$(id -u)" = 0 ] && command -v ip >/dev/null && command -v unshare >/dev/null &&
-    ip netns add "${ns}probe" && ip -n "${ns}probe" link add br0 type bridge &&
-    ip -n "${ns}probe" link add name pa type veth peer name pb &&
-    ip netns exec "${ns}probe" unshare --uts sh -c 'hostname probe' # what on_host does: remount /sys, own hostname
-}
-if ! probe 2>/dev/null; then
-  ip netns del "${ns}probe" 2>/dev/null || true
-  echo "SKIP: multi-host tests need root with CAP_NET_ADMIN and CAP_SYS_ADMIN (network and UTS namespaces," \
-    "bridge and veth), iproute2 and util-linux"
-  exit 77
-fi
-ip netns del "${ns}probe"
+set +e
+"${testbed[@]}" probe
+probed=$?
+set -e
+[ $probed = 0 ] || exit 77
 
-# make_hosts N: a switch and N hosts, host H at 10.77.0.H on its eth0.
-make_hosts() {
-  teardown
-  ip netns add "${ns}sw"
-  ip -n "${ns}sw" link add br0 type bridge
-  ip -n "${ns}sw" link set br0 up
-  local h
-  for ((h = 1; h <= $1; h++)); do
-    ip netns add "${ns}h$h"
-    hosts+=("${ns}h$h")
-    ip -n "${ns}sw" link add "p$h" type veth peer name eth0 netns "${ns}h$h"
-    ip -n "${ns}sw" link set "p$h" master br0 up
-    ip -n "${ns}h$h" addr add "10.77.0.$h/24" dev eth0
-    ip -n "${ns}h$h" link set eth0 up
-    ip -n "${ns}h$h" link set lo up
-  done
-}
+# make_hosts N: a fresh bed of N hosts, host H at 10.77.0.H on its eth0. Links are left
+# unshaped (a veth's own speed): these are correctness tests, the --bench form shapes them.
+make_hosts() { "${testbed[@]}" up "$1" --name "$bed" --rate "${RATE:-100gbit}" >/dev/null; }
 
-# on_host H CMD...: runs CMD in host H's network namespace and a UTS namespace named hostH.
+# on_host H CMD...: runs CMD on host H (its network namespace, a UTS namespace named hostH).
 on_host() {
   local h=$1
   shift
-  ip netns exec "${ns}h$h" unshare --uts sh -c 'hostname "$0" && exec "$@"' "host$h" "$@"
+  "${testbed[@]}" exec --name "$bed" "$h" -- "$@"
 }
 
 port=$((20000 + RANDOM % 12000))
@@ -104,7 +73,7 @@ wait_all() {
 }
 
 if [ "${3:-}" = --bench ]; then
-  make_hosts 2
+  RATE=${RATE:-10gbit} make_hosts 2
   echo "# allreduce f32 sum, 2 hosts x 2 ranks (netns + veth), per size: p50 time (us) and busbw (GB/s)"
   for ((round = 1; round <= ${4:-3}; round++)); do
     for cfg in gloo hier; do
@@ -197,8 +166,8 @@ launch 3 1 "$src/configs/gloo.yaml" "$commhost" bench --op allreduce --sizes 4K 
   --set supervisor.heartbeat.interval=500ms --set supervisor.heartbeat.timeout=5s
 for _ in $(seq 100); do grep -q "allreduce (route" "$tmp/host1.log" && break; sleep 0.2; done
 sleep 1
-ip -n "${ns}sw" link del p3
-ip netns pids "${ns}h3" | xargs -r kill -KILL
+"${testbed[@]}" cut --name "$bed" 3
+"${testbed[@]}" pids --name "$bed" 3 | xargs -r kill -KILL
 cut=$(date +%s)
 wait "${pids[0]}" && fail "host 1 went on after host 3 was lost"
 wait "${pids[1]}" && fail "host 2 went on after host 3 was lost"
