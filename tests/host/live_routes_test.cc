@@ -97,14 +97,33 @@ TEST(LiveRoutes, TheDecisionNeedsEveryRanksWindowAndTheMarginOnTheSlowestRank) {
   EXPECT_EQ(d.switches[0].minBytes, 2049);
   EXPECT_EQ(d.switches[0].maxBytes, 4096);
   EXPECT_NE(d.lines[0].find("allreduce f32 sum 2049..4096 B: a -> b"), std::string::npos) << d.lines[0];
-  // One rank short of the window: no move.
-  EXPECT_TRUE(
-      decideLive({{summary(4096, "a", "b", 8, 100, 20)}, {summary(4096, "a", "b", 7, 100, 20)}}, t, rules).empty());
+  EXPECT_EQ(nextLiveInterval(d, 50, 400), 50u) << "a switch: rounds at the base rate again";
+  // One rank short of the window: no move, and the rounds stay at the base rate.
+  d = decideLive({{summary(4096, "a", "b", 8, 100, 20)}, {summary(4096, "a", "b", 7, 100, 20)}}, t, rules);
+  EXPECT_TRUE(d.empty());
+  EXPECT_TRUE(d.learning);
+  EXPECT_EQ(nextLiveInterval(d, 50, 200), 50u);
+  // Nothing sampled that is still in play (here: measured under another table) and nothing
+  // to change: each round doubles the wait, up to 64x.
+  d = decideLive({{summary(4096, "b", "a", 8, 100, 20)}, {summary(4096, "b", "a", 8, 100, 20)}}, t, rules);
+  EXPECT_TRUE(d.empty());
+  EXPECT_FALSE(d.learning);
+  EXPECT_EQ(nextLiveInterval(d, 50, 50), 100u);
+  EXPECT_EQ(nextLiveInterval(d, 50, 3200), 3200u);
   // A rank that never sampled the class: no move.
   EXPECT_TRUE(decideLive({{summary(4096, "a", "b", 8, 100, 20)}, {}}, t, rules).empty());
-  // Faster on one rank, but the slowest rank's candidate time is within the margin.
-  EXPECT_TRUE(
-      decideLive({{summary(4096, "a", "b", 8, 100, 20)}, {summary(4096, "a", "b", 8, 100, 95)}}, t, rules).empty());
+  // Faster on one rank, but the slowest rank's candidate time is within the margin: the
+  // class stays, and b is no longer sampled there (it lost over a full window).
+  d = decideLive({{summary(4096, "a", "b", 8, 100, 20)}, {summary(4096, "a", "b", 8, 100, 95)}}, t, rules);
+  ASSERT_EQ(d.switches.size(), 1u);
+  EXPECT_TRUE(d.switches[0].settle);
+  EXPECT_TRUE(d.switched.empty());
+  EXPECT_NE(d.lines[0].find("stays on a, b no longer sampled"), std::string::npos) << d.lines[0];
+  const RouteTable settled = t.rerouted(d.switches);
+  EXPECT_EQ(at(settled, OpType::Allreduce, 4096).backend, 0);
+  EXPECT_FALSE(at(settled, OpType::Allreduce, 4096).rerouted);
+  EXPECT_EQ(settled.liveCandidates(at(settled, OpType::Allreduce, 4096)), std::vector<int>{2});
+  EXPECT_EQ(settled.liveCandidates(at(settled, OpType::Allreduce, 4097)), (std::vector<int>{1, 2}));
   // Two qualifying candidates: the faster one wins.
   d = decideLive({{summary(4096, "a", "b", 8, 100, 50), summary(4096, "a", "c", 8, 100, 40)}}, t, rules);
   ASSERT_EQ(d.switches.size(), 1u);
@@ -199,7 +218,7 @@ TEST(LiveRoutes, ConfigNeedsCandidatesAndTakesNoShadow) {
 
 // Two ranks, a live route whose first backend is slow by 5 ms an allreduce: gloo, its
 // candidate, takes every sampled call's class over at one sync point, on both ranks, and
-// never moves back (the slow one, now the candidate, stays slower).
+// never moves back (the slow one, now the candidate, stays slower and stops being sampled).
 TEST(LiveRoutes, AGroupMovesToTheFasterCandidateAtOneSyncPointAndStays) {
   auto groups = makeGroups(
       "group: { timeout: 20s }\n"
@@ -222,7 +241,10 @@ TEST(LiveRoutes, AGroupMovesToTheFasterCandidateAtOneSyncPointAndStays) {
   EXPECT_EQ(seen[0].front(), "slow");
   EXPECT_EQ(seen[0].back(), "gloo");
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(groups[r]->generation(), 1u) << "one switch, no flapping back";
+    EXPECT_EQ(groups[r]->generation(), 2u) << "one switch, then slow (now the candidate) lost and is no longer "
+                                              "sampled there; no flapping back";
+    const auto& t = groups[r]->routes();
+    EXPECT_EQ(t.find(OpType::Allreduce, DeviceType::CPU, 256, DType::Float32, ReduceOp::Sum)->live, -1);
     EXPECT_NE(groups[r]->routes().describe().find("tune: live: gloo took"), std::string::npos)
         << groups[r]->routes().describe();
   }

@@ -85,7 +85,7 @@ run timeout 300 "$commhost" run -n 2 -c "$tmp/live.yaml" -- "$commhost" bench --
 expect_rc_nonzero "the injected hang"
 run "$commhost" trace analyze "$dumps"
 expect_rc0 "trace analyze"
-expect_regex "trace analyze" "^Group main: live routing \\(tune: live\\) switched 1 time; rank 0's record:"
+expect_regex "trace analyze" "^Group main: live routing \\(tune: live\\) changed the routes [0-9]+ times?; rank 0's record:"
 expect_regex "trace analyze" "^  generation 0 -> 1: allreduce f32 sum 2049..4096 B: gloo -> shm: shm took"
 pass "the switch, its generations and why"
 echo "ok: live re-routing moves to the faster candidate, never to a wrong one, and is in the flight recorder"

@@ -86,8 +86,9 @@ class COMMHOST_API RouteTable {
     DType dtype;
     ReduceOp::Kind reduceOp;  // ignored for ops that do not reduce
     int64_t minBytes, maxBytes;
-    int backend;       // index into backendNames(): the candidate taking the range over
-    std::string note;  // why, for describe()
+    int backend;          // index into backendNames(): the candidate taking the range over
+    std::string note;     // why, for describe()
+    bool settle = false;  // instead: `backend` stops being a candidate in the range (it lost there)
   };
 
   // The table for a loaded config: each backend's manifest comes from its plugin's
@@ -166,7 +167,8 @@ class COMMHOST_API RouteTable {
   bool hasLive() const { return liveLists_.size() > 1; }
   // A copy with each change applied (live_reroute.cc): the part of the cell's segments
   // within the range goes to `backend`, whose candidates become the backend it had and
-  // the others; the rest of the cell keeps what it had. A non-reducing op's change
+  // the others (or, for a `settle`, keeps its backend and drops `backend` from its
+  // candidates); the rest of the cell keeps what it had. A non-reducing op's change
   // applies to every reduce-op slot of its dtype, as lookups ignore that slot.
   RouteTable rerouted(const std::vector<Reroute>& changes) const;
   // A copy where `backend` is no longer anyone's live candidate (it disagreed once).

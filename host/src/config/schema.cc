@@ -95,7 +95,8 @@ const std::vector<OptionSpec>& configSchema() {
        OptionType::Int,
        "50",
        "Routes with tune: live: every this many syncPoint() calls, the ranks pool what their live candidates "
-       "measured (one store exchange) and switch size classes alike",
+       "measured (one store exchange) and switch size classes alike; while no class is still gathering its window, "
+       "each round that changes nothing doubles the wait (up to 64x)",
        {},
        1,
        1e6},

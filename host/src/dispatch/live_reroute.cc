@@ -47,15 +47,18 @@ int RouteTable::reroutedList(int list, const Reroute& c) {
     Segment moved = s;
     moved.minBytes = std::max(s.minBytes, c.minBytes);
     moved.maxBytes = std::min(s.maxBytes, c.maxBytes);
-    std::vector<int> next{s.backend};  // the backend it leaves stays a candidate: it may win back
+    std::vector<int> next;
+    if (!c.settle) next.push_back(s.backend);  // the backend it leaves stays a candidate: it may win back
     for (int b : *candidates)
       if (b != c.backend) next.push_back(b);
-    moved.backend = c.backend;
-    moved.live = liveIndex(next);
-    moved.shadow = next.front();
-    moved.rerouted = true;
-    moved.tuned = false;
-    moved.note = noteIndex(c.note);
+    if (!c.settle) {
+      moved.backend = c.backend;
+      moved.rerouted = true;
+      moved.tuned = false;
+      moved.note = noteIndex(c.note);
+    }
+    moved.live = next.empty() ? -1 : liveIndex(next);
+    moved.shadow = next.empty() ? -1 : next.front();
     out.push_back(moved);
     if (s.maxBytes > c.maxBytes) {
       out.push_back(s);

@@ -24,7 +24,20 @@ std::string roundKey(uint64_t round, int rank) { return "live/" + std::to_string
 }  // namespace
 
 void ProcessGroup::Impl::liveTick() {
-  if (state_->liveEvery != 0 && syncCount_ % state_->liveEvery == 0) liveRound();
+  const uint64_t every = state_->liveEvery;
+  if (every == 0) return;
+  // The first tick, or a hot swap or membership change since, which built the table from
+  // the config: live routing starts over (the samples of older tables are dropped by
+  // summaries()). Every rank sees the same generations at the same sync counts, so every
+  // rank starts over alike, a joining rank too (its sync count is the members').
+  if (liveInterval_ == 0 || state_->tableBase != liveBase_) {
+    if (liveRules_) liveRules_->flips.clear();
+    live_->setCapacity(16 * static_cast<size_t>(state_->config->host.getInt("tune.live_window")));
+    liveBase_ = state_->tableBase;
+    liveInterval_ = every;
+    liveNext_ = (syncCount_ / every + 1) * every;
+  }
+  if (syncCount_ >= liveNext_) liveRound();
 }
 
 void ProcessGroup::Impl::liveRound() {
@@ -34,15 +47,9 @@ void ProcessGroup::Impl::liveRound() {
   if (!liveRules_) liveRules_ = std::make_unique<LiveRules>();
   liveRules_->window = static_cast<size_t>(cfg.host.getInt("tune.live_window"));
   liveRules_->margin = cfg.host.getDouble("tune.live_margin");
-  // A hot swap or membership change since the last round built the table from the config:
-  // live routing starts over (the samples of older tables are dropped by summaries()).
-  // Every rank sees the same generations, so every rank starts over at the same round.
-  if (state_->tableBase != liveBase_) {
-    liveRules_->flips.clear();
-    live_->setCapacity(16 * liveRules_->window);  // a new config may ask for a longer window
-    liveBase_ = state_->tableBase;
-  }
   const LiveDecision d = decideLive(liveExchange(), state_->routes, *liveRules_);
+  liveInterval_ = nextLiveInterval(d, state_->liveEvery, liveInterval_);
+  liveNext_ = syncCount_ + liveInterval_;
   if (!d.empty()) liveSwitch(d, started, startedUs);
 }
 

@@ -175,6 +175,11 @@ void dropBad(const std::vector<std::vector<LiveSummary>>& byRank, const RouteTab
 
 }  // namespace
 
+uint64_t nextLiveInterval(const LiveDecision& d, uint64_t every, uint64_t interval) {
+  if (!d.empty() || d.learning) return every;
+  return std::min(interval * 2, every * 64);
+}
+
 LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, const RouteTable& table,
                         const LiveRules& rules) {
   LiveDecision d;
@@ -190,11 +195,15 @@ LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, con
   std::map<std::tuple<OpType, DType, ReduceOp::Kind, int64_t>, Best> best;  // per cell: the fastest qualifying
   for (const auto& [key, all] : byKey) {
     const int cand = indexOf(table, key.candidate);
-    if (all.size() != byRank.size() || cand < 0 || std::count(d.dropped.begin(), d.dropped.end(), cand)) continue;
+    if (cand < 0 || std::count(d.dropped.begin(), d.dropped.end(), cand)) continue;
     const RouteTable::Segment* seg = table.find(key.op, DeviceType::CPU, key.sizeClass, key.dtype, key.reduceOp);
     if (!seg || seg->backend < 0 || table.backendNames()[seg->backend] != key.backend ||
         !stillCandidate(table, key, cand))
-      continue;  // measured under a table no longer in use
+      continue;                         // measured under a table no longer in use
+    if (all.size() != byRank.size()) {  // a rank has not sampled it yet
+      d.learning = true;
+      continue;
+    }
     const size_t need = rules.windowOf(key);
     double b = 0, c = 0;
     bool enough = true;
@@ -203,7 +212,18 @@ LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, con
       b = std::max(b, s->backendUs);
       c = std::max(c, s->candidateUs);
     }
-    if (!enough || !(c < (1 - rules.margin) * b)) continue;
+    if (!enough) {
+      d.learning = true;
+      continue;
+    }
+    if (!(c < (1 - rules.margin) * b)) {  // lost over a full window: no longer sampled in this class
+      d.switches.push_back({key.op, key.dtype, key.reduceOp, key.sizeClass == 1 ? 0 : key.sizeClass / 2 + 1,
+                            key.sizeClass, cand, "", true});
+      d.lines.push_back(cellText(key) + ": stays on " + key.backend + ", " + key.candidate + " no longer sampled (" +
+                        micros(c) + " us against " + micros(b) + " us, median of " + std::to_string(need) +
+                        " sampled calls on the slowest rank)");
+      continue;
+    }
     const auto cell = std::make_tuple(key.op, key.dtype, key.reduceOp, key.sizeClass);
     const auto it = best.find(cell);
     if (it == best.end() || c < it->second.candidateUs) best[cell] = Best{key, b, c, need};

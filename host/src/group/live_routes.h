@@ -107,8 +107,15 @@ struct LiveDecision {
   std::vector<LiveKey> switched;   // the cell of each switch (the key that won)
   std::vector<int> dropped;        // candidates dropped for good (by backend index)
   std::vector<std::string> lines;  // one per switch and drop, for the record and the log
+  // Some class of the table in use still gathers its window on some rank: the next round
+  // comes after tune.live_every sync points again. Otherwise the rounds back off (each
+  // one that decides nothing doubles the wait, up to 64x), as nothing is about to change.
+  bool learning = false;
   bool empty() const { return switches.empty() && dropped.empty(); }
 };
+
+// The wait before the next round, in sync points, after a round that decided `d`.
+uint64_t nextLiveInterval(const LiveDecision& d, uint64_t every, uint64_t interval);
 
 // The switches every rank makes, from every rank's summaries (byRank[r]) and the table
 // now in use. Deterministic: equal inputs, equal decision, on every rank.

@@ -59,8 +59,8 @@ std::string describeSwaps(const std::vector<RankDump>& dumps) {
   return out.str();
 }
 
-// "Group G: live routing (tune: live) switched N times; rank R's record:" and a line per
-// size class moved or candidate dropped. Every rank decides alike: the lowest rank's
+// "Group G: live routing (tune: live) changed the routes N times; rank R's record:" and a
+// line per size class moved or settled and per candidate dropped. Every rank decides alike: the lowest rank's
 // record stands for all.
 std::string describeReroutes(const std::vector<RankDump>& dumps) {
   std::map<std::string, std::pair<int, std::vector<const SwapRecord*>>> byGroup;  // group -> (rank, records)
@@ -73,7 +73,7 @@ std::string describeReroutes(const std::vector<RankDump>& dumps) {
     }
   std::ostringstream out;
   for (const auto& [group, ranked] : byGroup) {
-    out << "Group " << group << ": live routing (tune: live) switched " << ranked.second.size() << " time"
+    out << "Group " << group << ": live routing (tune: live) changed the routes " << ranked.second.size() << " time"
         << (ranked.second.size() > 1 ? "s" : "") << "; rank " << ranked.first << "'s record:";
     for (const SwapRecord* s : ranked.second)
       for (const auto& line : s->rerouted)
