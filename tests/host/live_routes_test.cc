@@ -65,9 +65,16 @@ TEST(LiveRoutes, TheTableListsCandidatesAndMovesOneSizeClass) {
   EXPECT_EQ(at(bcast, OpType::Broadcast, 1, DType::Int32, ReduceOp::Max).backend, 1);
   EXPECT_EQ(at(bcast, OpType::Broadcast, 2, DType::Int32).backend, 0);
 
+  // c dropped: no longer a candidate anywhere, and the class it had won goes back to a.
   const RouteTable dropped = moved.withoutCandidate(2);
   EXPECT_EQ(dropped.liveCandidates(at(dropped, OpType::Allreduce, 64)), std::vector<int>{1});
-  EXPECT_EQ(dropped.liveCandidates(at(dropped, OpType::Allreduce, 4096)), (std::vector<int>{0, 1}));
+  EXPECT_EQ(at(dropped, OpType::Allreduce, 4096).backend, 0);
+  EXPECT_FALSE(at(dropped, OpType::Allreduce, 4096).rerouted);
+  EXPECT_EQ(dropped.liveCandidates(at(dropped, OpType::Allreduce, 4096)), std::vector<int>{1});
+  EXPECT_FALSE(dropped.serves(2)) << "serves() counts only the lists cells use";
+  // A move limited to the parts routed to `from` leaves a part routed elsewhere alone.
+  RouteTable::Reroute onlyFromB{OpType::Allreduce, DType::Float32, ReduceOp::Sum, 2049, 4096, 1, "b", false, 1};
+  EXPECT_EQ(at(moved.rerouted({onlyFromB}), OpType::Allreduce, 4096).backend, 2) << "c's part was not compared";
   const RouteTable none = dropped.withoutCandidate(1);
   EXPECT_EQ(at(none, OpType::Allreduce, 64).live, -1);
   EXPECT_EQ(at(none, OpType::Allreduce, 64).shadow, -1) << "no candidate left: nothing sampled";

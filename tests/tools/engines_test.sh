@@ -17,8 +17,7 @@ tmp=$(mktemp -d)
 export TMPDIR="$tmp"
 for v in $(env | grep -oE '^(COMMHOST_|OMPI_|PMI_|SLURM_)[A-Z_]*'); do unset "$v"; done
 unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
-bed=e$$
-bed=${bed:0:6}
+bed=e$(($$ % 100000))
 testbed=("$src/tools/testbed")
 trap '"${testbed[@]}" down --name "$bed" >/dev/null 2>&1 || true; rm -rf "$tmp"' EXIT
 fail() {
@@ -52,7 +51,7 @@ for cfg in gloo hier; do
   mpi "$src/configs/$cfg.yaml" "${bench[@]}" || fail "mpirun: bench --op all --check over $cfg"
   grep -q "# commhost bench: 4 ranks, config $src/configs/$cfg.yaml" "$tmp/out" || fail "$cfg: not one job of 4 ranks"
   rows=$(grep -Ec '^ +[0-9]+ +[0-9]+ ' "$tmp/out" || true)
-  wrong=$(grep -E '^ +[0-9]+ +[0-9]+ ' "$tmp/out" | awk '$NF != 0' | wc -l)
+  wrong=$( (grep -E '^ +[0-9]+ +[0-9]+ ' "$tmp/out" || true) | awk '$NF != 0' | wc -l)
   [ "$rows" -eq 37 ] && [ "$wrong" -eq 0 ] || fail "$cfg: $rows rows (want 37: 9 ops x 4 sizes + barrier), $wrong wrong"
   if [ $cfg = hier ]; then
     grep -q "hier backend 'hier': 2 hosts: \[0 1\] \[2 3\]; intra 'shm', inter 'gloo'" "$tmp/out" ||
@@ -88,7 +87,7 @@ took=$(($(date +%s) - cut))
 grep -E "^commhost: " "$tmp/out" | grep -qE "peer [23] lost" || fail "no survivor named rank 2 or 3"
 # mpirun itself waits for its daemon on the unreachable host, as over ssh; the host's end
 # (its daemon killed) lets it finish, with an error.
-"${testbed[@]}" pids --name "$bed" 2 | xargs -r kill -KILL
+"${testbed[@]}" pids --name "$bed" 2 | xargs -r kill -KILL 2>/dev/null || true
 wait $job && fail "mpirun reported success after host2 was lost"
 sleep 1
 left=$( ("${testbed[@]}" pids --name "$bed" 1; "${testbed[@]}" pids --name "$bed" 2) | wc -l)

@@ -89,6 +89,7 @@ class COMMHOST_API RouteTable {
     int backend;          // index into backendNames(): the candidate taking the range over
     std::string note;     // why, for describe()
     bool settle = false;  // instead: `backend` stops being a candidate in the range (it lost there)
+    int from = -1;        // only the parts routed to this backend, the one compared (-1: any)
   };
 
   // The table for a loaded config: each backend's manifest comes from its plugin's
@@ -147,6 +148,15 @@ class COMMHOST_API RouteTable {
     z ^= z >> 31;
     return static_cast<double>(z >> 11) * 0x1.0p-53 < rate;
   }
+  // Which of n live candidates the sampled call with this seq runs: a hash of seq of its
+  // own (not seq % n, which would alias with a workload's period, say two sizes a step and
+  // two candidates, so that one class only ever tried one of them; nor sampled()'s bits).
+  static size_t livePick(uint64_t seq, size_t n) {
+    uint64_t z = seq * 0xd6e8feb86659fd93ull + 0x2545f4914f6cdd1dull;
+    z = (z ^ (z >> 32)) * 0xd6e8feb86659fd93ull;
+    z ^= z >> 32;
+    return static_cast<size_t>(z % n);
+  }
   const std::vector<Segment>& segments(OpType op, DeviceType device, DType dtype, ReduceOp::Kind reduceOp) const {
     return lists_[cells_[cellOf(op, device, dtype, reduceOp)]];
   }
@@ -162,7 +172,7 @@ class COMMHOST_API RouteTable {
   bool serves(int index) const { return index >= 0 && index < static_cast<int>(serves_.size()) && serves_[index]; }
   // tune: live (RouteSpec::live). A live segment's candidates: the route's other backends
   // that serve its cell here, in the route's order. A sampled call with seq s runs on
-  // candidates[s % size()] beside the segment's backend (the same one on every rank).
+  // candidates[livePick(s, size())] beside the segment's backend (the same one on every rank).
   const std::vector<int>& liveCandidates(const Segment& s) const { return liveLists_[static_cast<size_t>(s.live)]; }
   bool hasLive() const { return liveLists_.size() > 1; }
   // A copy with each change applied (live_reroute.cc): the part of the cell's segments

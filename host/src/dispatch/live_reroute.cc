@@ -36,7 +36,9 @@ int RouteTable::reroutedList(int list, const Reroute& c) {
   for (const Segment& s : lists_[static_cast<size_t>(list)]) {
     const bool overlaps = s.maxBytes >= c.minBytes && s.minBytes <= c.maxBytes;
     const std::vector<int>* candidates = s.live >= 0 ? &liveLists_[static_cast<size_t>(s.live)] : nullptr;
-    if (!overlaps || !candidates || std::find(candidates->begin(), candidates->end(), c.backend) == candidates->end()) {
+    const bool measured = c.from < 0 || s.backend == c.from;  // a part routed elsewhere was not compared
+    if (!overlaps || !measured || !candidates ||
+        std::find(candidates->begin(), candidates->end(), c.backend) == candidates->end()) {
       out.push_back(s);
       continue;
     }
@@ -100,6 +102,19 @@ RouteTable RouteTable::rerouted(const std::vector<Reroute>& changes) const {
 
 RouteTable RouteTable::withoutCandidate(int backend) const {
   RouteTable t = *this;
+  // A range live routing had moved to it goes back to the backend it left (its first
+  // candidate): what disagreed once serves nothing live routing chose.
+  for (auto& list : t.lists_)
+    for (Segment& s : list) {
+      if (!s.rerouted || s.backend != backend || s.live < 0) continue;
+      std::vector<int> rest = t.liveLists_[static_cast<size_t>(s.live)];
+      s.backend = rest.front();
+      rest.erase(rest.begin());
+      t.liveLists_.push_back(rest);
+      s.live = static_cast<int>(t.liveLists_.size()) - 1;
+      s.rerouted = false;
+      s.note = -1;
+    }
   for (auto& candidates : t.liveLists_)
     candidates.erase(std::remove(candidates.begin(), candidates.end(), backend), candidates.end());
   for (auto& list : t.lists_)
@@ -113,18 +128,21 @@ RouteTable RouteTable::withoutCandidate(int backend) const {
   return t;
 }
 
+// From the lists some cell uses: an edit leaves the lists it replaced behind, unused.
 void RouteTable::markUsed() {
   used_.assign(names_.size(), false);
   serves_.assign(names_.size(), false);
-  for (const auto& list : lists_)
-    for (const Segment& s : list) {
+  std::vector<bool> seen(lists_.size(), false);
+  for (int cell : cells_) {
+    if (seen[static_cast<size_t>(cell)]) continue;
+    seen[static_cast<size_t>(cell)] = true;
+    for (const Segment& s : lists_[static_cast<size_t>(cell)]) {
       if (s.backend >= 0) used_[s.backend] = serves_[s.backend] = true;
       if (s.shadow >= 0) used_[s.shadow] = true;
-    }
-  for (const auto& list : lists_)
-    for (const Segment& s : list)
       if (s.live >= 0)
         for (int c : liveLists_[static_cast<size_t>(s.live)]) used_[c] = true;
+    }
+  }
 }
 
 }  // namespace commhost

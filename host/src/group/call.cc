@@ -145,7 +145,7 @@ Backend& ProcessGroup::Impl::Call::issue(Device device, int64_t bytes, std::opti
       shadowRoute = &route;
       if (segment->live >= 0) {  // tune: live: the candidates take turns, by seq (alike on every rank)
         const std::vector<int>& candidates = st.routes.liveCandidates(*segment);
-        shadowIndex = candidates[ctx.seq % candidates.size()];
+        shadowIndex = candidates[RouteTable::livePick(ctx.seq, candidates.size())];
         if (!st.backends[shadowIndex]) shadowIndex = -1;
         live = true;
         liveReduceOp = kind;

@@ -167,7 +167,8 @@ struct ProcessGroup::Impl {
   uint64_t liveRounds_ = 0;
   uint64_t liveBase_ = 0;      // the State::tableBase live routing last started at: another one starts it over
   uint64_t liveInterval_ = 0;  // sync points between rounds now (0: not started)
-  uint64_t liveNext_ = 0;      // the sync count of the next round
+  uint64_t liveTicks_ = 0;     // sync points since live routing (re)started: alike on every rank
+  uint64_t liveNext_ = 0;      // the tick of the next round
   // debug.check_collectives: the call being issued, as (issuing thread's id << 8) | op; 0:
   // none. Calls claim it to refuse a second thread issuing on the group meanwhile.
   std::atomic<uint64_t> issuer_{0};

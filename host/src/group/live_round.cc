@@ -3,9 +3,10 @@
 // live_routes.h): every rank posts what its candidates measured, reads every rank's, and
 // makes the switches they decide together, all at this sync point.
 //
-// Store keys, under the group's store: live/<round>/<rank>, one per rank and round. A rank
-// in round R deletes its own key of round R - 2: every rank read it before posting R - 1,
-// and this rank read all of R - 1 before reaching R.
+// Store keys, under the group's store: live/<base>/<round>/<rank>, one per rank and round
+// (base: the generation whose config built the table, as rounds start over with it). A
+// rank in round R deletes its own key of round R - 2: every rank read it before posting
+// R - 1, and this rank read all of R - 1 before reaching R.
 #include <chrono>
 
 #include "../supervisor/supervisor.h"
@@ -19,7 +20,10 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-std::string roundKey(uint64_t round, int rank) { return "live/" + std::to_string(round) + "/" + std::to_string(rank); }
+// Rounds count from each restart (a table built from the config, `base`).
+std::string roundKey(uint64_t base, uint64_t round, int rank) {
+  return "live/" + std::to_string(base) + "/" + std::to_string(round) + "/" + std::to_string(rank);
+}
 
 }  // namespace
 
@@ -28,16 +32,18 @@ void ProcessGroup::Impl::liveTick() {
   if (every == 0) return;
   // The first tick, or a hot swap or membership change since, which built the table from
   // the config: live routing starts over (the samples of older tables are dropped by
-  // summaries()). Every rank sees the same generations at the same sync counts, so every
-  // rank starts over alike, a joining rank too (its sync count is the members').
+  // summaries()), counting sync points and rounds from here. Every rank reaches this tick
+  // at the same step, a rank that just joined too (its first syncPoint() is the members'
+  // first after the round that admitted it), so the rounds stay alike; the sync count is
+  // not used, as a joiner's is one behind the members'.
   if (liveInterval_ == 0 || state_->tableBase != liveBase_) {
     if (liveRules_) liveRules_->flips.clear();
     live_->setCapacity(16 * static_cast<size_t>(state_->config->host.getInt("tune.live_window")));
     liveBase_ = state_->tableBase;
-    liveInterval_ = every;
-    liveNext_ = (syncCount_ / every + 1) * every;
+    liveInterval_ = liveNext_ = every;
+    liveTicks_ = liveRounds_ = 0;
   }
-  if (syncCount_ >= liveNext_) liveRound();
+  if (++liveTicks_ >= liveNext_) liveRound();
 }
 
 void ProcessGroup::Impl::liveRound() {
@@ -49,7 +55,7 @@ void ProcessGroup::Impl::liveRound() {
   liveRules_->margin = cfg.host.getDouble("tune.live_margin");
   const LiveDecision d = decideLive(liveExchange(), state_->routes, *liveRules_);
   liveInterval_ = nextLiveInterval(d, state_->liveEvery, liveInterval_);
-  liveNext_ = syncCount_ + liveInterval_;
+  liveNext_ = liveTicks_ + liveInterval_;
   if (!d.empty()) liveSwitch(d, started, startedUs);
 }
 
@@ -59,13 +65,13 @@ std::vector<std::vector<LiveSummary>> ProcessGroup::Impl::liveExchange() {
   const uint64_t round = liveRounds_++;
   ErrorContext where{name_, rank_, "syncPoint"};
   where.seq = seq();
-  where.key = "live/" + std::to_string(round) + "/";
+  where.key = roundKey(liveBase_, round, rank_);
   SwapStore store(store_, [aborted = aborted_, monitor = monitor_] {
     if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted");
     if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
   });
   std::vector<std::string> keys;
-  for (int r = 0; r < worldSize_; ++r) keys.push_back(roundKey(round, r));
+  for (int r = 0; r < worldSize_; ++r) keys.push_back(roundKey(liveBase_, round, r));
   std::vector<std::vector<LiveSummary>> byRank;
   try {
     store.set(keys[static_cast<size_t>(rank_)], toBytes(encodeLive(rank_, live_->summaries(*liveRules_, liveBase_))));
@@ -78,7 +84,7 @@ std::vector<std::vector<LiveSummary>> ProcessGroup::Impl::liveExchange() {
               " sync points) did not complete: " + e.what(),
           "every rank of the group must call syncPoint() equally often; if a rank was lost, see its report");
   }
-  if (round >= 2) store_->deleteKey(roundKey(round - 2, rank_));
+  if (round >= 2) store_->deleteKey(roundKey(liveBase_, round - 2, rank_));
   return byRank;
 }
 

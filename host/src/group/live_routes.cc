@@ -218,7 +218,7 @@ LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, con
     }
     if (!(c < (1 - rules.margin) * b)) {  // lost over a full window: no longer sampled in this class
       d.switches.push_back({key.op, key.dtype, key.reduceOp, key.sizeClass == 1 ? 0 : key.sizeClass / 2 + 1,
-                            key.sizeClass, cand, "", true});
+                            key.sizeClass, cand, "", true, seg->backend});
       d.lines.push_back(cellText(key) + ": stays on " + key.backend + ", " + key.candidate + " no longer sampled (" +
                         micros(c) + " us against " + micros(b) + " us, median of " + std::to_string(need) +
                         " sampled calls on the slowest rank)");
@@ -234,7 +234,7 @@ LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, con
                             " sampled calls on the slowest rank, every result agreeing)";
     const int64_t lo = w.key.sizeClass == 1 ? 0 : w.key.sizeClass / 2 + 1;
     d.switches.push_back({w.key.op, w.key.dtype, w.key.reduceOp, lo, w.key.sizeClass, indexOf(table, w.key.candidate),
-                          "tune: live: " + why});
+                          "tune: live: " + why, false, indexOf(table, w.key.backend)});
     d.switched.push_back(w.key);
     d.lines.push_back(cellText(w.key) + ": " + w.key.backend + " -> " + w.key.candidate + ": " + why);
   }

@@ -14,9 +14,12 @@
 //                      posted and the current table), and the group swaps to a table
 //                      with them: a routes-only swap, one pointer store, no backend built.
 // A candidate that disagreed or failed once, on any rank, is dropped from every live route
-// of the group for good. A size class moves when its candidate was faster on the slowest
-// rank by tune.live_margin over the class's window (tune.live_window samples on every
-// rank, doubled after each switch of the class: hysteresis, so it cannot flap).
+// of the group (and a class it had won goes back) until the table is built from the
+// config again (a hot swap, a membership change). A size class moves when its candidate
+// was faster on the slowest rank by tune.live_margin over the class's window
+// (tune.live_window samples on every rank, doubled after each switch of the class:
+// hysteresis, so it cannot flap); a candidate that had its window without that stops
+// being sampled in the class (settled).
 //
 // Threads: LiveStats is shared by the group and the sample callbacks (which may outlive
 // the group); its mutex guards the cells. The rest is the calling thread's.
