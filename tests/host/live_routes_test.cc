@@ -296,6 +296,42 @@ TEST(LiveRoutes, AHotSwapStartsOverFromTheConfigsOrder) {
   }
 }
 
+// A shrink builds a new table from the config: live routing starts over on the survivors,
+// whose rounds stay alike (their keys are the new table's), and moves the class again.
+TEST(LiveRoutes, AfterAShrinkTheSurvivorsStartOverAlike) {
+  auto groups = makeGroups(
+      "group: { timeout: 20s }\n"
+      "tune: { live_every: 2, live_window: 3 }\n"
+      "backends: { slow: { plugin: storecoll, options: { op_delay: 5ms } },"
+      " gloo: { options: { threads: 1, contexts: 1 } } }\n"
+      "routes: [{ device: cpu, backend: [slow, gloo], tune: live, sample: 1 }]\n",
+      3);
+  std::vector<std::vector<std::string>> seen(3);
+  runRanks(3, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    for (int iter = 0; iter < 5; ++iter) {  // two rounds and a bit: live routing under way
+      checkedAllreduce(pg, iter);
+      pg.syncPoint();
+    }
+    if (r == 2) {  // leaves: alive, but not in the round, so the others decide without it
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      EXPECT_THROW(pg.shrink(shrinkWithin(std::chrono::milliseconds(500))), AbortedError);
+      return;
+    }
+    pg.shrink(shrinkWithin(std::chrono::milliseconds(500)));
+    for (int iter = 0; iter < 20; ++iter) {
+      checkedAllreduce(pg, iter);
+      pg.syncPoint();
+      const auto& t = pg.routes();
+      seen[r].push_back(
+          t.backendNames()[t.route(OpType::Allreduce, DeviceType::CPU, 256, DType::Float32, ReduceOp::Sum)]);
+    }
+  });
+  EXPECT_EQ(seen[0], seen[1]) << "the survivors switched at different sync points";
+  EXPECT_EQ(seen[0].front(), "slow") << "the survivors' table is the config's order";
+  EXPECT_EQ(seen[0].back(), "gloo");
+}
+
 // A candidate that is faster but wrong (adds one) is dropped at the first round and never
 // chosen; the caller's results stay right throughout.
 TEST(LiveRoutes, AWrongCandidateIsDroppedAndNeverChosen) {
