@@ -9,10 +9,11 @@
 # with an auth token. The bed (every namespace, every process in it) goes at exit, pass or fail.
 #
 #   multihost_test.sh <commhost> <repo root>
-#   multihost_test.sh <commhost> <repo root> --bench [ROUNDS]
+#   multihost_test.sh <commhost> <repo root> --bench [ROUNDS [MPI_PEER]]
 # The second form runs no test: it prints allreduce busbw at 2 hosts x 2 ranks for flat
 # gloo (configs/gloo.yaml) and hier (configs/hier.yaml) in ROUNDS (default 3) alternating
-# rounds, over links shaped to RATE (default 10gbit; tools/testbed up --rate).
+# rounds, over links shaped to RATE (default 10gbit; tools/testbed up --rate), and Open MPI's
+# allreduce in the same rounds when MPI_PEER is the built ../shared/peers/mpi_allreduce.c.
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN for namespaces); without it, says so in one
 # line and exits 77, which ctest reports as skipped.
 set -euo pipefail
@@ -74,15 +75,25 @@ wait_all() {
 
 if [ "${3:-}" = --bench ]; then
   RATE=${RATE:-10gbit} make_hosts 2
-  echo "# allreduce f32 sum, 2 hosts x 2 ranks (netns + veth), per size: p50 time (us) and busbw (GB/s)"
+  sizes=8,1K,64K,1M,16M,64M
+  echo "# allreduce f32 sum, 2 hosts x 2 ranks (test bed, links ${RATE:-10gbit}), per size: p50 time (us) and busbw (GB/s)"
   for ((round = 1; round <= ${4:-3}; round++)); do
     for cfg in gloo hier; do
       port=$((port + 1))
-      launch 2 2 "$src/configs/$cfg.yaml" "$commhost" bench --op allreduce --sizes 64K,1M,16M --min-time 1
+      launch 2 2 "$src/configs/$cfg.yaml" "$commhost" bench --op allreduce --sizes $sizes --min-time 1
       wait_all || fail "bench over $cfg"
       grep -E '^\[0\] +[0-9]+ +[0-9]+ ' "$tmp/host1.log" |
         awk -v r="$round" -v c="$cfg" '{printf "round %d %-5s %9d B  p50 %9.1f us  busbw %6.3f GB/s\n", r, c, $2, $9, $12}'
     done
+    # Open MPI's own allreduce on the same bed (mpirun through the bed's rsh agent), when
+    # given the peer program (../shared/peers/mpi_allreduce.c built with mpicc) as $5.
+    if [ -n "${5:-}" ]; then
+      on_host 1 env TESTBED_NAME="$bed" timeout 300 mpirun --allow-run-as-root --oversubscribe \
+        --host host1:2,host2:2 -np 4 --mca plm_rsh_agent "${testbed[*]} rsh" --mca oob_tcp_if_include eth0 \
+        --mca btl_tcp_if_include eth0 "$5" >"$tmp/mpi.log" 2>&1 || fail "mpirun $5"
+      awk -v r="$round" '$1 ~ /^[0-9]+$/ {printf "round %d mpi   %9d B  p50 %9.1f us  busbw %6.3f GB/s (mean)\n", r, $1, $2, $4}' \
+        "$tmp/mpi.log"
+    fi
   done
   exit 0
 fi
