@@ -91,7 +91,7 @@ if [ "${3:-}" = --bench ]; then
       on_host 1 env TESTBED_NAME="$bed" timeout 300 mpirun --allow-run-as-root --oversubscribe \
         --host host1:2,host2:2 -np 4 --mca plm_rsh_agent "${testbed[*]} rsh" --mca oob_tcp_if_include eth0 \
         --mca btl_tcp_if_include eth0 "$5" >"$tmp/mpi.log" 2>&1 || fail "mpirun $5"
-      awk -v r="$round" '$1 ~ /^[0-9]+$/ {printf "round %d mpi   %9d B  p50 %9.1f us  busbw %6.3f GB/s (mean)\n", r, $1, $2, $4}' \
+      awk -v r="$round" '$1 ~ /^[0-9]+$/ {printf "round %d mpi   %9d B  mean %8.1f us  busbw %6.3f GB/s\n", r, $1, $2, $4}' \
         "$tmp/mpi.log"
     fi
   done
