@@ -119,9 +119,9 @@ TEST(LiveRoutes, TheDecisionNeedsEveryRanksWindowAndTheMarginOnTheSlowestRank) {
   EXPECT_EQ(nextLiveInterval(d, 50, 3200), 3200u);
   // A rank that never sampled the class: no move.
   EXPECT_TRUE(decideLive({{summary(4096, "a", "b", 8, 100, 20)}, {}}, t, rules).empty());
-  // Faster on one rank, but the slowest rank's candidate time is within the margin: the
-  // class stays, and b is no longer sampled there (it lost over a full window).
-  d = decideLive({{summary(4096, "a", "b", 8, 100, 20)}, {summary(4096, "a", "b", 8, 100, 95)}}, t, rules);
+  // Within the margin on the rank that waited least (a rank whose clock also ran while it
+  // waited for the others shows more): the class stays, and b is no longer sampled there.
+  d = decideLive({{summary(4096, "a", "b", 8, 300, 95)}, {summary(4096, "a", "b", 8, 100, 120)}}, t, rules);
   ASSERT_EQ(d.switches.size(), 1u);
   EXPECT_TRUE(d.switches[0].settle);
   EXPECT_TRUE(d.switched.empty());

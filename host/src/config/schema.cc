@@ -111,7 +111,8 @@ const std::vector<OptionSpec>& configSchema() {
       {"tune.live_margin",
        OptionType::Double,
        "0.1",
-       "Routes with tune: live: how much faster a candidate must be (its median time, slowest rank, below "
+       "Routes with tune: live: how much faster a candidate must be (its median time on the rank that waited least, "
+       "below "
        "(1 - margin) x the routed backend's) to take a size class over",
        {},
        0,

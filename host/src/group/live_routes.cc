@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -204,13 +205,16 @@ LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, con
       d.learning = true;
       continue;
     }
+    // Each side's time on the rank that waited least: a collective's clock on a rank that
+    // arrived early also runs while it waits for the last one, so with ranks out of phase
+    // the slowest rank's figure measures their skew, the least one the op.
     const size_t need = rules.windowOf(key);
-    double b = 0, c = 0;
+    double b = std::numeric_limits<double>::infinity(), c = b;
     bool enough = true;
     for (const LiveSummary* s : all) {
       enough = enough && s->samples >= need && s->bad == 0;
-      b = std::max(b, s->backendUs);
-      c = std::max(c, s->candidateUs);
+      b = std::min(b, s->backendUs);
+      c = std::min(c, s->candidateUs);
     }
     if (!enough) {
       d.learning = true;
@@ -221,7 +225,7 @@ LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, con
                             key.sizeClass, cand, "", true, seg->backend});
       d.lines.push_back(cellText(key) + ": stays on " + key.backend + ", " + key.candidate + " no longer sampled (" +
                         micros(c) + " us against " + micros(b) + " us, median of " + std::to_string(need) +
-                        " sampled calls on the slowest rank)");
+                        " sampled calls, on the rank that waited least)");
       continue;
     }
     const auto cell = std::make_tuple(key.op, key.dtype, key.reduceOp, key.sizeClass);
@@ -231,7 +235,7 @@ LiveDecision decideLive(const std::vector<std::vector<LiveSummary>>& byRank, con
   for (const auto& [cell, w] : best) {
     const std::string why = w.key.candidate + " took " + micros(w.candidateUs) + " us against " + w.key.backend +
                             "'s " + micros(w.backendUs) + " us (median of " + std::to_string(w.samples) +
-                            " sampled calls on the slowest rank, every result agreeing)";
+                            " sampled calls, on the rank that waited least; every result agreeing)";
     const int64_t lo = w.key.sizeClass == 1 ? 0 : w.key.sizeClass / 2 + 1;
     d.switches.push_back({w.key.op, w.key.dtype, w.key.reduceOp, lo, w.key.sizeClass, indexOf(table, w.key.candidate),
                           "tune: live: " + why, false, indexOf(table, w.key.backend)});

@@ -16,7 +16,7 @@
 // A candidate that disagreed or failed once, on any rank, is dropped from every live route
 // of the group (and a class it had won goes back) until the table is built from the
 // config again (a hot swap, a membership change). A size class moves when its candidate
-// was faster on the slowest rank by tune.live_margin over the class's window
+// was faster by tune.live_margin (medians, each on the rank that waited least) over the class's window
 // (tune.live_window samples on every rank, doubled after each switch of the class:
 // hysteresis, so it cannot flap); a candidate that had its window without that stops
 // being sampled in the class (settled).
