@@ -46,7 +46,7 @@ for n in 2 4; do
   pass "8 B, 4 KiB and 256 KiB moved to shm; every result checked"
 done
 
-step "a faster but wrong candidate is dropped for good and never chosen"
+step "a faster but wrong candidate is dropped and never chosen"
 cat >"$tmp/wrong.yaml" <<YAML
 group: { name: main, timeout: 60s }
 plugin_path: [ $plugins ]
@@ -58,7 +58,7 @@ YAML
 run timeout 300 "$commhost" run -n 2 -c "$tmp/wrong.yaml" -- "$commhost" bench --op allreduce --sizes 4K --iters 20 \
   --warmup 0 --settle 0 --check
 expect_rc0 "bench with a wrong candidate (the routed backend's results are right)"
-expect_regex "the drop" "dropped off from live routing for good: on rank [01], allreduce f32 sum 2049..4096 B, it did not match slow"
+expect_regex "the drop" "dropped off from live routing until a hot swap or membership change rebuilds the routes: on rank [01], allreduce f32 sum 2049..4096 B, it did not match slow"
 ! grep -q "# live:" <<<"$out" || fail "the wrong candidate was chosen"
 pass "dropped at the first round; the route stayed on slow"
 
@@ -74,7 +74,7 @@ YAML
 run timeout 300 "$commhost" run -n 2 -c "$tmp/three.yaml" -- "$commhost" bench --op allreduce --sizes 4K --iters 200 \
   --warmup 0 --settle 0 --check
 expect_rc0 "bench over gloo with candidates off and shm"
-expect_regex "the drop" "dropped off from live routing for good"
+expect_regex "the drop" "dropped off from live routing until a hot swap or membership change rebuilds the routes"
 expect_regex "the move" "^\\[0\\] # live: cpu allreduce f32 sum 2049..4096 bytes -> shm: tune: live: shm took"
 ! grep -qE "# live: .* -> off" <<<"$out" || fail "the wrong candidate was chosen"
 pass "the candidates took turns; off dropped, shm chosen"

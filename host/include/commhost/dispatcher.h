@@ -175,6 +175,9 @@ class COMMHOST_API RouteTable {
   // candidates[livePick(s, size())] beside the segment's backend (the same one on every rank).
   const std::vector<int>& liveCandidates(const Segment& s) const { return liveLists_[static_cast<size_t>(s.live)]; }
   bool hasLive() const { return liveLists_.size() > 1; }
+  // Distinct segment and candidate lists held (each edit compacts: a job that re-routes
+  // for days holds what its routes need, no more).
+  size_t listCount() const { return lists_.size() + liveLists_.size(); }
   // A copy with each change applied (live_reroute.cc): the part of the cell's segments
   // within the range goes to `backend`, whose candidates become the backend it had and
   // the others (or, for a `settle`, keeps its backend and drops `backend` from its
@@ -208,6 +211,7 @@ class COMMHOST_API RouteTable {
   }
   // live_reroute.cc: `list` with `change`'s range moved, as a new list of this table.
   int reroutedList(int list, const Reroute& change);
+  void compact();   // drops the lists and candidate lists no cell reaches (after an edit)
   void markUsed();  // used_ and serves_ from the lists
 
   static constexpr size_t kNumCells = static_cast<size_t>(kNumOpTypes) * kNumDeviceTypes * kNumDTypes *

@@ -96,6 +96,7 @@ RouteTable RouteTable::rerouted(const std::vector<Reroute>& changes) const {
       cell = list;
     }
   }
+  t.compact();
   t.markUsed();
   return t;
 }
@@ -124,11 +125,39 @@ RouteTable RouteTable::withoutCandidate(int backend) const {
       if (candidates.empty()) s.live = -1;
       s.shadow = candidates.empty() ? -1 : candidates.front();
     }
+  t.compact();
   t.markUsed();
   return t;
 }
 
-// From the lists some cell uses: an edit leaves the lists it replaced behind, unused.
+// An edit leaves the lists it replaced behind: keep only what a cell reaches, so a long
+// job's tables stay the size of its routes however often live routing moves them.
+void RouteTable::compact() {
+  std::vector<int> listMap(lists_.size(), -1);
+  std::vector<std::vector<Segment>> lists{{}};
+  listMap[0] = 0;
+  for (int& cell : cells_) {
+    int& to = listMap[static_cast<size_t>(cell)];
+    if (to < 0) {
+      to = static_cast<int>(lists.size());
+      lists.push_back(std::move(lists_[static_cast<size_t>(cell)]));
+    }
+    cell = to;
+  }
+  std::vector<std::vector<int>> live{{}};
+  for (auto& list : lists)
+    for (Segment& s : list) {
+      if (s.live < 0) continue;
+      const std::vector<int>& candidates = liveLists_[static_cast<size_t>(s.live)];
+      const auto it = std::find(live.begin() + 1, live.end(), candidates);
+      s.live = static_cast<int>(it - live.begin());
+      if (it == live.end()) live.push_back(candidates);
+    }
+  lists_ = std::move(lists);
+  liveLists_ = std::move(live);
+}
+
+// From the lists some cell uses.
 void RouteTable::markUsed() {
   used_.assign(names_.size(), false);
   serves_.assign(names_.size(), false);

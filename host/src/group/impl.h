@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -100,6 +101,10 @@ struct ProcessGroup::Impl {
   std::vector<std::vector<LiveSummary>> liveExchange();
   void liveSwitch(const LiveDecision& d, std::chrono::steady_clock::time_point started, int64_t startedUs);
   void requireShadowAgreement(const RouteTable& next, const ErrorContext& where) const;  // reconfigure.cc
+  // Ends a protocol's wait early (a swap's, a live round's): the group was aborted, or a
+  // peer is lost. Bare messages: the phase that waited wraps them in its own. Captures
+  // only what it shares: a backend may keep its store (and this check) beyond the attempt.
+  std::function<void()> stopIfBroken(const std::string& during) const;
   void applyEpoch(uint64_t epoch);
   // reconfigure(), or, with a non-empty `loadError` (this rank could not load the config
   // the others swap to), taking part only to refuse it: the others fail at once naming

@@ -66,10 +66,7 @@ std::vector<std::vector<LiveSummary>> ProcessGroup::Impl::liveExchange() {
   ErrorContext where{name_, rank_, "syncPoint"};
   where.seq = seq();
   where.key = roundKey(liveBase_, round, rank_);
-  SwapStore store(store_, [aborted = aborted_, monitor = monitor_] {
-    if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted");
-    if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
-  });
+  SwapStore store(store_, stopIfBroken(""));
   std::vector<std::string> keys;
   for (int r = 0; r < worldSize_; ++r) keys.push_back(roundKey(liveBase_, round, r));
   std::vector<std::vector<LiveSummary>> byRank;

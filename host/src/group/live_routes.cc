@@ -9,17 +9,12 @@
 #include <set>
 
 #include "commhost/errors.h"
+#include "size_class.h"
 
 namespace commhost {
 namespace {
 
 constexpr int kLiveFormat = 1;  // encodeLive's version: a rank of another build is named, not misread
-
-int64_t sizeClassOf(int64_t bytes) {
-  int64_t c = 1;
-  while (c < bytes && c < (int64_t{1} << 62)) c <<= 1;
-  return c;
-}
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -65,7 +60,7 @@ size_t LiveRules::windowOf(const LiveKey& k) const {
 void LiveStats::add(LiveKey key, int64_t bytes, double backendUs, double candidateUs, Outcome outcome,
                     const std::string& detail) {
   if (outcome == Outcome::BackendFailed) return;
-  key.sizeClass = sizeClassOf(bytes);
+  key.sizeClass = powerOfTwoClass(bytes);
   MutexLock lock(&mutex_);
   Cell& c = cells_[key];
   if (outcome != Outcome::Agreed) {
@@ -168,9 +163,11 @@ void dropBad(const std::vector<std::vector<LiveSummary>>& byRank, const RouteTab
       if (s.bad == 0 || b < 0 || std::count(d.dropped.begin(), d.dropped.end(), b) || !stillCandidate(table, s.key, b))
         continue;
       d.dropped.push_back(b);
-      d.lines.push_back("dropped " + s.key.candidate + " from live routing for good: on rank " + std::to_string(r) +
-                        ", " + cellText(s.key) + ", it did not match " + s.key.backend + ": " +
-                        s.firstBad.substr(0, 300));
+      d.lines.push_back("dropped " + s.key.candidate +
+                        " from live routing until a hot swap or membership change rebuilds the routes: on rank " +
+                        std::to_string(r) + ", " + cellText(s.key) + ", it did not match " + s.key.backend + ": " +
+                        s.firstBad.substr(0, 300) + "; to see every disagreement, route the op to " + s.key.backend +
+                        " with shadow: " + s.key.candidate);
     }
 }
 

@@ -108,7 +108,7 @@ std::vector<LiveSummary> decodeLive(int rank, const std::string& text);
 struct LiveDecision {
   std::vector<RouteTable::Reroute> switches;
   std::vector<LiveKey> switched;   // the cell of each switch (the key that won)
-  std::vector<int> dropped;        // candidates dropped for good (by backend index)
+  std::vector<int> dropped;        // candidates dropped until the routes are rebuilt (by backend index)
   std::vector<std::string> lines;  // one per switch and drop, for the record and the log
   // Some class of the table in use still gathers its window on some rank: the next round
   // comes after tune.live_every sync points again. Otherwise the rounds back off (each

@@ -8,6 +8,7 @@
 #include "../supervisor/supervisor.h"
 #include "commhost/dtype_storage.h"
 #include "commhost/mutex.h"
+#include "size_class.h"
 
 namespace commhost {
 namespace {
@@ -16,12 +17,6 @@ using Steady = std::chrono::steady_clock;
 
 double microsSince(Steady::time_point from, Steady::time_point to) {
   return std::chrono::duration<double, std::micro>(to - from).count();
-}
-
-int64_t sizeClass(int64_t bytes) {
-  int64_t c = 1;
-  while (c < bytes && c < (int64_t{1} << 62)) c <<= 1;
-  return c;
 }
 
 double elementAsDouble(const void* base, DType dtype, int64_t i) {
@@ -130,7 +125,7 @@ class ShadowWork final : public Work {
 
 void ShadowStats::add(const std::string& op, const std::string& backend, const std::string& shadow, int64_t bytes,
                       double backendUs, double shadowUs, bool failed, const std::string& detail) {
-  const int64_t cls = sizeClass(bytes);
+  const int64_t cls = powerOfTwoClass(bytes);
   MutexLock lock(&mutex_);
   if (--inFlight_ <= 0) settled_.signalAll();
   ShadowRecord& r = records_[Key{op, backend, shadow, cls}];

@@ -44,6 +44,13 @@ std::string buildsOf(const PluginRegistry& registry, const std::vector<std::stri
 
 }  // namespace
 
+std::function<void()> ProcessGroup::Impl::stopIfBroken(const std::string& during) const {
+  return [aborted = aborted_, monitor = monitor_, during] {
+    if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted" + during);
+    if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
+  };
+}
+
 SwapAttempt::SwapAttempt(ProcessGroup::Impl& group, std::shared_ptr<const Config> config,
                          const ReconfigureOptions& options, std::string loadError)
     : g_(group),
@@ -62,13 +69,7 @@ SwapAttempt::SwapAttempt(ProcessGroup::Impl& group, std::shared_ptr<const Config
   record_.rank = g_.rank_;
   record_.fromGeneration = record_.toGeneration = from_;
   record_.startedUs = supervisor::wallMicros();
-  // Ends a wait of the protocol early: the group was aborted, or a peer is lost. Bare
-  // messages: the phase that waited wraps them in its own. Captures only what it shares:
-  // a backend may keep its store (and this check) after the swap, beyond this attempt.
-  auto stopIfBroken = [aborted = g_.aborted_, monitor = g_.monitor_] {
-    if (aborted->load(std::memory_order_acquire)) throw AbortedError("the group was aborted during the swap");
-    if (monitor && monitor->anyPeerLost.load(std::memory_order_acquire)) throw PeerLostError(monitor->lostText());
-  };
+  const std::function<void()> stopIfBroken = g_.stopIfBroken(" during the swap");
   protocolStore_ = std::make_shared<SwapStore>(g_.store_, stopIfBroken);
   // The backends' rendezvous also stops once a rank reported failure.
   buildStore_ = std::make_shared<SwapStore>(
