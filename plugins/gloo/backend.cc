@@ -43,7 +43,10 @@ OptionSchema<Options> Options::schema() {
               {0, 64})
       .option("contexts", &Options::contexts, "2",
               "Gloo contexts used in rotation (by seq), so independent ops overlap", {1, 16})
-      .option("device", &Options::device, "", "Interface name, hostname or address to use; empty: loopback 127.0.0.1")
+      .option(
+          "device", &Options::device, "",
+          "Interface name, hostname or address to use; empty: the address this host's name resolves to when it is not "
+          "loopback (ranks on several hosts reach each other), else 127.0.0.1")
       .choice("allreduce_algorithm", &Options::algorithm, "auto", "auto: bcube below ring_threshold, ring from there",
               {{"auto", AllreduceAlgorithm::Auto},
                {"ring", AllreduceAlgorithm::Ring},

@@ -1,15 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "rendezvous.h"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <gloo/alltoall.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
-#include <netdb.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +15,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/sdk/backend_sdk.h"
+#include "commhost/sdk/host_address.h"
 #include "placement.h"
 
 namespace commhost::gloo_backend {
@@ -45,48 +43,15 @@ void StoreAdapter::wait(const std::vector<std::string>& keys, const std::chrono:
   store_->wait(full, timeout_);
 }
 
-namespace {
-// Whether this host can bind `addr` (so it is one of its own addresses), as Gloo checks.
-bool bindable(const addrinfo& addr) {
-  const int fd = ::socket(addr.ai_family, addr.ai_socktype, addr.ai_protocol);
-  if (fd < 0) return false;
-  const bool ok = ::bind(fd, addr.ai_addr, addr.ai_addrlen) == 0;
-  ::close(fd);
-  return ok;
-}
-
-std::string addressText(const addrinfo& addr) {
-  char text[INET6_ADDRSTRLEN] = {};
-  const void* raw = addr.ai_family == AF_INET6
-                        ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(addr.ai_addr)->sin6_addr)
-                        : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(addr.ai_addr)->sin_addr);
-  return ::inet_ntop(addr.ai_family, raw, text, sizeof text) ? std::string(text) : std::string();
-}
-}  // namespace
-
 std::string resolveAddress(const std::string& device, std::string* problem) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rv = ::getaddrinfo(device.c_str(), nullptr, &hints, &found);
-  if (rv != 0 || found == nullptr) {
+  const LocalAddress found = localAddressOf(device);
+  if (!found.error.empty())
     *problem = "device '" + device + "' is neither a network interface of this host (none in /sys/class/net) nor a " +
-               "hostname or address it can resolve (" + (rv != 0 ? ::gai_strerror(rv) : "no address") + ")";
-    return "";
-  }
-  std::string chosen, seen;
-  for (const addrinfo* a = found; a != nullptr && chosen.empty(); a = a->ai_next) {
-    const std::string text = addressText(*a);
-    if (text.empty()) continue;
-    if (bindable(*a)) chosen = text;
-    else seen += (seen.empty() ? "" : ", ") + text;
-  }
-  ::freeaddrinfo(found);
-  if (chosen.empty())
-    *problem = "device '" + device + "' resolves to " + (seen.empty() ? std::string("no usable address") : seen) +
+               "hostname or address it can resolve (" + found.error + ")";
+  else if (found.address.empty())
+    *problem = "device '" + device + "' resolves to " + found.foreign +
                ", none of them an address of this host (bind failed)";
-  return chosen;
+  return found.address;
 }
 
 std::string deviceProblem(const std::string& device) {
@@ -112,7 +77,7 @@ std::shared_ptr<::gloo::transport::Device> createDevice(const std::string& devic
   ::gloo::transport::tcp::attr attr;
   struct stat st {};
   if (device.empty()) {
-    attr.hostname = "127.0.0.1";
+    attr.hostname = defaultHostAddress();
   } else if (::stat(("/sys/class/net/" + device).c_str(), &st) == 0) {
     attr.iface = device;
   } else {

@@ -33,7 +33,9 @@ class StoreAdapter final : public ::gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-// `device`: an interface name (e.g. eth0), a hostname or an address; "" is loopback. A
+// `device`: an interface name (e.g. eth0), a hostname or an address; "": the address this
+// host's name resolves to when that is not loopback, so ranks on several hosts reach each
+// other with no option set, else 127.0.0.1 (defaultHostAddress()). A
 // name that is not an interface and does not resolve is a ConfigError naming it.
 // Gloo's transport thread, which the device starts, is named "gloo transport" (top -H,
 // gdb) and runs on `transportCpus` (empty: any CPU); see placement.h.

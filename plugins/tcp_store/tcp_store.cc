@@ -6,6 +6,7 @@
 
 #include "client.h"
 #include "commhost/errors.h"
+#include "commhost/sdk/host_address.h"
 #include "server.h"
 
 namespace commhost::tcpstore {
@@ -19,7 +20,9 @@ OptionSchema<Options> Options::schema() {
               "auto: global rank 0 hosts the server in its own process; always: this process serves; never: connect "
               "only",
               {{"auto", Serve::Auto}, {"always", Serve::Always}, {"never", Serve::Never}})
-      .option("bind", &Options::bind, "127.0.0.1", "Address the server listens on (loopback unless configured)")
+      .option("bind", &Options::bind, "",
+              "Address the server listens on; empty: the store host's address (host, else MASTER_ADDR, else "
+              "Slurm's first node) when that is not loopback, so other hosts reach it, else 127.0.0.1")
       .option("timeout", &Options::timeout, "5m", "Connect and wait timeout of store calls", {0.001, 86400})
       .option("auth_token", &Options::authToken, "",
               "Shared secret every client must present (also COMMHOST_STORE_TOKEN)")
@@ -44,6 +47,28 @@ int connectionCap(int option, int worldSize) {
   return static_cast<int>(std::clamp<int64_t>(sized, 4096, 1 << 20));
 }
 
+// The address the serving rank listens on when `bind` is not set: where the clients were
+// told the store is. A job on one host keeps it on loopback.
+std::string bindAddress(const Options& options, const StoreContext& ctx) {
+  if (!options.bind.empty()) return options.bind;
+  const std::string host = options.host.empty() ? ctx.masterAddr : options.host;
+  if (host.empty() || host == "0.0.0.0" || isLoopbackAddress(host)) return "127.0.0.1";
+  const LocalAddress mine = localAddressOf(host);
+  if (mine.address.empty())
+    throw ConfigError("[rank " + std::to_string(ctx.rank) + "] tcp store: this rank serves the store (serve: " +
+                      (options.serve == Serve::Always ? "always" : "auto, as rank 0") + "), at '" + host + "' (" +
+                      (options.host.empty() ? "MASTER_ADDR, or Slurm's first node" : "store.options.host") +
+                      "), which " +
+                      (mine.error.empty() ? "resolves to " + mine.foreign + ", not an address of this host"
+                                          : "does not resolve here: " + mine.error) +
+                      ". Start rank 0 on that host, or set store.options.bind to an address of this host");
+  if (options.authToken.empty() && ctx.logger && !isLoopbackAddress(mine.address))
+    ctx.logger->warn("tcp store on " + mine.address + " (the store host '" + host +
+                     "') without an auth token: any process that reaches it can read and rewrite the job's keys; "
+                     "set store.options.auth_token (or COMMHOST_STORE_TOKEN) on every rank");
+  return mine.address;
+}
+
 std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx) {
   const bool serving = options.serve == Serve::Always || (options.serve == Serve::Auto && ctx.rank == 0);
   int port = options.port;
@@ -52,7 +77,7 @@ std::shared_ptr<Store> create(const Options& options, const StoreContext& ctx) {
   std::shared_ptr<Server> server;
   if (serving) {
     ServerOptions so;
-    so.bind = options.bind;
+    so.bind = bindAddress(options, ctx);
     so.port = port;
     so.token = options.authToken;
     so.maxFrame = options.maxFrame;
