@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "../host/test_util.h"
+#include "commhost/sdk/host_address.h"
 #include "protocol.h"
 #include "store_fixtures.h"
 #include "tcp_store.h"
@@ -272,6 +273,48 @@ TEST(TcpStore, PluginServesRankZeroAndConnectsTheOthers) {
   EXPECT_THROW_WITH(resolveOptions(tcp.descriptor->options, {{"serve", "sometimes"}}, "test"), ConfigError,
                     "'sometimes' is not one of auto, always, never");
   stores[1].reset();  // the client leaves first, so the serving rank need not linger
+}
+
+// With no bind set, the serving rank listens where its clients were told the store is: a
+// loopback store host stays on loopback, and a store host that is not this host's is named.
+TEST(TcpStore, TheServingRankBindsTheStoreHostsAddress) {
+  auto registry = testRegistry();
+  const PluginEntry& tcp = registry->require("tcp", PluginKind::Store);
+  const auto options = resolveOptions(tcp.descriptor->options, {{"timeout", "10s"}}, "test");
+  StoreContext ctx;
+  ctx.rank = 0;
+  ctx.worldSize = 1;
+  ctx.masterAddr = "localhost";
+  auto store = tcp.descriptor->createStore(options, ctx);  // port 0: any free one, on 127.0.0.1
+  store->set("k", toBytes("v"));
+  EXPECT_EQ(toString(store->get("k")), "v");
+  store.reset();
+  ctx.masterAddr = "192.0.2.77";  // TEST-NET-1: no host's address
+  EXPECT_THROW_WITH(tcp.descriptor->createStore(options, ctx), ConfigError, "[rank 0] tcp store",
+                    "'192.0.2.77' (MASTER_ADDR, or Slurm's first node)", "not an address of this host",
+                    "set store.options.bind");
+  const auto bound = resolveOptions(tcp.descriptor->options, {{"timeout", "10s"}, {"bind", "127.0.0.1"}}, "test");
+  store = tcp.descriptor->createStore(bound, ctx);  // an explicit bind wins; clients still go to MASTER_ADDR
+  EXPECT_NE(store, nullptr);
+}
+
+TEST(HostAddress, NamesResolveToThisHostsAddressesOrSayWhy) {
+  EXPECT_EQ(localAddressOf("127.0.0.1").address, "127.0.0.1");
+  EXPECT_EQ(localAddressOf("localhost").address.rfind("127.", 0) == 0 || localAddressOf("localhost").address == "::1",
+            true);
+  const LocalAddress foreign = localAddressOf("192.0.2.77");
+  EXPECT_EQ(foreign.address, "");
+  EXPECT_EQ(foreign.foreign, "192.0.2.77");
+  EXPECT_EQ(foreign.error, "");
+  const LocalAddress unknown = localAddressOf("no-such-host.invalid");
+  EXPECT_EQ(unknown.address, "");
+  EXPECT_NE(unknown.error, "");
+  // This machine's name: its own address when that is not loopback, else loopback.
+  const std::string mine = defaultHostAddress();
+  EXPECT_FALSE(localAddressOf(mine).address.empty()) << mine << " is not an address of this host";
+  EXPECT_TRUE(isLoopbackAddress("127.0.1.1"));
+  EXPECT_TRUE(isLoopbackAddress("::1"));
+  EXPECT_FALSE(isLoopbackAddress("10.77.0.1"));
 }
 
 TEST(TcpStore, OneThreadWaitingDoesNotHoldUpAnotherOnTheSameClient) {

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# torchrun across hosts of a test bed: two torch.distributed.run agents, one per host, meet
+# through torch's c10d rendezvous on host1 and start 2 workers each; the workers train a
+# small model with DDP on torch.distributed backend "commhost" (hier: shm inside a host,
+# gloo between them) and compare every step's parameters with the same training over
+# torch's own gloo (tools/examples/ddp_train.py --compare gloo). The README's torchrun
+# line runs as written there. Then --max_restarts across hosts: a worker on host2 killed
+# mid-run, both agents restart their workers, the job re-forms on commhost and ends well.
+#   torchrun_test.sh <commhost> <repo root> <build dir>
+# Needs root for the bed and Debian's python3-torch with the commhost module built; else
+# it exits 77 (skipped).
+set -euo pipefail
+commhost=$1
+src=$2
+build=$3
+source "$src/tests/tools/bed_lib.sh"
+python=/usr/bin/python3
+[ -d "$build/python/commhost" ] || { echo "SKIP: no commhost Python module in $build/python"; exit 77; }
+$python -c "import torch.distributed.run" 2>/dev/null || { echo "SKIP: no torch.distributed.run for $python"; exit 77; }
+bed_up 2
+
+# agents LINE: LINE (a torch.distributed.run command line) on host1 and host2 at once, from
+# the source tree; each host's output in $tmp/out1 and $tmp/out2 (both in $tmp/out).
+agents() {
+  local line=$1 h pids=() rc=0
+  rm -f "$tmp/out1" "$tmp/out2"
+  for h in 1 2; do
+    (cd "$src" && "${testbed[@]}" exec --name "$bed" $h -- env PYTHONPATH="$build/python" \
+      PATH="$(dirname "$python"):$PATH" timeout 240 bash -c "$line" >"$tmp/out$h" 2>&1) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  cat "$tmp/out1" "$tmp/out2" >"$tmp/out"
+  return $rc
+}
+
+line=$(readme_block torchrun)
+[[ $line == *torch.distributed.run* ]] || fail "README.md has no torchrun line after <!-- engines-test: torchrun -->"
+agents "$line" || fail "the README's torchrun line"
+grep -q "hier backend 'hier': 2 hosts: \[0 1\] \[2 3\]" "$tmp/out" || fail "hier did not find 2 hosts of 2 workers"
+grep -q "ddp_train: 4 ranks on backend commhost" "$tmp/out" || fail "not one job of 4 workers"
+grep -qE "ddp_train: 10 steps, final loss .*parameters within rtol .* of gloo's at every step" "$tmp/out" ||
+  fail "DDP on commhost did not match torch's gloo"
+echo "ok: the README's torchrun line: 2 agents, 4 workers, DDP on commhost (hier across the hosts) matches gloo"
+
+# --max_restarts 1: a worker on host2 killed once the job runs; the agents restart theirs.
+restart=${line/--rdzv_id job1/--rdzv_id job2 --max_restarts 1}
+restart=${restart/--steps 10/--steps 400}
+restart=${restart/ --compare gloo/}
+rm -f "$tmp/out1"
+agents "$restart" &
+job=$!
+for _ in $(seq 300); do grep -q "step   0 loss" "$tmp/out1" 2>/dev/null && break; sleep 0.2; done
+grep -q "step   0 loss" "$tmp/out1" || { cat "$tmp/out1" "$tmp/out2" >"$tmp/out"; fail "the job did not start"; }
+killed=""
+for pid in $("${testbed[@]}" pids --name "$bed" 2); do
+  tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx "LOCAL_RANK=1" && kill -KILL "$pid" && killed=$pid && break
+done
+[ -n "$killed" ] || fail "no worker found on host2"
+wait $job || fail "the job did not end well after one worker was killed (--max_restarts 1)"
+starts=$(grep -c "ddp_train: 4 ranks on backend commhost" "$tmp/out" || true)
+[ "$starts" -eq 2 ] || fail "the workers started $starts times (want 2: the first run and one restart)"
+grep -q "ddp_train: 400 steps, final loss" "$tmp/out" || fail "the restarted job did not finish its steps"
+grep -E "Worker group FAILED|peer [0-9] lost|restart" "$tmp/out" | cut -c1-220 | head -8
+echo "ok: torchrun --max_restarts 1 across hosts: a worker killed, both agents restarted theirs, the job ended well"
+"${testbed[@]}" down --name "$bed"
+! ip netns list | grep -q "chtb$bed-" || fail "namespaces left behind"
