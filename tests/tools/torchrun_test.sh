@@ -7,6 +7,8 @@
 # torch's own gloo (tools/examples/ddp_train.py --compare gloo). The README's torchrun
 # line runs as written there. Then --max_restarts across hosts: a worker on host2 killed
 # mid-run, both agents restart their workers, the job re-forms on commhost and ends well.
+# And a host lost mid-run: the other host's workers name its ranks within the heartbeat
+# timeout and exit; nothing is left in `ip netns` afterwards.
 #   torchrun_test.sh <commhost> <repo root> <build dir>
 # Needs root for the bed and Debian's python3-torch with the commhost module built; else
 # it exits 77 (skipped).
@@ -64,5 +66,33 @@ starts=$(grep -c "ddp_train: 4 ranks on backend commhost" "$tmp/out" || true)
 grep -q "ddp_train: 400 steps, final loss" "$tmp/out" || fail "the restarted job did not finish its steps"
 grep -E "Worker group FAILED|peer [0-9] lost|restart" "$tmp/out" | cut -c1-220 | head -8
 echo "ok: torchrun --max_restarts 1 across hosts: a worker killed, both agents restarted theirs, the job ended well"
+# host2 lost mid-run (its cable pulled, everything on it killed, its agent too): host1's
+# workers name the lost ranks within the heartbeat timeout and exit. host1's agent then
+# waits for its peer agent as torch's elastic agent does (its own timeouts): the operator
+# ends it.
+lost=${restart/--rdzv_id job2 --max_restarts 1/--rdzv_id job3}
+lost=${lost/--steps 400/--steps 100000}
+rm -f "$tmp/out1"
+agents "COMMHOST_SUPERVISOR_HEARTBEAT_TIMEOUT=5s $lost" &
+job=$!
+for _ in $(seq 300); do grep -q "step   0 loss" "$tmp/out1" 2>/dev/null && break; sleep 0.2; done
+grep -q "step   0 loss" "$tmp/out1" || fail "the job did not start"
+"${testbed[@]}" cut --name "$bed" 2
+"${testbed[@]}" pids --name "$bed" 2 | xargs -r kill -KILL
+cut=$(date +%s)
+workers_on_host1() {
+  local pid
+  for pid in $("${testbed[@]}" pids --name "$bed" 1); do
+    tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -q "^LOCAL_RANK=" && echo "$pid"
+  done
+  true
+}
+for _ in $(seq 200); do [ -z "$(workers_on_host1)" ] && break; sleep 0.2; done
+took=$(($(date +%s) - cut))
+[ -z "$(workers_on_host1)" ] || fail "host1's workers still run 40 s after host2 was lost (heartbeat timeout 5 s)"
+grep -qE "RuntimeError: \[group main rank [01]\] .*peer [23] lost" "$tmp/out1" || fail "no worker on host1 named rank 2 or 3"
+"${testbed[@]}" pids --name "$bed" 1 | xargs -r kill -KILL
+wait $job && fail "torchrun reported success after host2 was lost"
+echo "ok: host2 lost under torchrun: host1's workers named its ranks and ended in ${took} s"
 "${testbed[@]}" down --name "$bed"
 ! ip netns list | grep -q "chtb$bed-" || fail "namespaces left behind"
