@@ -52,8 +52,7 @@ int connectionCap(int option, int worldSize) {
 std::string bindAddress(const Options& options, const StoreContext& ctx) {
   if (!options.bind.empty()) return options.bind;
   const std::string host = options.host.empty() ? ctx.masterAddr : options.host;
-  if (host.empty() || host == "0.0.0.0" || isLoopbackAddress(host)) return "127.0.0.1";
-  const LocalAddress mine = localAddressOf(host);
+  const LocalAddress mine = listenAddressFor(host);
   if (mine.address.empty())
     throw ConfigError("[rank " + std::to_string(ctx.rank) + "] tcp store: this rank serves the store (serve: " +
                       (options.serve == Serve::Always ? "always" : "auto, as rank 0") + "), at '" + host + "' (" +

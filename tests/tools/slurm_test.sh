@@ -7,7 +7,8 @@
 # node's address and gloo the address each host's name resolves to. Checked: every op
 # (`bench --op all --check`) over flat gloo and over hier; the README's batch script through
 # `sbatch --wait`; a task killed mid-job, with and without --kill-on-bad-exit (the
-# survivors report the lost peer, or Slurm ends the step: never a hang); a host lost
+# survivors report the lost peer, or what they were in when Slurm ended the step: never a
+# hang); a host lost
 # mid-job (its cable pulled, its ranks killed) named by the survivors; nothing left
 # running and no namespace left behind.
 #   slurm_test.sh <commhost> <repo root>
@@ -68,16 +69,22 @@ n=$(grep -cE "^commhost: \[group main rank [012]\] .*peer 3 lost" "$tmp/out" || 
 [ "$n" -eq 3 ] || fail "$n of the 3 survivors reported peer 3 lost"
 echo "ok: task 3 killed under srun: the 3 survivors reported 'peer 3 lost' and srun ended"
 
-# With --kill-on-bad-exit Slurm ends the step at once: the rank that saw the peer go has
-# written its flight-recorder dump (the incident, op and seq), and nothing hangs.
+# With --kill-on-bad-exit Slurm ends the step at once (SIGTERM), often before a survivor's
+# own verdict: each survivor still says what it was in, or its verdict (supervisor.on_sigterm:
+# report), one of them names the lost peer, and nothing hangs.
 srun_step --kill-on-bad-exit=1 "${long[@]}" &
 job=$!
 wait_started
 kill_rank 3
 wait $job && fail "srun --kill-on-bad-exit reported success after task 3 was killed"
 grep -q "task 3: Killed" "$tmp/out" || fail "srun did not name task 3"
+for r in 0 1 2; do
+  grep -qE "\[group main rank $r\] .*(peer 3 lost|terminated by SIGTERM)" "$tmp/out" ||
+    fail "rank $r, ended by Slurm, did not report what it was in"
+done
+grep -qE "\[group main rank [012]\] .*peer 3 lost" "$tmp/out" || fail "no survivor named the lost peer"
 [ -z "$(ranks_on 1)$(ranks_on 2)" ] || fail "ranks left running after srun --kill-on-bad-exit ended"
-echo "ok: task 3 killed under srun --kill-on-bad-exit: Slurm ended the step, nothing left running"
+echo "ok: task 3 killed under srun --kill-on-bad-exit: Slurm ended the step, every survivor reported, nothing left running"
 
 # host2 lost mid-job: cable pulled (no reset reaches anyone), then its ranks killed. The
 # survivors (host1's ranks) must end by themselves, naming the lost ranks; srun waits for

@@ -6,7 +6,10 @@
 #      rank dumps its flight recorder, and `trace analyze` / `trace export` read the dumps;
 #   2. a rank exits mid-loop under a long collective timeout: the heartbeat reports
 #      "peer N lost" and the job ends long before the collective timeout;
-#   3. a rank issues a different collective with debug.check_collectives: a diff, no hang.
+#   3. a rank issues a different collective with debug.check_collectives: a diff, no hang;
+#   4. a rank sent SIGTERM (as a launcher ends a job) while it waits in a collective: it says
+#      which op and seq it was in, dumps, and ends by SIGTERM (supervisor.on_sigterm: report);
+#      with on_sigterm: off it ends silently, as before.
 #   supervisor_test.sh <commhost> <repo root>
 set -euo pipefail
 commhost=$1
@@ -80,4 +83,37 @@ for r in 0 1 2; do
   grep -q "ranks disagree on collective seq 5" <<<"$line" || { cat "$tmp/mismatch.log"; fail "rank $r gave no diff: $line"; }
   grep -q "rank 1 called allreduce(tensor=f32\[3\]" <<<"$line" || fail "rank $r's diff does not name rank 1's call: $line"
 done
-echo "ok: hang, lost peer and mismatch are each reported, naming the rank and the seq"
+
+echo "== 4. rank 0 sent SIGTERM while rank 1 hangs at allreduce seq 20 (2 ranks, timeout 60s)"
+# rank_pid R: the pid of rank R of the job whose log is $1 (its processes carry RANK=R).
+rank_pid() {
+  local pid
+  for pid in $(pgrep -x commhost); do
+    tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx "RANK=$1" && grep -qz "^bench$" /proc/$pid/cmdline 2>/dev/null &&
+      { echo "$pid"; return; }
+  done
+  true
+}
+for mode in report off; do
+  "$commhost" run -n 2 -c "$root/configs/gloo.yaml" --set group.timeout=60s --set supervisor.on_sigterm=$mode -- \
+    "$commhost" bench --op allreduce --sizes 1K --iters 1000 --warmup 0 --inject hang:1@20 >"$tmp/term.log" 2>&1 &
+  job=$!
+  pid=""
+  for _ in $(seq 100); do pid=$(rank_pid 0); [ -n "$pid" ] && grep -q "allreduce (route" "$tmp/term.log" && break; sleep 0.1; done
+  [ -n "$pid" ] || { cat "$tmp/term.log"; fail "rank 0 did not start"; }
+  sleep 1  # rank 0 now waits in seq 20 for rank 1
+  kill -TERM "$pid"
+  start=$(now)
+  wait $job && fail "the launcher exited 0 after rank 0 was terminated"
+  elapsed_below "$start" 20 || fail "the job took more than 20 s to end after SIGTERM"
+  line=$(grep -E "^\[0\] .*terminated by SIGTERM" "$tmp/term.log" || true)
+  if [ $mode = report ]; then
+    grep -qE "\[group main rank 0\] allreduce seq 2[01]: terminated by SIGTERM while in it" <<<"$line" ||
+      { cat "$tmp/term.log"; fail "rank 0 did not say which op it was in when terminated"; }
+    grep -q "flight recorder dumped to" <<<"$line" || fail "rank 0 did not dump on SIGTERM: $line"
+  else
+    [ -z "$line" ] || fail "supervisor.on_sigterm: off still reported: $line"
+  fi
+  grep -qiE "rank 0.*(SIGTERM|signal 15|terminated)" "$tmp/term.log" || { cat "$tmp/term.log"; fail "the launcher did not say rank 0 ended by SIGTERM"; }
+done
+echo "ok: hang, lost peer, mismatch and SIGTERM are each reported, naming the rank and the seq"

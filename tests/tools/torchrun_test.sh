@@ -4,7 +4,8 @@
 # through torch's c10d rendezvous on host1 and start 2 workers each; the workers train a
 # small model with DDP on torch.distributed backend "commhost" (hier: shm inside a host,
 # gloo between them) and compare every step's parameters with the same training over
-# torch's own gloo (tools/examples/ddp_train.py --compare gloo). The README's torchrun
+# torch's own gloo (tools/examples/ddp_train.py --compare gloo), and launch commhost's
+# bench (--no_python) over gloo and hier with every op checked. The README's torchrun
 # line runs as written there. Then --max_restarts across hosts: a worker on host2 killed
 # mid-run, both agents restart their workers, the job re-forms on commhost and ends well.
 # And a host lost mid-run: the other host's workers name its ranks within the heartbeat
@@ -36,6 +37,17 @@ agents() {
   cat "$tmp/out1" "$tmp/out2" >"$tmp/out"
   return $rc
 }
+
+# Every op checked with the agents launching commhost itself (--no_python): ranks from
+# torchrun's RANK/WORLD_SIZE/LOCAL_*, the store on the MASTER_ADDR/MASTER_PORT it picked.
+for cfg in gloo hier; do
+  agents "COMMHOST_CONFIG=configs/$cfg.yaml python3 -m torch.distributed.run --nnodes 2 --nproc_per_node 2 \
+    --rdzv_backend c10d --rdzv_endpoint host1:29400 --rdzv_id bench$cfg --redirects 1 --tee 1 --no_python \
+    $commhost bench --op all --check --sizes 8:64K --factor 16 -n 2 -w 1" || fail "torchrun: bench over $cfg"
+  sed -i 's/^\[default[0-9]*\]://' "$tmp/out"  # the agent's prefix of a tee'd line
+  check_bench $cfg torchrun
+  echo "ok: torchrun (2 agents) over host1 and host2, $cfg: every op checked, ranks from torchrun's variables"
+done
 
 line=$(readme_block torchrun)
 [[ $line == *torch.distributed.run* ]] || fail "README.md has no torchrun line after <!-- engines-test: torchrun -->"

@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "commhost/sdk/host_address.h"
+
 namespace commhost::cli {
 
 StoreKeeper::StoreKeeper(const Config& cfg, LaunchPlan& plan, const std::string& self) {
@@ -25,8 +27,18 @@ StoreKeeper::StoreKeeper(const Config& cfg, LaunchPlan& plan, const std::string&
   if (plan.nodeRank != 0) return;
   const OptionValues& o = cfg.store.options;
   const int64_t port = o.getInt("port") != 0 ? o.getInt("port") : plan.masterPort;
-  std::vector<std::string> args = {
-      self, "store", "serve", "--port", std::to_string(port), "--bind", o.getString("bind")};
+  // As the ranks' tcp store would bind it: where the ranks were told the store is.
+  std::string bind = o.getString("bind");
+  if (bind.empty()) {
+    const LocalAddress mine = listenAddressFor(o.getString("host").empty() ? plan.masterAddr : o.getString("host"));
+    if (mine.address.empty())
+      throw std::runtime_error("commhost run: the job's store is to be at '" + plan.masterAddr +
+                               "', which is not an address of this host (" +
+                               (mine.error.empty() ? "it resolves to " + mine.foreign : mine.error) +
+                               "): run node 0 there, or set store.options.bind");
+    bind = mine.address;
+  }
+  std::vector<std::string> args = {self, "store", "serve", "--port", std::to_string(port), "--bind", bind};
   if (!o.getString("auth_token").empty()) {
     args.push_back("--token");
     args.push_back(o.getString("auth_token"));

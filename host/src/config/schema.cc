@@ -47,6 +47,15 @@ const std::vector<OptionSpec>& configSchema() {
        "PeerLostError and abort its backends, but never end the process, so the survivors can call "
        "ProcessGroup::shrink() and go on without it; `commhost run` keeps them running)",
        {"abort", "shrink"}},
+      {"supervisor.on_sigterm",
+       OptionType::Enum,
+       "report",
+       "report: a SIGTERM (a launcher ending the job after another rank failed: srun --kill-on-bad-exit, "
+       "torchrun, mpirun, commhost run) makes the watchdog log what each group was doing and which peers were "
+       "lost, dump the flight recorder, then end the process as SIGTERM does; a second SIGTERM ends it at once. "
+       "Only when SIGTERM has its default action (an application's own handler is left alone). off: not "
+       "handled",
+       {"report", "off"}},
       {"supervisor.min_ranks",
        OptionType::Int,
        "1",

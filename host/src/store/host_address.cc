@@ -60,6 +60,11 @@ std::string defaultHostAddress() {
   return mine.address.empty() || isLoopbackAddress(mine.address) ? "127.0.0.1" : mine.address;
 }
 
+LocalAddress listenAddressFor(const std::string& host) {
+  if (host.empty() || host == "0.0.0.0" || isLoopbackAddress(host)) return LocalAddress{"127.0.0.1", "", ""};
+  return localAddressOf(host);
+}
+
 bool isLoopbackAddress(const std::string& address) {
   return address == "localhost" || address.rfind("127.", 0) == 0 || address == "::1";
 }

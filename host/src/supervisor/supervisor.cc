@@ -33,6 +33,30 @@ void installSigusr1Once() {
   });
 }
 
+std::atomic<int> sigtermWatchers{0};   // SigtermWatch objects alive
+std::atomic<bool> sigtermSeen{false};  // written by the signal handler only
+
+// Async-signal-safe: atomics, signal() and raise() only.
+void onSigterm(int signal) {
+  if (sigtermWatchers.load() == 0 || sigtermSeen.exchange(true)) {
+    ::signal(signal, SIG_DFL);
+    ::raise(signal);
+  }
+}
+
+void installSigtermOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+    struct sigaction sa {};
+    sa.sa_handler = onSigterm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, nullptr);
+  });
+}
+
 OnError parseOnError(const std::string& s) {
   if (s == "teardown") return OnError::Teardown;
   if (s == "report") return OnError::Report;
@@ -55,12 +79,32 @@ ProcessSlot& slot() {
 
 bool takeSigusr1() { return sigusr1Seen.exchange(false, std::memory_order_relaxed); }
 
+SigtermWatch::SigtermWatch() {
+  sigtermWatchers.fetch_add(1);
+  installSigtermOnce();
+}
+
+SigtermWatch::~SigtermWatch() {
+  // The last watcher gone with a SIGTERM unreported: the process still ends.
+  if (sigtermWatchers.fetch_sub(1) == 1 && sigtermSeen.load()) endProcess();
+}
+
+bool SigtermWatch::pending() { return sigtermSeen.load(); }
+
+void SigtermWatch::endProcess() {
+  Logger::flushAll();
+  ::signal(SIGTERM, SIG_DFL);
+  ::raise(SIGTERM);
+  ::_exit(128 + SIGTERM);  // SIGTERM blocked in this thread: end as its default action would have
+}
+
 Settings Settings::fromConfig(const Config& config) {
   const OptionValues& h = config.host;
   Settings s;
   s.enabled = h.getBool("supervisor.enabled");
   s.onError = parseOnError(h.getString("supervisor.on_error"));
   s.shrinkOnPeerLoss = h.getString("supervisor.on_peer_loss") == "shrink";
+  s.reportOnSigterm = h.getString("supervisor.on_sigterm") == "report";
   s.minRanks = static_cast<int>(h.getInt("supervisor.min_ranks"));
   s.poll = h.getDuration("supervisor.watchdog.poll");
   s.heartbeatInterval = h.getDuration("supervisor.heartbeat.interval");

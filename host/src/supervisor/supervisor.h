@@ -45,6 +45,7 @@ struct Settings {
   bool enabled = true;
   OnError onError = OnError::Abort;
   bool shrinkOnPeerLoss = false;  // supervisor.on_peer_loss: shrink
+  bool reportOnSigterm = true;    // supervisor.on_sigterm: report
   int minRanks = 1;               // supervisor.min_ranks
   Millis poll{100};
   Millis heartbeatInterval{1000};
@@ -57,6 +58,20 @@ struct Settings {
 
 // True once after each SIGUSR1 (when commhost installed the handler).
 bool takeSigusr1();
+
+// supervisor.on_sigterm: report. A watchdog that will report a SIGTERM holds a
+// SigtermWatch; with none alive (or at a second SIGTERM) the handler ends the process at
+// once, as SIGTERM's default action would. The handler is installed only where SIGTERM has
+// its default action.
+class SigtermWatch {
+ public:
+  SigtermWatch();
+  ~SigtermWatch();
+  SigtermWatch(const SigtermWatch&) = delete;
+  SigtermWatch& operator=(const SigtermWatch&) = delete;
+  static bool pending();                  // a SIGTERM arrived and waits for its report
+  [[noreturn]] static void endProcess();  // SIGTERM's default action, now
+};
 
 // A heartbeat or watchdog thread that slept `expected` but woke seconds later was not
 // run at all (SIGSTOP, a debugger, a suspended VM): noteAlive says so once per pause,

@@ -29,7 +29,11 @@ std::string formatBytes(int64_t b) {
 
 }  // namespace
 
-Watchdog::Watchdog(Supervisor& sup) : sup_(sup), ticker_(sup.sharedClock()), thread_([this] { loop(); }) {}
+Watchdog::Watchdog(Supervisor& sup)
+    : sup_(sup),
+      ticker_(sup.sharedClock()),
+      sigterm_(sup.settings().reportOnSigterm ? std::make_unique<SigtermWatch>() : nullptr),
+      thread_([this] { loop(); }) {}
 
 Watchdog::~Watchdog() {
   ticker_.stop();
@@ -48,7 +52,43 @@ void Watchdog::loop() {
       sup_.logUnexpected("watchdog", std::current_exception());  // and go on watching
     }
     ticks_.fetch_add(1, std::memory_order_relaxed);
+    if (sigterm_ && SigtermWatch::pending()) reportSigterm();
   }
+}
+
+// A launcher ends the job with SIGTERM when another rank failed (srun --kill-on-bad-exit,
+// torchrun, mpirun, commhost run), often before this rank's own verdict: say what each group
+// was in and which peers it had lost, so the job's log explains the end on every rank.
+void Watchdog::reportSigterm() {
+  const auto now = ticker_.clock().now();
+  const auto running = sup_.running();
+  std::vector<std::string> lines;
+  for (const auto& g : sup_.groups()) {
+    std::shared_ptr<SupervisedWork> oldest;
+    for (const auto& w : running)
+      if (w->group() == g && (!oldest || w->issued() < oldest->issued())) oldest = w;
+    std::string line;
+    // An op a backend runs inline waits inside the call, before any work exists.
+    const uint64_t inCall = g->inBackendCall.load(std::memory_order_acquire);
+    if (oldest) {
+      line = ErrorContext::of(oldest->context()).format() + "terminated by SIGTERM while in it (in flight " +
+             formatDuration(std::chrono::duration_cast<Millis>(now - oldest->issued())) + ")";
+    } else if (inCall != 0) {
+      const auto op = static_cast<OpType>(g->inBackendCallOp.load(std::memory_order_relaxed));
+      line = ErrorContext{g->name, g->rank, opName(op), inCall}.format() +
+             "terminated by SIGTERM while in it (waiting inside the backend call, which runs it on the caller)";
+    } else {
+      line = ErrorContext{g->name, g->rank}.format() + "terminated by SIGTERM with no collective in flight";
+    }
+    if (g->anyPeerLost.load(std::memory_order_acquire)) line += "; " + g->lostText();
+    lines.push_back(std::move(line));
+  }
+  const std::string dumped = sup_.dump("SIGTERM");
+  for (const auto& line : lines)
+    sup_.logger().error(line + (dumped.empty() ? "" : "; flight recorder dumped to " + dumped) +
+                        ". Next: a launcher sends SIGTERM when it ends the job (another rank failed, a time limit, "
+                        "scancel): the rank that failed first names the cause in its own report");
+  SigtermWatch::endProcess();
 }
 
 void Watchdog::failBackendCall(GroupMonitor& g) {

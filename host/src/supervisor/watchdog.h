@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <exception>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -17,11 +18,12 @@
 namespace commhost::supervisor {
 
 class Supervisor;
+class SigtermWatch;  // supervisor.h
 
 class Watchdog {
  public:
   explicit Watchdog(Supervisor& sup);  // starts the thread
-  ~Watchdog();                         // stops and joins it
+  ~Watchdog();                         // stops and joins it (out of line: SigtermWatch is opaque here)
   uint64_t ticks() const { return ticks_.load(std::memory_order_relaxed); }
   bool onThread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
@@ -42,12 +44,15 @@ class Watchdog {
   void judge(SupervisedWork& work, ErrorContext where, const std::string& message, bool peerLost);
   // A peer of `g` is lost while a caller is inside a backend call: abort the backends.
   void failBackendCall(GroupMonitor& g);
+  // supervisor.on_sigterm: report: what each group was doing, a dump, then the end.
+  [[noreturn]] void reportSigterm();
 
   Supervisor& sup_;
   Ticker ticker_;
-  std::atomic<uint64_t> ticks_{0};  // rounds done; the heartbeat checks that it moves
-  TimePoint lastErrorDump_{};       // this thread only
-  std::thread thread_;              // last: starts once the members above exist
+  std::atomic<uint64_t> ticks_{0};         // rounds done; the heartbeat checks that it moves
+  TimePoint lastErrorDump_{};              // this thread only
+  std::unique_ptr<SigtermWatch> sigterm_;  // set when supervisor.on_sigterm is report
+  std::thread thread_;                     // last: starts once the members above exist
 };
 
 // supervisor.on_error for a failed collective of `g` (watchdog or heartbeat thread); unless

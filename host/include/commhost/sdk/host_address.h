@@ -27,6 +27,12 @@ COMMHOST_API LocalAddress localAddressOf(const std::string& name);
 // loopback, as Debian's /etc/hosts does by default).
 COMMHOST_API std::string defaultHostAddress();
 
+// The address a server listens on when its clients were told to reach it at `host` (a
+// store's host): 127.0.0.1 when `host` is empty, "0.0.0.0" or loopback (a job on one
+// machine), else `host` as one of this host's addresses (localAddressOf; address empty,
+// with why, when it is not one of them).
+COMMHOST_API LocalAddress listenAddressFor(const std::string& host);
+
 // 127.0.0.0/8, ::1 or "localhost".
 COMMHOST_API bool isLoopbackAddress(const std::string& address);
 
