@@ -19,18 +19,21 @@ std::atomic<bool> sigusr1Seen{false};  // written by the signal handler only
 
 void onSigusr1(int) { sigusr1Seen.store(true, std::memory_order_relaxed); }
 
-// SIGUSR1 asks for a dump, unless the application already handles it.
+// `handler` for `signal`, unless the application already handles it (or ignores it).
+void installIfDefault(int signal, void (*handler)(int)) {
+  struct sigaction current {};
+  if (sigaction(signal, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
+  struct sigaction sa {};
+  sa.sa_handler = handler;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(signal, &sa, nullptr);
+}
+
+// SIGUSR1 asks for a dump.
 void installSigusr1Once() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction current {};
-    if (sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
-    struct sigaction sa {};
-    sa.sa_handler = onSigusr1;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGUSR1, &sa, nullptr);
-  });
+  std::call_once(once, [] { installIfDefault(SIGUSR1, onSigusr1); });
 }
 
 std::atomic<int> sigtermWatchers{0};   // SigtermWatch objects alive
@@ -46,15 +49,7 @@ void onSigterm(int signal) {
 
 void installSigtermOnce() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    struct sigaction current {};
-    if (sigaction(SIGTERM, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;
-    struct sigaction sa {};
-    sa.sa_handler = onSigterm;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, nullptr);
-  });
+  std::call_once(once, [] { installIfDefault(SIGTERM, onSigterm); });
 }
 
 OnError parseOnError(const std::string& s) {
