@@ -30,9 +30,10 @@ StoreKeeper::StoreKeeper(const Config& cfg, LaunchPlan& plan, const std::string&
   // As the ranks' tcp store would bind it: where the ranks were told the store is.
   std::string bind = o.getString("bind");
   if (bind.empty()) {
-    const LocalAddress mine = listenAddressFor(o.getString("host").empty() ? plan.masterAddr : o.getString("host"));
+    const std::string host = o.getString("host").empty() ? plan.masterAddr : o.getString("host");
+    const LocalAddress mine = listenAddressFor(host);
     if (mine.address.empty())
-      throw std::runtime_error("commhost run: the job's store is to be at '" + plan.masterAddr +
+      throw std::runtime_error("commhost run: the job's store is to be at '" + host +
                                "', which is not an address of this host (" +
                                (mine.error.empty() ? "it resolves to " + mine.foreign : mine.error) +
                                "): run node 0 there, or set store.options.bind");
@@ -42,6 +43,8 @@ StoreKeeper::StoreKeeper(const Config& cfg, LaunchPlan& plan, const std::string&
   if (!o.getString("auth_token").empty()) {
     args.push_back("--token");
     args.push_back(o.getString("auth_token"));
+  } else if (o.getString("bind").empty() && !isLoopbackAddress(bind)) {
+    args.push_back("--insecure");  // as the ranks' own store would: it serves, with a warning
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
