@@ -65,16 +65,25 @@ readme_block() {
     inside { print }' "$src/README.md"
 }
 
-# lose_host2: once the job in $tmp/out runs (wait_started), pulls host2's cable (no packet,
-# no reset reaches anyone) and kills its ranks; host1's ranks must end by themselves within
-# 40 s, one of them naming rank 2 or 3 lost. Sets $took (seconds from the cut to their end).
+# lose_host2: once the job in $tmp/out runs (wait_started), pulls host2's cable and kills
+# its ranks (cut_host2); host1's ranks must end by themselves within 40 s, one of them naming
+# rank 2 or 3 lost. Sets $took (seconds from the cut to their end).
 lose_host2() {
+  cut_host2
+  wait_host1_ended
+  grep -E "^commhost: " "$tmp/out" | grep -qE "peer [23] lost" || fail "no survivor named rank 2 or 3"
+}
+
+# cut_host2: host2's cable pulled (no packet, no reset reaches anyone), then its ranks killed.
+cut_host2() {
   "${testbed[@]}" cut --name "$bed" 2
   ranks_on 2 | xargs -r kill -KILL
-  local cut
-  cut=$(date +%s)
+  cut_at=$(date +%s)
+}
+
+# wait_host1_ended: host1's ranks end within 40 s of cut_host2; sets $took.
+wait_host1_ended() {
   for _ in $(seq 200); do [ -z "$(ranks_on 1)" ] && break; sleep 0.2; done
-  took=$(($(date +%s) - cut))
-  [ -z "$(ranks_on 1)" ] || fail "the survivors still run 40 s after host2 was lost (heartbeat timeout 5 s)"
-  grep -E "^commhost: " "$tmp/out" | grep -qE "peer [23] lost" || fail "no survivor named rank 2 or 3"
+  took=$(($(date +%s) - cut_at))
+  [ -z "$(ranks_on 1)" ] || fail "host1's ranks still run 40 s after host2 was lost (heartbeat timeout 5 s or less)"
 }

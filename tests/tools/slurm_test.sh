@@ -8,9 +8,9 @@
 # (`bench --op all --check`) over flat gloo and over hier; the README's batch script through
 # `sbatch --wait`; a task killed mid-job, with and without --kill-on-bad-exit (the
 # survivors report the lost peer, or what they were in when Slurm ended the step: never a
-# hang); a host lost
-# mid-job (its cable pulled, its ranks killed) named by the survivors; nothing left
-# running and no namespace left behind.
+# hang); a host lost mid-job (its cable pulled, its ranks killed) named by the survivors,
+# and the same loss in a hier job with on_peer_loss: shrink, where host1 goes on as a 1x2
+# job and passes `commhost train --check`; nothing left running and no namespace left.
 #   slurm_test.sh <commhost> <repo root>
 # Needs root for the bed, and Debian's slurm-wlm and munge; without them it exits 77 (skipped).
 set -euo pipefail
@@ -25,8 +25,11 @@ bed_up 2
 export SLURM_CONF=/run/commhost-testbed-slurm/$bed/slurm.conf
 on1=("${testbed[@]}" exec --name "$bed" 1 --)
 
-# srun ARGS... -- PROGRAM...: a step of 2 hosts x 2 tasks from host1, output in $tmp/out.
+# srun ARGS... PROGRAM...: a step of 2 hosts x 2 tasks from host1, output in $tmp/out. It
+# first waits (30 s at most) for the previous job to leave the queue: one still completing
+# holds its nodes, and the new one would wait behind it.
 srun_step() {
+  for _ in $(seq 150); do [ -z "$("${on1[@]}" squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.2; done
   "${on1[@]}" timeout 180 srun -N 2 --ntasks-per-node 2 "$@" >"$tmp/out" 2>&1
 }
 
@@ -96,7 +99,32 @@ lose_host2
 for j in $("${on1[@]}" squeue -h -o %i 2>/dev/null || true); do "${on1[@]}" scancel "$j" || true; done
 kill "$job" 2>/dev/null || true
 wait $job 2>/dev/null || true
+echo "ok: host2 lost under srun: the survivors named its ranks and ended in ${took} s"
+
+# The same loss in a hier job with supervisor.on_peer_loss: shrink: host1's two ranks shrink
+# to a 1x2 job (hier on one host) and finish `commhost train --check`.
+"${testbed[@]}" down --name "$bed" >/dev/null
+bed_up 2
+"${testbed[@]}" slurm --name "$bed" >/dev/null
+srun_step env COMMHOST_CONFIG="$src/configs/hier.yaml" "$commhost" train --check --epochs 20 --steps-per-epoch 100 \
+  --hidden 64 --set supervisor.on_peer_loss=shrink --set supervisor.heartbeat.interval=200ms \
+  --set supervisor.heartbeat.timeout=2s &
+job=$!
+for _ in $(seq 150); do grep -q "^epoch 1/" "$tmp/out" 2>/dev/null && break; sleep 0.2; done
+grep -q "^epoch 1/" "$tmp/out" || fail "the training did not start"
+cut_host2
+wait_host1_ended  # they finish the training
+for r in 0 1; do
+  grep -q "\[group main rank $r\] shrunk: 4 -> 2 ranks (removed 2, 3; this rank was $r)" "$tmp/out" ||
+    fail "rank $r did not shrink to the 2 ranks of host1"
+done
+grep -q "hier backend 'hier': 1 host: \[0 1\]" "$tmp/out" || fail "hier was not rebuilt on one host"
+grep -qE "^check: after 2000 steps .*within --tolerance" "$tmp/out" || fail "the shrunk job's --check did not pass"
+for j in $("${on1[@]}" squeue -h -o %i 2>/dev/null || true); do "${on1[@]}" scancel "$j" || true; done
+kill "$job" 2>/dev/null || true
+wait $job 2>/dev/null || true
+echo "ok: host2 lost from a 2x2 hier job with on_peer_loss: shrink: host1 went on as 1x2 and passed train --check"
 "${testbed[@]}" down --name "$bed"
 ! ip netns list | grep -q "chtb$bed-" || fail "namespaces left behind"
 [ ! -e "/run/commhost-testbed-slurm/$bed" ] || fail "Slurm's state left behind"
-echo "ok: host2 lost under srun: the survivors named its ranks and ended in ${took} s; nothing left behind"
+echo "ok: nothing left behind"
