@@ -85,12 +85,12 @@ for r in 0 1 2; do
 done
 
 echo "== 4. rank 0 sent SIGTERM while rank 1 hangs at allreduce seq 20 (2 ranks, timeout 60s)"
-# rank_pid R: the pid of rank R of the job whose log is $1 (its processes carry RANK=R).
+# rank_pid LAUNCHER R: the pid of rank R among that launcher's children (their RANK
+# variable): never a rank of another job running on the machine meanwhile.
 rank_pid() {
   local pid
-  for pid in $(pgrep -x commhost); do
-    tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx "RANK=$1" && grep -qz "^bench$" /proc/$pid/cmdline 2>/dev/null &&
-      { echo "$pid"; return; }
+  for pid in $(pgrep -P "$1"); do
+    tr '\0' '\n' </proc/$pid/environ 2>/dev/null | grep -qx "RANK=$2" && { echo "$pid"; return; }
   done
   true
 }
@@ -99,7 +99,7 @@ for mode in report off; do
     "$commhost" bench --op allreduce --sizes 1K --iters 1000 --warmup 0 --inject hang:1@20 >"$tmp/term.log" 2>&1 &
   job=$!
   pid=""
-  for _ in $(seq 100); do pid=$(rank_pid 0); [ -n "$pid" ] && grep -q "allreduce (route" "$tmp/term.log" && break; sleep 0.1; done
+  for _ in $(seq 100); do pid=$(rank_pid $job 0); [ -n "$pid" ] && grep -q "allreduce (route" "$tmp/term.log" && break; sleep 0.1; done
   [ -n "$pid" ] || { cat "$tmp/term.log"; fail "rank 0 did not start"; }
   sleep 1  # rank 0 now waits in seq 20 for rank 1
   kill -TERM "$pid"
