@@ -33,10 +33,14 @@ expect_rc0 "config check"
 expect_regex "config check" "cpu allreduce .*-> gloo \\(live candidates shm\\)"
 pass "allreduce on gloo, shm sampled beside it"
 
+# Each size runs 1000 iterations: once nothing changes the rounds back off up to 64 x
+# live_every = 640 sync points apart, so a size must outlast that (plus the 32 its window
+# of 8 takes at sample 0.25) for a round to see it while it runs. With 300 a class was
+# sometimes never decided: its round came after bench had ended.
 for n in 2 4; do
   step "$n ranks: bench moves every size class it runs from gloo to shm"
   run timeout 300 "$commhost" run -n $n -c "$tmp/live.yaml" -- "$commhost" bench --op allreduce --sizes 8,4K,256K \
-    --iters 300 --warmup 0 --check
+    --iters 1000 --warmup 0 --check
   expect_rc0 "bench at $n ranks"
   expect_text "bench at $n ranks" "live routing moved these during the run"
   for range in "5..8" "2049..4096" "131073..262144"; do
