@@ -5,6 +5,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/kernels/reduce.h"
+#include "commhost/sdk/work_queue.h"
 
 namespace commhost::self {
 
@@ -23,6 +24,10 @@ WorkPtr done(const OpContext& ctx, std::vector<Tensor> outputs) {
   return std::make_shared<CompletedWork>(ctx, std::move(outputs));
 }
 
+// One output: one copy of the tensor (`{t}` copies it into an initializer list and again
+// out of it, each an atomic increment of its owner's count in a threaded process).
+WorkPtr done(const OpContext& ctx, const Tensor& output) { return done(ctx, jobOutput(Tensor(output))); }
+
 }  // namespace
 
 std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) {
@@ -36,7 +41,7 @@ std::unique_ptr<Backend> create(const OptionValues&, const BackendContext& ctx) 
 
 WorkPtr SelfBackend::allreduce(const OpContext& ctx, Tensor& tensor, const AllreduceOptions& opts) {
   applyReduce(tensor, opts.reduceOp);
-  return done(ctx, {tensor});
+  return done(ctx, tensor);
 }
 
 WorkPtr SelfBackend::allreduceCoalesced(const OpContext& ctx, std::vector<Tensor>& tensors,
@@ -46,12 +51,12 @@ WorkPtr SelfBackend::allreduceCoalesced(const OpContext& ctx, std::vector<Tensor
 }
 
 WorkPtr SelfBackend::broadcast(const OpContext& ctx, Tensor& tensor, const BroadcastOptions&) {
-  return done(ctx, {tensor});
+  return done(ctx, tensor);
 }
 
 WorkPtr SelfBackend::reduce(const OpContext& ctx, Tensor& tensor, const ReduceOptions& opts) {
   applyReduce(tensor, opts.reduceOp);
-  return done(ctx, {tensor});
+  return done(ctx, tensor);
 }
 
 WorkPtr SelfBackend::allgather(const OpContext& ctx, std::vector<Tensor>& outputs, const Tensor& input,
@@ -63,7 +68,7 @@ WorkPtr SelfBackend::allgather(const OpContext& ctx, std::vector<Tensor>& output
 WorkPtr SelfBackend::allgatherIntoTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
                                          const AllgatherOptions&) {
   copy(input, output);
-  return done(ctx, {output});
+  return done(ctx, output);
 }
 
 WorkPtr SelfBackend::allgatherCoalesced(const OpContext& ctx, std::vector<std::vector<Tensor>>& outputs,
@@ -85,21 +90,21 @@ WorkPtr SelfBackend::gather(const OpContext& ctx, std::vector<Tensor>& outputs, 
 WorkPtr SelfBackend::scatter(const OpContext& ctx, Tensor& output, const std::vector<Tensor>& inputs,
                              const ScatterOptions&) {
   copy(inputs[0], output);
-  return done(ctx, {output});
+  return done(ctx, output);
 }
 
 WorkPtr SelfBackend::reduceScatter(const OpContext& ctx, Tensor& output, const std::vector<Tensor>& inputs,
                                    const ReduceScatterOptions& opts) {
   copy(inputs[0], output);
   applyReduce(output, opts.reduceOp);
-  return done(ctx, {output});
+  return done(ctx, output);
 }
 
 WorkPtr SelfBackend::reduceScatterTensor(const OpContext& ctx, Tensor& output, const Tensor& input,
                                          const ReduceScatterOptions& opts) {
   copy(input, output);
   applyReduce(output, opts.reduceOp);
-  return done(ctx, {output});
+  return done(ctx, output);
 }
 
 WorkPtr SelfBackend::alltoall(const OpContext& ctx, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -118,10 +123,10 @@ WorkPtr SelfBackend::alltoallSingle(const OpContext& ctx, Tensor& output, const 
     raise(ErrorCode::InvalidArgument, ErrorContext::of(ctx),
           "output " + output.str() + " and input " + input.str() + " differ in size", "With one rank they must match");
   copy(input, output);
-  return done(ctx, {output});
+  return done(ctx, output);
 }
 
-WorkPtr SelfBackend::barrier(const OpContext& ctx, const BarrierOptions&) { return done(ctx, {}); }
+WorkPtr SelfBackend::barrier(const OpContext& ctx, const BarrierOptions&) { return done(ctx, std::vector<Tensor>{}); }
 
 // The ProcessGroup refuses p2p in a group of one (the only peer would be this rank), so
 // these are reached only by direct Backend calls.

@@ -71,6 +71,22 @@ for r in rows:
 ' "$tmp/repeat.jsonl" || fail "--repeat rows"
 echo "ok: --repeat 3 reports the median round and every round"
 
+# --timing loop: one clock read per timed loop (as the peers time theirs): the mean only,
+# no percentiles in the JSON or the table, results still checked.
+"$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allreduce --sizes 8,4K --timing loop -n 50 -w 1 --check \
+  --json "$tmp/loop.jsonl" >"$tmp/out" 2>&1 || fail "bench --timing loop"
+python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 2, rows
+for r in rows:
+    assert r["iters"] == 50 and r["wrong"] == 0 and r["time_us"] > 0, r
+    assert r["min_us"] is None and r["p50_us"] is None and r["p99_us"] is None and r["max_us"] is None, r
+' "$tmp/loop.jsonl" || fail "--timing loop rows"
+awk '/^\[0\] +[0-9]+ +[0-9]+ / { rows++; if ($9 != "-" || $10 != "-") bad = 1 } END { exit bad || rows != 2 }' "$tmp/out" ||
+  fail "--timing loop: the table shows percentiles it did not measure"
+echo "ok: --timing loop reports the loop's mean and no percentiles"
+
 # No warmup, so no estimate: the first pass runs --iters (20), falls short of --min-time,
 # and every rank runs on to the count its pace asks for. A row flagged unstable says why.
 "$commhost" run -n 2 -c "$config" -- "$commhost" bench --op allreduce --sizes 8 -w 0 --min-time 0.5 \
@@ -130,6 +146,7 @@ refused "--sizes and -b conflict" --sizes 8:1K -b 16
 refused "--check and -c 0 conflict" --check -c 0
 refused "--factor (-f) and --step (-i) conflict" -f 4 --step 8
 refused "-c 2: want -c 0 (no check) or -c 1 (check)" -c 2
+refused "--timing every: want each (a clock read per iteration) or loop (one per loop)" --timing every
 refused "a config goes to \`commhost run -c FILE\`" -c configs/gloo.yaml
 echo "ok: conflicting flags are refused"
 

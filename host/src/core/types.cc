@@ -23,6 +23,14 @@ constexpr DTypeInfo kDTypes[kNumDTypes] = {
     {DType::Float64, 8, "f64", "float64"},
 };
 
+constexpr bool sizesArePowersOfTwo() {
+  for (const auto& info : kDTypes)
+    if (info.size == 0 || (info.size & (info.size - 1)) != 0) return false;
+  return true;
+}
+// The supervisor's per-op record turns bytes into elements with a shift (supervisor.cc).
+static_assert(sizesArePowersOfTwo(), "an element size that is not a power of two");
+
 constexpr const char* kOpNames[kNumOpTypes] = {
     "allreduce",
     "allreduce_coalesced",

@@ -47,7 +47,7 @@ int64_t wallMicros(std::chrono::steady_clock::time_point t) {
   return duration_cast<microseconds>(t.time_since_epoch()).count() + wallMinusSteadyUs.load(std::memory_order_relaxed);
 }
 
-FlightRecorder::FlightRecorder(size_t entries) : capacity_(entries), ring_(entries) {}
+FlightRecorder::FlightRecorder(size_t entries) : capacity_(entries), ring_(entries), nextSlot_(entries > 1 ? 1 : 0) {}
 
 uint64_t FlightRecorder::add(const OpRecord& record) {
   return emplace([&](OpRecord& slot) { slot = record; });
@@ -55,7 +55,7 @@ uint64_t FlightRecorder::add(const OpRecord& record) {
 
 void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs) {
   if (id == 0) return;  // not recorded (entries 0)
-  MutexLock lock(&mutex_);
+  SpinLockHold hold(&ringLock_);
   OpRecord& r = ring_[id % ring_.size()];
   if (r.id != id) return;  // overwritten by newer collectives
   r.state = state;
@@ -65,9 +65,9 @@ void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const s
 }
 
 std::vector<OpRecord> FlightRecorder::snapshot() const {
-  MutexLock lock(&mutex_);
   std::vector<OpRecord> out;
-  out.reserve(ring_.size());
+  out.reserve(capacity_);  // before the lock: nothing allocates under it
+  SpinLockHold hold(&ringLock_);
   for (size_t i = 0; i < ring_.size(); ++i) {
     const OpRecord& r = ring_[(nextId_ + i) % ring_.size()];
     if (r.id != 0) out.push_back(r);
@@ -77,7 +77,8 @@ std::vector<OpRecord> FlightRecorder::snapshot() const {
 
 uint64_t FlightRecorder::collect(uint64_t from, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const {
   if (capacity_ == 0) return from;
-  MutexLock lock(&mutex_);
+  out.reserve(out.size() + std::min(max, capacity_));  // before the lock: nothing allocates under it
+  SpinLockHold hold(&ringLock_);
   const uint64_t oldest = nextId_ > ring_.size() ? nextId_ - ring_.size() : 1;
   if (from < oldest) {
     *missed += oldest - from;
@@ -90,7 +91,7 @@ uint64_t FlightRecorder::collect(uint64_t from, size_t max, std::vector<OpRecord
 
 bool FlightRecorder::find(uint64_t id, OpRecord& out) const {
   if (capacity_ == 0 || id == 0) return false;
-  MutexLock lock(&mutex_);
+  SpinLockHold hold(&ringLock_);
   const OpRecord& r = ring_[id % ring_.size()];
   if (r.id != id) return false;
   out = r;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // FlightRecorder: a bounded ring of the last collectives of every group in this process.
 //
-// Threading: every method may be called from any thread; one mutex guards the ring
-// (held for a copy of one fixed-size record, no allocation while it is held).
+// Threading: every method may be called from any thread. A SpinLock guards the ring (held
+// on the per-op path for the writes of one fixed-size record, no allocation while it is
+// held; readers copy at most a batch under it); a Mutex guards the rare records (swaps,
+// membership changes, shadow comparisons), whose strings allocate.
 // Memory: entries x sizeof(OpRecord), fixed at construction.
 #pragma once
 
@@ -16,6 +18,7 @@
 #include "commhost/flight_dump.h"
 #include "commhost/mutex.h"
 #include "commhost/types.h"
+#include "spin_lock.h"
 
 namespace commhost::supervisor {
 
@@ -73,9 +76,10 @@ class FlightRecorder {
   // the reminder when a field is added).
   template <class Fill> uint64_t emplace(Fill&& fill) {
     if (capacity_ == 0) return 0;
-    MutexLock lock(&mutex_);
+    SpinLockHold hold(&ringLock_);
     const uint64_t id = nextId_++;
-    OpRecord& slot = ring_[id % ring_.size()];
+    OpRecord& slot = ring_[nextSlot_];  // id % size, without a division on every op
+    if (++nextSlot_ == capacity_) nextSlot_ = 0;
     slot.error[0] = '\0';
     fill(slot);
     slot.id = id;
@@ -100,10 +104,12 @@ class FlightRecorder {
   size_t capacity() const { return capacity_; }
 
  private:
+  mutable SpinLock ringLock_;
   mutable Mutex mutex_;
-  const size_t capacity_;  // ring_'s size, fixed at construction: read without the mutex
-  std::vector<OpRecord> ring_ GUARDED_BY(mutex_);
-  uint64_t nextId_ GUARDED_BY(mutex_) = 1;
+  const size_t capacity_;  // ring_'s size, fixed at construction: read without a lock
+  std::vector<OpRecord> ring_ GUARDED_BY(ringLock_);
+  uint64_t nextId_ GUARDED_BY(ringLock_) = 1;
+  size_t nextSlot_ GUARDED_BY(ringLock_);                        // nextId_ % capacity_ (when capacity_ > 0)
   std::deque<SwapRecord> swaps_ GUARDED_BY(mutex_);              // at most kSwapEntries
   std::deque<ShadowEvent> shadows_ GUARDED_BY(mutex_);           // at most kShadowEntries
   std::deque<MembershipRecord> memberships_ GUARDED_BY(mutex_);  // at most kSwapEntries

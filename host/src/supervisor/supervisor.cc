@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <typeinfo>
 
 #include "commhost/errors.h"
 #include "desync.h"
@@ -287,14 +288,16 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // left to watch, so it is recorded as completed and handed back as it is, once its
   // value is the call's outputs (a CompletedWork's is readable for free; others are
   // checked in SupervisedWork::future()).
-  bool done = inner->isCompleted() && !inner->exception();
+  // A CompletedWork (final) succeeded and has no device time: no virtual call asks.
+  const bool plain = typeid(*inner) == typeid(CompletedWork);
+  bool done = plain || (inner->isCompleted() && !inner->exception());
   if (done && !inlineValueMatches(*inner, expect)) {
     auto failed = std::make_shared<AsyncWork>(ctx);
     failed->fail(brokenContract(ctx, backend, inlineValueMismatch(*inner, expect)));
     inner = std::move(failed);
     done = false;
   }
-  const std::optional<double> deviceMs = done ? inner->deviceMs() : std::nullopt;
+  const std::optional<double> deviceMs = done && !plain ? inner->deviceMs() : std::nullopt;
   int64_t scheduledUs = 0, startedUs = 0;
   if (issued != TimePoint{}) {
     scheduledUs = wallMicros(issued);
@@ -316,7 +319,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     r.seq = ctx.seq;
     r.dtype = dtype;
     r.bytes = bytes;
-    r.numel = bytes / static_cast<int64_t>(elementSize(dtype));
+    r.numel = bytes >> __builtin_ctzll(elementSize(dtype));  // a power of two (types.cc): no division per op
     r.state = done ? OpState::Completed : OpState::Started;
     r.scheduledUs = scheduledUs;
     r.startedUs = startedUs;
@@ -324,7 +327,13 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     r.deviceMs = deviceMs.value_or(-1);
   });
   if (done) {
-    publishCompletion(group, ctx, backend, bytes, scheduledUs, startedUs, std::string(), deviceMs);
+    // This is the issuing thread, the one that hands out seqs (one at a time per group):
+    // whoever else moves lastCompleted meanwhile (a waiter or the watchdog ending an
+    // earlier queued op) moves it to a smaller seq, so a plain store keeps it monotonic
+    // where publishCompletion's compare-exchange is a locked instruction on every op.
+    if (!isPointToPoint(ctx.op) && group->lastCompleted.load(std::memory_order_relaxed) < ctx.seq)
+      group->lastCompleted.store(ctx.seq, std::memory_order_relaxed);
+    if (hooks_.any()) publishHooks(group, ctx, backend, bytes, scheduledUs, startedUs, std::string(), deviceMs);
     return inner;
   }
   // The watchdog aborted this very call because a peer was lost: that is its verdict.
@@ -389,7 +398,13 @@ void Supervisor::publishCompletion(const std::shared_ptr<GroupMonitor>& group, c
     while (seen < ctx.seq && !g.lastCompleted.compare_exchange_weak(seen, ctx.seq, std::memory_order_relaxed)) {
     }
   }
-  if (!hooks_.any()) return;
+  if (hooks_.any()) publishHooks(group, ctx, backend, bytes, issuedUs, endedUs, error, deviceMs);
+}
+
+void Supervisor::publishHooks(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx,
+                              const std::string& backend, int64_t bytes, int64_t issuedUs, int64_t endedUs,
+                              const std::string& error, std::optional<double> deviceMs) {
+  const GroupMonitor& g = *group;
   CompletionEvent ev;
   ev.group = g.name;
   ev.rank = g.rank;

@@ -135,6 +135,10 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   void publishCompletion(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                          int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error,
                          std::optional<double> deviceMs = std::nullopt);
+  // The completion event for the hooks (publishCompletion's second half).
+  void publishHooks(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
+                    int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error,
+                    std::optional<double> deviceMs);
 
   int addHook(const GroupMonitor* group, CompletionHook hook) { return hooks_.add(group, std::move(hook)); }
   void removeHook(int id) { hooks_.remove(id); }

@@ -37,12 +37,12 @@ void printHeader(std::FILE* out, const BenchArgs& a, const BenchPlan& plan, int 
     std::snprintf(warmup, sizeof warmup, "warmup %d (the first size settles %g s)", a.warmup, plan.settleS);
   else std::snprintf(warmup, sizeof warmup, "warmup %d", a.warmup);
   std::fprintf(
-      out, "# dtype %s, redop %s, root %d, %s%s, %s, %s, %s\n", a.dtype.c_str(), a.redop.c_str(), a.root, iters,
+      out, "# dtype %s, redop %s, root %d, %s%s, %s, %s, %s%s\n", a.dtype.c_str(), a.redop.c_str(), a.root, iters,
       plan.repeat > 1 ? (", " + std::to_string(plan.repeat) + " rounds (the median shown)").c_str() : "", warmup,
       plan.placements.size() > 1 ? "out-of-place and in-place"
       : plan.placements[0]       ? "in-place"
                                  : "out-of-place",
-      plan.check ? "checked" : "unchecked");
+      plan.check ? "checked" : "unchecked", plan.timeEach ? "" : ", one clock read per timed loop (no percentiles)");
   const auto bytes = [](int64_t b) {
     const std::string text = formatSize(b);
     return text.find_first_not_of("0123456789") == std::string::npos ? text + " B" : text;
@@ -177,6 +177,11 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_option("--repeat", a.repeat,
                   "K timed rounds per size, each after a barrier; the row shows the median round's mean and flags a "
                   "size whose rounds disagree by over 25%")
+      ->capture_default_str();
+  cmd->add_option("--timing", a.timing,
+                  "each: every iteration clocked on its own (the table's p50/p99); loop: one clock read per timed "
+                  "loop, the mean only, as nccl-tests and the peers in tools/compare-peers time it (an 8 B op then "
+                  "carries no clock read of the bench's own)")
       ->capture_default_str();
   cmd->add_option("-w,--warmup", a.warmup, "Untimed iterations per size")->capture_default_str();
   cmd->add_option("--settle", a.settle,

@@ -38,8 +38,32 @@ void settle(const BenchPlan& plan, StoreRounds& rounds, const std::function<void
   }
 }
 
-// One column of a row: warmup, the timed rounds (every iteration clocked on its own, back
-// to back), the check after the clock stopped, and the ranks' agreement on the figures.
+// Runs `once` until `done` reaches `target` and returns the microseconds that took. With
+// --timing each, every iteration is clocked on its own, back to back: one clock read per
+// iteration, and the samples (appended to `samples`) add up to the loop's time, as
+// nccl-tests and the peers (which time the whole loop) count it. With --timing loop, the
+// loop is clocked once, so the figure carries no clock read of the bench's own.
+double timedLoop(const BenchPlan& plan, const std::function<void()>& once, int& done, int target,
+                 std::vector<double>& samples) {
+  if (!plan.timeEach) {
+    const auto start = Clock::now();
+    for (; done < target; ++done) once();
+    return micros(start, Clock::now());
+  }
+  double sum = 0;
+  samples.reserve(samples.size() + static_cast<size_t>(target - done));
+  for (auto start = Clock::now(); done < target; ++done) {
+    once();
+    const auto end = Clock::now();
+    samples.push_back(micros(start, end));
+    sum += samples.back();
+    start = end;
+  }
+  return sum;
+}
+
+// One column of a row: warmup, the timed rounds (timedLoop), the check after the clock
+// stopped, and the ranks' agreement on the figures.
 Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& rounds, const std::function<void()>& once,
                           const std::function<void()>& checkOnce, int64_t& wrong, const std::string& what) {
   std::vector<double> warm;
@@ -55,20 +79,13 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
   int iters = iterationsFor(plan.iters, plan.fixedIters, plan.minTimeS, slowestWarm);
   std::vector<double> samples;
   std::vector<double> roundMeans;
+  double totalUs = 0;
+  int totalIters = 0;
   for (int r = 0; r < plan.repeat; ++r) {
     double sum = 0;
     int done = 0;
     for (int target = iters;;) {
-      // Back to back: one clock read per iteration, and the samples add up to the loop's
-      // time, as nccl-tests and the peers (which time the whole loop) count it.
-      samples.reserve(samples.size() + static_cast<size_t>(target - done));
-      for (auto start = Clock::now(); done < target; ++done) {
-        once();
-        const auto end = Clock::now();
-        samples.push_back(micros(start, end));
-        sum += samples.back();
-        start = end;
-      }
+      sum += timedLoop(plan, once, done, target, samples);
       // The first round checks the warmup's estimate: when the slowest rank's loop fell
       // short of --min-time (the warmup caught slow first ops), it runs on to the count
       // the loop's own pace asks for. Later rounds repeat the first round's count.
@@ -79,14 +96,20 @@ Measurement measureColumn(const BenchPlan& plan, BenchOp& op, StoreRounds& round
       if (target <= done) break;
     }
     if (r == 0) iters = done;
+    totalUs += sum;
+    totalIters += done;
     // The slowest rank's mean for the round; also the barrier before the next round.
     if (plan.repeat > 1)
       roundMeans.push_back(rounds.agreeMax(sum / done, "round " + std::to_string(r + 1) + " of " + what));
   }
   if (plan.check) checkOnce();  // after the clock stopped: one more run on fresh data
-  const auto agreed = rounds.agree(summarize(samples), wrong, "timing and #wrong of " + what);
+  LoopStats mine;               // --timing loop: the mean alone
+  if (plan.timeEach) mine = summarize(samples);
+  else mine.meanUs = totalUs / totalIters;
+  const auto agreed = rounds.agree(mine, wrong, "timing and #wrong of " + what);
   Measurement m;
   m.stats = agreed.slowest;
+  m.percentiles = plan.timeEach;
   m.iters = iters;
   m.roundMeansUs = roundMeans;
   m.timeUs = roundMeans.empty() ? m.stats.meanUs : median(roundMeans);

@@ -183,6 +183,9 @@ BenchPlan planBench(const BenchArgs& a, int worldSize) {
   plan.warmup = a.warmup;
   plan.repeat = a.repeat;
   plan.minTimeS = a.minTime;
+  if (a.timing != "each" && a.timing != "loop")
+    throw InvalidArgument("--timing " + a.timing + ": want each (a clock read per iteration) or loop (one per loop)");
+  plan.timeEach = a.timing == "each";
   if (!(a.settle >= 0 && a.settle <= 3600))
     throw InvalidArgument("--settle " + std::to_string(a.settle) + ": want 0 to 3600 seconds");
   // While swapping, the count stays --iters unless --min-time asks otherwise: the warmup

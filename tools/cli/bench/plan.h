@@ -27,9 +27,10 @@ struct BenchArgs {
   int root = 0;
   int iters = 20;  // timed iterations per size: exactly this with -n, else at least this
   int warmup = 5;
-  double minTime = 0.1;  // --min-time S: without -n (or with --min-time), time each size this long at least
-  double settle = 0.2;   // --settle S: untimed runs of the first size before anything is timed
-  int repeat = 1;        // --repeat K: K timed rounds per size; the row shows the median round
+  double minTime = 0.1;         // --min-time S: without -n (or with --min-time), time each size this long at least
+  double settle = 0.2;          // --settle S: untimed runs of the first size before anything is timed
+  int repeat = 1;               // --repeat K: K timed rounds per size; the row shows the median round
+  std::string timing = "each";  // --timing each|loop: a clock read per iteration, or per timed loop
   bool outOfPlace = false;
   bool inPlace = false;
   bool sideBySide = false;
@@ -56,6 +57,9 @@ struct BenchPlan {
   bool fixedIters = false;  // -n without --min-time: exactly `iters`, as nccl-tests
   double minTimeS = 0.1;
   double settleS = 0.2;  // 0 with --swap-every or --inject: their run counts stay as given
+  // --timing each: every iteration clocked (percentiles); loop: one clock read per timed
+  // loop, as the peers and nccl-tests time it (the mean only, no per-iteration read).
+  bool timeEach = true;
   std::vector<Injection> injections;
   // Filled by resolveRoutes.
   std::string configSource;

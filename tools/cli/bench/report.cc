@@ -60,10 +60,13 @@ void Report::line(const ResultLine& l) {
       j["busbw"] = m.busbw;
       j["wrong"] = m.wrong >= 0 ? nlohmann::ordered_json(m.wrong) : nlohmann::ordered_json();
       j["iters"] = m.iters;
-      j["min_us"] = m.stats.minUs;
-      j["p50_us"] = m.stats.p50Us;
-      j["p99_us"] = m.stats.p99Us;
-      j["max_us"] = m.stats.maxUs;
+      const auto stat = [&](double us) {
+        return m.percentiles ? nlohmann::ordered_json(us) : nlohmann::ordered_json();
+      };
+      j["min_us"] = stat(m.stats.minUs);  // null with --timing loop: no iteration was clocked alone
+      j["p50_us"] = stat(m.stats.p50Us);
+      j["p99_us"] = stat(m.stats.p99Us);
+      j["max_us"] = stat(m.stats.maxUs);
       if (!m.roundMeansUs.empty()) j["round_means_us"] = m.roundMeansUs;
       j["unstable"] = m.unstable.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(m.unstable);
       std::fprintf(json_, "%s\n", j.dump().c_str());
@@ -74,9 +77,10 @@ void Report::line(const ResultLine& l) {
   std::printf(" %11lld %12lld %8s %8s %6s", static_cast<long long>(l.size), static_cast<long long>(l.count),
               l.dtype.c_str(), l.redop.c_str(), l.root >= 0 ? std::to_string(l.root).c_str() : "-");
   for (const auto& m : l.results) {
-    if (!sideBySide_)
+    if (sideBySide_) std::printf(" %11.2f", m.timeUs);
+    else if (m.percentiles)
       std::printf(" %6d %11.2f %10.2f %10.2f", m.inPlace ? 1 : 0, m.timeUs, m.stats.p50Us, m.stats.p99Us);
-    else std::printf(" %11.2f", m.timeUs);
+    else std::printf(" %6d %11.2f %10s %10s", m.inPlace ? 1 : 0, m.timeUs, "-", "-");
     std::printf(" %8.3f %8.3f %7s", m.algbw, m.busbw, m.wrong >= 0 ? std::to_string(m.wrong).c_str() : "N/A");
   }
   std::printf("\n");

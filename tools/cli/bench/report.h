@@ -26,6 +26,7 @@ struct Measurement {
   // the slowest rank's, as nccl-tests reports it; algbw and busbw follow from it.
   double timeUs = 0, algbw = 0, busbw = 0;
   LoopStats stats;                   // over every timed iteration, the slowest rank's per figure
+  bool percentiles = true;           // false with --timing loop: stats holds the mean only
   int iters = 0;                     // timed iterations per round
   std::vector<double> roundMeansUs;  // --repeat K: each round's mean (K > 1 only)
   std::string unstable;              // why the figure is not to be trusted, or ""
