@@ -283,7 +283,9 @@ TEST(Shrink, RefusedInsideAReducerIterationAndTheRoundsStayAligned) {
 
 // Rank 2 leaves and a new one takes its place, again and again: the members' threads and
 // descriptors do not grow with the cycles (each generation's backends, heartbeat
-// watches and sync poller are let go).
+// watches and sync poller are let go), nor do the store's keys: each round's are swept a
+// round later, the leaving rank's through its manifest, all but the round's decision
+// (kept for a removed rank that resumes late). Store paths do not nest with the rounds.
 TEST_P(ShrinkOn, LeaveAndRejoinCyclesLeakNoThreadsOrDescriptors) {
   constexpr int kWorld = 3, kCycles = 22;
   auto registry = testRegistry();
@@ -296,10 +298,12 @@ TEST_P(ShrinkOn, LeaveAndRejoinCyclesLeakNoThreadsOrDescriptors) {
   std::vector<std::shared_ptr<ProcessGroup>> groups(kWorld);
   runRanks(kWorld, [&](int r) { groups[r] = ProcessGroup::create({config, registry, store, r, kWorld}); });
   size_t threads = 0, fds = 0;
+  int64_t keys = 0;
   for (int cycle = 0; cycle < kCycles; ++cycle) {
     if (cycle == 2) {
       threads = countEntries("/proc/self/task");
       fds = countEntries("/proc/self/fd");
+      keys = store->numKeys();
     }
     groups[2].reset();  // leaves
     runRanks(kWorld, [&](int r) {
@@ -326,6 +330,40 @@ TEST_P(ShrinkOn, LeaveAndRejoinCyclesLeakNoThreadsOrDescriptors) {
   EXPECT_LE(countEntries("/proc/self/task"), threads) << "threads grew over " << kCycles - 2 << " cycles";
   EXPECT_LE(countEntries("/proc/self/fd"), fds + 2) << "descriptors grew over " << kCycles - 2 << " cycles";
   EXPECT_EQ(groups[0]->generation(), static_cast<uint64_t>(2 * kCycles));
+  // Two rounds a cycle, a decision each, and the few keys in flight at either count;
+  // before the sweep ~60 keys a cycle stayed.
+  EXPECT_LE(store->numKeys(), keys + 2 * (kCycles - 2) + 12) << "store keys grew over " << kCycles - 2 << " cycles";
+  const std::string last = "main/1/m" + std::to_string(2 * kCycles - 1) + "/built/0";
+  EXPECT_TRUE(store->check({last})) << "the last round's store is not at " << last;
+}
+
+// A rank stopped through a shrink and the next round (whose commit swept the first
+// round's keys) still learns it was removed, at once and naming the survivors: the
+// round's decision stays. Without it, it would wait for the others' alive keys or
+// decide a membership of its own.
+TEST(Shrink, ARankResumingTwoRoundsLateIsToldItWasRemoved) {
+  constexpr int kWorld = 3;
+  auto groups = makeGroups(kGloo, kWorld);
+  std::atomic<int> survivorsDone{0};
+  runRanks(kWorld, [&](int r) {
+    ProcessGroup& pg = *groups[r];
+    checkedAllreduce(pg, 0);
+    if (r == 2) {
+      while (survivorsDone.load() < 2) std::this_thread::sleep_for(milliseconds(10));
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_THROW_WITH(pg.shrink(shrinkWithin(milliseconds(5000))), AbortedError, "removed from group",
+                        "ranks 0, 1) decided without it");
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4)) << "it waited for swept keys";
+      return;
+    }
+    EXPECT_EQ(pg.shrink(shrinkWithin(milliseconds(500))).worldSize, 2);
+    pg.abort("a second round, all present");
+    EXPECT_EQ(pg.shrink().worldSize, 2);
+    pg.abort("a third: its commit sweeps the first round's generation");
+    EXPECT_EQ(pg.shrink().worldSize, 2);
+    checkOps(pg);
+    ++survivorsDone;
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, ShrinkOn, ::testing::Values(kGloo, kShm),

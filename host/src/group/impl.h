@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "commhost/process_group.h"
+#include "key_ledger.h"
 
 namespace commhost {
 
@@ -129,7 +130,18 @@ struct ProcessGroup::Impl {
   int rank_;
   int worldSize_;
   std::vector<int> globalRanks_;
-  StorePtr store_;  // PrefixStore "<name>/<generation>" over the job store
+  StorePtr store_;  // ledger_: the generation's PrefixStore ("<storePath_>") over the job store
+  // Calling thread only. The generation's store with the keys this rank wrote in it, and
+  // what the next membership round's commit deletes, once every member is past it: the
+  // ledgers of earlier generations (and of failed rounds), and join requests and tickets
+  // on the job store (membership.h).
+  std::shared_ptr<KeyLedger> ledger_;
+  std::vector<GenerationKeys> sweepNextRound_;
+  // Writes the keys this rank wrote in the generation so far (its backends' rendezvous)
+  // where the members find them should this rank go; after each build (key_ledger.h).
+  // Never throws: a store error is logged.
+  void publishKeyManifest();
+  std::vector<std::string> jobKeysNextRound_;
   // The current generation. The calling thread alone replaces it (reconfigure) and reads
   // it (every call takes it once), so it needs no lock; other threads reach the backends
   // through abortTargets_ only.
@@ -146,7 +158,10 @@ struct ProcessGroup::Impl {
   std::atomic<uint64_t> bytesIssued_{0};  // the issuing thread of the moment adds; any thread reads
   uint64_t subgroupCount_ = 0;            // calling thread only
   uint64_t membershipRounds_ = 0;         // calling thread only: names each membership round's keys
-  std::string storePath_;                 // store_'s prefix on the job store ("<name>/<creation>[/...]")
+  std::string storePath_;                 // store_'s prefix on the job store ("<basePath_>[/m<round>]")
+  // The group's path at creation ("<name>/<creation>"): membership round R's generation
+  // lives at "<basePath_>/m<R>", so paths do not grow with the rounds.
+  std::string basePath_;
   // Shared with the supervisor, which may abort the group from its watchdog thread.
   std::shared_ptr<std::atomic<bool>> aborted_ = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<supervisor::Supervisor> supervisor_;  // null when supervisor.enabled is false

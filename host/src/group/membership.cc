@@ -65,6 +65,7 @@ std::vector<int> decodeRanks(const std::string& text, int limit, const std::stri
 std::string JoinTicket::encode() const {
   std::ostringstream out;
   out << storePath << "\n"
+      << basePath << "\n"
       << round << " " << generation << " " << seq << " " << syncCount << " " << epochDone << " " << joinsDone << "\n"
       << refused << "\n"
       << yaml;
@@ -76,10 +77,12 @@ JoinTicket JoinTicket::decode(const std::string& text, const std::string& key) {
   std::istringstream in(text);
   std::string numbers;
   std::getline(in, t.storePath);
+  std::getline(in, t.basePath);
   std::getline(in, numbers);
   std::getline(in, t.refused);
   std::istringstream n(numbers);
-  if (!(n >> t.round >> t.generation >> t.seq >> t.syncCount >> t.epochDone >> t.joinsDone) || t.storePath.empty())
+  if (!(n >> t.round >> t.generation >> t.seq >> t.syncCount >> t.epochDone >> t.joinsDone) || t.storePath.empty() ||
+      t.basePath.empty())
     throw StoreError("the store's '" + key + "' is not a join ticket: another program wrote that key");
   t.yaml.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return t;
@@ -104,7 +107,8 @@ MembershipRound::MembershipRound(ProcessGroup::Impl& group, Kind kind, std::chro
       oldSize_(g_.worldSize_),
       oldGlobal_(g_.globalRanks_),
       oldPath_(g_.storePath_),
-      oldStore_(g_.store_) {
+      oldStore_(g_.store_),
+      oldLedger_(g_.ledger_) {
   // Refused before the round is counted, so that the round numbers stay alike on every rank.
   if (kind != Kind::Join && g_.foreignIssue_.load(std::memory_order_acquire) > 0)
     raise(ErrorCode::InvalidArgument, where_,
@@ -130,6 +134,7 @@ bool MembershipRound::isMember(int global) const {
 
 ShrinkReport MembershipRound::run() {
   agree();
+  adoptKeysOfTheGone();
   build();
   confirm();
   commit();
@@ -198,6 +203,9 @@ void MembershipRound::agreeShrink() {
                          decisionKey);
   for (int r = 0; r < oldSize_; ++r)
     if (!isMember(oldGlobal_[r])) report_.removed.push_back(r);
+  // A rank left out learns so in checkMembers(); the members' alive keys may be long gone
+  // (swept a round after theirs) when it was stopped and resumes late.
+  if (!isMember(myGlobal())) return;
   // The group continues from the highest seq a member issued, so that every member's
   // next op gets the same seq (a member may have issued one more before it failed), and
   // from the highest syncPoint() count, so that the next sync agreement switches all at
@@ -238,6 +246,7 @@ void MembershipRound::agreeGrow() {
 void MembershipRound::admitJoiners(const std::vector<int>& requests) {
   JoinTicket t;
   t.storePath = oldPath_;
+  t.basePath = g_.basePath_;
   t.round = round_;
   t.generation = generation_;
   t.seq = g_.seq();
@@ -251,7 +260,10 @@ void MembershipRound::admitJoiners(const std::vector<int>& requests) {
       mine.refused = "global rank " + std::to_string(requests[i]) + " is a member of group " + g_.name_ +
                      " already (its process is alive): a second process cannot take its place";
     const uint64_t j = g_.joinsDone_ + 1 + i;
-    g_.setup_.store->set(g_.name_ + "/join/" + std::to_string(j) + "/admit", toBytes(mine.encode()));
+    const std::string request = g_.name_ + "/join/" + std::to_string(j) + "/";
+    g_.setup_.store->set(request + "admit", toBytes(mine.encode()));
+    ticketKeys_.push_back(request + "admit");
+    ticketKeys_.push_back(request + "rank");
   }
 }
 
@@ -290,8 +302,9 @@ void MembershipRound::build() {
   g_.rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), myGlobal()) - members_.begin());
   g_.worldSize_ = static_cast<int>(members_.size());
   g_.globalRanks_ = members_;
-  g_.storePath_ = oldPath_ + "/m" + std::to_string(round_);
-  g_.store_ = std::make_shared<PrefixStore>(g_.storePath_, g_.setup_.store);
+  g_.storePath_ = g_.basePath_ + "/m" + std::to_string(round_);
+  g_.ledger_ = std::make_shared<KeyLedger>(std::make_shared<PrefixStore>(g_.storePath_, g_.setup_.store));
+  g_.store_ = g_.ledger_;
   // The new generation answers to aborts of its own from now on: the old generation's
   // watchdog may still abort the old one (another verdict on an old work), and that must
   // not reach the backends being built.
@@ -319,6 +332,7 @@ void MembershipRound::build() {
     if (g_.setup_.config->tuner) routes = g_.agreedRoutes(*buildStore);
     next_ = g_.buildState(g_.setup_.config, *g_.setup_.registry, nullptr, {}, "", buildStore, generation_ + 1, nullptr,
                           nullptr, nullptr, routes ? &*routes : nullptr);
+    g_.publishKeyManifest();
   } catch (const std::exception& e) {
     const auto* error = dynamic_cast<const Error*>(&e);
     failRound(error ? error->code() : ErrorCode::Plugin, std::string("building the backends failed: ") + e.what());
@@ -367,6 +381,11 @@ void MembershipRound::failRound(ErrorCode code, const std::string& why) {
   g_.globalRanks_ = oldGlobal_;
   g_.storePath_ = oldPath_;
   g_.store_ = oldStore_;
+  // What the failed build wrote under its own path, and the tickets it handed out, go with
+  // the next round's sweep (every member is past this round by then).
+  if (g_.ledger_ != oldLedger_) g_.sweepNextRound_.push_back({g_.ledger_, members_, round_});
+  g_.ledger_ = oldLedger_;
+  for (auto& key : ticketKeys_) g_.jobKeysNextRound_.push_back(std::move(key));
   record("failed", why);
   raise(code, where_, "membership round " + std::to_string(round_) + " failed: " + why,
         kind_ == Kind::Shrink ? "call shrink() again on every survivor: the next round agrees on who is left"
@@ -398,6 +417,7 @@ void MembershipRound::commit() {
     supervisor::Supervisor::release(std::move(oldSupervisor), oldMonitor.get());
   }
   if (old) retire(std::move(old));
+  sweepEarlierRounds();
   report_.generation = g_.state_->generation;
   report_.rank = g_.rank_;
   report_.worldSize = g_.worldSize_;
@@ -424,6 +444,73 @@ void MembershipRound::retire(std::shared_ptr<const ProcessGroup::State> old) {
       g_.logger_->warn(std::string("a backend of the old membership failed to shut down: ") + e.what());
     }
   }
+}
+
+namespace {
+// A round's decision and failure stay for the job's life: a rank the round removed reads
+// them whenever it resumes (a stopped process), and without the decision it would decide
+// a membership of its own. One or two short keys per round.
+bool isRoundOutcome(const std::string& key) {
+  const size_t slash = key.rfind('/');
+  if (key.compare(0, 7, "member/") != 0 || slash == std::string::npos) return false;
+  const std::string last = key.substr(slash + 1);
+  return (last == "decision" || last == "failed") && key.find('/', 7) == slash;
+}
+}  // namespace
+
+// The ranks this round leaves out cannot sweep what they wrote: the members take it into
+// their ledgers, from the old generation and the one before (each swept a round later),
+// now, while no member has swept either (sweeps come at commits, after every confirm).
+void MembershipRound::adoptKeysOfTheGone() {
+  std::vector<std::pair<int, int>> gone;  // (rank in the old generation, global rank)
+  for (size_t i = 0; i < oldGlobal_.size(); ++i)
+    if (!isMember(oldGlobal_[i])) gone.emplace_back(static_cast<int>(i), oldGlobal_[i]);
+  if (gone.empty()) return;
+  try {
+    if (oldLedger_)
+      for (const auto& [rank, global] : gone) adoptKeysOf(*oldLedger_, rank, global, round_);
+    for (const auto& gen : g_.sweepNextRound_)
+      for (const auto& [rank, global] : gone) {
+        const auto it = std::find(gen.globals.begin(), gen.globals.end(), global);
+        if (it != gen.globals.end())
+          adoptKeysOf(*gen.ledger, static_cast<int>(it - gen.globals.begin()), global, gen.endingRound);
+      }
+  } catch (const std::exception& e) {
+    g_.logger_->warn(std::string("could not list the store keys of the ranks left out (they stay; the round goes "
+                                 "on): ") +
+                     e.what());
+  }
+}
+
+// Rank `rank` (global `global`) of a generation ended by round `endingRound`: what it
+// published it wrote, and its keys that have names.
+void MembershipRound::adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound) {
+  ledger.adoptManifest(global);
+  for (const std::string& key :
+       {supervisor::heartbeatKey(rank), supervisor::leftKey(rank), supervisor::progressKey(rank),
+        "built/" + std::to_string(rank), "member/" + std::to_string(endingRound) + "/alive/" + std::to_string(rank)})
+    ledger.adopt(key);
+}
+
+// Every member has committed the round before this one and taken part in all of this one,
+// so none still reads the generation before the one this round ended (its backends'
+// rendezvous, heartbeats, progress, the round keys), a failed round's, nor the join
+// tickets of the round before.
+void MembershipRound::sweepEarlierRounds() {
+  try {
+    for (const auto& gen : g_.sweepNextRound_) gen.ledger->sweep(isRoundOutcome);
+    for (const auto& key : g_.jobKeysNextRound_) g_.setup_.store->deleteKey(key);
+  } catch (const std::exception& e) {
+    g_.logger_->warn(std::string("could not delete the store keys of earlier membership rounds (they stay; the job "
+                                 "goes on): ") +
+                     e.what());
+  }
+  g_.sweepNextRound_.clear();
+  g_.jobKeysNextRound_ = std::move(ticketKeys_);
+  ticketKeys_.clear();
+  if (oldLedger_) g_.sweepNextRound_.push_back({oldLedger_, oldGlobal_, round_});
+  // The swaps' leftovers were keys of the old generation's store, in its ledger now.
+  g_.swapLeftovers_.clear();
 }
 
 void MembershipRound::record(const std::string& outcome, const std::string& error) {
@@ -496,7 +583,9 @@ void ProcessGroup::Impl::joinRunningJob() {
   rank_ = -1;
   worldSize_ = 0;
   storePath_ = ticket.storePath;
-  store_ = std::make_shared<PrefixStore>(storePath_, setup_.store);
+  basePath_ = ticket.basePath;
+  ledger_ = std::make_shared<KeyLedger>(std::make_shared<PrefixStore>(storePath_, setup_.store));
+  store_ = ledger_;
   joinsDone_ = ticket.joinsDone;
   MembershipRound(*this, MembershipRound::Kind::Join, timeout, 0, ticket).run();
   startSyncPoller();

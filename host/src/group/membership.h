@@ -41,7 +41,8 @@ std::vector<int> decodeRanks(const std::string& text, int limit, const std::stri
 // What a joining rank needs to take part in the round that admits it, written by the
 // members on the job store. Text lines; the config's YAML last.
 struct JoinTicket {
-  std::string storePath;    // the members' group store: "<group>/<creation>[/m<R>...]"
+  std::string storePath;    // the members' group store: "<group>/<creation>[/m<R>]"
+  std::string basePath;     // the group's path at creation, "<group>/<creation>": rounds' stores are under it
   uint64_t round = 0;       // the membership round that admits it
   uint64_t generation = 0;  // the members' generation before the round
   uint64_t seq = 0;         // the group's seq at the sync point
@@ -85,6 +86,11 @@ class MembershipRound {
   // A member's build or wait failed: tells the others, restores the old membership.
   [[noreturn]] void failRound(ErrorCode code, const std::string& why);
   void retire(std::shared_ptr<const ProcessGroup::State> old);  // the old generation's backends
+  // At commit: deletes the keys of the generation before the one this round ended, and of
+  // the join tickets the round before handed out; this round's go at the next commit.
+  void sweepEarlierRounds();
+  void adoptKeysOfTheGone();
+  void adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound);
   void record(const std::string& outcome, const std::string& error);
   std::string ranksLeftOut() const;  // global ranks, for messages
   bool isMember(int global) const;
@@ -108,6 +114,8 @@ class MembershipRound {
   std::vector<int> oldGlobal_;
   std::string oldPath_;
   StorePtr oldStore_;
+  std::shared_ptr<KeyLedger> oldLedger_;                    // oldStore_, as this rank wrote it
+  std::vector<std::string> ticketKeys_;                     // Grow: the join requests and tickets this round answered
   std::shared_ptr<ProcessGroup::AbortTargets> oldTargets_;  // set once build() gave the group new ones
   std::shared_ptr<std::atomic<bool>> oldAborted_;
   std::map<int, std::pair<int64_t, Steady::time_point>> beats_;  // peer -> its last heartbeat count, since

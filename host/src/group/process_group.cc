@@ -76,7 +76,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::open(Setup setup, std::string 
       new ProcessGroup(std::make_unique<Impl>(std::move(setup), std::move(name), std::move(globalRanks))));
   Impl& g = *pg->impl_;
   g.storePath_ = std::move(storePath);
-  g.store_ = std::make_shared<PrefixStore>(g.storePath_, g.setup_.store);
+  g.basePath_ = g.storePath_;
+  g.ledger_ = std::make_shared<KeyLedger>(std::make_shared<PrefixStore>(g.storePath_, g.setup_.store));
+  g.store_ = g.ledger_;
   return pg;
 }
 
@@ -190,6 +192,21 @@ void ProcessGroup::Impl::createBackends(const SplitHandles& splitFrom) {
   state_ = buildState(setup_.config, *setup_.registry, nullptr, {}, "", nullptr, 0, nullptr, nullptr, &splitFrom,
                       routes ? &*routes : nullptr);
   abortTargets_->set(state_->backends);
+  publishKeyManifest();
+}
+
+// A cleanup aid: a store that fails here has failed or will fail what matters on its own,
+// so a committed swap or a built group is not undone for it.
+void ProcessGroup::Impl::publishKeyManifest() {
+  if (!ledger_ || rank_ < 0 || rank_ >= static_cast<int>(globalRanks_.size())) return;
+  try {
+    ledger_->publishManifest(globalRanks_[rank_]);
+  } catch (const std::exception& e) {
+    if (logger_)
+      logger_->warn(std::string("could not list this rank's store keys for the members (should this rank go, its "
+                                "keys of this generation stay in the store): ") +
+                    e.what());
+  }
 }
 
 namespace {

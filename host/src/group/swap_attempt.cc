@@ -495,6 +495,7 @@ void SwapAttempt::commit() {
   report_.generation = g_.state_->generation;
   record_.toGeneration = report_.generation;
   g_.publishStatusInfo();
+  g_.publishKeyManifest();  // what the new backends wrote, too
   finish("committed", "");
   if (!g_.logger_) return;
   for (const auto& p : reloaded_)
