@@ -126,7 +126,8 @@ Server::~Server() {
     options_.logger->info("store server on " + options_.bind + ":" + std::to_string(port_) + ": " +
                           std::to_string(total) + " requests in " +
                           formatDuration(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000))) + " (" +
-                          std::to_string(static_cast<uint64_t>(total / std::max(seconds, 1e-3))) + "/s): " + byOp);
+                          std::to_string(static_cast<uint64_t>(total / std::max(seconds, 1e-3))) + "/s): " + byOp +
+                          "; " + std::to_string(data_.size()) + " keys held at the end");  // the loop has ended
 }
 
 void Server::logLimited(RateLimited& r, const std::string& message) {
