@@ -6,7 +6,8 @@
 # parameters of one process on the global batch (--check on every rank); the loss keeps
 # falling; nothing is left behind (processes, the store's port, /dev/shm segments). Also:
 # rank 0 killed (the launcher serves the store), two ranks killed at once, a rank stopped
-# past the heartbeat timeout and resumed ("removed from group"), and min_ranks refusing.
+# past the heartbeat timeout and resumed ("removed from group"), min_ranks refusing, and
+# scale up: a fifth process (global rank 4) joining the running 4-rank job.
 #   elastic_test.sh <commhost binary> <gloo config> <shm config> [trials per backend]
 set -euo pipefail
 commhost=$1
@@ -202,3 +203,40 @@ job "$gloo" "kill:2@100" --set supervisor.min_ranks=4
 expect_rc_nonzero "the job below min_ranks"
 expect_text "the refusal" "only 3 of 4 ranks are left (lost: 2), below supervisor.min_ranks 4"
 pass "refused on every survivor"
+
+step "scale up: a fifth process joins the running 4-rank job"
+rm -f "$tmp/steps.jsonl"
+"$commhost" run -n 4 -c "$gloo" "${elastic[@]}" --set group.sync_poll=10ms -- "$commhost" "${train[@]}" \
+  --json "$tmp/steps.jsonl" >"$tmp/out" 2>&1 &
+launcher=$!
+waited=0
+until [[ -f $tmp/steps.jsonl && $(wc -l <"$tmp/steps.jsonl") -ge 50 ]]; do
+  sleep 0.05
+  ((++waited < 2400)) || fail "rank 0 wrote no 50 step rows within 120 s"
+done
+port=$(grep -oE '^commhost run: store at 127\.0\.0\.1:[0-9]+' "$tmp/out" | grep -oE '[0-9]+$')
+# Global rank 4 of a job of 5 from now on: it asks the members, who admit it at a sync point.
+set +e
+RANK=4 WORLD_SIZE=5 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 240 "$commhost" "${train[@]}" \
+  --set group.join=true >"$tmp/joiner" 2>&1
+joiner=$?
+timeout 240 tail --pid "$launcher" -f /dev/null
+wait "$launcher"
+rc=$?
+set -e
+out=$(cat "$tmp/out")
+[[ $joiner -eq 0 ]] || { out=$(cat "$tmp/joiner"); fail "the joining process exited $joiner"; }
+expect_rc0 "the job that grew"
+expect_regex "the grow" '^\[0\] grew from 4 to 5 ranks \(joined 4\) at generation 1'
+expect_regex "the check" '^\[0\] check: after 300 steps .*within --tolerance'
+grep -q "joined: 0 -> 5 ranks" "$tmp/joiner" || { out=$(cat "$tmp/joiner"); fail "the joiner did not say it joined"; }
+python3 - "$tmp/steps.jsonl" <<'PY' || fail "the --json rows after the grow"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+(grow,) = [r for r in rows if "event" in r]
+assert grow["event"] == "grow" and grow["joined"] == [4] and grow["world"] == 5, grow
+steps = [r for r in rows if "event" not in r]
+assert steps[-1]["step"] == 299 and steps[-1]["world"] == 5, steps[-1]
+assert all(r["world"] == (5 if r["step"] >= grow["resume_step"] else 4) for r in steps), grow
+PY
+pass "the job went on at 5 ranks with the reference's parameters"
