@@ -108,7 +108,8 @@ MembershipRound::MembershipRound(ProcessGroup::Impl& group, Kind kind, std::chro
       oldGlobal_(g_.globalRanks_),
       oldPath_(g_.storePath_),
       oldStore_(g_.store_),
-      oldLedger_(g_.ledger_) {
+      oldLedger_(g_.ledger_),
+      oldSyncRounds_(g_.sync_ ? g_.sync_->round + 1 : 0) {
   // Refused before the round is counted, so that the round numbers stay alike on every rank.
   if (kind != Kind::Join && g_.foreignIssue_.load(std::memory_order_acquire) > 0)
     raise(ErrorCode::InvalidArgument, where_,
@@ -383,7 +384,7 @@ void MembershipRound::failRound(ErrorCode code, const std::string& why) {
   g_.store_ = oldStore_;
   // What the failed build wrote under its own path, and the tickets it handed out, go with
   // the next round's sweep (every member is past this round by then).
-  if (g_.ledger_ != oldLedger_) g_.sweepNextRound_.push_back({g_.ledger_, members_, round_});
+  if (g_.ledger_ != oldLedger_) g_.sweepNextRound_.push_back({g_.ledger_, members_, round_, 0});
   g_.ledger_ = oldLedger_;
   for (auto& key : ticketKeys_) g_.jobKeysNextRound_.push_back(std::move(key));
   record("failed", why);
@@ -468,12 +469,12 @@ void MembershipRound::adoptKeysOfTheGone() {
   if (gone.empty()) return;
   try {
     if (oldLedger_)
-      for (const auto& [rank, global] : gone) adoptKeysOf(*oldLedger_, rank, global, round_);
+      for (const auto& [rank, global] : gone) adoptKeysOf(*oldLedger_, rank, global, round_, oldSyncRounds_);
     for (const auto& gen : g_.sweepNextRound_)
       for (const auto& [rank, global] : gone) {
         const auto it = std::find(gen.globals.begin(), gen.globals.end(), global);
         if (it != gen.globals.end())
-          adoptKeysOf(*gen.ledger, static_cast<int>(it - gen.globals.begin()), global, gen.endingRound);
+          adoptKeysOf(*gen.ledger, static_cast<int>(it - gen.globals.begin()), global, gen.endingRound, gen.syncRounds);
       }
   } catch (const std::exception& e) {
     g_.logger_->warn(std::string("could not list the store keys of the ranks left out (they stay; the round goes "
@@ -482,14 +483,17 @@ void MembershipRound::adoptKeysOfTheGone() {
   }
 }
 
-// Rank `rank` (global `global`) of a generation ended by round `endingRound`: what it
-// published it wrote, and its keys that have names.
-void MembershipRound::adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound) {
+// Rank `rank` (global `global`) of a generation ended by round `endingRound`, with
+// `syncRounds` sync agreements: what it published it wrote (its builds), and its keys
+// that have names (written since).
+void MembershipRound::adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound, uint64_t syncRounds) {
   ledger.adoptManifest(global);
+  const std::string r = std::to_string(rank);
   for (const std::string& key :
-       {supervisor::heartbeatKey(rank), supervisor::leftKey(rank), supervisor::progressKey(rank),
-        "built/" + std::to_string(rank), "member/" + std::to_string(endingRound) + "/alive/" + std::to_string(rank)})
+       {supervisor::heartbeatKey(rank), supervisor::leftKey(rank), supervisor::progressKey(rank), "built/" + r,
+        "member/" + std::to_string(endingRound) + "/alive/" + r})
     ledger.adopt(key);
+  for (uint64_t n = 0; n < syncRounds; ++n) ledger.adopt("sync/" + std::to_string(n) + "/seen/" + r);
 }
 
 // Every member has committed the round before this one and taken part in all of this one,
@@ -508,7 +512,7 @@ void MembershipRound::sweepEarlierRounds() {
   g_.sweepNextRound_.clear();
   g_.jobKeysNextRound_ = std::move(ticketKeys_);
   ticketKeys_.clear();
-  if (oldLedger_) g_.sweepNextRound_.push_back({oldLedger_, oldGlobal_, round_});
+  if (oldLedger_) g_.sweepNextRound_.push_back({oldLedger_, oldGlobal_, round_, oldSyncRounds_});
   // The swaps' leftovers were keys of the old generation's store, in its ledger now.
   g_.swapLeftovers_.clear();
 }

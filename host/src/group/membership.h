@@ -90,7 +90,7 @@ class MembershipRound {
   // the join tickets the round before handed out; this round's go at the next commit.
   void sweepEarlierRounds();
   void adoptKeysOfTheGone();
-  void adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound);
+  void adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound, uint64_t syncRounds);
   void record(const std::string& outcome, const std::string& error);
   std::string ranksLeftOut() const;  // global ranks, for messages
   bool isMember(int global) const;
@@ -114,8 +114,9 @@ class MembershipRound {
   std::vector<int> oldGlobal_;
   std::string oldPath_;
   StorePtr oldStore_;
-  std::shared_ptr<KeyLedger> oldLedger_;                    // oldStore_, as this rank wrote it
-  std::vector<std::string> ticketKeys_;                     // Grow: the join requests and tickets this round answered
+  std::shared_ptr<KeyLedger> oldLedger_;  // oldStore_, as this rank wrote it
+  uint64_t oldSyncRounds_ = 0;            // sync agreements the old generation started (the last perhaps under way)
+  std::vector<std::string> ticketKeys_;   // Grow: the join requests and tickets this round answered
   std::shared_ptr<ProcessGroup::AbortTargets> oldTargets_;  // set once build() gave the group new ones
   std::shared_ptr<std::atomic<bool>> oldAborted_;
   std::map<int, std::pair<int64_t, Steady::time_point>> beats_;  // peer -> its last heartbeat count, since
