@@ -57,9 +57,7 @@ std::string bindAddress(const Options& options, const StoreContext& ctx) {
     throw ConfigError("[rank " + std::to_string(ctx.rank) + "] tcp store: this rank serves the store (serve: " +
                       (options.serve == Serve::Always ? "always" : "auto, as rank 0") + "), at '" + host + "' (" +
                       (options.host.empty() ? "MASTER_ADDR, or Slurm's first node" : "store.options.host") +
-                      "), which " +
-                      (mine.error.empty() ? "resolves to " + mine.foreign + ", not an address of this host"
-                                          : "does not resolve here: " + mine.error) +
+                      "), which " + mine.whyNone() +
                       ". Start rank 0 on that host, or set store.options.bind to an address of this host");
   if (options.authToken.empty() && ctx.logger && !isLoopbackAddress(mine.address))
     ctx.logger->warn("tcp store on " + mine.address + " (the store host '" + host +

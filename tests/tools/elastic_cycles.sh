@@ -79,7 +79,10 @@ echo "   rank 0 after cycle 2: $fds0 fds, $threads0 threads, ${rss0} KiB; after 
   "${rss1} KiB; store: $keys keys at the end; $(((end - at3) / 1000000 / (cycles - 2))) ms a cycle"
 [[ $fds1 -le $((fds0 + 2)) ]] || fail "rank 0's descriptors grew: $fds0 -> $fds1"
 [[ $threads1 -le $((threads0 + 1)) ]] || fail "rank 0's threads grew: $threads0 -> $threads1"
-[[ $rss1 -le $((rss0 + 8192)) ]] || fail "rank 0's RSS grew by more than 8 MiB: $rss0 -> $rss1 KiB"
+# The allocator keeps some of what each generation's threads freed (heap in use stays
+# flat: ShrinkOn.LeaveAndRejoin...), so RSS may rise by a slowing few MiB.
+margin=$((8192 + 64 * cycles))
+[[ $rss1 -le $((rss0 + margin)) ]] || fail "rank 0's RSS grew by more than $margin KiB: $rss0 -> $rss1 KiB"
 # A 4-rank generation holds ~50 keys (gloo); two are kept as the sweep lags a round, and
 # each round's decision stays. Before the sweep ~60 a cycle stayed.
 [[ -n $keys && $keys -le $((160 + 2 * cycles)) ]] || fail "the store holds ${keys:-?} keys after $cycles cycles"

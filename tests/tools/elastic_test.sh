@@ -39,9 +39,9 @@ rank_pid() {
 }
 
 # job CONFIG SIGNAL_PLAN EXTRA...: runs the 4-rank job in the background, applies the
-# plan ("kill:R,R@ROWS", "stop:R@ROWS:SECONDS") once rank 0 has written ROWS step rows (so
-# the moment is within training at any speed, sanitizer builds included), waits; $out and
-# $rc as run() sets them.
+# plan ("kill:R,R@ROWS", "stop:R@ROWS:SECONDS", "kill:R@ROWS+R2:SECONDS": R2 killed that
+# long after R) once rank 0 has written ROWS step rows (so the moment is within training
+# at any speed, sanitizer builds included), waits; $out and $rc as run() sets them.
 job() {
   local config=$1 plan=$2
   shift 2
@@ -49,8 +49,9 @@ job() {
   "$commhost" run -n 4 -c "$config" "${elastic[@]}" "$@" -- "$commhost" "${train[@]}" --json "$tmp/steps.jsonl" \
     >"$tmp/out" 2>&1 &
   local launcher=$! what=${plan%%:*} rest=${plan#*:}
-  local ranks=${rest%%@*} at=${rest#*@} hold=""
+  local ranks=${rest%%@*} at=${rest#*@} hold="" later=""
   [[ $what == stop ]] && { hold=${at#*:}; at=${at%%:*}; }
+  [[ $at == *+* ]] && { later=${at#*+}; at=${at%%+*}; }
   local waited=0
   until [[ -f $tmp/steps.jsonl && $(wc -l <"$tmp/steps.jsonl") -ge $at ]]; do
     sleep 0.05
@@ -64,6 +65,11 @@ job() {
   done
   if [[ $what == kill ]]; then
     kill -9 "${pids[@]}"
+    if [[ -n $later ]]; then  # the second victim, while the survivors shrink around the first
+      p=$(rank_pid "$launcher" "${later%%:*}")
+      sleep "${later#*:}"
+      [[ -n $p ]] && kill -9 "$p"
+    fi
   else
     kill -STOP "${pids[@]}"
     sleep "$hold"
@@ -189,6 +195,26 @@ expect_regex "the recovery line" '^\[0\] step [0-9]+ failed \(.*\); shrank from 
 expect_regex "the check" '^\[0\] check: after 300 steps .*within --tolerance'
 rows_after_shrink 2
 pass "2 survivors finished with the reference's parameters"
+
+# The second kill lands at some point of the survivors' round around the first (agree,
+# build or confirm: a member lost in build or confirm fails the round on every member,
+# and train's recovery runs the next one); whichever, the job ends on 2 ranks.
+for delay in 0.05 0.15 0.3; do
+  step "rank 1 killed, rank 3 killed $delay s later (during the survivors' shrink)"
+  job "$gloo" "kill:1@100+3:$delay"
+  expect_rc0 "the job that lost ranks 1 and 3 one after the other"
+  expect_regex "the check" '^\[0\] check: after 300 steps .*within --tolerance'
+  python3 - "$tmp/steps.jsonl" <<'PY' || fail "the --json rows after the two losses"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+events = [r for r in rows if "event" in r]
+assert events and all(e["event"] == "shrink" for e in events) and events[-1]["world"] == 2, events
+assert sorted(g for e in events for g in e["removed"]) == [1, 3], events
+print(f"   {len(events)} shrink(s); " + "; ".join(f"removed {e['removed']} at step {e['failed_step']}" for e in events) +
+      (" (a round failed and ran again)" if "trying again" in open(sys.argv[1].replace("steps.jsonl", "out")).read() else ""))
+PY
+  pass "2 survivors finished with the reference's parameters"
+done
 
 step "a rank stopped past the heartbeat timeout is removed; resumed, it is told so"
 job "$gloo" "stop:2@100:5"

@@ -33,10 +33,8 @@ StoreKeeper::StoreKeeper(const Config& cfg, LaunchPlan& plan, const std::string&
     const std::string host = o.getString("host").empty() ? plan.masterAddr : o.getString("host");
     const LocalAddress mine = listenAddressFor(host);
     if (mine.address.empty())
-      throw std::runtime_error("commhost run: the job's store is to be at '" + host +
-                               "', which is not an address of this host (" +
-                               (mine.error.empty() ? "it resolves to " + mine.foreign : mine.error) +
-                               "): run node 0 there, or set store.options.bind");
+      throw std::runtime_error("commhost run: the job's store is to be at '" + host + "', which " + mine.whyNone() +
+                               ": run node 0 there, or set store.options.bind");
     bind = mine.address;
   }
   std::vector<std::string> args = {self, "store", "serve", "--port", std::to_string(port), "--bind", bind};

@@ -336,7 +336,15 @@ void MembershipRound::build() {
     g_.publishKeyManifest();
   } catch (const std::exception& e) {
     const auto* error = dynamic_cast<const Error*>(&e);
-    failRound(error ? error->code() : ErrorCode::Plugin, std::string("building the backends failed: ") + e.what());
+    ErrorCode code = error ? error->code() : ErrorCode::Plugin;
+    // A backend reports the rendezvous that `stop` ended as its own failure to start: the
+    // cause is a member lost (or a member's failure), which the next round can go around.
+    try {
+      stop();
+    } catch (const PeerLostError&) {
+      code = ErrorCode::PeerLost;
+    }
+    failRound(code, std::string("building the backends failed: ") + e.what());
   }
   report_.build = since(t);
 }

@@ -56,6 +56,9 @@ int64_t reduceOne(ProcessGroup& pg, int64_t value, ReduceOp op) {
 // A rank lost this many times in a row without a step completing between is not a lost
 // rank but a failure that shrinking does not cure: the job ends with it.
 constexpr int kMaxRecoveriesWithoutProgress = 3;
+// Membership rounds one recovery runs before it gives up (each failed for a member lost
+// during it: a few ranks dying one after another).
+constexpr int kShrinkAttempts = 3;
 
 }  // namespace
 
@@ -150,7 +153,7 @@ int64_t Trainer::recover(const Error& error, int64_t step) {
   if (!elastic_ || !peerTrouble || ++failedRecoveries_ > kMaxRecoveriesWithoutProgress) return -1;
   const auto t = std::chrono::steady_clock::now();
   reducer_.reset();  // its buckets failed with the step: waits for none of them
-  const ShrinkReport shrunk = pg_.shrink();
+  const ShrinkReport shrunk = shrinkAgain();
   const int64_t next = adoptFurthest(step);
   rebuild();
   RecoveryRecord r;
@@ -166,6 +169,24 @@ int64_t Trainer::recover(const Error& error, int64_t step) {
   r.error = error.what();
   if (reporter()) report_.recovery(r);
   return next;
+}
+
+// A member lost during the round fails it on every member, each of which then runs the
+// next round, which agrees on who is left (process_group.h). A rank the round removed
+// (Aborted), and a round still failing after a few tries, end the job as before.
+ShrinkReport Trainer::shrinkAgain() {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return pg_.shrink();
+    } catch (const Error& e) {
+      const bool lostMeanwhile = e.code() == ErrorCode::PeerLost || e.code() == ErrorCode::Timeout;
+      if (!lostMeanwhile || attempt >= kShrinkAttempts) throw;
+      if (reporter()) {
+        std::printf("shrink failed (%s); trying again (%d of %d)\n", e.what(), attempt + 1, kShrinkAttempts);
+        std::fflush(stdout);
+      }
+    }
+  }
 }
 
 // The member that completed the most steps broadcasts its parameters and step count: a

@@ -75,6 +75,7 @@ class Trainer {
   // group and takes the state of the member furthest ahead; returns the step to run next.
   // Returns -1 when the failure is not one to recover from.
   int64_t recover(const Error& error, int64_t step);
+  ShrinkReport shrinkAgain();           // pg_.shrink(), run again when a member was lost during the round
   int64_t adoptFurthest(int64_t step);  // returns the step the group continues from
   // After a syncPoint(): when the group grew (ranks joined), hands the joiners the state
   // as a recovery does and rebuilds for the new size.

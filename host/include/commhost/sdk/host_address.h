@@ -15,6 +15,12 @@ struct LocalAddress {
   std::string address;  // numeric, an address of this host a socket can bind; "" when none
   std::string error;    // the name did not resolve: the resolver's reason; else ""
   std::string foreign;  // the name resolved, but only to these addresses ("a, b"), none of this host
+  // Why `address` is empty, for a message about the name: "resolves to 10.0.0.2, not an
+  // address of this host" or "does not resolve here: <reason>".
+  std::string whyNone() const {
+    return error.empty() ? "resolves to " + foreign + ", not an address of this host"
+                         : "does not resolve here: " + error;
+  }
 };
 
 // `name` (a hostname or a numeric address) as the first of its addresses this host can
