@@ -289,7 +289,8 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // value is the call's outputs (a CompletedWork's is readable for free; others are
   // checked in SupervisedWork::future()).
   // A CompletedWork (final) succeeded and has no device time: no virtual call asks.
-  const bool plain = typeid(*inner) == typeid(CompletedWork);
+  const Work& backendWork = *inner;
+  const bool plain = typeid(backendWork) == typeid(CompletedWork);
   bool done = plain || (inner->isCompleted() && !inner->exception());
   if (done && !inlineValueMatches(*inner, expect)) {
     auto failed = std::make_shared<AsyncWork>(ctx);
@@ -336,6 +337,12 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     if (hooks_.any()) publishHooks(group, ctx, backend, bytes, scheduledUs, startedUs, std::string(), deviceMs);
     return inner;
   }
+  return watch(group, ctx, backend, id, issued, scheduledUs, bytes, std::move(inner), expect);
+}
+
+WorkPtr Supervisor::watch(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
+                          uint64_t recordId, TimePoint issued, int64_t issuedUs, int64_t bytes, WorkPtr inner,
+                          const OutputSpec& expect) {
   // The watchdog aborted this very call because a peer was lost: that is its verdict.
   std::string lostVerdict;
   if (inner->isCompleted() && group->anyPeerLost.load(std::memory_order_acquire)) {
@@ -344,10 +351,11 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   }
   const Millis verdictWait = settings_.heartbeatTimeout + settings_.heartbeatInterval + 4 * settings_.poll +
                              Millis(2000);
-  auto work = std::make_shared<SupervisedWork>(ctx, std::move(inner), group, id, issued, bytes, verdictWait, clock_);
+  auto work = std::make_shared<SupervisedWork>(ctx, std::move(inner), group, recordId, issued, bytes, verdictWait,
+                                               clock_);
   work->attachTo(weak_from_this());
   work->backend = backend;
-  work->issuedUs = scheduledUs;
+  work->issuedUs = issuedUs;
   work->expect = expect;
   if (!lostVerdict.empty())
     work->setVerdict(std::make_exception_ptr(

@@ -135,6 +135,11 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   void publishCompletion(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                          int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error,
                          std::optional<double> deviceMs = std::nullopt);
+  // track() for an op still running: the SupervisedWork the watchdog follows (its record
+  // `recordId`, issued at `issued` / `issuedUs`), handed to the caller.
+  WorkPtr watch(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
+                uint64_t recordId, TimePoint issued, int64_t issuedUs, int64_t bytes, WorkPtr inner,
+                const OutputSpec& expect) EXCLUDES(mutex_);
   // The completion event for the hooks (publishCompletion's second half).
   void publishHooks(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                     int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error,
