@@ -30,3 +30,16 @@ expect_regex() {  # expect_regex WHAT ERE: some line of $out must match ERE
 expect_line() {  # expect_line WHAT LINE: $out must have a line that is exactly LINE
   grep -qxF -- "$2" <<<"$out" || fail "$1: output has no line \"$2\""
 }
+
+# For tests that kill ranks of a `commhost run` job:
+# rank_pid LAUNCHER R: the pid of global rank R among that launcher's children (their RANK
+# variable), never a rank of another job on the machine; empty when there is none.
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" && { echo "$p"; return; }
+  done
+  return 0
+}
+# How many commhost segments /dev/shm holds.
+shm_segments() { find /dev/shm -maxdepth 1 -name 'commhost*' 2>/dev/null | wc -l; }

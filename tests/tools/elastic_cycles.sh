@@ -20,14 +20,6 @@ export TMPDIR="$tmp"
 trap 'rm -rf "$tmp"' EXIT
 for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
 
-shm_segments() { find /dev/shm -maxdepth 1 -name 'commhost*' 2>/dev/null | wc -l; }
-rank_pid() {  # the pid of global rank $2 among launcher $1's children
-  local p
-  for p in $(pgrep -P "$1"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" && { echo "$p"; return; }
-  done
-  return 0
-}
 rows() { [[ -f $tmp/steps.jsonl ]] && wc -l <"$tmp/steps.jsonl" || echo 0; }
 world() { tail -n 1 "$tmp/steps.jsonl" 2>/dev/null | grep -o '"world":[0-9]*' | grep -o '[0-9]*$' || echo 0; }
 sample() {  # fds threads rss_kib of pid $1

@@ -25,19 +25,6 @@ elastic=(--set supervisor.on_peer_loss=shrink --set supervisor.heartbeat.interva
 train=(train --check --epochs 6 --steps-per-epoch 50 --hidden 64)
 steps=300
 
-shm_segments() { find /dev/shm -maxdepth 1 -name 'commhost*' 2>/dev/null | wc -l; }
-
-# The pid of global rank R among the launcher's children (their RANK variable).
-rank_pid() {
-  local p
-  for p in $(pgrep -P "$1"); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2"; then
-      echo "$p"
-      return
-    fi
-  done
-}
-
 # job CONFIG SIGNAL_PLAN EXTRA...: runs the 4-rank job in the background, applies the
 # plan ("kill:R,R@ROWS", "stop:R@ROWS:SECONDS", "kill:R@ROWS+R2:SECONDS": R2 killed that
 # long after R) once rank 0 has written ROWS step rows (so the moment is within training
