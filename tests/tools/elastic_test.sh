@@ -198,7 +198,7 @@ events = [r for r in rows if "event" in r]
 assert events and all(e["event"] == "shrink" for e in events) and events[-1]["world"] == 2, events
 assert sorted(g for e in events for g in e["removed"]) == [1, 3], events
 print(f"   {len(events)} shrink(s); " + "; ".join(f"removed {e['removed']} at step {e['failed_step']}" for e in events) +
-      (" (a round failed and ran again)" if "trying again" in open(sys.argv[1].replace("steps.jsonl", "out")).read() else ""))
+      (" (a round failed and ran again)" if "running the next membership round" in open(sys.argv[1].replace("steps.jsonl", "out")).read() else ""))
 PY
   pass "2 survivors finished with the reference's parameters"
 done

@@ -149,6 +149,8 @@ class COMMHOST_API ProcessGroup {
   // The config generation: 0 for the config the group was created with, +1 for every
   // successful reconfigure().
   uint64_t generation() const;
+  // The current generation's store. Keys written through it belong to the generation:
+  // a membership round later (shrink, grow) they are deleted, as the group's own are.
   const StorePtr& store() const;
   Backend& backend(const std::string& name) const;
 
@@ -219,7 +221,9 @@ class COMMHOST_API ProcessGroup {
   //            for all. A rank alive but slow is waited for, never dropped on one rank's
   //            opinion; one that has not posted by the timeout is left out.
   //   build:   every member takes rank = its index among the members and builds every
-  //            backend anew for the new size, under a fresh prefix of the group store.
+  //            backend anew for the new size, under a store prefix of its own
+  //            ("<group>/<creation>/m<round>"; the generation before the last is swept
+  //            at each commit, but for each round's decision).
   //   confirm: each posts that its build succeeded and waits for all members'; any
   //            failure (another peer lost meanwhile) fails the round on every member,
   //            which keeps its old rank and may call shrink() again.

@@ -137,6 +137,7 @@ struct ProcessGroup::Impl {
   // on the job store (membership.h).
   std::shared_ptr<KeyLedger> ledger_;
   std::vector<GenerationKeys> sweepNextRound_;
+  uint64_t generationFirstRound_ = 0;  // the first membership round the current generation runs
   // Writes the keys this rank wrote in the generation so far (its backends' rendezvous)
   // where the members find them should this rank go; after each build (key_ledger.h).
   // Never throws: a store error is logged.

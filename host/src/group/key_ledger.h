@@ -78,11 +78,13 @@ class KeyLedger final : public StoreWrapper {
 };
 
 // A generation whose keys the next membership round's commit sweeps: its ledger, its
-// members (global ranks, by rank), the round that ended it (whose keys it holds) and how
-// many sync agreements it started (each leaves a key per rank).
+// members (global ranks, by rank), the membership rounds run in its store (first to the
+// one that ended it; each leaves an alive key per rank) and how many sync agreements it
+// started (each leaves a key per rank).
 struct GenerationKeys {
   std::shared_ptr<KeyLedger> ledger;
   std::vector<int> globals;
+  uint64_t firstRound = 0;
   uint64_t endingRound = 0;
   uint64_t syncRounds = 0;
 };

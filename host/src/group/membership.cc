@@ -109,7 +109,8 @@ MembershipRound::MembershipRound(ProcessGroup::Impl& group, Kind kind, std::chro
       oldPath_(g_.storePath_),
       oldStore_(g_.store_),
       oldLedger_(g_.ledger_),
-      oldSyncRounds_(g_.sync_ ? g_.sync_->round + 1 : 0) {
+      oldSyncRounds_(g_.sync_ ? g_.sync_->round + 1 : 0),
+      oldFirstRound_(g_.generationFirstRound_) {
   // Refused before the round is counted, so that the round numbers stay alike on every rank.
   if (kind != Kind::Join && g_.foreignIssue_.load(std::memory_order_acquire) > 0)
     raise(ErrorCode::InvalidArgument, where_,
@@ -343,6 +344,8 @@ void MembershipRound::build() {
       stop();
     } catch (const PeerLostError&) {
       code = ErrorCode::PeerLost;
+    } catch (...) {
+      // The store itself failed (it may be why the build did): the build's error stands.
     }
     failRound(code, std::string("building the backends failed: ") + e.what());
   }
@@ -392,7 +395,7 @@ void MembershipRound::failRound(ErrorCode code, const std::string& why) {
   g_.store_ = oldStore_;
   // What the failed build wrote under its own path, and the tickets it handed out, go with
   // the next round's sweep (every member is past this round by then).
-  if (g_.ledger_ != oldLedger_) g_.sweepNextRound_.push_back({g_.ledger_, members_, round_, 0});
+  if (g_.ledger_ != oldLedger_) g_.sweepNextRound_.push_back({g_.ledger_, members_, round_, round_, 0});
   g_.ledger_ = oldLedger_;
   for (auto& key : ticketKeys_) g_.jobKeysNextRound_.push_back(std::move(key));
   record("failed", why);
@@ -471,18 +474,19 @@ bool isRoundOutcome(const std::string& key) {
 // their ledgers, from the old generation and the one before (each swept a round later),
 // now, while no member has swept either (sweeps come at commits, after every confirm).
 void MembershipRound::adoptKeysOfTheGone() {
+  if (kind_ == Kind::Join) return;        // a joiner was in no earlier generation of the group
   std::vector<std::pair<int, int>> gone;  // (rank in the old generation, global rank)
   for (size_t i = 0; i < oldGlobal_.size(); ++i)
     if (!isMember(oldGlobal_[i])) gone.emplace_back(static_cast<int>(i), oldGlobal_[i]);
   if (gone.empty()) return;
   try {
+    const GenerationKeys old = oldGeneration();
     if (oldLedger_)
-      for (const auto& [rank, global] : gone) adoptKeysOf(*oldLedger_, rank, global, round_, oldSyncRounds_);
+      for (const auto& [rank, global] : gone) adoptKeysOf(*oldLedger_, rank, global, old);
     for (const auto& gen : g_.sweepNextRound_)
       for (const auto& [rank, global] : gone) {
         const auto it = std::find(gen.globals.begin(), gen.globals.end(), global);
-        if (it != gen.globals.end())
-          adoptKeysOf(*gen.ledger, static_cast<int>(it - gen.globals.begin()), global, gen.endingRound, gen.syncRounds);
+        if (it != gen.globals.end()) adoptKeysOf(*gen.ledger, static_cast<int>(it - gen.globals.begin()), global, gen);
       }
   } catch (const std::exception& e) {
     g_.logger_->warn(std::string("could not list the store keys of the ranks left out (they stay; the round goes "
@@ -491,17 +495,23 @@ void MembershipRound::adoptKeysOfTheGone() {
   }
 }
 
-// Rank `rank` (global `global`) of a generation ended by round `endingRound`, with
-// `syncRounds` sync agreements: what it published it wrote (its builds), and its keys
-// that have names (written since).
-void MembershipRound::adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound, uint64_t syncRounds) {
+void MembershipRound::adoptKeysOf(KeyLedger& ledger, int rank, int global, const GenerationKeys& gen) {
   ledger.adoptManifest(global);
   const std::string r = std::to_string(rank);
   for (const std::string& key :
-       {supervisor::heartbeatKey(rank), supervisor::leftKey(rank), supervisor::progressKey(rank), "built/" + r,
-        "member/" + std::to_string(endingRound) + "/alive/" + r})
+       {supervisor::heartbeatKey(rank), supervisor::leftKey(rank), supervisor::progressKey(rank), "built/" + r})
     ledger.adopt(key);
-  for (uint64_t n = 0; n < syncRounds; ++n) ledger.adopt("sync/" + std::to_string(n) + "/seen/" + r);
+  // Every round run in the generation (those that failed, then the one that ended it).
+  for (uint64_t k = gen.firstRound; k <= gen.endingRound; ++k)
+    ledger.adopt("member/" + std::to_string(k) + "/alive/" + r);
+  for (uint64_t n = 0; n < gen.syncRounds; ++n) {
+    ledger.adopt("sync/" + std::to_string(n) + "/seen/" + r);
+    if (rank == 0) ledger.adopt("sync/" + std::to_string(n) + "/decision");  // rank 0 decides
+  }
+}
+
+GenerationKeys MembershipRound::oldGeneration() const {
+  return {oldLedger_, oldGlobal_, oldFirstRound_, round_, oldSyncRounds_};
 }
 
 // Every member has committed the round before this one and taken part in all of this one,
@@ -520,7 +530,8 @@ void MembershipRound::sweepEarlierRounds() {
   g_.sweepNextRound_.clear();
   g_.jobKeysNextRound_ = std::move(ticketKeys_);
   ticketKeys_.clear();
-  if (oldLedger_) g_.sweepNextRound_.push_back({oldLedger_, oldGlobal_, round_, oldSyncRounds_});
+  if (oldLedger_) g_.sweepNextRound_.push_back(oldGeneration());
+  g_.generationFirstRound_ = round_ + 1;  // the rounds the new generation runs count from here
   // The swaps' leftovers were keys of the old generation's store, in its ledger now.
   g_.swapLeftovers_.clear();
 }

@@ -11,8 +11,9 @@
 //   decision          the members after the round as global ranks, ascending ("0,1,3");
 //                     the first writer decides for all
 //   failed            why some member's build or wait failed: every member fails the round
-// and the new generation's backends rendezvous under "<store path>/m<R>/", where each
-// member also posts built/<new rank> (confirm). A rank asking to join writes, on the job
+// and the new generation's backends rendezvous under "<group>/<creation>/m<R>/", where each
+// member also posts built/<new rank> (confirm) and keys/<global rank> (what it wrote
+// building, for the sweep: key_ledger.h). A rank asking to join writes, on the job
 // store, "<group>/join/<J>/rank" (its global rank) with J from "<group>/join/count"; the
 // members' sync point that admits it writes "<group>/join/<J>/admit" (a JoinTicket).
 //
@@ -90,7 +91,10 @@ class MembershipRound {
   // the join tickets the round before handed out; this round's go at the next commit.
   void sweepEarlierRounds();
   void adoptKeysOfTheGone();
-  void adoptKeysOf(KeyLedger& ledger, int rank, int global, uint64_t endingRound, uint64_t syncRounds);
+  // Rank `rank` (global `global`) of generation `gen`: what it published it wrote (its
+  // builds), and its keys that have names (written since).
+  void adoptKeysOf(KeyLedger& ledger, int rank, int global, const GenerationKeys& gen);
+  GenerationKeys oldGeneration() const;  // the generation this round ends, for the sweeps
   void record(const std::string& outcome, const std::string& error);
   std::string ranksLeftOut() const;  // global ranks, for messages
   bool isMember(int global) const;
@@ -116,6 +120,7 @@ class MembershipRound {
   StorePtr oldStore_;
   std::shared_ptr<KeyLedger> oldLedger_;  // oldStore_, as this rank wrote it
   uint64_t oldSyncRounds_ = 0;            // sync agreements the old generation started (the last perhaps under way)
+  uint64_t oldFirstRound_ = 0;            // the first membership round the old generation ran
   std::vector<std::string> ticketKeys_;   // Grow: the join requests and tickets this round answered
   std::shared_ptr<ProcessGroup::AbortTargets> oldTargets_;  // set once build() gave the group new ones
   std::shared_ptr<std::atomic<bool>> oldAborted_;

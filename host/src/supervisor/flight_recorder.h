@@ -3,7 +3,8 @@
 //
 // Threading: every method may be called from any thread. A SpinLock guards the ring (held
 // on the per-op path for the writes of one fixed-size record, no allocation while it is
-// held; readers copy at most a batch under it); a Mutex guards the rare records (swaps,
+// held; collect() copies a bounded batch under it, snapshot() for a dump the whole ring,
+// during which writers spin, then yield); a Mutex guards the rare records (swaps,
 // membership changes, shadow comparisons), whose strings allocate.
 // Memory: entries x sizeof(OpRecord), fixed at construction.
 #pragma once

@@ -181,7 +181,7 @@ void addBenchCommand(CLI::App& app) {
   cmd->add_option("--timing", a.timing,
                   "each: every iteration clocked on its own (the table's p50/p99); loop: one clock read per timed "
                   "loop, the mean only, as nccl-tests and the peers in tools/compare-peers time it (an 8 B op then "
-                  "carries no clock read of the bench's own)")
+                  "carries no clock read of the bench's own; a row is flagged unstable only across --repeat rounds)")
       ->capture_default_str();
   cmd->add_option("-w,--warmup", a.warmup, "Untimed iterations per size")->capture_default_str();
   cmd->add_option("--settle", a.settle,

@@ -173,7 +173,9 @@ int64_t Trainer::recover(const Error& error, int64_t step) {
 
 // A member lost during the round fails it on every member, each of which then runs the
 // next round, which agrees on who is left (process_group.h). A rank the round removed
-// (Aborted), and a round still failing after a few tries, end the job as before.
+// (Aborted), and a round still failing after a few tries, end the job as before. A round
+// refused below supervisor.min_ranks is PeerLost too, so it is refused twice more (quick:
+// the lost ranks are known) before the job ends with its message.
 ShrinkReport Trainer::shrinkAgain() {
   for (int attempt = 1;; ++attempt) {
     try {
@@ -182,7 +184,8 @@ ShrinkReport Trainer::shrinkAgain() {
       const bool lostMeanwhile = e.code() == ErrorCode::PeerLost || e.code() == ErrorCode::Timeout;
       if (!lostMeanwhile || attempt >= kShrinkAttempts) throw;
       if (reporter()) {
-        std::printf("shrink failed (%s); trying again (%d of %d)\n", e.what(), attempt + 1, kShrinkAttempts);
+        std::printf("shrink failed (%s); running the next membership round (%d of %d)\n", e.what(), attempt + 1,
+                    kShrinkAttempts);
         std::fflush(stdout);
       }
     }
