@@ -340,12 +340,15 @@ void MembershipRound::build() {
     ErrorCode code = error ? error->code() : ErrorCode::Plugin;
     // A backend reports the rendezvous that `stop` ended as its own failure to start: the
     // cause is a member lost (or a member's failure), which the next round can go around.
-    try {
-      stop();
-    } catch (const PeerLostError&) {
-      code = ErrorCode::PeerLost;
-    } catch (...) {
-      // The store itself failed (it may be why the build did): the build's error stands.
+    // Any other error (a config the ranks disagree on) stands as it is.
+    if (code == ErrorCode::Plugin) {
+      try {
+        stop();
+      } catch (const PeerLostError&) {
+        code = ErrorCode::PeerLost;
+      } catch (...) {
+        // The store itself failed (it may be why the build did): the build's error stands.
+      }
     }
     failRound(code, std::string("building the backends failed: ") + e.what());
   }
