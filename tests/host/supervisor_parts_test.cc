@@ -135,6 +135,31 @@ TEST(DesyncReport, WaitsForALateRanksProgressBeforeNamingIt) {
   EXPECT_NE(report.find("Ranks 0, 1 and 3 are waiting in it"), std::string::npos) << report;
 }
 
+// A rank waiting inside an inline op (track() has not recorded it: the backend call has not
+// returned) has joined that op: its progress says so, and the report counts it as waiting.
+TEST(DesyncReport, ARankWaitingInsideItsBackendCallHasJoined) {
+  auto g = group(2);
+  g->lastIssued = 9;
+  g->lastIssuedOp = static_cast<uint8_t>(OpType::Broadcast);
+  g->lastCompleted = 9;
+  g->inBackendCallOp = static_cast<uint8_t>(OpType::Allreduce);
+  g->inBackendCall = 10;
+  publishProgress(*g);
+  progress(*g, 1, 9, "allreduce", 9);
+  std::string report = desyncReport(*g, 10, OpType::Allreduce);
+  EXPECT_NE(report.find("Rank 1 never joined allreduce seq 10: it last reported allreduce seq 9"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("Rank 0 is waiting in it"), std::string::npos) << report;
+
+  // A point-to-point call is not a collective: progress stays at the last collective.
+  g->inBackendCallOp = static_cast<uint8_t>(OpType::Send);
+  g->inBackendCall = 11;
+  publishProgress(*g);
+  report = desyncReport(*g, 10, OpType::Allreduce);
+  EXPECT_NE(report.find("Rank 0 never joined allreduce seq 10: it last reported broadcast seq 9"), std::string::npos)
+      << report;
+}
+
 TEST(DesyncReport, ARankThatStaysBehindIsWaitedForOnlyUpToThePatience) {
   auto g = group(2);
   progress(*g, 0, 4, "allreduce", 3);

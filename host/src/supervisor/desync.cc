@@ -41,10 +41,10 @@ std::string progressKey(int rank) { return "supervisor/progress/" + std::to_stri
 std::string heartbeatKey(int rank) { return "supervisor/heartbeat/" + std::to_string(rank); }
 std::string leftKey(int rank) { return "supervisor/left/" + std::to_string(rank); }
 void publishProgress(GroupMonitor& g) {
-  const uint64_t issued = g.lastIssued.load(std::memory_order_relaxed);
-  const char* op = issued ? opName(static_cast<OpType>(g.lastIssuedOp.load(std::memory_order_relaxed))) : "none";
+  const GroupMonitor::IssuedOp issued = g.newestCollective();
+  const char* op = issued.seq ? opName(issued.op) : "none";
   g.store->set(progressKey(g.rank),
-               toBytes(wire::encode(wire::Progress{issued, op, g.lastCompleted.load(std::memory_order_relaxed)})));
+               toBytes(wire::encode(wire::Progress{issued.seq, op, g.lastCompleted.load(std::memory_order_relaxed)})));
 }
 
 std::string rankList(const GroupMonitor& g, const std::vector<int>& ranks) {

@@ -14,6 +14,7 @@
 #include "clock.h"
 #include "commhost/mutex.h"
 #include "commhost/store.h"
+#include "commhost/types.h"
 #include "incident_channel.h"
 
 namespace commhost {
@@ -106,6 +107,28 @@ struct GroupMonitor {
   Info infoSnapshot() EXCLUDES(infoMutex) {
     MutexLock lock(&infoMutex);
     return info;
+  }
+
+  // One op as the caller thread published it (seq 0: none).
+  struct IssuedOp {
+    uint64_t seq = 0;
+    OpType op{};
+  };
+  // The call now inside a backend.
+  IssuedOp callInBackend() const {
+    const uint64_t seq = inBackendCall.load(std::memory_order_acquire);
+    return {seq, static_cast<OpType>(inBackendCallOp.load(std::memory_order_relaxed))};
+  }
+  // The newest collective this rank has issued. A call still inside its backend counts:
+  // track() records an op only once the backend call returns, and a rank waiting inside an
+  // inline op (its peers not there yet) has joined that op. Progress, status and the
+  // SIGTERM report all say this, so that a desync report never calls a waiting rank behind.
+  IssuedOp newestCollective() const {
+    IssuedOp issued{lastIssued.load(std::memory_order_relaxed),
+                    static_cast<OpType>(lastIssuedOp.load(std::memory_order_relaxed))};
+    const IssuedOp call = callInBackend();
+    if (call.seq > issued.seq && !isPointToPoint(call.op)) return call;
+    return issued;
   }
 
   int globalRank(int r) const { return r >= 0 && r < static_cast<int>(globalRanks.size()) ? globalRanks[r] : r; }

@@ -107,9 +107,9 @@ GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now,
   s.configSource = info.configSource;
   s.backends = info.backends;
   s.routes = info.routes;
-  s.lastIssuedSeq = g.lastIssued.load(std::memory_order_relaxed);
-  s.lastIssuedOp = s.lastIssuedSeq ? opName(static_cast<OpType>(g.lastIssuedOp.load(std::memory_order_relaxed)))
-                                   : "none";
+  const GroupMonitor::IssuedOp issued = g.newestCollective();
+  s.lastIssuedSeq = issued.seq;
+  s.lastIssuedOp = issued.seq ? opName(issued.op) : "none";
   s.lastCompletedSeq = g.lastCompleted.load(std::memory_order_relaxed);
   for (const auto& w : running) {
     if (w->group().get() != &g) continue;
@@ -119,21 +119,15 @@ GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now,
       s.oldest = OpInFlight{opName(w->context().op), w->context().seq, w->backend, age};
   }
   // An op a backend runs inline waits inside the call, before any work exists.
-  const uint64_t inCall = g.inBackendCall.load(std::memory_order_acquire);
+  const GroupMonitor::IssuedOp inCall = g.callInBackend();
   auto& since = inCallSince_[&g];
-  if (inCall == 0) {
+  if (inCall.seq == 0) {
     since = {0, now};
   } else {
-    if (since.first != inCall) since = {inCall, now};
-    const auto op = static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed));
-    // A rank inside the call has issued it, though track() has not seen it yet.
-    if (!isPointToPoint(op) && inCall > s.lastIssuedSeq) {
-      s.lastIssuedSeq = inCall;
-      s.lastIssuedOp = opName(op);
-    }
+    if (since.first != inCall.seq) since = {inCall.seq, now};
     if (!s.oldest) {
       s.inFlight = 1;
-      s.oldest = OpInFlight{opName(op), inCall, "", seconds(now - since.second)};
+      s.oldest = OpInFlight{opName(inCall.op), inCall.seq, "", seconds(now - since.second)};
     }
   }
   const GroupMonitor::HeartbeatView& h = g.heartbeat;  // this thread's own view

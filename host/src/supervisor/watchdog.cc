@@ -69,13 +69,12 @@ void Watchdog::reportSigterm() {
       if (w->group() == g && (!oldest || w->issued() < oldest->issued())) oldest = w;
     std::string line;
     // An op a backend runs inline waits inside the call, before any work exists.
-    const uint64_t inCall = g->inBackendCall.load(std::memory_order_acquire);
+    const GroupMonitor::IssuedOp inCall = g->callInBackend();
     if (oldest) {
       line = ErrorContext::of(oldest->context()).format() + "terminated by SIGTERM while in it (in flight " +
              formatDuration(std::chrono::duration_cast<Millis>(now - oldest->issued())) + ")";
-    } else if (inCall != 0) {
-      const auto op = static_cast<OpType>(g->inBackendCallOp.load(std::memory_order_relaxed));
-      line = ErrorContext{g->name, g->rank, opName(op), inCall}.format() +
+    } else if (inCall.seq != 0) {
+      line = ErrorContext{g->name, g->rank, opName(inCall.op), inCall.seq}.format() +
              "terminated by SIGTERM while in it (waiting inside the backend call, which runs it on the caller)";
     } else {
       line = ErrorContext{g->name, g->rank}.format() + "terminated by SIGTERM with no collective in flight";
@@ -92,13 +91,12 @@ void Watchdog::reportSigterm() {
 }
 
 void Watchdog::failBackendCall(GroupMonitor& g) {
-  const uint64_t seq = g.inBackendCall.load(std::memory_order_relaxed);
+  const auto [seq, op] = g.callInBackend();
   const uint64_t seenBefore = g.watchdog.callSeenInBackend;
   g.watchdog.callSeenInBackend = seq;
   // Only a call still inside its backend a poll later is waiting there; one that merely
   // hands its op to the backend's threads (gloo) returns a work the incident fails.
   if (seq == 0 || seq != seenBefore || !g.anyPeerLost.load(std::memory_order_acquire)) return;
-  const auto op = static_cast<OpType>(g.inBackendCallOp.load(std::memory_order_relaxed));
   {
     MutexLock lock(&g.lostMutex);
     if (g.abortedCallSeq == seq) return;  // done already
