@@ -56,7 +56,8 @@ namespace {
 constexpr std::chrono::milliseconds kSlice{50};
 }  // namespace
 
-SwapStore::SwapStore(StorePtr base, StopCheck stop) : StoreWrapper(std::move(base)), stop_(std::move(stop)) {}
+SwapStore::SwapStore(StorePtr base, StopCheck stop, Record record)
+    : StoreWrapper(std::move(base)), stop_(std::move(stop)), recording_(record == Record::UntilStopped) {}
 
 void SwapStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

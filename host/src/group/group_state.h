@@ -58,7 +58,10 @@ class SwapStore final : public StoreWrapper {
  public:
   // Called between slices: returns to go on waiting, or throws why the wait ends.
   using StopCheck = std::function<void()>;
-  SwapStore(StorePtr base, StopCheck stop);
+  // Record: keep the keys written through it until stopRecording() (a swap's build store);
+  // the others do not keep them (the group's KeyLedger below records what stays).
+  enum class Record { No, UntilStopped };
+  SwapStore(StorePtr base, StopCheck stop, Record record = Record::No);
   using Store::wait;
   void set(const std::string& key, const Bytes& value) override {
     record(key);
@@ -94,7 +97,7 @@ class SwapStore final : public StoreWrapper {
   void record(const std::string& key) EXCLUDES(mutex_);
   StopCheck stop_;
   Mutex mutex_;  // backends may write from threads of their own while being built
-  bool recording_ GUARDED_BY(mutex_) = true;
+  bool recording_ GUARDED_BY(mutex_);
   std::vector<std::string> written_ GUARDED_BY(mutex_);
 };
 

@@ -3,6 +3,8 @@
 
 #include <vector>
 
+#include "../supervisor/messages.h"
+
 namespace commhost {
 
 void KeyLedger::note(const std::string& key) {
@@ -33,12 +35,8 @@ void KeyLedger::adoptManifest(int global) {
   const std::string list = toString(get(key));
   MutexLock lock(&mutex_);
   written_.insert(key);
-  for (size_t at = 0; at < list.size();) {
-    const size_t end = list.find('\n', at);
-    if (end == std::string::npos) break;
-    if (end > at) written_.insert(list.substr(at, end - at));
-    at = end + 1;
-  }
+  for (auto& line : supervisor::wire::splitLines(list))
+    if (!line.empty()) written_.insert(std::move(line));
 }
 
 size_t KeyLedger::size() const {

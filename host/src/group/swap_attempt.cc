@@ -73,13 +73,15 @@ SwapAttempt::SwapAttempt(ProcessGroup::Impl& group, std::shared_ptr<const Config
   protocolStore_ = std::make_shared<SwapStore>(g_.store_, stopIfBroken);
   // The backends' rendezvous also stops once a rank reported failure.
   buildStore_ = std::make_shared<SwapStore>(
-      g_.store_, [stopIfBroken, abandoned = abandoned_, store = g_.store_, failedKey = round_ + "failed"] {
+      g_.store_,
+      [stopIfBroken, abandoned = abandoned_, store = g_.store_, failedKey = round_ + "failed"] {
         stopIfBroken();
         if (store->check({failedKey})) {
           abandoned->store(true);
           throw AbortedError("stopped building: " + toString(store->get(failedKey)));
         }
-      });
+      },
+      SwapStore::Record::UntilStopped);
 }
 
 ReconfigureReport SwapAttempt::run() {

@@ -131,7 +131,8 @@ void Heartbeat::tick() {
       // on_error applies. With none, the rank may be finishing after rank 0 (which serves
       // the store) has exited, the normal end of a job: said, without ending anything.
       const bool inFlight = g->lastIssued.load(std::memory_order_acquire) >
-                            g->lastCompleted.load(std::memory_order_acquire);
+                                g->lastCompleted.load(std::memory_order_acquire) ||
+                            g->callInBackend().seq != 0;
       const std::string checkStore =
           "check the store server (rank 0's process, `commhost store serve`, or the etcd endpoints: up, reachable, "
           "not out of space)";
