@@ -59,11 +59,13 @@ std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const 
 }
 
 void BM_AllreduceDispatch(benchmark::State& state) {
-  const bool recorderOff = state.range(3) != 0;
-  auto pg = selfGroup(
-      state.range(1) != 0, "", state.range(2) != 0,
-      recorderOff ? std::vector<std::string>{"supervisor.flight_recorder.entries=0"} : std::vector<std::string>{},
-      state.range(4) != 0);
+  // range(3): 1 the flight recorder off, 2 every op timed (by default a sample of the small ones)
+  const bool recorderOff = state.range(3) == 1, timeAll = state.range(3) == 2;
+  auto pg = selfGroup(state.range(1) != 0, "", state.range(2) != 0,
+                      recorderOff ? std::vector<std::string>{"supervisor.flight_recorder.entries=0"}
+                      : timeAll   ? std::vector<std::string>{"supervisor.flight_recorder.time_every=1"}
+                                  : std::vector<std::string>{},
+                      state.range(4) != 0);
   commhost::Tensor t = commhost::Tensor::empty({state.range(0) / 4}, commhost::DType::Float32);
   for (auto _ : state) {
     auto work = pg->allreduce(t);
@@ -72,11 +74,12 @@ void BM_AllreduceDispatch(benchmark::State& state) {
   }
   state.SetLabel(std::to_string(state.range(0)) + " B, supervisor " + (state.range(1) ? "on" : "off") +
                  (state.range(2) ? ", unsampled shadow route" : "") + (recorderOff ? ", flight recorder off" : "") +
-                 (state.range(4) ? ", route ordered by the measured tuner" : ""));
+                 (timeAll ? ", every op timed" : "") + (state.range(4) ? ", route ordered by the measured tuner" : ""));
 }
 BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}, {0}, {0}, {0, 1}});
 BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 1, 0, 0});
 BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 0, 1, 0});
+BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 0, 2, 0});
 
 // What a group pays once per table (creation, each hot swap, each subgroup): the table of
 // the tuned config built with its tuner (forGroup: created, asked per size class, destroyed)

@@ -84,10 +84,11 @@ TEST(StatusView, WatchPrintsEachEventOnceAndARestartedRanksAnew) {
 TEST(Prometheus, HistogramsAreCumulativeAndLabelsEscaped) {
   ProcessStatus p = rank(0, 3);
   p.latencyBucketsUs = {10, 100};
-  p.ops.push_back({"we\"ird\\group", "allreduce", "gloo", "le1KiB", 3, 1, 24, 150, {1, 1, 1}});
+  // 5 completed, of which 3 were timed (a sample of the small ops): the histogram counts 3.
+  p.ops.push_back({"we\"ird\\group", "allreduce", "gloo", "le1KiB", 5, 1, 40, 3, 150, {1, 1, 1}});
   const std::string text = prometheusText({p}, kNow);
   const std::string labels = R"(group="we\"ird\\group",rank="0",op="allreduce",backend="gloo",size_class="le1KiB")";
-  EXPECT_NE(text.find("commhost_ops_total{" + labels + "} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("commhost_ops_total{" + labels + "} 5\n"), std::string::npos) << text;
   EXPECT_NE(text.find("commhost_op_latency_seconds_bucket{" + labels + ",le=\"1.0000000000000001e-05\"} 1\n"),
             std::string::npos)
       << text;
@@ -119,7 +120,7 @@ TEST(Top, QuantilesAreReadWithinTheirBucket) {
 TEST(Top, RatesAreOfTheOpsCompletedBetweenTwoReadings) {
   ProcessStatus before = rank(0, 10);
   before.latencyBucketsUs = {10, 20, 50};
-  before.ops.push_back({"main", "allreduce", "gloo", "le64KiB", 100, 0, 100 * 4096, 0, {0, 100, 0, 0}});
+  before.ops.push_back({"main", "allreduce", "gloo", "le64KiB", 100, 0, 100 * 4096, 100, 0, {0, 100, 0, 0}});
   ProcessStatus now = before;
   now.ops[0].completed = 300;
   now.ops[0].bytes = 300 * 4096;

@@ -138,7 +138,7 @@ TEST(FlightDump, JsonThatIsNotADumpIsPassedOver) {
 
 TEST(FlightDump, TheRecorderRecordBecomesTheSchemaOp) {
   supervisor::OpRecord r;
-  r.id = 5;
+  r.order = 5;  // the dump's id: the order of recording
   supervisor::copyName(r.group, sizeof r.group, "main");
   supervisor::copyName(r.backend, sizeof r.backend, "gloo");
   r.op = OpType::Broadcast;

@@ -69,6 +69,9 @@ struct OpStat {
   std::string sizeClass;  // "le1KiB", "le64KiB", "le1MiB", "le16MiB", "gt16MiB"
   uint64_t completed = 0, failed = 0;
   uint64_t bytes = 0;
+  // How many of the completed ops have a latency: latencySumUs and buckets count these.
+  // Small ops are timed by sample (supervisor.flight_recorder.time_every).
+  uint64_t timed = 0;
   uint64_t latencySumUs = 0;
   std::vector<uint64_t> buckets;  // per latencyBucketsUs, then +Inf; not cumulative
 };

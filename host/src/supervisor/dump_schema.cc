@@ -37,6 +37,7 @@ template <class F, class T> Schema<T, DumpOp> fields(F& f, T& o) {
   f("scheduled_us", o.scheduledUs);
   f("started_us", o.startedUs);
   f("ended_us", o.endedUs);
+  f.optional("timed", o.timed, true);
   f.optional("device_ms", o.deviceMs, -1.0);
   f.optional("error", o.error, std::string());
 }

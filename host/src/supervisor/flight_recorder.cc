@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <ctime>
+#include <tuple>
 
 namespace commhost::supervisor {
 
@@ -32,6 +34,12 @@ int64_t wallMicros() {
       .count();
 }
 
+int64_t coarseWallMicros() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
+}
+
 namespace {
 int64_t offsetNow() {
   using namespace std::chrono;
@@ -47,7 +55,8 @@ int64_t wallMicros(std::chrono::steady_clock::time_point t) {
   return duration_cast<microseconds>(t.time_since_epoch()).count() + wallMinusSteadyUs.load(std::memory_order_relaxed);
 }
 
-FlightRecorder::FlightRecorder(size_t entries) : capacity_(entries), ring_(entries), nextSlot_(entries > 1 ? 1 : 0) {}
+FlightRecorder::FlightRecorder(size_t entries)
+    : capacity_(entries), ring_(entries), nextSlot_(entries > 1 ? 1 : 0), lanes_(entries) {}
 
 uint64_t FlightRecorder::add(const OpRecord& record) {
   return emplace([&](OpRecord& slot) { slot = record; });
@@ -65,13 +74,25 @@ void FlightRecorder::finish(uint64_t id, OpState state, int64_t endedUs, const s
 }
 
 std::vector<OpRecord> FlightRecorder::snapshot() const {
-  std::vector<OpRecord> out;
-  out.reserve(capacity_);  // before the lock: nothing allocates under it
-  SpinLockHold hold(&ringLock_);
-  for (size_t i = 0; i < ring_.size(); ++i) {
-    const OpRecord& r = ring_[(nextId_ + i) % ring_.size()];
-    if (r.id != 0) out.push_back(r);
+  // The lanes' records with the ring's, in the order they were recorded (a lane's own
+  // records by their number, the ring's by id, where two share an order).
+  std::vector<ThreadLanes::Held> held;
+  held.reserve(capacity_);  // before the lock: nothing allocates under it
+  {
+    SpinLockHold hold(&ringLock_);
+    for (size_t i = 0; i < ring_.size(); ++i) {
+      const OpRecord& r = ring_[(nextId_ + i) % ring_.size()];
+      if (r.id != 0) held.push_back({ThreadLanes::kMaxLanes, r.id, r});
+    }
   }
+  lanes_.readAll(held);
+  std::stable_sort(held.begin(), held.end(), [](const ThreadLanes::Held& a, const ThreadLanes::Held& b) {
+    return std::tie(a.record.order, a.lane, a.number) < std::tie(b.record.order, b.lane, b.number);
+  });
+  const size_t skip = held.size() > capacity_ ? held.size() - capacity_ : 0;
+  std::vector<OpRecord> out;
+  out.reserve(held.size() - skip);
+  for (size_t i = skip; i < held.size(); ++i) out.push_back(held[i].record);
   return out;
 }
 
@@ -133,7 +154,7 @@ std::vector<ShadowEvent> FlightRecorder::shadows() const {
 
 DumpOp toDumpOp(const OpRecord& r) {
   DumpOp o;
-  o.id = r.id;
+  o.id = r.order;
   o.group = r.group;
   o.rank = r.rank;
   o.worldSize = r.worldSize;
@@ -148,6 +169,7 @@ DumpOp toDumpOp(const OpRecord& r) {
   o.scheduledUs = r.scheduledUs;
   o.startedUs = r.startedUs;
   o.endedUs = r.endedUs;
+  o.timed = r.timed;
   o.deviceMs = r.deviceMs >= 0 ? r.deviceMs : -1;
   o.error = r.error;
   return o;

@@ -1,14 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
-// FlightRecorder: a bounded ring of the last collectives of every group in this process.
+// FlightRecorder: the last collectives of every group in this process, bounded.
 //
+// Two stores: a shared ring for ops that go on running after their call (finish() updates
+// them), and a lane per issuing thread for ops that completed in their call, the small
+// inline ops, written without a lock (thread_lanes.h). A dump merges both in the order
+// they were recorded and keeps the last `entries`.
 // Threading: every method may be called from any thread. A SpinLock guards the ring (held
-// on the per-op path for the writes of one fixed-size record, no allocation while it is
-// held; collect() copies a bounded batch under it, snapshot() for a dump the whole ring,
-// during which writers spin, then yield); a Mutex guards the rare records (swaps,
-// membership changes, shadow comparisons), whose strings allocate.
-// Memory: entries x sizeof(OpRecord), fixed at construction.
+// for the writes of one fixed-size record, no allocation while it is held; collect()
+// copies a bounded batch under it, snapshot() for a dump the whole ring, during which
+// writers spin, then yield); ThreadLanes says how the lanes are shared; a Mutex guards
+// the rare records (swaps, membership changes, shadow comparisons), whose strings
+// allocate.
+// Memory: entries x sizeof(OpRecord) for the ring, fixed at construction, and as much per
+// issuing thread's lane (made at the thread's first inline op; at most 16).
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 
 #include <cstdint>
@@ -19,43 +27,21 @@
 #include "commhost/flight_dump.h"
 #include "commhost/mutex.h"
 #include "commhost/types.h"
+#include "op_record.h"
 #include "spin_lock.h"
+#include "thread_lanes.h"
 
 namespace commhost::supervisor {
 
-enum class OpState : uint8_t { Started, Completed, Failed };
-const char* opStateName(OpState s);
-
-// Fixed-size so recording never allocates; names longer than the arrays are cut.
-struct OpRecord {
-  uint64_t id = 0;  // process-wide, increasing; 0 = empty slot
-  char group[48] = {};
-  char backend[24] = {};
-  int rank = 0;
-  int worldSize = 0;
-  OpType op = OpType::Allreduce;
-  uint64_t seq = 0;
-  uint64_t generation = 0;  // the group's config generation the op was routed by
-  DType dtype = DType::Float32;
-  int64_t bytes = 0;
-  int64_t numel = 0;
-  OpState state = OpState::Started;
-  int64_t scheduledUs = 0;  // wall clock (us since the epoch), comparable across ranks
-  int64_t startedUs = 0;    // when the backend returned the work
-  int64_t endedUs = 0;      // 0 while in flight
-  // The op's time on its device (Work::deviceMs(): between the backend's events around
-  // its kernels), -1 when unknown: cpu backends, untimed or failed device works.
-  double deviceMs = -1;
-  char error[240] = {};
-};
-
-void copyName(char* dst, size_t size, const std::string& src);
 int64_t wallMicros();
 // The wall-clock time of a steady-clock reading, through an offset the heartbeat thread
 // refreshes: the per-op path reads one clock instead of two (clock reads are a fifth
 // of the supervisor's cost per op on a VM).
 int64_t wallMicros(std::chrono::steady_clock::time_point t);
 void refreshWallClockOffset();
+// The wall clock's coarse reading (CLOCK_REALTIME_COARSE: the kernel's last tick, 1-4 ms
+// steps), for records of ops not timed precisely: ~3 ns, where a precise read is ~9.
+int64_t coarseWallMicros();
 
 // Swaps, membership changes and shadow comparisons are rare, so their records keep
 // strings: SwapRecord, MembershipRecord and ShadowEvent are the dump schema's own types
@@ -78,22 +64,40 @@ class FlightRecorder {
   template <class Fill> uint64_t emplace(Fill&& fill) {
     if (capacity_ == 0) return 0;
     SpinLockHold hold(&ringLock_);
+    const uint64_t order = nextOrder();
     const uint64_t id = nextId_++;
     OpRecord& slot = ring_[nextSlot_];  // id % size, without a division on every op
     if (++nextSlot_ == capacity_) nextSlot_ = 0;
     slot.error[0] = '\0';
     fill(slot);
     slot.id = id;
+    slot.order = order;
     return id;
+  }
+  // The same for an op that completed in its call (never finished later): into the
+  // calling thread's lane, without a lock, or into the ring when the thread has no lane.
+  template <class Fill> void emplaceCompleted(Fill&& fill) {
+    if (capacity_ == 0) return;
+    ThreadLanes::Lane* lane = lanes_.mine();
+    if (!lane) {
+      emplace(fill);
+      return;
+    }
+    lanes_.write(*lane, nextOrder(), fill);
   }
   // Updates the record with this id, if the ring still holds it; `deviceMs` < 0: unknown.
   void finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs = -1);
-  std::vector<OpRecord> snapshot() const;  // oldest first
+  // The last `capacity()` records of the ring and lanes, oldest first.
+  std::vector<OpRecord> snapshot() const;
   // For readers that follow the ring (the status publisher's op statistics): appends to
   // `out` the records with ids from `from` on that the ring still holds, at most `max` (the
   // lock is held for one copy of that many), oldest first. Returns the id to start from
   // next time; `*missed` grows by the ids overwritten before they were read.
   uint64_t collect(uint64_t from, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const;
+  // The same for the lanes (ThreadLanes::collect): `next` per lane; whether more is left.
+  bool collectLanes(std::vector<uint64_t>& next, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const {
+    return lanes_.collect(next, max, out, missed);
+  }
   // The record with this id, if the ring still holds it.
   bool find(uint64_t id, OpRecord& out) const;
   void addSwap(SwapRecord record);
@@ -110,7 +114,18 @@ class FlightRecorder {
   const size_t capacity_;  // ring_'s size, fixed at construction: read without a lock
   std::vector<OpRecord> ring_ GUARDED_BY(ringLock_);
   uint64_t nextId_ GUARDED_BY(ringLock_) = 1;
-  size_t nextSlot_ GUARDED_BY(ringLock_);                        // nextId_ % capacity_ (when capacity_ > 0)
+  // OpRecord::order's counter. Advanced by a load and a store, not a locked
+  // read-modify-write: two threads at once may take one value, or one may set it back a
+  // little; each thread's own orders still increase (it starts after its last).
+  std::atomic<uint64_t> order_{1};
+  uint64_t nextOrder() {
+    uint64_t& last = ThreadLanes::lastOrder();
+    const uint64_t order = std::max(order_.load(std::memory_order_relaxed), last + 1);
+    order_.store(order + 1, std::memory_order_relaxed);
+    return last = order;
+  }
+  size_t nextSlot_ GUARDED_BY(ringLock_);  // nextId_ % capacity_ (when capacity_ > 0)
+  ThreadLanes lanes_;
   std::deque<SwapRecord> swaps_ GUARDED_BY(mutex_);              // at most kSwapEntries
   std::deque<ShadowEvent> shadows_ GUARDED_BY(mutex_);           // at most kShadowEntries
   std::deque<MembershipRecord> memberships_ GUARDED_BY(mutex_);  // at most kSwapEntries

@@ -35,6 +35,8 @@ void OpStats::add(const OpRecord& r) {
   }
   ++c.completed;
   c.bytes += static_cast<uint64_t>(std::max<int64_t>(r.bytes, 0));
+  if (!r.timed) return;
+  ++c.timed;
   // Issue to completion as the recorder saw it (scheduled: before the backend was called).
   const int64_t from = r.scheduledUs ? r.scheduledUs : r.startedUs;
   const int64_t us = std::max<int64_t>(r.endedUs - from, 0);
@@ -54,6 +56,7 @@ nlohmann::json OpStats::toJson() const {
                      {"completed", c.completed},
                      {"failed", c.failed},
                      {"bytes", c.bytes},
+                     {"timed", c.timed},
                      {"latency_sum_us", c.latencySumUs},
                      {"buckets", c.buckets}});
   return {{"cells", std::move(cells)},
@@ -95,6 +98,14 @@ void OpStatsCollector::poll(const FlightRecorder& recorder) {
     }
     next_ = next;
     if (batch.size() < kBatch) break;
+  }
+  // The lanes hold only ops that completed in their call: nothing to come back to.
+  for (bool more = true; more;) {
+    batch.clear();
+    uint64_t missed = 0;
+    more = recorder.collectLanes(laneNext_, kBatch, batch, &missed);
+    stats_.addMissed(missed);
+    for (const OpRecord& rec : batch) stats_.add(rec);
   }
 }
 

@@ -35,8 +35,11 @@ size_t sizeClassOf(int64_t bytes);
 
 struct OpCell {
   uint64_t completed = 0, failed = 0;
-  uint64_t bytes = 0;                                            // of the completed ones
-  uint64_t latencySumUs = 0;                                     // issue to completion, of the completed ones
+  uint64_t bytes = 0;  // of the completed ones
+  // The completed ones with a latency (OpRecord::timed): what latencySumUs and buckets
+  // count. A sample of the small ops (supervisor.flight_recorder.time_every).
+  uint64_t timed = 0;
+  uint64_t latencySumUs = 0;                                     // issue to completion, of the timed ones
   std::array<uint64_t, kLatencyBucketsUs.size() + 1> buckets{};  // not cumulative; last: +Inf
 };
 
@@ -60,7 +63,7 @@ class OpStats {
   const std::map<OpKey, OpCell>& cells() const { return cells_; }
   uint64_t missed() const { return missed_; }
   uint64_t overflow() const { return overflow_; }
-  // {"cells": [{group, op, backend, size_class, completed, failed, bytes, latency_sum_us,
+  // {"cells": [{group, op, backend, size_class, completed, failed, bytes, timed, latency_sum_us,
   //   buckets: [...]}], "missed": N, "overflow": N, "latency_buckets_us": [...]}
   nlohmann::json toJson() const;
 
@@ -80,7 +83,8 @@ class OpStatsCollector {
   static constexpr size_t kBatch = 256;        // records copied per lock hold
   static constexpr size_t kMaxPending = 4096;  // works still running that poll() will look at again
   uint64_t next_ = 1;
-  std::vector<uint64_t> pending_;  // ids seen while still running
+  std::vector<uint64_t> pending_;   // ids seen while still running
+  std::vector<uint64_t> laneNext_;  // per thread lane: the number of the next record to read
   OpStats stats_;
 };
 

@@ -26,7 +26,7 @@ std::vector<OpStat> opStats(const OpStats& stats) {
   out.reserve(stats.cells().size());
   for (const auto& [k, c] : stats.cells())
     out.push_back({k.group, opName(k.op), k.backend, sizeClassName(k.sizeClass), c.completed, c.failed, c.bytes,
-                   c.latencySumUs, std::vector<uint64_t>(c.buckets.begin(), c.buckets.end())});
+                   c.timed, c.latencySumUs, std::vector<uint64_t>(c.buckets.begin(), c.buckets.end())});
   return out;
 }
 

@@ -62,6 +62,7 @@ template <class F, class T> Schema<T, OpStat> fields(F& f, T& s) {
   f("completed", s.completed);
   f("failed", s.failed);
   f("bytes", s.bytes);
+  f.added("timed", s.timed);
   f("latency_sum_us", s.latencySumUs);
   f("buckets", s.buckets);
 }

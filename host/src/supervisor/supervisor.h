@@ -51,7 +51,8 @@ struct Settings {
   Millis heartbeatInterval{1000};
   Millis heartbeatTimeout{10000};
   size_t entries = 2048;
-  std::string dumpDir;  // the config resolves an empty dump_dir (config::defaultDumpDir)
+  uint64_t timeEvery = 8;  // supervisor.flight_recorder.time_every: a power of two (the schema's choices)
+  std::string dumpDir;     // the config resolves an empty dump_dir (config::defaultDumpDir)
   bool checkCollectives = false;
   static Settings fromConfig(const Config& config);
 };
@@ -106,13 +107,21 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   void attach(const std::shared_ptr<GroupMonitor>& group) EXCLUDES(mutex_);
   void detach(const GroupMonitor* group) EXCLUDES(mutex_);
 
-  // Whether Call::issue reads the clock before calling the backend: the flight recorder
-  // and completion hooks show when each op was issued. Without either (entries 0, no
-  // hooks) an op the backend completes inline costs no clock read, and track() reads
-  // one for an op that goes on running (the watchdog's start).
-  bool wantsIssueTime() const { return settings_.entries > 0 || hooks_.any(); }
+  // Ops of at least this size are always timed: each takes microseconds on any backend,
+  // so two clock reads are under 1% of it.
+  static constexpr int64_t kAlwaysTimedBytes = 64 << 10;
+  // Whether Call::issue reads the clock before calling the backend for this op. The flight
+  // recorder times the ops of kAlwaysTimedBytes and more, and every timeEvery-th smaller
+  // one (by seq: the same ops on every rank); completion hooks get every op's times. An
+  // untimed op the backend completes inline reads no precise clock (track() stamps its
+  // record with the coarse one): the two reads were a tenth of an 8 B shm allreduce.
+  // One that goes on running is timed from track() (the watchdog's start).
+  bool timesOp(uint64_t seq, int64_t bytes) const {
+    if (hooks_.any()) return true;
+    return settings_.entries > 0 && (bytes >= kAlwaysTimedBytes || (seq & timeMask_) == 0);
+  }
   // Caller thread: records the op and returns the work the caller gets. `issued`:
-  // TimePoint{} when not read (wantsIssueTime() was false). `expect`: the call's outputs,
+  // TimePoint{} when not read (timesOp() was false). `expect`: the call's outputs,
   // which the work's value must match (output_check.h); a work that completed inline with
   // another value is failed here, a later one when its value is read (future()).
   WorkPtr track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
@@ -189,6 +198,9 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
 
   // Threads last: they start once the state above exists, and stop() ends them first.
   HookDispatcher hooks_;
+  // settings_.timeEvery - 1 (0, timing every op, when it is not a power of two): a mask,
+  // not a division, on every op.
+  const uint64_t timeMask_;
   std::unique_ptr<Watchdog> watchdog_;
   std::unique_ptr<Heartbeat> heartbeat_;
 };

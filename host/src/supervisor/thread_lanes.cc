@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "thread_lanes.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+// A reader copies a slot its writer may be writing and keeps the copy only when the
+// slot's version says it was not (the seqlock's check). ThreadSanitizer would report the
+// copy as a race: the copy's reads are hidden from it.
+#if defined(__SANITIZE_THREAD__)
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+#define COMMHOST_IGNORE_READS_BEGIN() AnnotateIgnoreReadsBegin(__FILE__, __LINE__)
+#define COMMHOST_IGNORE_READS_END() AnnotateIgnoreReadsEnd(__FILE__, __LINE__)
+#else
+#define COMMHOST_IGNORE_READS_BEGIN()
+#define COMMHOST_IGNORE_READS_END()
+#endif
+
+namespace commhost::supervisor {
+namespace {
+
+std::atomic<uint64_t> nextSerial{1};
+
+uint64_t kernelThreadId() { return static_cast<uint64_t>(::syscall(SYS_gettid)); }
+
+// Set once this thread's Claims are destroyed (it is exiting): a record made later, by
+// another thread_local's destructor, goes to the shared ring.
+thread_local bool exiting = false;
+
+}  // namespace
+
+thread_local ThreadLanes::Tls ThreadLanes::tls_{0, nullptr, 0};
+
+// The lanes this thread holds (one per ThreadLanes it recorded into), given back when it
+// exits. Only take() touches it: the per-op path reads ThreadLanes::tls_ alone.
+struct ThreadLanes::Claims {
+  std::vector<std::shared_ptr<Lane>> lanes;
+  ~Claims() {
+    tls_.serial = 0;
+    tls_.lane = nullptr;
+    exiting = true;
+    for (auto& lane : lanes) lane->owner.store(0, std::memory_order_release);
+  }
+};
+
+ThreadLanes::ThreadLanes(size_t capacity)
+    : capacity_(capacity), serial_(nextSerial.fetch_add(1, std::memory_order_relaxed)) {}
+
+ThreadLanes::Lane* ThreadLanes::take() {
+  if (capacity_ == 0 || exiting) return nullptr;
+  thread_local Claims claims;
+  const uint64_t me = kernelThreadId();
+  std::shared_ptr<Lane> lane;
+  {
+    MutexLock lock(&mutex_);
+    // This thread's lane from before (it recorded into another recorder meanwhile), else
+    // a free one (its thread exited), else a new one.
+    for (const auto& l : lanes_)
+      if (l->owner.load(std::memory_order_acquire) == me) lane = l;
+    for (size_t i = 0; !lane && i < lanes_.size(); ++i) {
+      uint64_t free = 0;
+      if (lanes_[i]->owner.compare_exchange_strong(free, me, std::memory_order_acq_rel)) lane = lanes_[i];
+    }
+    if (!lane && lanes_.size() < kMaxLanes) {
+      lane = std::make_shared<Lane>(capacity_);
+      lane->owner.store(me, std::memory_order_relaxed);
+      lanes_.push_back(lane);
+    }
+  }
+  if (!lane) {
+    tls_.serial = serial_;  // the shared ring, for this thread's life: never the lock per op
+    tls_.lane = nullptr;
+    return nullptr;
+  }
+  if (std::find(claims.lanes.begin(), claims.lanes.end(), lane) == claims.lanes.end()) claims.lanes.push_back(lane);
+  tls_.serial = serial_;
+  tls_.lane = lane.get();
+  return lane.get();
+}
+
+std::vector<std::shared_ptr<ThreadLanes::Lane>> ThreadLanes::lanesNow() const {
+  MutexLock lock(&mutex_);
+  return lanes_;
+}
+
+bool ThreadLanes::read(const Slot& s, uint64_t number, OpRecord& out, uint64_t* holds) {
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const uint64_t before = s.version.load(std::memory_order_acquire);
+    if (before & 1) continue;  // being written: look again (a write takes tens of ns)
+    const uint64_t n = s.number.load(std::memory_order_relaxed);
+    COMMHOST_IGNORE_READS_BEGIN();
+    std::memcpy(static_cast<void*>(&out), &s.record, sizeof out);
+    COMMHOST_IGNORE_READS_END();
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (s.version.load(std::memory_order_relaxed) != before) continue;
+    if (holds) *holds = n;
+    return n != 0 && (number == 0 || n == number);
+  }
+  return false;  // rewritten each time it was read: it holds a newer record by now
+}
+
+void ThreadLanes::readAll(std::vector<Held>& out) const {
+  const auto lanes = lanesNow();
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    const Lane& lane = *lanes[l];
+    const uint64_t written = lane.written.load(std::memory_order_acquire);
+    const uint64_t first = written > capacity_ ? written - capacity_ + 1 : 1;
+    Held h{l, 0, {}};
+    for (uint64_t n = first; n <= written; ++n)
+      if (read(lane.slots[(n - 1) % capacity_], n, h.record)) {
+        h.number = n;
+        out.push_back(h);
+      }
+  }
+}
+
+bool ThreadLanes::collect(std::vector<uint64_t>& next, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const {
+  const auto lanes = lanesNow();
+  if (next.size() < lanes.size()) next.resize(lanes.size(), 1);
+  bool more = false;
+  OpRecord r;
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    const Lane& lane = *lanes[l];
+    const uint64_t written = lane.written.load(std::memory_order_acquire);
+    const uint64_t oldest = written > capacity_ ? written - capacity_ + 1 : 1;
+    uint64_t& n = next[l];
+    if (n < oldest) {
+      *missed += oldest - n;
+      n = oldest;
+    }
+    for (; n <= written; ++n) {
+      if (max == 0) {
+        more = true;
+        break;
+      }
+      if (read(lane.slots[(n - 1) % capacity_], n, r)) {
+        out.push_back(r);
+        --max;
+      } else {
+        ++*missed;  // overwritten while this loop read the lane
+      }
+    }
+  }
+  return more;
+}
+
+}  // namespace commhost::supervisor

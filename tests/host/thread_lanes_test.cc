@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// The flight recorder's lanes (thread_lanes.h): records of ops that completed in their
+// call, one lane per issuing thread, written without a lock, merged with the shared ring
+// in the order they were recorded; real threads, readers racing the writers.
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "supervisor/flight_recorder.h"
+#include "supervisor/op_stats.h"
+
+namespace commhost::supervisor {
+namespace {
+
+// Every field follows from the seq, so a torn record (half of one op, half of another)
+// shows.
+void fillFor(OpRecord& r, uint64_t seq) {
+  copyName(r.group, sizeof r.group, "g" + std::to_string(seq % 97));
+  copyName(r.backend, sizeof r.backend, "shm");
+  r.rank = static_cast<int>(seq % 5);
+  r.worldSize = 5;
+  r.op = OpType::Allreduce;
+  r.seq = seq;
+  r.generation = seq * 3;
+  r.dtype = DType::Float32;
+  r.bytes = static_cast<int64_t>(seq * 4);
+  r.numel = static_cast<int64_t>(seq);
+  r.state = OpState::Completed;
+  r.timed = seq % 2 == 0;
+  r.scheduledUs = r.startedUs = r.endedUs = static_cast<int64_t>(seq * 7);
+  r.deviceMs = -1;
+}
+
+bool whole(const OpRecord& r) {
+  return std::string(r.group) == "g" + std::to_string(r.seq % 97) && r.rank == static_cast<int>(r.seq % 5) &&
+         r.generation == r.seq * 3 && r.bytes == static_cast<int64_t>(r.seq * 4) &&
+         r.numel == static_cast<int64_t>(r.seq) && r.timed == (r.seq % 2 == 0) &&
+         r.endedUs == static_cast<int64_t>(r.seq * 7) && r.error[0] == '\0';
+}
+
+void completed(FlightRecorder& fr, uint64_t seq) {
+  fr.emplaceCompleted([&](OpRecord& r) { fillFor(r, seq); });
+}
+
+// Threads that take turns: run(i, f) runs f on worker i (its own thread for the whole
+// test, so it keeps its lane) and waits until it is done.
+class Turns {
+ public:
+  explicit Turns(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~Turns() {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  void run(int i, std::function<void()> f) {
+    std::unique_lock<std::mutex> l(m_);
+    job_ = std::move(f);
+    who_ = i;
+    cv_.notify_all();
+    cv_.wait(l, [&] { return who_ < 0; });
+  }
+
+ private:
+  void loop(int i) {
+    std::unique_lock<std::mutex> l(m_);
+    for (;;) {
+      cv_.wait(l, [&] { return stop_ || who_ == i; });
+      if (stop_) return;
+      job_();
+      who_ = -1;
+      cv_.notify_all();
+    }
+  }
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::function<void()> job_;
+  int who_ = -1;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+std::vector<uint64_t> seqs(const std::vector<OpRecord>& records) {
+  std::vector<uint64_t> out;
+  for (const auto& r : records) out.push_back(r.seq);
+  return out;
+}
+
+TEST(ThreadLanes, RecordsOfSeveralThreadsAndTheRingMergeInTheOrderRecorded) {
+  FlightRecorder fr(64);
+  Turns turns(2);
+  uint64_t seq = 0;
+  for (int round = 0; round < 3; ++round) {
+    turns.run(0, [&] {
+      for (int i = 0; i < 3; ++i) completed(fr, ++seq);
+    });
+    turns.run(1, [&] { completed(fr, ++seq); });
+    // An op still running goes to the shared ring.
+    OpRecord running;
+    fillFor(running, ++seq);
+    running.state = OpState::Started;
+    fr.add(running);
+  }
+  const auto snap = fr.snapshot();
+  std::vector<uint64_t> want;
+  for (uint64_t s = 1; s <= seq; ++s) want.push_back(s);
+  EXPECT_EQ(seqs(snap), want);
+  for (const auto& r : snap) EXPECT_TRUE(r.state == OpState::Started || whole(r)) << r.seq;
+  // Dump ids (the order) increase with them.
+  for (size_t i = 1; i < snap.size(); ++i) EXPECT_LT(toDumpOp(snap[i - 1]).id, toDumpOp(snap[i]).id);
+}
+
+TEST(ThreadLanes, ADumpKeepsTheLastEntriesOfAllLanes) {
+  FlightRecorder fr(4);
+  Turns turns(2);
+  uint64_t seq = 0;
+  for (int round = 0; round < 5; ++round)
+    for (int t = 0; t < 2; ++t) turns.run(t, [&] { completed(fr, ++seq); });
+  EXPECT_EQ(seqs(fr.snapshot()), (std::vector<uint64_t>{7, 8, 9, 10}));
+}
+
+TEST(ThreadLanes, ALaneOutlivesItsThreadAndTheNextThreadTakesItOver) {
+  FlightRecorder fr(8);
+  std::thread([&] {
+    for (uint64_t s = 1; s <= 3; ++s) completed(fr, s);
+  }).join();
+  std::thread([&] {
+    for (uint64_t s = 4; s <= 5; ++s) completed(fr, s);
+  }).join();
+  EXPECT_EQ(seqs(fr.snapshot()), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  // One lane served both: an op statistics reader follows one lane.
+  std::vector<uint64_t> next;
+  std::vector<OpRecord> out;
+  uint64_t missed = 0;
+  EXPECT_FALSE(fr.collectLanes(next, 100, out, &missed));
+  EXPECT_EQ(next.size(), 1u);
+  EXPECT_EQ(seqs(out), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(missed, 0u);
+}
+
+TEST(ThreadLanes, ThreadsBeyondTheLastLaneRecordIntoTheRing) {
+  const int n = static_cast<int>(ThreadLanes::kMaxLanes) + 2;
+  FlightRecorder fr(64);
+  std::atomic<int> written{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      completed(fr, static_cast<uint64_t>(t + 1));
+      ++written;
+      while (written.load() < n) std::this_thread::yield();  // all alive at once: no lane is freed
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(fr.snapshot().size(), static_cast<size_t>(n));
+  std::vector<OpRecord> ring;
+  uint64_t missed = 0;
+  fr.collect(1, 100, ring, &missed);
+  EXPECT_EQ(ring.size(), 2u);  // the two threads that found every lane taken
+}
+
+TEST(ThreadLanes, ReadersNeverSeeATornRecord) {
+  FlightRecorder fr(16);  // small: the writer laps the readers all the time
+  constexpr uint64_t kOps = 200000;
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (uint64_t s = 1; s <= kOps; ++s) completed(fr, s);
+    done = true;
+  });
+  uint64_t seen = 0, torn = 0, missed = 0;
+  std::vector<uint64_t> next;
+  std::vector<OpRecord> out;
+  while (!done.load()) {
+    for (const auto& r : fr.snapshot()) {
+      ++seen;
+      torn += !whole(r);
+    }
+    out.clear();
+    fr.collectLanes(next, 64, out, &missed);
+    for (const auto& r : out) torn += !whole(r);
+    seen += out.size();
+  }
+  writer.join();
+  EXPECT_EQ(torn, 0u) << "of " << seen << " records read";
+  const auto last = fr.snapshot();
+  ASSERT_EQ(last.size(), 16u);
+  EXPECT_EQ(last.back().seq, kOps);
+}
+
+TEST(ThreadLanes, OpStatisticsCountLaneRecordsAndTheirLatencyOnlyWhenTimed) {
+  FlightRecorder fr(8);
+  OpStatsCollector c;
+  for (uint64_t s = 1; s <= 20; ++s) completed(fr, s);
+  c.poll(fr);
+  EXPECT_EQ(c.stats().missed(), 12u);  // 8 held of 20
+  uint64_t completedOps = 0, timed = 0;
+  for (const auto& [key, cell] : c.stats().cells()) {
+    completedOps += cell.completed;
+    timed += cell.timed;
+  }
+  EXPECT_EQ(completedOps, 8u);
+  EXPECT_EQ(timed, 4u);  // the even seqs
+  completed(fr, 21);
+  c.poll(fr);
+  c.poll(fr);
+  completedOps = 0;
+  for (const auto& [key, cell] : c.stats().cells()) completedOps += cell.completed;
+  EXPECT_EQ(completedOps, 9u);
+}
+
+}  // namespace
+}  // namespace commhost::supervisor
