@@ -20,7 +20,7 @@ const char* opStateName(OpState s) {
   return "?";
 }
 
-void copyName(char* dst, size_t size, const std::string& src) {
+void copyNameCut(char* dst, size_t size, const std::string& src) {
   size_t n = std::min(size - 1, src.size());
   // Cut at a character boundary: never keep the lead bytes of a split UTF-8 character.
   if (n < src.size())

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "commhost/types.h"
@@ -45,6 +46,16 @@ struct OpRecord {
   char error[232] = {};
 };
 
-void copyName(char* dst, size_t size, const std::string& src);
+// Copies `src` into the `size`-byte array `dst`, NUL-terminated, cut at a character
+// boundary when it does not fit. Inline for the common case (it fits): it runs twice on
+// every op's record.
+void copyNameCut(char* dst, size_t size, const std::string& src);
+inline void copyName(char* dst, size_t size, const std::string& src) {
+  if (src.size() < size) {
+    std::memcpy(dst, src.c_str(), src.size() + 1);  // with its NUL
+    return;
+  }
+  copyNameCut(dst, size, src);
+}
 
 }  // namespace commhost::supervisor
