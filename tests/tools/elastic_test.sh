@@ -23,6 +23,7 @@ for v in $(env | grep -o '^COMMHOST_[A-Z_]*'); do unset "$v"; done
 elastic=(--set supervisor.on_peer_loss=shrink --set supervisor.heartbeat.interval=200ms
   --set supervisor.heartbeat.timeout=2s)
 train=(train --check --epochs 6 --steps-per-epoch 50 --hidden 64)
+train_extra=()  # more train options for one case
 steps=300
 
 # job CONFIG SIGNAL_PLAN EXTRA...: runs the 4-rank job in the background, applies the
@@ -33,7 +34,7 @@ job() {
   local config=$1 plan=$2
   shift 2
   rm -f "$tmp/steps.jsonl"
-  "$commhost" run -n 4 -c "$config" "${elastic[@]}" "$@" -- "$commhost" "${train[@]}" --json "$tmp/steps.jsonl" \
+  "$commhost" run -n 4 -c "$config" "${elastic[@]}" "$@" -- "$commhost" "${train[@]}" "${train_extra[@]}" --json "$tmp/steps.jsonl" \
     >"$tmp/out" 2>&1 &
   local launcher=$! what=${plan%%:*} rest=${plan#*:}
   local ranks=${rest%%@*} at=${rest#*@} hold="" later=""
@@ -81,23 +82,26 @@ job() {
 }
 
 # The survivors' rows: the failed step re-run on 3 ranks, every step once, the loss falling.
+# rows_after_shrink WORLD [swapping]: with hot swaps the generations are the swaps' too.
 rows_after_shrink() {
-  python3 - "$tmp/steps.jsonl" "$1" <<'PY' || fail "the --json rows after the shrink"
+  python3 - "$tmp/steps.jsonl" "$1" "${2:-}" <<'PY' || fail "the --json rows after the shrink"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 world_after = int(sys.argv[2])
+swapping = sys.argv[3] == "swapping"
 events = [r for r in rows if r.get("event") == "shrink"]
 steps = [r for r in rows if "event" not in r]
 assert len(events) == 1, events
 e = events[0]
-assert e["world_before"] == 4 and e["world"] == world_after and e["generation"] == 1, e
+assert e["world_before"] == 4 and e["world"] == world_after and (swapping or e["generation"] == 1), e
 # Every step once; the failed step may have no row of rank 0's when another member had
 # completed it before it noticed the loss (the members then go on from the furthest).
 done = e["failed_step"] if e["resume_step"] == e["failed_step"] + 1 else None
 want = [s for s in range(300) if s != done]
 assert [r["step"] for r in steps] in (want, list(range(300))), ([r["step"] for r in steps][:50], e)
 assert all(r["world"] == 4 for r in steps if r["step"] < e["resume_step"]), e
-assert all(r["world"] == world_after and r["generation"] == 1 for r in steps if r["step"] >= e["resume_step"]), e
+assert all(r["world"] == world_after and (swapping or r["generation"] == 1)
+           for r in steps if r["step"] >= e["resume_step"]), e
 print(f"   shrink at step {e['failed_step']}: {e['shrink_ms']:.0f} ms, recovered in {e['recover_ms']:.0f} ms")
 PY
 }
@@ -121,6 +125,26 @@ for spec in "gloo:$gloo" "shm:$shm"; do
     pass "3 survivors finished with the reference's parameters"
   done
 done
+
+# A rank killed while the job swaps backends: with a hot swap before every step (gloo to
+# shm and back) the kill lands in a swap most of the time. The swap fails on the lost peer
+# (PeerLost: the swap's shm build stopped by the loss used to end the survivors as a
+# backend's failure to start), the survivors shrink, and the job goes on swapping at 3.
+train_extra=(--swap-every 1 --configs "$gloo,$shm")
+for ((t = 1; t <= trials; t++)); do
+  at=$((20 + RANDOM % 200))
+  victim=$((1 + RANDOM % 3))
+  step "hot swaps: rank $victim killed after step $at (a swap before every step)"
+  job "$gloo" "kill:$victim@$at"
+  expect_rc0 "the swapping job that lost rank $victim"
+  expect_regex "the recovery line" '^\[0\] step [0-9]+ failed \(.*\); shrank from 4 to 3 ranks \(removed '"$victim"'\)'
+  expect_regex "the check" '^\[0\] check: after 300 steps the largest parameter deviation .*within --tolerance'
+  expect_line "the summary" "commhost run: 3 of 4 rank(s) of this node finished; lost: $victim (signal 9 (Killed))"
+  rows_after_shrink 3 swapping
+  grep -qE '^\[0\] step [0-9]+ failed \(.*reconfigure' <<<"$out" && echo "   (the kill landed in a swap)"
+  pass "3 survivors finished with the reference's parameters, swapping"
+done
+train_extra=()
 
 # With --max-restarts the killed rank's new process joins at a sync point: shrink, then grow.
 rows_after_regrow() {

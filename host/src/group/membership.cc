@@ -421,6 +421,10 @@ void MembershipRound::commit() {
     g_.sync_->posted = false;
     g_.sync_->epoch = g_.sync_->switchAt = g_.sync_->joins = 0;
   }
+  // So do hot swaps' attempt numbers (their keys' names): a member lost during a swap
+  // leaves the others' counts apart, one failing inside the swap and another in the op
+  // before it, and their next swap would wait on keys of different attempts.
+  g_.swapAttempts_ = 0;
   g_.logger_ = std::make_shared<Logger>("commhost", "group " + g_.name_ + " rank " + std::to_string(g_.rank_));
   // The supervisor watches the new membership; the lease on it is taken before the old
   // one is given back, so its flight recorder (and its threads) carry on.

@@ -119,6 +119,15 @@ void SwapAttempt::finish(const std::string& outcome, const std::string& error) {
 void SwapAttempt::fail(ErrorCode code, const std::string& what, const std::string& hint) {
   finish("rolled_back", where_.format() + what + generations_);
   if (g_.logger_) g_.logger_->warn("reconfigure: " + what + generations_);
+  // A backend reports the rendezvous that a lost peer ended as its own failure to start:
+  // the cause is the lost peer, which the caller's recovery (shrink) goes around, not the
+  // backend's options (as for a membership round's build).
+  if (code == ErrorCode::Plugin && g_.monitor_ && g_.monitor_->anyPeerLost.load(std::memory_order_acquire))
+    raise(
+        ErrorCode::PeerLost, where_,
+        what + generations_ + "; every rank keeps generation " + std::to_string(from_) + "; " + g_.monitor_->lostText(),
+        "the job lost a rank during the swap: with supervisor.on_peer_loss: shrink, call shrink() and go on "
+        "(commhost train does); otherwise restart the job");
   raise(code, where_, what + generations_ + "; every rank keeps generation " + std::to_string(from_), hint);
 }
 

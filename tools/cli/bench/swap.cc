@@ -30,17 +30,12 @@ std::vector<std::shared_ptr<const Config>> loadSwapConfigs(const std::string& li
 Swapper::Swapper(std::vector<std::shared_ptr<const Config>> configs, int every)
     : configs_(std::move(configs)), every_(every) {}
 
-void Swapper::beforeRun(ProcessGroup& pg) {
-  if (!started_) {
-    // The first swap goes to the config after the one the job runs (when listed), so it
-    // is a real change.
-    started_ = true;
-    for (size_t i = 0; i < configs_.size(); ++i)
-      if (configs_[i]->hash == pg.config().hash) next_ = (i + 1) % configs_.size();
-  }
-  if (runs_++ == 0 || (runs_ - 1) % every_ != 0) return;
-  const auto& config = configs_[next_];
-  next_ = (next_ + 1) % configs_.size();
+void Swapper::beforeRun(ProcessGroup& pg, long run) {
+  if (run <= 0 || run % every_ != 0) return;
+  size_t next = 0;  // after the config the group runs, so that each swap is a real change
+  for (size_t i = 0; i < configs_.size(); ++i)
+    if (configs_[i]->hash == pg.config().hash) next = (i + 1) % configs_.size();
+  const auto& config = configs_[next];
   done_.push_back({config->source, pg.reconfigure(config)});
 }
 

@@ -21,8 +21,14 @@ std::vector<std::shared_ptr<const Config>> loadSwapConfigs(const std::string& li
 class Swapper {
  public:
   Swapper(std::vector<std::shared_ptr<const Config>> configs, int every);
-  // Before each run of the measured op: every `every` runs, swaps to the next config.
-  void beforeRun(ProcessGroup& pg);
+  // Before run `run` (counted from 0, alike on every rank): when it is a multiple of
+  // `every` (not 0), swaps to the config after the one the group runs now (the first of
+  // the list when it runs none of them). Both follow from what every rank has alike, so a
+  // swap that failed on some ranks and not reached by others (a rank lost during it) is
+  // tried again, with the same config on all, when the step is run again after a shrink.
+  void beforeRun(ProcessGroup& pg, long run);
+  // The same, counting the runs itself (bench, which does not run a step again).
+  void beforeRun(ProcessGroup& pg) { beforeRun(pg, runs_++); }
   // Rank 0: one line per swap (its phase times on this rank), then p50/p99 of the totals.
   void print(std::FILE* out) const;
 
@@ -34,8 +40,6 @@ class Swapper {
   std::vector<std::shared_ptr<const Config>> configs_;
   int every_;
   long runs_ = 0;
-  size_t next_ = 0;
-  bool started_ = false;
   std::vector<Done> done_;
 };
 

@@ -235,7 +235,7 @@ int Trainer::run() {
       followGrowth(s);
       // --swap-every: between steps, when the Reducer has no bucket in flight. The hook
       // stays the one the job started with; the swap changes the backends and routes under it.
-      if (swapper_) swapper_->beforeRun(pg_);
+      if (swapper_) swapper_->beforeRun(pg_, s);
       report_.step(step(s, epoch));
     } catch (const Error& e) {
       const int64_t next = recover(e, s);
