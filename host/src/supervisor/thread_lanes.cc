@@ -87,7 +87,7 @@ std::vector<std::shared_ptr<ThreadLanes::Lane>> ThreadLanes::lanesNow() const {
   return lanes_;
 }
 
-bool ThreadLanes::read(const Slot& s, uint64_t number, OpRecord& out, uint64_t* holds) {
+bool ThreadLanes::read(const Slot& s, uint64_t number, OpRecord& out) {
   for (int attempt = 0; attempt < 4; ++attempt) {
     const uint64_t before = s.version.load(std::memory_order_acquire);
     if (before & 1) continue;  // being written: look again (a write takes tens of ns)
@@ -97,8 +97,7 @@ bool ThreadLanes::read(const Slot& s, uint64_t number, OpRecord& out, uint64_t* 
     COMMHOST_IGNORE_READS_END();
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s.version.load(std::memory_order_relaxed) != before) continue;
-    if (holds) *holds = n;
-    return n != 0 && (number == 0 || n == number);
+    return n == number;
   }
   return false;  // rewritten each time it was read: it holds a newer record by now
 }

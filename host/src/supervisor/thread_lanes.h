@@ -107,8 +107,8 @@ class ThreadLanes {
 
   Lane* take() EXCLUDES(mutex_);
   std::vector<std::shared_ptr<Lane>> lanesNow() const EXCLUDES(mutex_);
-  // Copies slot `s` if it is not being written; `number` 0: whatever it holds.
-  static bool read(const Slot& s, uint64_t number, OpRecord& out, uint64_t* holds = nullptr);
+  // Copies slot `s` if it holds record `number` and is not being written.
+  static bool read(const Slot& s, uint64_t number, OpRecord& out);
 
   const size_t capacity_;
   const uint64_t serial_;  // this object's, process-wide (a cache names its lanes by it)
