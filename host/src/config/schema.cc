@@ -105,9 +105,9 @@ const std::vector<OptionSpec>& configSchema() {
        "Of the ops under 64 KiB, only every Nth (by seq: the same ops on every rank) reads the clock at issue "
        "and at return (two reads, ~20 ns on a VM) for its flight-recorder times and the latency statistics; an "
        "untimed op that a backend completes inline is stamped with the coarse clock (4 ms steps) and counted "
-       "without a latency, one that completes later is timed from the call's return. 1: time every op. Larger "
-       "ops are always timed. Completion hooks time every op",
-       {"1", "2", "4", "8", "16", "32", "64", "128", "256", "1024"}},
+       "without a latency, one that completes later is timed from the call's return (its latency then leaves "
+       "out the call itself). 1: time every op. Larger ops are always timed. Completion hooks time every op",
+       {"1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024"}},
       {"supervisor.flight_recorder.dump_dir", OptionType::String, "",
        "Where rank<N>.json dumps are written "
        "on timeout, error, SIGUSR1 or `commhost trace dump`; empty (the default): $TMPDIR/commhost-traces-<uid>, "

@@ -121,8 +121,9 @@ struct GroupMonitor {
   }
   // The newest collective this rank has issued. A call still inside its backend counts:
   // track() records an op only once the backend call returns, and a rank waiting inside an
-  // inline op (its peers not there yet) has joined that op. Progress, status and the
-  // SIGTERM report all say this, so that a desync report never calls a waiting rank behind.
+  // inline op (its peers not there yet) has joined that op. The published progress, the
+  // status record and the dump say this, so that a desync report never calls a waiting
+  // rank behind.
   IssuedOp newestCollective() const {
     IssuedOp issued{lastIssued.load(std::memory_order_relaxed),
                     static_cast<OpType>(lastIssuedOp.load(std::memory_order_relaxed))};

@@ -37,7 +37,8 @@ void OpStats::add(const OpRecord& r) {
   c.bytes += static_cast<uint64_t>(std::max<int64_t>(r.bytes, 0));
   if (!r.timed) return;
   ++c.timed;
-  // Issue to completion as the recorder saw it (scheduled: before the backend was called).
+  // Issue to completion as the recorder saw it (scheduled: before the backend was called;
+  // for a small op outside the sample that ran on after its call, the call's return).
   const int64_t from = r.scheduledUs ? r.scheduledUs : r.startedUs;
   const int64_t us = std::max<int64_t>(r.endedUs - from, 0);
   c.latencySumUs += static_cast<uint64_t>(us);

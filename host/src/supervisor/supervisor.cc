@@ -460,8 +460,8 @@ FlightDump Supervisor::dumpNow(const std::string& reason) {
   for (auto& g : groups()) {
     if (d.rank < 0) d.rank = g->globalRank(g->rank);
     const std::set<int> left = g->left();
-    d.groups.push_back({g->name, g->rank, g->worldSize, g->globalRanks, g->lastIssued.load(), g->lastCompleted.load(),
-                        g->lost(), std::vector<int>(left.begin(), left.end())});
+    d.groups.push_back({g->name, g->rank, g->worldSize, g->globalRanks, g->newestCollective().seq,
+                        g->lastCompleted.load(), g->lost(), std::vector<int>(left.begin(), left.end())});
   }
   for (const auto& r : recorder_.snapshot()) d.entries.push_back(toDumpOp(r));
   d.swaps = recorder_.swaps();

@@ -33,17 +33,18 @@ thread_local bool exiting = false;
 
 }  // namespace
 
-thread_local ThreadLanes::Tls ThreadLanes::tls_{0, nullptr, 0};
-
 // The lanes this thread holds (one per ThreadLanes it recorded into), given back when it
 // exits. Only take() touches it: the per-op path reads ThreadLanes::tls_ alone.
+// Weak: a recorder destroyed before the thread (the supervisor is made anew when a
+// process's groups all went and another is created) frees its lanes at once.
 struct ThreadLanes::Claims {
-  std::vector<std::shared_ptr<Lane>> lanes;
+  std::vector<std::weak_ptr<Lane>> lanes;
   ~Claims() {
     tls_.serial = 0;
     tls_.lane = nullptr;
     exiting = true;
-    for (auto& lane : lanes) lane->owner.store(0, std::memory_order_release);
+    for (auto& claim : lanes)
+      if (auto lane = claim.lock()) lane->owner.store(0, std::memory_order_release);
   }
 };
 
@@ -76,7 +77,12 @@ ThreadLanes::Lane* ThreadLanes::take() {
     tls_.lane = nullptr;
     return nullptr;
   }
-  if (std::find(claims.lanes.begin(), claims.lanes.end(), lane) == claims.lanes.end()) claims.lanes.push_back(lane);
+  // The claims of recorders gone meanwhile go; this one's is added once.
+  auto& held = claims.lanes;
+  held.erase(std::remove_if(held.begin(), held.end(), [](const std::weak_ptr<Lane>& c) { return c.expired(); }),
+             held.end());
+  if (std::none_of(held.begin(), held.end(), [&](const std::weak_ptr<Lane>& c) { return c.lock() == lane; }))
+    held.push_back(lane);
   tls_.serial = serial_;
   tls_.lane = lane.get();
   return lane.get();

@@ -15,8 +15,8 @@
 //   next new thread takes it over. A thread that finds no lane (kMaxLanes taken) gets
 //   null, for its life, and records into the shared ring, under its lock.
 // - Readers (dumps, the op statistics) may run on any thread at any time.
-// Memory: capacity x ~420 bytes per lane, allocated when the lane is made (a process
-// that issues from one thread has one lane).
+// Memory: capacity x ~430 bytes per lane, allocated when the lane is made (a process
+// that issues from one thread has one lane), freed with its recorder.
 #pragma once
 
 #include <atomic>
@@ -94,15 +94,19 @@ class ThreadLanes {
   bool collect(std::vector<uint64_t>& next, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const;
 
  private:
-  // The calling thread's last lane and whose it is: plain data, so that reading it costs
-  // no initialisation check (the thread's claims, which it gives back at its exit, are
-  // kept apart, in take()).
+  // The calling thread's last lane and whose it is: plain data, defined here (inline) with
+  // a constant initialiser, so that reading it costs no initialisation check (the thread's
+  // claims, which it gives back at its exit, are kept apart, in take()). Initial-exec: one
+  // read relative to the thread pointer, from the static TLS space, of which a library
+  // loaded by dlopen (the Python module) has a little (these 24 bytes fit; glibc refuses
+  // to load a library whose initial-exec TLS does not, "cannot allocate memory in static
+  // TLS block").
   struct Tls {
     uint64_t serial;
     Lane* lane;
     uint64_t lastOrder;
   };
-  static thread_local Tls tls_ __attribute__((tls_model("initial-exec")));
+  static inline thread_local Tls tls_ __attribute__((tls_model("initial-exec"))){0, nullptr, 0};
   struct Claims;
 
   Lane* take() EXCLUDES(mutex_);

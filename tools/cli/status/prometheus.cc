@@ -136,26 +136,28 @@ void opFamilies(Writer& w, const std::vector<ProcessStatus>& ranks) {
   each("commhost_ops_failed_total", "Ops that failed.", [](const OpStat& s) { return static_cast<double>(s.failed); });
   each("commhost_op_bytes_total", "Bytes of the completed ops (each rank's own buffer).",
        [](const OpStat& s) { return static_cast<double>(s.bytes); });
-  w.family(
-      "commhost_op_latency_seconds", "histogram",
-      "Issue to completion of the completed ops that were timed (every op of 64 KiB or more, a sample of the smaller "
-      "ones: supervisor.flight_recorder.time_every).",
-      [&] {
-        for (const auto& p : ranks)
-          for (const auto& s : p.ops) {
-            uint64_t cumulative = 0;
-            for (size_t b = 0; b < s.buckets.size(); ++b) {
-              cumulative += s.buckets[b];
-              Labels l = opLabels(p, s);
-              l.emplace_back("le", b < p.latencyBucketsUs.size()
-                                       ? number(static_cast<double>(p.latencyBucketsUs[b]) / 1e6)
-                                       : "+Inf");
-              w.sample("commhost_op_latency_seconds_bucket", l, static_cast<double>(cumulative));
-            }
-            w.sample("commhost_op_latency_seconds_sum", opLabels(p, s), static_cast<double>(s.latencySumUs) / 1e6);
-            w.sample("commhost_op_latency_seconds_count", opLabels(p, s), static_cast<double>(s.timed));
-          }
-      });
+  w.family("commhost_op_latency_seconds", "histogram",
+           "Issue to completion of the completed ops that were timed: every op of 64 KiB or more, and of the smaller "
+           "ones a sample (supervisor.flight_recorder.time_every) and those that ran on after their call (from the "
+           "call's return).",
+           [&] {
+             for (const auto& p : ranks)
+               for (const auto& s : p.ops) {
+                 uint64_t cumulative = 0;
+                 for (size_t b = 0; b < s.buckets.size(); ++b) {
+                   cumulative += s.buckets[b];
+                   Labels l = opLabels(p, s);
+                   l.emplace_back("le", b < p.latencyBucketsUs.size()
+                                            ? number(static_cast<double>(p.latencyBucketsUs[b]) / 1e6)
+                                            : "+Inf");
+                   w.sample("commhost_op_latency_seconds_bucket", l, static_cast<double>(cumulative));
+                 }
+                 w.sample("commhost_op_latency_seconds_sum", opLabels(p, s), static_cast<double>(s.latencySumUs) / 1e6);
+                 // The observations the buckets hold (OpStat::timed): counted, so that a record
+                 // without `timed` (an older build) still gives a consistent histogram.
+                 w.sample("commhost_op_latency_seconds_count", opLabels(p, s), static_cast<double>(cumulative));
+               }
+           });
 }
 
 void eventFamilies(Writer& w, const std::vector<ProcessStatus>& ranks) {
