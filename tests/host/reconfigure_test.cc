@@ -40,14 +40,6 @@ struct Job {
   }
 };
 
-long residentKiB() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return 0;
-}
-
 TEST(Reconfigure, SwapsGlooAndShmUnderAnAllreduceLoop) {
   constexpr int kWorld = 3;
   Job job(kGloo, kWorld);

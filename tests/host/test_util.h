@@ -9,6 +9,7 @@
 
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -58,6 +59,15 @@ inline std::shared_ptr<const Config> configFrom(const std::string& yaml, PluginR
 
 // Entries of `dir` whose names start with `prefix` (leak tests: /proc/self/fd, /proc/self/task,
 // /dev/shm).
+// This process's resident set (VmRSS), in KiB; 0 when /proc says nothing.
+inline long residentKiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return 0;
+}
+
 inline size_t countEntries(const char* dir, const std::string& prefix = "") {
   size_t n = 0;
   if (DIR* d = ::opendir(dir)) {

@@ -4,7 +4,6 @@
 // in the order they were recorded; real threads, readers racing the writers.
 #include <atomic>
 #include <condition_variable>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -14,6 +13,7 @@
 
 #include "supervisor/flight_recorder.h"
 #include "supervisor/op_stats.h"
+#include "test_util.h"
 
 namespace commhost::supervisor {
 namespace {
@@ -167,14 +167,6 @@ TEST(ThreadLanes, ThreadsBeyondTheLastLaneRecordIntoTheRing) {
   EXPECT_EQ(ring.size(), 2u);  // the two threads that found every lane taken
 }
 
-long residentKiB() {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return 0;
-}
-
 // The supervisor (and its recorder) is made anew whenever a process's groups all went and
 // another is created: a thread that recorded into each must not keep their lanes (about
 // 0.9 MiB each at 2048 entries) alive.
@@ -182,12 +174,12 @@ TEST(ThreadLanes, ARecorderDestroyedFreesItsLanesThoughTheThreadLivesOn) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "sanitizers keep freed memory (quarantine): RSS says nothing";
 #endif
-  const long before = residentKiB();
+  const long before = test::residentKiB();
   for (int i = 0; i < 100; ++i) {
     FlightRecorder fr(2048);
     for (uint64_t s = 1; s <= 2048; ++s) completed(fr, s);  // every page of the lane touched
   }
-  EXPECT_LT(residentKiB() - before, 30 * 1024) << "100 recorders of ~0.9 MiB lanes";
+  EXPECT_LT(test::residentKiB() - before, 30 * 1024) << "100 recorders of ~0.9 MiB lanes";
 }
 
 TEST(ThreadLanes, ReadersNeverSeeATornRecord) {
