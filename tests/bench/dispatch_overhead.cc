@@ -48,9 +48,10 @@ std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const 
   ConfigOverrides overrides;
   overrides.fromEnvironment = false;
   overrides.set = std::move(set);
-  const std::string routes = tuned    ? tunedRoutes()
-                             : shadow ? "backends: { self: {}, ref: { plugin: self } }\n"
-                                        "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
+  const std::string routes = more.rfind("backends:", 0) == 0 ? std::string()
+                             : tuned                         ? tunedRoutes()
+                             : shadow                        ? "backends: { self: {}, ref: { plugin: self } }\n"
+                                                               "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
                                       : "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
   auto config = std::make_shared<Config>(loadConfigText(
       routes + "logging: { level: warn }\nsupervisor: { enabled: " + (supervised ? "true" : "false") + " }\n" + more,
@@ -80,6 +81,23 @@ BENCHMARK(BM_AllreduceDispatch)->ArgsProduct({{8, 1 << 20}, {0, 1}, {0}, {0}, {0
 BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 1, 0, 0});
 BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 0, 1, 0});
 BENCHMARK(BM_AllreduceDispatch)->Args({8, 1, 0, 2, 0});
+
+// The shm backend at world size 1: its whole per-op path (the op runs inline, one step
+// of the line protocol, no peer to wait for) with the host's, the part of an 8 B op
+// between two ranks that is not waiting for the peer's cache line.
+void BM_ShmDispatch(benchmark::State& state) {
+  auto pg = selfGroup(
+      state.range(0) != 0,
+      "backends: { shm: { plugin: shm }, self: {} }\nroutes: [{ device: cpu, backend: [shm, self] }]\n");
+  commhost::Tensor t = commhost::Tensor::empty({2}, commhost::DType::Float32);
+  for (auto _ : state) {
+    auto work = pg->allreduce(t);
+    work->wait();
+    benchmark::DoNotOptimize(work);
+  }
+  state.SetLabel(std::string("8 B on shm, world size 1, supervisor ") + (state.range(0) ? "on" : "off"));
+}
+BENCHMARK(BM_ShmDispatch)->Arg(0)->Arg(1);
 
 // What a group pays once per table (creation, each hot swap, each subgroup): the table of
 // the tuned config built with its tuner (forGroup: created, asked per size class, destroyed)

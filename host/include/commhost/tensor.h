@@ -56,8 +56,14 @@ class COMMHOST_API Tensor {
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
-  int64_t numel() const { return shape_.numel(); }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * elementSize(dtype_); }
+  // Inline (Shape::numel is a call into the library): both are on every op's path, often
+  // several times.
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < shape_.ndim(); ++i) n *= shape_[i];
+    return n;
+  }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * elementBytes(dtype_); }
   bool defined() const { return data_ != nullptr || numel() == 0; }
   const std::shared_ptr<void>& owner() const { return owner_; }
   // A 1-D view of `count` elements starting at element `offset`; shares the owner.

@@ -24,6 +24,12 @@ enum class DType : uint8_t {
 constexpr int kNumDTypes = 9;
 
 COMMHOST_API size_t elementSize(DType dtype);
+// elementSize, inline: on every op's path (Tensor::nbytes), where a call into the library
+// per use cost more than the lookup. Indexed by DType's order above.
+constexpr size_t elementBytes(DType dtype) {
+  constexpr uint8_t kBytes[] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
+  return kBytes[static_cast<uint8_t>(dtype)];
+}
 COMMHOST_API const char* dtypeName(DType dtype);  // "f32", "bf16", ...
 // Accepts short and long names ("f32", "float32", "float"); throws InvalidArgument otherwise.
 COMMHOST_API DType parseDType(const std::string& name);

@@ -23,6 +23,13 @@ constexpr DTypeInfo kDTypes[kNumDTypes] = {
     {DType::Float64, 8, "f64", "float64"},
 };
 
+constexpr bool inlineSizesMatch() {
+  for (const auto& info : kDTypes)
+    if (elementBytes(info.dtype) != info.size) return false;
+  return true;
+}
+static_assert(inlineSizesMatch(), "elementBytes (types.h) must follow this table");
+
 constexpr bool sizesArePowersOfTwo() {
   for (const auto& info : kDTypes)
     if (info.size == 0 || (info.size & (info.size - 1)) != 0) return false;
@@ -73,6 +80,7 @@ template <size_t N> std::vector<std::string> toVector(const char* const (&names)
 }  // namespace
 
 size_t elementSize(DType dtype) { return kDTypes[static_cast<int>(dtype)].size; }
+
 const char* dtypeName(DType dtype) { return kDTypes[static_cast<int>(dtype)].name; }
 
 DType parseDType(const std::string& name) {
