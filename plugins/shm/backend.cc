@@ -88,21 +88,17 @@ ShmBackend::ShmBackend(const Settings& settings, const BackendContext& ctx) : ct
 
 ShmBackend::~ShmBackend() { queue_.reset(); }
 
-void ShmBackend::checkUsable(const OpContext& op) {
-  if (abort_.isSet()) {
-    const ErrorContext where = ErrorContext::of(op);
-    raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ")");
+void ShmBackend::refuse(const OpContext& op) {
+  const ErrorContext where = ErrorContext::of(op);
+  if (abort_.isSet()) raise(ErrorCode::Aborted, where, "the shm backend was aborted (" + abort_.reason() + ")");
+  // Not aborted, so broken_ (checkUsable's other reason; both are only ever set).
+  std::string reason;
+  {
+    MutexLock lock(&brokenMutex_);
+    reason = brokenReason_;
   }
-  if (broken_.load(std::memory_order_acquire)) {
-    std::string reason;
-    {
-      MutexLock lock(&brokenMutex_);
-      reason = brokenReason_;
-    }
-    const ErrorContext where = ErrorContext::of(op);
-    raise(ErrorCode::Backend, where, "the shm backend is unusable after an earlier op failed: " + reason,
-          "Ranks no longer agree on the shared-memory steps; destroy this group and create a new one.");
-  }
+  raise(ErrorCode::Backend, where, "the shm backend is unusable after an earlier op failed: " + reason,
+        "Ranks no longer agree on the shared-memory steps; destroy this group and create a new one.");
 }
 
 std::exception_ptr ShmBackend::failed(const OpContext& op, std::exception_ptr error) {

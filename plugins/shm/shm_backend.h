@@ -101,7 +101,12 @@ class ShmBackend final : public Backend {
     checkUsable(op);
     return queue_->submit(op, std::forward<F>(job), small);
   }
-  void checkUsable(const OpContext& op);
+  // Inline: twice on every op's path (run() and the queue's beforeEach); the throwing
+  // part is out of line.
+  void checkUsable(const OpContext& op) {
+    if (abort_.isSet() || broken_.load(std::memory_order_acquire)) refuse(op);
+  }
+  [[noreturn]] void refuse(const OpContext& op);
   // Describes the error of a failed op (rank, op, seq) and marks the backend broken.
   std::exception_ptr failed(const OpContext& op, std::exception_ptr error);
 

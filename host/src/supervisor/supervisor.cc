@@ -328,7 +328,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     r.seq = ctx.seq;
     r.dtype = dtype;
     r.bytes = bytes;
-    r.numel = bytes >> __builtin_ctzll(elementSize(dtype));  // a power of two (types.cc): no division per op
+    r.numel = bytes >> __builtin_ctzll(elementBytes(dtype));  // a power of two (types.cc): no division per op
     r.state = done ? OpState::Completed : OpState::Started;
     r.timed = timed;
     r.scheduledUs = scheduledUs;
