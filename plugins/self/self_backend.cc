@@ -24,9 +24,8 @@ WorkPtr done(const OpContext& ctx, std::vector<Tensor> outputs) {
   return std::make_shared<CompletedWork>(ctx, std::move(outputs));
 }
 
-// One output: one copy of the tensor (`{t}` copies it into an initializer list and again
-// out of it, each an atomic increment of its owner's count in a threaded process).
-WorkPtr done(const OpContext& ctx, const Tensor& output) { return done(ctx, jobOutput(Tensor(output))); }
+// One output: one copy of the tensor, held by the work itself (completedWork: no vector).
+WorkPtr done(const OpContext& ctx, const Tensor& output) { return completedWork(ctx, output); }
 
 }  // namespace
 

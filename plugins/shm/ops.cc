@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Each op of the shm backend: map tensors to raw buffers and run the algorithm through
 // the work queue (run()). Jobs capture tensors by value, keeping them alive while queued,
-// and move them into their outputs (jobOutput: no refcount traffic on the small-op path). Ops
-// outside the manifest are never routed here; they throw if called directly.
+// and return them as their output (submit() makes it a completedWork: no refcount traffic
+// and no vector on the small-op path). Ops outside the manifest are never routed here;
+// they throw if called directly.
 #include <numeric>
 
 #include "commhost/errors.h"
@@ -42,7 +43,7 @@ WorkPtr ShmBackend::allreduce(const OpContext& op, Tensor& tensor, const Allredu
     channel_->expect(agree(t.nbytes(), t.dtype(), r.kind));
     if (oneShot) allreduceOneShot(*channel_, t.data(), count(t), t.dtype(), r);
     else allreduceTwoShot(*channel_, t.data(), count(t), t.dtype(), r);
-    return jobOutput(std::move(t));
+    return std::move(t);
   });
 }
 
@@ -62,7 +63,7 @@ WorkPtr ShmBackend::broadcast(const OpContext& op, Tensor& tensor, const Broadca
   return run(op, small(tensor.nbytes()), [this, t = tensor, root = opts.root]() mutable {
     channel_->expect(agree(t.nbytes(), t.dtype(), -1, root));
     shm::broadcast(*channel_, t.data(), t.nbytes(), root);
-    return jobOutput(std::move(t));
+    return std::move(t);
   });
 }
 
@@ -70,7 +71,7 @@ WorkPtr ShmBackend::reduce(const OpContext& op, Tensor& tensor, const ReduceOpti
   return run(op, small(tensor.nbytes()), [this, t = tensor, r = opts.reduceOp, root = opts.root]() mutable {
     channel_->expect(agree(t.nbytes(), t.dtype(), r.kind, root));
     shm::reduce(*channel_, t.data(), count(t), t.dtype(), r, root);
-    return jobOutput(std::move(t));
+    return std::move(t);
   });
 }
 
@@ -92,7 +93,7 @@ WorkPtr ShmBackend::allgatherIntoTensor(const OpContext& op, Tensor& output, con
     for (int r = 0; r < ctx_.worldSize; ++r) ptrs.push_back(static_cast<uint8_t*>(out.data()) + r * in.nbytes());
     channel_->expect(agree(in.nbytes(), in.dtype()));
     shm::gather(*channel_, in.data(), in.nbytes(), ptrs.data(), -1);
-    return jobOutput(std::move(out));
+    return std::move(out);
   });
 }
 
@@ -121,7 +122,7 @@ WorkPtr ShmBackend::scatter(const OpContext& op, Tensor& output, const std::vect
                for (const auto& t : ins) ptrs.push_back(t.data());
                channel_->expect(agree(out.nbytes(), out.dtype(), -1, root));
                shm::scatter(*channel_, ptrs.data(), out.data(), out.nbytes(), root);
-               return jobOutput(std::move(out));
+               return std::move(out);
              });
 }
 
@@ -133,7 +134,7 @@ WorkPtr ShmBackend::reduceScatter(const OpContext& op, Tensor& output, const std
                for (const auto& t : ins) ptrs.push_back(t.data());
                channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
                shm::reduceScatter(*channel_, ptrs.data(), out.data(), count(out), out.dtype(), r);
-               return jobOutput(std::move(out));
+               return std::move(out);
              });
 }
 
@@ -144,7 +145,7 @@ WorkPtr ShmBackend::reduceScatterTensor(const OpContext& op, Tensor& output, con
     for (int d = 0; d < ctx_.worldSize; ++d) ptrs.push_back(static_cast<const uint8_t*>(in.data()) + d * out.nbytes());
     channel_->expect(agree(out.nbytes(), out.dtype(), r.kind));
     shm::reduceScatter(*channel_, ptrs.data(), out.data(), count(out), out.dtype(), r);
-    return jobOutput(std::move(out));
+    return std::move(out);
   });
 }
 
@@ -183,7 +184,7 @@ WorkPtr ShmBackend::alltoallSingle(const OpContext& op, Tensor& output, const Te
       at += rows * outRow;
     }
     shm::alltoall(*channel_, ins.data(), inBytes.data(), outs.data(), outBytes.data());
-    return jobOutput(std::move(out));
+    return std::move(out);
   });
 }
 

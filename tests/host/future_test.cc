@@ -57,6 +57,29 @@ TEST(CompletedWork, EveryThreadGetsOneFutureHoldingTheOutputs) {
   EXPECT_EQ(work->future(), seen[0]);
 }
 
+// completedWork() holds its one tensor in place: the same guarantees as CompletedWork.
+TEST(CompletedWork, OneTensorWorkGivesEveryThreadOneFutureHoldingIt) {
+  Tensor t = Tensor::empty({4}, DType::Float32);
+  t.data_as<float>()[2] = 7;
+  OpContext ctx;
+  ctx.timeout = std::chrono::milliseconds(1000);
+  ctx.seq = 5;
+  WorkPtr work = completedWork(ctx, t);
+  EXPECT_TRUE(work->isCompleted());
+  EXPECT_TRUE(work->wait());
+  EXPECT_EQ(work->exception(), nullptr);
+  EXPECT_EQ(work->seq(), 5u);
+  std::vector<FuturePtr> seen(4);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&, i] { seen[i] = work->future(); });
+  for (auto& th : threads) th.join();
+  for (const auto& f : seen) EXPECT_EQ(f, seen[0]);
+  const auto& outputs = seen[0]->wait();
+  ASSERT_EQ(outputs.size(), 1u);
+  EXPECT_EQ(outputs[0].data(), t.data());
+  EXPECT_EQ(outputs[0].data_as<float>()[2], 7);
+}
+
 TEST(AsyncWork, FirstOfFinishFailAbortWins) {
   OpContext ctx;
   ctx.op = OpType::Allreduce;

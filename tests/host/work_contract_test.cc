@@ -65,5 +65,23 @@ TEST(WorkContract, TheCheckComparesCountElementsAndDtype) {
   EXPECT_EQ(supervisor::outputMismatch(OutputSpec{}, {}), "");  // unchecked
 }
 
+// The supervisor's inline check reads a completedWork's one tensor as it reads a
+// CompletedWork's vector, and leaves it unchecked once its future was taken.
+TEST(WorkContract, TheInlineCheckReadsAOneTensorWork) {
+  using supervisor::OutputSpec;
+  OpContext ctx;
+  const Tensor four = Tensor::empty({4}, DType::Float32);
+  WorkPtr work = completedWork(ctx, four);
+  EXPECT_TRUE(supervisor::inlineValueMatches(*work, OutputSpec::of(four)));
+  const OutputSpec eight = OutputSpec::of(Tensor::empty({8}, DType::Float32));
+  EXPECT_FALSE(supervisor::inlineValueMatches(*work, eight));
+  EXPECT_EQ(supervisor::inlineValueMismatch(*work, eight),
+            "1 tensor(s) of 4 element(s) in all, but the call's outputs are 1 tensor(s) of 8 element(s) in all (f32)");
+  EXPECT_FALSE(supervisor::inlineValueMatches(*work, OutputSpec::of(Tensor::empty({4}, DType::Int32))));
+  EXPECT_FALSE(supervisor::inlineValueMatches(*work, OutputSpec::of(std::vector<Tensor>{four, four})));
+  work->future();
+  EXPECT_TRUE(supervisor::inlineValueMatches(*work, eight));
+}
+
 }  // namespace
 }  // namespace commhost::test

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <future>
 
+#include "core/tensor_work.h"
 #include "test_util.h"
 
 namespace commhost::test {
@@ -120,6 +121,35 @@ TEST(WorkQueue, WithoutWorkersJobsRunInsideSubmit) {
   EXPECT_EQ(ranOn, std::this_thread::get_id());
   EXPECT_TRUE(work->isCompleted());
   EXPECT_EQ(work->future()->wait(5s).size(), 1u);
+}
+
+// A job may return its one output tensor: run inline its work is a completedWork (no
+// vector), queued an AsyncWork; either way the value is that tensor, alone.
+TEST(WorkQueue, AJobReturningATensorCompletesWithThatTensor) {
+  WorkQueue queue("test queue", 1, {});
+  Tensor t = Tensor::empty({3}, DType::Int32);
+  t.data_as<int32_t>()[1] = 42;
+  auto inlined = queue.submit(
+      op(1), [t]() mutable { return std::move(t); }, true);
+  ASSERT_TRUE(inlined->isCompleted());
+  EXPECT_EQ(typeid(*inlined), typeid(TensorWork));
+  Gate gate;
+  auto blocked = queue.submit(op(2), [&] {
+    gate.enter();
+    return std::vector<Tensor>{};
+  });
+  ASSERT_TRUE(gate.awaitInside(1));
+  auto queued = queue.submit(
+      op(3), [t]() mutable { return std::move(t); }, true);
+  EXPECT_FALSE(queued->isCompleted());
+  EXPECT_EQ(typeid(*queued), typeid(AsyncWork));
+  gate.open();
+  for (const WorkPtr& work : {inlined, queued}) {
+    const std::vector<Tensor>& value = work->future()->wait(5s);
+    ASSERT_EQ(value.size(), 1u);
+    EXPECT_EQ(value[0].data(), t.data());
+    EXPECT_EQ(value[0].data_as<int32_t>()[1], 42);
+  }
 }
 
 TEST(WorkQueue, InlineWhenIdleRunsOnTheCallerOnlyWhenNothingIsQueuedOrRunning) {

@@ -3,6 +3,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/sdk/option_schema.h"
+#include "tensor_work.h"
 
 namespace commhost {
 
@@ -12,6 +13,19 @@ CompletedWork::CompletedWork(const OpContext& ctx, std::vector<Tensor> outputs)
 FuturePtr CompletedWork::future() {
   std::call_once(made_, [this] { future_ = Future::completed(std::move(outputs_)); });
   return future_;
+}
+
+FuturePtr TensorWork::future() {
+  std::call_once(made_, [this] {
+    std::vector<Tensor> value;
+    value.push_back(std::move(output_));
+    future_ = Future::completed(std::move(value));
+  });
+  return future_;
+}
+
+WorkPtr completedWork(const OpContext& ctx, Tensor output) {
+  return std::make_shared<TensorWork>(ctx, std::move(output));
 }
 
 bool AsyncWork::wait(std::chrono::milliseconds timeout) {

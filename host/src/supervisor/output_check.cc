@@ -34,6 +34,10 @@ std::string outputMismatch(const OutputSpec& spec, const std::vector<Tensor>& va
 }
 
 std::string inlineValueMismatch(const Work& work, const OutputSpec& expect) {
+  if (typeid(work) == typeid(TensorWork)) {
+    const Tensor* value = static_cast<const TensorWork&>(work).pendingOutput();
+    return value ? outputMismatch(expect, {*value}) : "";
+  }
   if (typeid(work) != typeid(CompletedWork)) return "";
   const auto* value = static_cast<const CompletedWork&>(work).pendingOutputs();
   return value ? outputMismatch(expect, *value) : "";

@@ -11,6 +11,7 @@
 #include <typeinfo>
 #include <vector>
 
+#include "../core/tensor_work.h"
 #include "commhost/options.h"
 #include "commhost/tensor.h"
 #include "commhost/types.h"
@@ -31,12 +32,19 @@ struct OutputSpec {
 std::string outputMismatch(const OutputSpec& spec, const std::vector<Tensor>& value);
 
 // For a work that completed inline: the mismatch ("" when none) between `expect` and its
-// value, when that value is readable for free (a CompletedWork whose future nobody took);
-// "" otherwise. Inline: on every inline op's path, the common case (one tensor that
-// matches) costs a few compares.
+// value, when that value is readable for free (a CompletedWork or TensorWork whose future
+// nobody took); "" otherwise. Inline: on every inline op's path, the common case (one
+// tensor that matches) costs a few compares.
 std::string inlineValueMismatch(const Work& work, const OutputSpec& expect);
 inline bool inlineValueMatches(const Work& work, const OutputSpec& expect) {
-  if (expect.count < 0 || typeid(work) != typeid(CompletedWork)) return true;
+  if (expect.count < 0) return true;
+  if (typeid(work) == typeid(TensorWork)) {
+    const Tensor* value = static_cast<const TensorWork&>(work).pendingOutput();
+    if (!value || (expect.count == 1 && value->numel() == expect.totalNumel && value->dtype() == expect.dtype))
+      return true;
+    return inlineValueMismatch(work, expect).empty();
+  }
+  if (typeid(work) != typeid(CompletedWork)) return true;
   const auto* value = static_cast<const CompletedWork&>(work).pendingOutputs();
   if (!value) return true;  // the backend took its future itself: left unchecked
   if (expect.count == 1 && value->size() == 1 && (*value)[0].numel() == expect.totalNumel &&

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <typeinfo>
 
+#include "../core/tensor_work.h"
 #include "commhost/errors.h"
 #include "desync.h"
 #include "heartbeat.h"
@@ -291,9 +292,10 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // left to watch, so it is recorded as completed and handed back as it is, once its
   // value is the call's outputs (a CompletedWork's is readable for free; others are
   // checked in SupervisedWork::future()).
-  // A CompletedWork (final) succeeded and has no device time: no virtual call asks.
+  // A CompletedWork or TensorWork (both final) succeeded and has no device time: no
+  // virtual call asks.
   const Work& backendWork = *inner;
-  const bool plain = typeid(backendWork) == typeid(CompletedWork);
+  const bool plain = typeid(backendWork) == typeid(TensorWork) || typeid(backendWork) == typeid(CompletedWork);
   bool done = plain || (inner->isCompleted() && !inner->exception());
   if (done && !inlineValueMatches(*inner, expect)) {
     auto failed = std::make_shared<AsyncWork>(ctx);

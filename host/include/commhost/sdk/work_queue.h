@@ -32,6 +32,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -42,9 +43,10 @@
 
 namespace commhost {
 
-// A job's one output tensor, moved into the vector the job returns (from a `mutable`
-// job's capture): `std::vector<Tensor>{t}` copies out of its initializer list, an
-// atomic refcount increment and decrement more on every small op's path.
+// A job's one output tensor, moved into a vector (from a `mutable` job's capture):
+// `std::vector<Tensor>{t}` copies out of its initializer list, an atomic refcount
+// increment and decrement more on every small op's path. A job for submit() may instead
+// return the Tensor itself (see there).
 inline std::vector<Tensor> jobOutput(Tensor&& t) {
   std::vector<Tensor> out;
   out.push_back(std::move(t));
@@ -85,7 +87,9 @@ class COMMHOST_API WorkQueue {
 
   // Runs `job` inline (no workers, or inlineWhenIdle and nothing queued or running: no
   // hand-off, no allocation of a std::function) or queues it. The Work finishes with the
-  // job's outputs or fails with its described error. `work`, when given, is the Work
+  // job's outputs or fails with its described error. A job returns its outputs, a
+  // std::vector<Tensor>, or its one output, a Tensor: inline, the second is a
+  // completedWork() (work.h), an allocation less per op. `work`, when given, is the Work
   // returned, which the job may finish itself (e.g. with a source rank); finishing it
   // again is then a no-op. Throws AbortedError after abort().
   template <class F>
@@ -95,8 +99,8 @@ class COMMHOST_API WorkQueue {
     if (threads_ == 0 || (inlineWhenIdle && pending_.load(std::memory_order_acquire) == 0)) {
       try {
         if (hooks_.beforeEach) hooks_.beforeEach(ctx);
-        if (!work) return std::make_shared<CompletedWork>(ctx, job());
-        work->finish(job());
+        if (!work) return completed(ctx, job());
+        work->finish(outputsOf(job()));
         return work;
       } catch (...) {
         if (!work) work = std::make_shared<AsyncWork>(ctx);
@@ -104,7 +108,9 @@ class COMMHOST_API WorkQueue {
         return work;
       }
     }
-    return enqueue(ctx, Job(std::forward<F>(job)), std::move(work));
+    if constexpr (std::is_same_v<std::invoke_result_t<F&>, Tensor>)
+      return enqueue(ctx, Job([job = std::forward<F>(job)]() mutable { return jobOutput(job()); }), std::move(work));
+    else return enqueue(ctx, Job(std::forward<F>(job)), std::move(work));
   }
 
   // Fails every queued and running Work with AbortedError (reason named); later submits
@@ -125,6 +131,12 @@ class COMMHOST_API WorkQueue {
     OpContext context;
   };
   WorkPtr enqueue(const OpContext& ctx, Job job, std::shared_ptr<AsyncWork> work);
+  static WorkPtr completed(const OpContext& ctx, std::vector<Tensor> outputs) {
+    return std::make_shared<CompletedWork>(ctx, std::move(outputs));
+  }
+  static WorkPtr completed(const OpContext& ctx, Tensor output) { return completedWork(ctx, std::move(output)); }
+  static std::vector<Tensor> outputsOf(std::vector<Tensor> outputs) { return outputs; }
+  static std::vector<Tensor> outputsOf(Tensor output) { return jobOutput(std::move(output)); }
   void workerLoop();
   std::exception_ptr describe(const OpContext& ctx, const std::exception_ptr& error) const;
   [[noreturn]] void throwAborted(const OpContext& ctx);
