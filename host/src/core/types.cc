@@ -80,7 +80,6 @@ template <size_t N> std::vector<std::string> toVector(const char* const (&names)
 }  // namespace
 
 size_t elementSize(DType dtype) { return kDTypes[static_cast<int>(dtype)].size; }
-
 const char* dtypeName(DType dtype) { return kDTypes[static_cast<int>(dtype)].name; }
 
 DType parseDType(const std::string& name) {
