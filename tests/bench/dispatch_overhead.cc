@@ -9,7 +9,9 @@
 // nothing was published, with the config poller off and polling the store every millisecond.
 // And a route of two backends ordered by the `measured` tuner (the second from 64 KiB on):
 // the tuner runs only when the table is built, so a call should cost what it did; how long
-// building the table takes with and without the tuner (BM_RouteTableBuild).
+// building the table takes with and without the tuner (BM_RouteTableBuild). And 8 B on
+// the shm backend at world size 1 (BM_ShmDispatch): its whole per-op path with the
+// host's, which is what an 8 B op between two ranks spends besides waiting for the peer.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
@@ -48,11 +50,14 @@ std::shared_ptr<commhost::ProcessGroup> selfGroup(bool supervised = true, const 
   ConfigOverrides overrides;
   overrides.fromEnvironment = false;
   overrides.set = std::move(set);
-  const std::string routes = more.rfind("backends:", 0) == 0 ? std::string()
-                             : tuned                         ? tunedRoutes()
-                             : shadow                        ? "backends: { self: {}, ref: { plugin: self } }\n"
-                                                               "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n"
-                                      : "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
+  // `more` that starts with its own backends and routes replaces the self route.
+  std::string routes = "backends: { self: {} }\nroutes: [{ device: cpu, backend: self }]\n";
+  if (more.rfind("backends:", 0) == 0) routes.clear();
+  else if (tuned) routes = tunedRoutes();
+  else if (shadow)
+    routes =
+        "backends: { self: {}, ref: { plugin: self } }\n"
+        "routes: [{ device: cpu, backend: self, shadow: ref, sample: 1e-12 }]\n";
   auto config = std::make_shared<Config>(loadConfigText(
       routes + "logging: { level: warn }\nsupervisor: { enabled: " + (supervised ? "true" : "false") + " }\n" + more,
       "bench", *registry, overrides));

@@ -124,27 +124,35 @@ TEST(WorkQueue, WithoutWorkersJobsRunInsideSubmit) {
 }
 
 // A job may return its one output tensor: run inline its work is a completedWork (no
-// vector), queued an AsyncWork; either way the value is that tensor, alone.
+// vector), queued an AsyncWork, and a work the caller passed is finished with it; either
+// way the value is that tensor, alone.
 TEST(WorkQueue, AJobReturningATensorCompletesWithThatTensor) {
   WorkQueue queue("test queue", 1, {});
   Tensor t = Tensor::empty({3}, DType::Int32);
   t.data_as<int32_t>()[1] = 42;
-  auto inlined = queue.submit(
+  const WorkPtr inlined = queue.submit(
       op(1), [t]() mutable { return std::move(t); }, true);
+  const Work& inlinedWork = *inlined;
   ASSERT_TRUE(inlined->isCompleted());
-  EXPECT_EQ(typeid(*inlined), typeid(TensorWork));
+  EXPECT_EQ(typeid(inlinedWork), typeid(TensorWork));
+  auto given = std::make_shared<AsyncWork>(op(2));
+  EXPECT_EQ(queue.submit(
+                op(2), [t]() mutable { return std::move(t); }, true, given),
+            given);
+  EXPECT_TRUE(given->isCompleted());
   Gate gate;
-  auto blocked = queue.submit(op(2), [&] {
+  auto blocked = queue.submit(op(3), [&] {
     gate.enter();
     return std::vector<Tensor>{};
   });
   ASSERT_TRUE(gate.awaitInside(1));
-  auto queued = queue.submit(
-      op(3), [t]() mutable { return std::move(t); }, true);
+  const WorkPtr queued = queue.submit(
+      op(4), [t]() mutable { return std::move(t); }, true);
+  const Work& queuedWork = *queued;
   EXPECT_FALSE(queued->isCompleted());
-  EXPECT_EQ(typeid(*queued), typeid(AsyncWork));
+  EXPECT_EQ(typeid(queuedWork), typeid(AsyncWork));
   gate.open();
-  for (const WorkPtr& work : {inlined, queued}) {
+  for (const WorkPtr& work : {inlined, WorkPtr(given), queued}) {
     const std::vector<Tensor>& value = work->future()->wait(5s);
     ASSERT_EQ(value.size(), 1u);
     EXPECT_EQ(value[0].data(), t.data());

@@ -25,7 +25,9 @@ constexpr int kNumDTypes = 9;
 
 COMMHOST_API size_t elementSize(DType dtype);
 // elementSize, inline: on every op's path (Tensor::nbytes), where a call into the library
-// per use cost more than the lookup. Indexed by DType's order above.
+// per use cost more than the lookup. Indexed by DType's order above. A plugin compiles
+// this table in, so the set of DTypes is frozen within an ABI major (a new dtype is a
+// new major, as for every boundary type).
 constexpr size_t elementBytes(DType dtype) {
   constexpr uint8_t kBytes[] = {1, 1, 1, 4, 8, 2, 2, 4, 8};
   return kBytes[static_cast<uint8_t>(dtype)];

@@ -22,7 +22,9 @@ class COMMHOST_API TensorWork final : public Work {
   std::exception_ptr exception() override { return nullptr; }
   void abort(const std::string&) override {}
   FuturePtr future() override;  // the same Future on every call, from any thread
-  // The output, until future() takes it (then null): as CompletedWork::pendingOutputs.
+  // The output, until future() takes it (then null), as CompletedWork::pendingOutputs:
+  // for the host's check of the Work contract on the thread that got the work, before
+  // sharing it (future() may run on any thread afterwards).
   const Tensor* pendingOutput() const { return future_ ? nullptr : &output_; }
 
  private:

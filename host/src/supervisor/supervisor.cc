@@ -290,8 +290,8 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   }
   // A backend that ran the op inline (self; shm when idle) returns it done: nothing is
   // left to watch, so it is recorded as completed and handed back as it is, once its
-  // value is the call's outputs (a CompletedWork's is readable for free; others are
-  // checked in SupervisedWork::future()).
+  // value is the call's outputs (a CompletedWork's or TensorWork's is readable for free;
+  // others are checked in SupervisedWork::future()).
   // A CompletedWork or TensorWork (both final) succeeded and has no device time: no
   // virtual call asks.
   const Work& backendWork = *inner;

@@ -95,6 +95,9 @@ class COMMHOST_API WorkQueue {
   template <class F>
   WorkPtr submit(const OpContext& ctx, F&& job, bool inlineWhenIdle = false,
                  std::shared_ptr<AsyncWork> work = nullptr) {
+    using Result = std::invoke_result_t<F&>;
+    static_assert(std::is_same_v<Result, Tensor> || std::is_same_v<Result, std::vector<Tensor>>,
+                  "a WorkQueue job returns its outputs by value: a std::vector<Tensor>, or one Tensor");
     if (aborted_.load(std::memory_order_acquire)) throwAborted(ctx);
     if (threads_ == 0 || (inlineWhenIdle && pending_.load(std::memory_order_acquire) == 0)) {
       try {
@@ -108,7 +111,7 @@ class COMMHOST_API WorkQueue {
         return work;
       }
     }
-    if constexpr (std::is_same_v<std::invoke_result_t<F&>, Tensor>)
+    if constexpr (std::is_same_v<Result, Tensor>)
       return enqueue(ctx, Job([job = std::forward<F>(job)]() mutable { return jobOutput(job()); }), std::move(work));
     else return enqueue(ctx, Job(std::forward<F>(job)), std::move(work));
   }
