@@ -78,6 +78,22 @@ inline size_t countEntries(const char* dir, const std::string& prefix = "") {
   return n;
 }
 
+// Names in /dev/shm of shm segments created by this process
+// ("commhost-shm-<jobhash>-<pid>-<groupid>"): tests that count them must not count those of
+// other test processes running at the same time.
+inline std::vector<std::string> ourSegments() {
+  std::vector<std::string> names;
+  const std::string pid = "-" + std::to_string(::getpid()) + "-";
+  if (DIR* dir = ::opendir("/dev/shm")) {
+    while (const dirent* e = ::readdir(dir)) {
+      const std::string name = e->d_name;
+      if (name.rfind("commhost-shm-", 0) == 0 && name.find(pid) != std::string::npos) names.push_back(name);
+    }
+    ::closedir(dir);
+  }
+  return names;
+}
+
 // Runs fn(rank) on `world` threads and rethrows the first failure.
 inline void runRanks(int world, const std::function<void(int)>& fn) {
   std::vector<std::exception_ptr> errors(world);

@@ -22,20 +22,6 @@ std::string config(const std::string& shmOptions, const std::string& extra = "")
          "routes: [{ backend: gloo }, { device: cpu, backend: shm }]\n";
 }
 
-// Names in /dev/shm of segments created by this process.
-std::vector<std::string> ourSegments() {
-  std::vector<std::string> names;
-  const std::string pid = "-" + std::to_string(::getpid()) + "-";
-  if (DIR* dir = ::opendir("/dev/shm")) {
-    while (const dirent* e = ::readdir(dir)) {
-      const std::string name = e->d_name;
-      if (name.rfind("commhost-shm-", 0) == 0 && name.find(pid) != std::string::npos) names.push_back(name);
-    }
-    ::closedir(dir);
-  }
-  return names;
-}
-
 float allreduceSum(ProcessGroup& pg, float mine, int64_t n) {
   Tensor t = Tensor::empty({n}, DType::Float32);
   for (int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = mine;
