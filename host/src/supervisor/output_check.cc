@@ -14,8 +14,7 @@ OutputSpec OutputSpec::of(const std::vector<Tensor>& outputs) {
 std::string outputMismatch(const OutputSpec& spec, const std::vector<Tensor>& value) {
   if (spec.count < 0) return "";
   // The common case first (one tensor, an allreduce's), without the loop.
-  if (spec.count == 1 && value.size() == 1 && value[0].numel() == spec.totalNumel && value[0].dtype() == spec.dtype)
-    return "";
+  if (value.size() == 1 && spec.matchesOne(value[0])) return "";
   int64_t numel = 0;
   bool dtypeOk = true;
   for (const auto& t : value) {

@@ -26,6 +26,8 @@ struct OutputSpec {
 
   static OutputSpec of(const Tensor& output) { return {1, output.numel(), output.dtype()}; }
   static OutputSpec of(const std::vector<Tensor>& outputs);
+  // The common case, an allreduce's: `t` alone is the value this spec wants.
+  bool matchesOne(const Tensor& t) const { return count == 1 && t.numel() == totalNumel && t.dtype() == dtype; }
 };
 
 // "" when `value` matches `spec`; else what differs, for an error that names the backend.
@@ -40,16 +42,12 @@ inline bool inlineValueMatches(const Work& work, const OutputSpec& expect) {
   if (expect.count < 0) return true;
   if (typeid(work) == typeid(TensorWork)) {
     const Tensor* value = static_cast<const TensorWork&>(work).pendingOutput();
-    if (!value || (expect.count == 1 && value->numel() == expect.totalNumel && value->dtype() == expect.dtype))
-      return true;
-    return inlineValueMismatch(work, expect).empty();
+    return !value || expect.matchesOne(*value) || inlineValueMismatch(work, expect).empty();
   }
   if (typeid(work) != typeid(CompletedWork)) return true;
   const auto* value = static_cast<const CompletedWork&>(work).pendingOutputs();
   if (!value) return true;  // the backend took its future itself: left unchecked
-  if (expect.count == 1 && value->size() == 1 && (*value)[0].numel() == expect.totalNumel &&
-      (*value)[0].dtype() == expect.dtype)
-    return true;
+  if (value->size() == 1 && expect.matchesOne((*value)[0])) return true;
   return inlineValueMismatch(work, expect).empty();
 }
 
