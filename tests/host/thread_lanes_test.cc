@@ -19,11 +19,14 @@ namespace commhost::supervisor {
 namespace {
 
 // Every field follows from the seq, so a torn record (half of one op, half of another)
-// shows.
+// shows. 97 groups, each with its rank.
+std::string groupOf(uint64_t seq) { return "g" + std::to_string(seq % 97); }
+int rankOf(uint64_t seq) { return static_cast<int>(seq % 97 % 5); }
+
 void fillFor(OpRecord& r, uint64_t seq) {
-  copyName(r.group, sizeof r.group, "g" + std::to_string(seq % 97));
+  copyName(r.group, sizeof r.group, groupOf(seq));
   copyName(r.backend, sizeof r.backend, "shm");
-  r.rank = static_cast<int>(seq % 5);
+  r.rank = rankOf(seq);
   r.worldSize = 5;
   r.op = OpType::Allreduce;
   r.seq = seq;
@@ -38,14 +41,23 @@ void fillFor(OpRecord& r, uint64_t seq) {
 }
 
 bool whole(const OpRecord& r) {
-  return std::string(r.group) == "g" + std::to_string(r.seq % 97) && r.rank == static_cast<int>(r.seq % 5) &&
-         r.generation == r.seq * 3 && r.bytes == static_cast<int64_t>(r.seq * 4) &&
+  return std::string(r.group) == groupOf(r.seq) && std::string(r.backend) == "shm" && r.rank == rankOf(r.seq) &&
+         r.worldSize == 5 && r.generation == r.seq * 3 && r.bytes == static_cast<int64_t>(r.seq * 4) &&
          r.numel == static_cast<int64_t>(r.seq) && r.timed == (r.seq % 2 == 0) &&
          r.endedUs == static_cast<int64_t>(r.seq * 7) && r.error[0] == '\0';
 }
 
+// As the supervisor records an op that completed in its call: its lane entry (the names
+// interned), the full record for the ring when the thread has no lane.
 void completed(FlightRecorder& fr, uint64_t seq) {
-  fr.emplaceCompleted([&](OpRecord& r) { fillFor(r, seq); });
+  LaneEntry e;
+  e.seq = seq;
+  e.generation = seq * 3;
+  e.bytes = static_cast<int64_t>(seq * 4);
+  e.scheduledUs = static_cast<int64_t>(seq * 7);
+  e.names = fr.intern(groupOf(seq), "shm", rankOf(seq), 5);
+  e.timed = seq % 2 == 0;
+  fr.emplaceCompleted(e, [&](OpRecord& r) { fillFor(r, seq); });
 }
 
 // Threads that take turns: run(i, f) runs f on worker i (its own thread for the whole
@@ -142,10 +154,59 @@ TEST(ThreadLanes, ALaneOutlivesItsThreadAndTheNextThreadTakesItOver) {
   std::vector<uint64_t> next;
   std::vector<OpRecord> out;
   uint64_t missed = 0;
-  EXPECT_FALSE(fr.collectLanes(next, 100, out, &missed));
+  fr.collectLanes(next, 100, out, &missed);
   EXPECT_EQ(next.size(), 1u);
   EXPECT_EQ(seqs(out), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
   EXPECT_EQ(missed, 0u);
+}
+
+// The op statistics read a bounded number per poll, the newest: what they pass over is
+// counted, and the next read starts after the last one read.
+TEST(ThreadLanes, AReaderTakesTheNewestRecordsAndCountsThoseItPassedOver) {
+  FlightRecorder fr(64);
+  for (uint64_t s = 1; s <= 100; ++s) completed(fr, s);
+  std::vector<uint64_t> next;
+  std::vector<OpRecord> out;
+  uint64_t skipped = 0;
+  fr.collectLanes(next, 10, out, &skipped);
+  EXPECT_EQ(seqs(out), (std::vector<uint64_t>{91, 92, 93, 94, 95, 96, 97, 98, 99, 100}));
+  EXPECT_EQ(skipped, 90u);
+  for (const auto& r : out) EXPECT_TRUE(whole(r)) << r.seq;
+  for (uint64_t s = 101; s <= 103; ++s) completed(fr, s);
+  out.clear();
+  fr.collectLanes(next, 10, out, &skipped);
+  EXPECT_EQ(seqs(out), (std::vector<uint64_t>{101, 102, 103}));
+  EXPECT_EQ(skipped, 90u);
+}
+
+// A lane record is one cache line that points at interned names: the group's and the
+// backend's full names make one entry, a name too long for the record is cut in it.
+TEST(ThreadLanes, NamesAreInternedOncePerGroupBackendAndRank) {
+  FlightRecorder fr(8);
+  const RecordNames* a = fr.intern("main", "shm", 0, 2);
+  EXPECT_EQ(fr.intern("main", "shm", 0, 2), a);
+  EXPECT_NE(fr.intern("main", "gloo", 0, 2), a);
+  EXPECT_NE(fr.intern("main", "shm", 1, 2), a);
+  const std::string longName(100, 'x');
+  const RecordNames* cut = fr.intern(longName, "shm", 0, 2);
+  EXPECT_EQ(fr.intern(longName, "shm", 0, 2), cut);
+  EXPECT_NE(fr.intern(longName + "y", "shm", 0, 2), cut);  // same cut name, another group
+  LaneEntry e;
+  e.seq = 5;
+  e.bytes = 64;
+  e.dtype = DType::Float64;
+  e.scheduledUs = 1000;
+  e.startedAfterUs = 20;
+  e.names = cut;
+  fr.emplaceCompleted(e, [](OpRecord&) { FAIL() << "a thread with a lane never fills a ring record"; });
+  const auto snap = fr.snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_EQ(std::string(snap[0].group), std::string(sizeof(OpRecord::group) - 1, 'x'));
+  EXPECT_EQ(snap[0].numel, 8);
+  EXPECT_EQ(snap[0].startedUs, 1020);
+  EXPECT_EQ(snap[0].endedUs, 1020);
+  EXPECT_EQ(snap[0].state, OpState::Completed);
+  EXPECT_EQ(snap[0].deviceMs, -1);
 }
 
 TEST(ThreadLanes, ThreadsBeyondTheLastLaneRecordIntoTheRing) {
@@ -168,18 +229,18 @@ TEST(ThreadLanes, ThreadsBeyondTheLastLaneRecordIntoTheRing) {
 }
 
 // The supervisor (and its recorder) is made anew whenever a process's groups all went and
-// another is created: a thread that recorded into each must not keep their lanes (about
-// 0.9 MiB each at 2048 entries) alive.
+// another is created: a thread that recorded into each must not keep their lanes (1 MiB
+// each at 16384 entries) alive.
 TEST(ThreadLanes, ARecorderDestroyedFreesItsLanesThoughTheThreadLivesOn) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "sanitizers keep freed memory (quarantine): RSS says nothing";
 #endif
   const long before = test::residentKiB();
   for (int i = 0; i < 100; ++i) {
-    FlightRecorder fr(2048);
-    for (uint64_t s = 1; s <= 2048; ++s) completed(fr, s);  // every page of the lane touched
+    FlightRecorder fr(16384);
+    for (uint64_t s = 1; s <= 16384; ++s) completed(fr, s);  // every page of the lane touched
   }
-  EXPECT_LT(test::residentKiB() - before, 30 * 1024) << "100 recorders of ~0.9 MiB lanes";
+  EXPECT_LT(test::residentKiB() - before, 30 * 1024) << "100 recorders of 1 MiB lanes";
 }
 
 TEST(ThreadLanes, ReadersNeverSeeATornRecord) {

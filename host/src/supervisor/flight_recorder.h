@@ -3,7 +3,7 @@
 //
 // Two stores: a shared ring for ops that go on running after their call (finish() updates
 // them), and a lane per issuing thread for ops that completed in their call, the small
-// inline ops, written without a lock (thread_lanes.h). A dump merges both in the order
+// inline ops, written without a lock, one cache line each (thread_lanes.h). A dump merges both in the order
 // they were recorded and keeps the last `entries`.
 // Threading: every method may be called from any thread. A SpinLock guards the ring (held
 // for the writes of one fixed-size record, no allocation while it is held; collect()
@@ -11,8 +11,9 @@
 // writers spin, then yield); ThreadLanes says how the lanes are shared; a Mutex guards
 // the rare records (swaps, membership changes, shadow comparisons), whose strings
 // allocate.
-// Memory: entries x sizeof(OpRecord) for the ring, fixed at construction, and as much per
-// issuing thread's lane (made at the thread's first inline op; at most 16).
+// Memory: entries x sizeof(OpRecord) (416 bytes) for the ring, fixed at construction, and
+// entries x 64 bytes per issuing thread's lane (made at the thread's first inline op; at
+// most 16).
 #pragma once
 
 #include <algorithm>
@@ -74,16 +75,22 @@ class FlightRecorder {
     slot.order = order;
     return id;
   }
-  // The same for an op that completed in its call (never finished later): into the
-  // calling thread's lane, without a lock, or into the ring when the thread has no lane.
-  template <class Fill> void emplaceCompleted(Fill&& fill) {
+  // The same for an op that completed in its call (never finished later): `entry` (its
+  // order set here) into the calling thread's lane, without a lock; or, when the thread
+  // has no lane or the entry no names, `fill`'s record into the ring.
+  template <class Fill> void emplaceCompleted(LaneEntry entry, Fill&& fill) {
     if (capacity_ == 0) return;
-    ThreadLanes::Lane* lane = lanes_.mine();
+    ThreadLanes::Lane* lane = entry.names ? lanes_.mine() : nullptr;
     if (!lane) {
       emplace(fill);
       return;
     }
-    lanes_.write(*lane, nextOrder(), fill);
+    entry.order = nextOrder();
+    lanes_.write(*lane, entry);
+  }
+  // The names a lane entry of this group and backend points at (ThreadLanes::intern).
+  const RecordNames* intern(const std::string& group, const std::string& backend, int rank, int worldSize) {
+    return lanes_.intern(group, backend, rank, worldSize);
   }
   // Updates the record with this id, if the ring still holds it; `deviceMs` < 0: unknown.
   void finish(uint64_t id, OpState state, int64_t endedUs, const std::string& error, double deviceMs = -1);
@@ -94,9 +101,10 @@ class FlightRecorder {
   // lock is held for one copy of that many), oldest first. Returns the id to start from
   // next time; `*missed` grows by the ids overwritten before they were read.
   uint64_t collect(uint64_t from, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const;
-  // The same for the lanes (ThreadLanes::collect): `next` per lane; whether more is left.
-  bool collectLanes(std::vector<uint64_t>& next, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const {
-    return lanes_.collect(next, max, out, missed);
+  // The same for the lanes (ThreadLanes::collect): `next` per lane, at most the newest
+  // `newest` records of each.
+  void collectLanes(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out, uint64_t* skipped) const {
+    lanes_.collect(next, newest, out, skipped);
   }
   // The record with this id, if the ring still holds it.
   bool find(uint64_t id, OpRecord& out) const;

@@ -3,6 +3,7 @@
 // supervisor's threads (and with works still held by the application) while they use it.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -24,8 +25,11 @@ struct StoreCounts;  // ../store/counting_store.h
 namespace commhost::supervisor {
 
 enum class OnError { Abort, Teardown, Report };
+struct RecordNames;  // thread_lanes.h
 
 struct GroupMonitor {
+  // Set before the monitor is shared and never changed (a new membership is a new group,
+  // with a monitor of its own): the flight recorder's interned names rely on it.
   std::string name;
   int rank = 0;
   int worldSize = 1;
@@ -46,6 +50,13 @@ struct GroupMonitor {
   std::atomic<uint64_t> lastIssued{0};
   std::atomic<uint8_t> lastIssuedOp{0};
   std::atomic<uint64_t> lastCompleted{0};
+
+  // The supervisor's recorder's interned names of this group's last few backends
+  // (Supervisor::recordNames): the per-op path finds its record's names here with one
+  // compare of the backend's name. Any thread; an entry, once set, points at names that
+  // live as long as the supervisor.
+  std::array<std::atomic<const RecordNames*>, 4> recordNames{};
+  std::atomic<uint8_t> nextRecordName{0};
 
   // Caller thread: the seq and op of the call now inside a backend (0: none). A backend
   // that runs an op inline (self; shm when idle) waits for peers inside that call, before

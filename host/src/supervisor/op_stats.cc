@@ -101,13 +101,11 @@ void OpStatsCollector::poll(const FlightRecorder& recorder) {
     if (batch.size() < kBatch) break;
   }
   // The lanes hold only ops that completed in their call: nothing to come back to.
-  for (bool more = true; more;) {
-    batch.clear();
-    uint64_t missed = 0;
-    more = recorder.collectLanes(laneNext_, kBatch, batch, &missed);
-    stats_.addMissed(missed);
-    for (const OpRecord& rec : batch) stats_.add(rec);
-  }
+  batch.clear();
+  uint64_t skipped = 0;
+  recorder.collectLanes(laneNext_, kLaneRecords, batch, &skipped);
+  stats_.addMissed(skipped);
+  for (const OpRecord& rec : batch) stats_.add(rec);
 }
 
 }  // namespace commhost::supervisor

@@ -81,6 +81,7 @@ class OpStatsCollector {
 
  private:
   static constexpr size_t kBatch = 256;        // records copied per lock hold
+  static constexpr size_t kLaneRecords = 64;   // per poll, the newest of each thread lane
   static constexpr size_t kMaxPending = 4096;  // works still running that poll() will look at again
   uint64_t next_ = 1;
   std::vector<uint64_t> pending_;   // ids seen while still running

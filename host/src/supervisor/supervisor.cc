@@ -339,7 +339,20 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     r.deviceMs = deviceMs.value_or(-1);
   };
   if (done) {
-    recorder_.emplaceCompleted(fill);
+    // The lane's record: one cache line, the names interned.
+    LaneEntry entry;
+    if (settings_.entries > 0 && !deviceMs) {
+      entry.seq = ctx.seq;
+      entry.generation = generation;
+      entry.bytes = bytes;
+      entry.scheduledUs = scheduledUs;
+      entry.names = recordNames(*group, backend);
+      entry.startedAfterUs = static_cast<int32_t>(std::min<int64_t>(startedUs - scheduledUs, INT32_MAX));
+      entry.op = ctx.op;
+      entry.dtype = dtype;
+      entry.timed = timed;
+    }
+    recorder_.emplaceCompleted(entry, fill);
     // This is the issuing thread, the one that hands out seqs (one at a time per group):
     // whoever else moves lastCompleted meanwhile (a waiter or the watchdog ending an
     // earlier queued op) moves it to a smaller seq, so a plain store keeps it monotonic
@@ -351,6 +364,18 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   }
   const uint64_t id = recorder_.emplace(fill);
   return watch(group, ctx, backend, id, issued, scheduledUs, bytes, std::move(inner), expect);
+}
+
+const RecordNames* Supervisor::recordNames(GroupMonitor& group, const std::string& backend) {
+  for (const auto& cached : group.recordNames) {
+    const RecordNames* n = cached.load(std::memory_order_acquire);
+    if (n && n->isFor(backend)) return n;
+  }
+  const RecordNames* n = recorder_.intern(group.name, backend, group.rank, group.worldSize);
+  if (n)
+    group.recordNames[group.nextRecordName.fetch_add(1, std::memory_order_relaxed) % group.recordNames.size()].store(
+        n, std::memory_order_release);
+  return n;
 }
 
 WorkPtr Supervisor::watch(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,

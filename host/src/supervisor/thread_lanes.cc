@@ -93,64 +93,89 @@ std::vector<std::shared_ptr<ThreadLanes::Lane>> ThreadLanes::lanesNow() const {
   return lanes_;
 }
 
-bool ThreadLanes::read(const Slot& s, uint64_t number, OpRecord& out) {
+const RecordNames* ThreadLanes::intern(const std::string& group, const std::string& backend, int rank, int worldSize) {
+  MutexLock lock(&mutex_);
+  for (const RecordNames& n : names_)
+    if (n.rank == rank && n.worldSize == worldSize && n.isFor(backend) && n.groupFull == group) return &n;
+  if (names_.size() >= kMaxNames) return nullptr;
+  RecordNames& n = names_.emplace_back();
+  copyName(n.group, sizeof n.group, group);
+  copyName(n.backend, sizeof n.backend, backend);
+  n.rank = rank;
+  n.worldSize = worldSize;
+  n.groupFull = group;
+  n.backendFull = backend;
+  return &n;
+}
+
+OpRecord toOpRecord(const LaneEntry& e) {
+  OpRecord r;
+  r.order = e.order;
+  std::memcpy(r.group, e.names->group, sizeof r.group);
+  std::memcpy(r.backend, e.names->backend, sizeof r.backend);
+  r.rank = e.names->rank;
+  r.worldSize = e.names->worldSize;
+  r.op = e.op;
+  r.seq = e.seq;
+  r.generation = e.generation;
+  r.dtype = e.dtype;
+  r.bytes = e.bytes;
+  r.numel = e.bytes / static_cast<int64_t>(elementBytes(e.dtype));
+  r.state = OpState::Completed;
+  r.timed = e.timed;
+  r.scheduledUs = e.scheduledUs;
+  r.startedUs = r.endedUs = e.scheduledUs + e.startedAfterUs;
+  return r;
+}
+
+bool ThreadLanes::read(const Slot& s, uint64_t number, LaneEntry& out) const {
+  const uint64_t want = 2 * ((number - 1) / capacity_ + 1);
   for (int attempt = 0; attempt < 4; ++attempt) {
     const uint64_t before = s.version.load(std::memory_order_acquire);
-    if (before & 1) continue;  // being written: look again (a write takes tens of ns)
-    const uint64_t n = s.number.load(std::memory_order_relaxed);
+    if (before & 1) continue;          // being written: look again (a write takes a few ns)
+    if (before != want) return false;  // not written yet, or overwritten by a newer record
     COMMHOST_IGNORE_READS_BEGIN();
-    std::memcpy(static_cast<void*>(&out), &s.record, sizeof out);
+    std::memcpy(static_cast<void*>(&out), &s.entry, sizeof out);
     COMMHOST_IGNORE_READS_END();
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.version.load(std::memory_order_relaxed) != before) continue;
-    return n == number;
+    if (s.version.load(std::memory_order_relaxed) == before) return true;
   }
   return false;  // rewritten each time it was read: it holds a newer record by now
 }
 
 void ThreadLanes::readAll(std::vector<Held>& out) const {
   const auto lanes = lanesNow();
+  LaneEntry e;
   for (size_t l = 0; l < lanes.size(); ++l) {
     const Lane& lane = *lanes[l];
     const uint64_t written = lane.written.load(std::memory_order_acquire);
     const uint64_t first = written > capacity_ ? written - capacity_ + 1 : 1;
-    Held h{l, 0, {}};
     for (uint64_t n = first; n <= written; ++n)
-      if (read(lane.slots[(n - 1) % capacity_], n, h.record)) {
-        h.number = n;
-        out.push_back(h);
-      }
+      if (read(lane.slots[(n - 1) % capacity_], n, e)) out.push_back({l, n, toOpRecord(e)});
   }
 }
 
-bool ThreadLanes::collect(std::vector<uint64_t>& next, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const {
+void ThreadLanes::collect(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out,
+                          uint64_t* skipped) const {
   const auto lanes = lanesNow();
   if (next.size() < lanes.size()) next.resize(lanes.size(), 1);
-  bool more = false;
-  OpRecord r;
+  LaneEntry e;
   for (size_t l = 0; l < lanes.size(); ++l) {
     const Lane& lane = *lanes[l];
     const uint64_t written = lane.written.load(std::memory_order_acquire);
-    const uint64_t oldest = written > capacity_ ? written - capacity_ + 1 : 1;
+    // The newest `newest` of the lane's records, and never one it no longer holds.
+    uint64_t from = written > newest ? written - newest + 1 : 1;
+    if (written > capacity_) from = std::max(from, written - capacity_ + 1);
     uint64_t& n = next[l];
-    if (n < oldest) {
-      *missed += oldest - n;
-      n = oldest;
+    if (n < from) {
+      *skipped += from - n;
+      n = from;
     }
     for (; n <= written; ++n) {
-      if (max == 0) {
-        more = true;
-        break;
-      }
-      if (read(lane.slots[(n - 1) % capacity_], n, r)) {
-        out.push_back(r);
-        --max;
-      } else {
-        ++*missed;  // overwritten while this loop read the lane
-      }
+      if (read(lane.slots[(n - 1) % capacity_], n, e)) out.push_back(toOpRecord(e));
+      else ++*skipped;  // overwritten while this loop read the lane
     }
   }
-  return more;
 }
 
 }  // namespace commhost::supervisor

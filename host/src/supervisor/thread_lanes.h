@@ -15,13 +15,19 @@
 //   next new thread takes it over. A thread that finds no lane (kMaxLanes taken) gets
 //   null, for its life, and records into the shared ring, under its lock.
 // - Readers (dumps, the op statistics) may run on any thread at any time.
-// Memory: capacity x ~430 bytes per lane, allocated when the lane is made (a process
-// that issues from one thread has one lane), freed with its recorder.
+// - A lane's record is one cache line: the names (group, backend, rank, world size) are
+//   interned (RecordNames, made off the per-op path and kept until the recorder goes) and
+//   the record points at them; readers turn it back into an OpRecord.
+// Memory: capacity x 64 bytes per lane, allocated when the lane is made (a process that
+// issues from one thread has one lane), freed with its recorder; ~100 bytes per interned
+// name set, at most kMaxNames.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "commhost/mutex.h"
@@ -29,15 +35,49 @@
 
 namespace commhost::supervisor {
 
+// The names of the ops in a lane: one per (group, backend, rank, world size) a recorder
+// has seen. Immutable once made; freed with the recorder.
+struct RecordNames {
+  char group[sizeof(OpRecord::group)] = {};
+  char backend[sizeof(OpRecord::backend)] = {};
+  int rank = 0;
+  int worldSize = 0;
+  // The names before they were cut to the arrays: what interning and a cache compare.
+  std::string groupFull, backendFull;
+  bool isFor(const std::string& backendName) const { return backendFull == backendName; }
+};
+
+// An op that completed in its call, as the per-op path writes it into a lane: one cache
+// line with the slot's version. The rest of its OpRecord follows (state completed, no
+// error, no device time, numel from bytes and dtype, ended when started).
+struct LaneEntry {
+  uint64_t order = 0;  // OpRecord::order
+  uint64_t seq = 0;
+  uint64_t generation = 0;
+  int64_t bytes = 0;
+  int64_t scheduledUs = 0;
+  const RecordNames* names = nullptr;
+  int32_t startedAfterUs = 0;  // startedUs - scheduledUs (an op inline for 35 minutes is cut)
+  OpType op = OpType::Allreduce;
+  DType dtype = DType::Float32;
+  bool timed = false;
+};
+OpRecord toOpRecord(const LaneEntry& e);
+
 class ThreadLanes {
  public:
   static constexpr size_t kMaxLanes = 16;
 
-  struct Slot {
-    std::atomic<uint64_t> version{0};  // odd while its writer writes the slot
-    std::atomic<uint64_t> number{0};   // which of the lane's records it holds (from 1); 0: none yet
-    OpRecord record;
+  static constexpr size_t kMaxNames = 4096;
+
+  // One cache line. The version counts the slot's writes, twice (odd while its writer
+  // writes): record number n of a lane is in slot (n - 1) % capacity, and is there while
+  // the version is 2 * ((n - 1) / capacity + 1).
+  struct alignas(64) Slot {
+    std::atomic<uint64_t> version{0};
+    LaneEntry entry;
   };
+  static_assert(sizeof(Slot) == 64, "a lane's record is one cache line");
   struct Lane {
     explicit Lane(size_t capacity) : slots(new Slot[capacity]) {}
     std::unique_ptr<Slot[]> slots;
@@ -59,24 +99,23 @@ class ThreadLanes {
     return take();
   }
 
-  // Writes the next record of `lane` (the caller's own, from mine()): `fill(OpRecord&)`
-  // fills the slot in place and must set every field but error (cleared first), id (0)
-  // and order.
-  template <class Fill> void write(Lane& lane, uint64_t order, Fill&& fill) {
+  // Writes `entry` as the next record of `lane` (the caller's own, from mine()).
+  void write(Lane& lane, const LaneEntry& entry) {
     const uint64_t number = lane.written.load(std::memory_order_relaxed) + 1;
     Slot& s = lane.slots[lane.next];
     if (++lane.next == capacity_) lane.next = 0;
     const uint64_t v = s.version.load(std::memory_order_relaxed);
     s.version.store(v + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);  // odd before any byte changes
-    s.record.error[0] = '\0';
-    fill(s.record);
-    s.record.id = 0;
-    s.record.order = order;
-    s.number.store(number, std::memory_order_relaxed);
+    s.entry = entry;
     s.version.store(v + 2, std::memory_order_release);
     lane.written.store(number, std::memory_order_release);
   }
+
+  // The interned names for this group and backend (any thread; takes mutex_: off the
+  // per-op path, behind a cache such as GroupMonitor's); null once kMaxNames are made.
+  const RecordNames* intern(const std::string& group, const std::string& backend, int rank, int worldSize)
+      EXCLUDES(mutex_);
 
   // Appends every record the lanes hold to `out`, each lane oldest first, paired with
   // its lane and number (for an order among records of one order).
@@ -89,9 +128,12 @@ class ThreadLanes {
 
   // For readers that follow the lanes (the op statistics): `next` holds, per lane, the
   // number of the next record to read (grown to the lane count; 1 for a new lane).
-  // Appends at most `max` records in all, oldest first per lane; `*missed` grows by the
-  // records overwritten before they were read. Returns whether any lane has more.
-  bool collect(std::vector<uint64_t>& next, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const;
+  // Appends, per lane, the records from `next` on, but at most the lane's newest `newest`,
+  // oldest first; `*skipped` grows by the records passed over: older than those, or
+  // overwritten before they were read. Bounded so that a reader's cost does not grow with
+  // the op rate: at millions of ops a second, every record copied is a cache line or
+  // more taken from the writing core.
+  void collect(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out, uint64_t* skipped) const;
 
  private:
   // The calling thread's last lane and whose it is: plain data, defined here (inline) with
@@ -111,13 +153,15 @@ class ThreadLanes {
 
   Lane* take() EXCLUDES(mutex_);
   std::vector<std::shared_ptr<Lane>> lanesNow() const EXCLUDES(mutex_);
-  // Copies slot `s` if it holds record `number` and is not being written.
-  static bool read(const Slot& s, uint64_t number, OpRecord& out);
+  // Copies the entry of record `number` (in slot `s`) if the slot still holds it and was
+  // not being written.
+  bool read(const Slot& s, uint64_t number, LaneEntry& out) const;
 
   const size_t capacity_;
   const uint64_t serial_;  // this object's, process-wide (a cache names its lanes by it)
   mutable Mutex mutex_;
   std::vector<std::shared_ptr<Lane>> lanes_ GUARDED_BY(mutex_);  // only grows
+  std::deque<RecordNames> names_ GUARDED_BY(mutex_);             // only grows: entries point into it
 };
 
 }  // namespace commhost::supervisor
