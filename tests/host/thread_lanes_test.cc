@@ -44,7 +44,9 @@ bool whole(const OpRecord& r) {
   return std::string(r.group) == groupOf(r.seq) && std::string(r.backend) == "shm" && r.rank == rankOf(r.seq) &&
          r.worldSize == 5 && r.generation == r.seq * 3 && r.bytes == static_cast<int64_t>(r.seq * 4) &&
          r.numel == static_cast<int64_t>(r.seq) && r.timed == (r.seq % 2 == 0) &&
-         r.endedUs == static_cast<int64_t>(r.seq * 7) && r.error[0] == '\0';
+         (r.timed ? r.endedUs == static_cast<int64_t>(r.seq * 7)  // an untimed op's time is the recorder's
+                  : r.scheduledUs == r.endedUs && r.startedUs == r.endedUs) &&
+         r.error[0] == '\0';
 }
 
 // As the supervisor records an op that completed in its call: its lane entry (the names
@@ -197,6 +199,7 @@ TEST(ThreadLanes, NamesAreInternedOncePerGroupBackendAndRank) {
   e.dtype = DType::Float64;
   e.scheduledUs = 1000;
   e.startedAfterUs = 20;
+  e.timed = true;
   e.names = cut;
   fr.emplaceCompleted(e, [](OpRecord&) { FAIL() << "a thread with a lane never fills a ring record"; });
   const auto snap = fr.snapshot();
@@ -276,20 +279,107 @@ TEST(ThreadLanes, OpStatisticsCountLaneRecordsAndTheirLatencyOnlyWhenTimed) {
   OpStatsCollector c;
   for (uint64_t s = 1; s <= 20; ++s) completed(fr, s);
   c.poll(fr);
-  EXPECT_EQ(c.stats().missed(), 12u);  // 8 held of 20
-  uint64_t completedOps = 0, timed = 0;
+  EXPECT_EQ(c.stats().missed(), 0u);  // counted, though the lane holds 8 of the 20
+  uint64_t completedOps = 0, timed = 0, bytes = 0;
   for (const auto& [key, cell] : c.stats().cells()) {
     completedOps += cell.completed;
     timed += cell.timed;
+    bytes += cell.bytes;
   }
-  EXPECT_EQ(completedOps, 8u);
-  EXPECT_EQ(timed, 4u);  // the even seqs
+  EXPECT_EQ(completedOps, 20u);
+  EXPECT_EQ(bytes, 4u * 210);  // seq * 4 bytes each
+  EXPECT_EQ(timed, 4u);        // the even seqs of the 8 held
   completed(fr, 21);
   c.poll(fr);
   c.poll(fr);
   completedOps = 0;
   for (const auto& [key, cell] : c.stats().cells()) completedOps += cell.completed;
-  EXPECT_EQ(completedOps, 9u);
+  EXPECT_EQ(completedOps, 21u);
+}
+
+// An untimed op reads no clock: its record carries the later of its thread's last timed
+// op and the heartbeat's last clock reading.
+TEST(ThreadLanes, AnUntimedOpTakesTheLaterOfTheLastTimedOpAndTheRecentClock) {
+  FlightRecorder fr(8);
+  const RecordNames* names = fr.intern("main", "shm", 0, 2);
+  const auto record = [&](uint64_t seq, bool timed, int64_t at) {
+    LaneEntry e;
+    e.seq = seq;
+    e.names = names;
+    e.timed = timed;
+    e.scheduledUs = at;
+    e.startedAfterUs = timed ? 3 : 0;
+    fr.emplaceCompleted(e, [](OpRecord&) {});
+  };
+  refreshWallClockOffset();
+  const int64_t recent = recentWallMicros();
+  record(1, false, 0);
+  record(2, true, recent + 1000000);  // a second ahead of the recent reading
+  record(3, false, 0);
+  record(4, true, recent - 1000000);  // a second behind it
+  record(5, false, 0);
+  const auto snap = fr.snapshot();
+  ASSERT_EQ(snap.size(), 5u);
+  // (Another test's heartbeat thread may read the clock meanwhile: milliseconds later.)
+  EXPECT_GE(snap[0].scheduledUs, recent);
+  EXPECT_LT(snap[0].scheduledUs, recent + 1000000);
+  EXPECT_EQ(snap[2].scheduledUs, recent + 1000003);  // when seq 2 started
+  EXPECT_GE(snap[4].scheduledUs, recent);
+  EXPECT_LT(snap[4].scheduledUs, recent + 1000000);
+  for (const auto& r : snap)
+    if (!r.timed) EXPECT_EQ(r.endedUs, r.scheduledUs) << r.seq;
+}
+
+// An 8 B loop runs millions of ops a second and a poll reads a few hundred records: the
+// lane's counts still give every op, per size class.
+TEST(ThreadLanes, OpStatisticsCountEveryOpOfALaneThatHoldsFew) {
+  FlightRecorder fr(4);
+  OpStatsCollector c;
+  const RecordNames* names = fr.intern("main", "shm", 0, 2);
+  uint64_t seq = 0;
+  const auto run = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      LaneEntry e;
+      e.seq = ++seq;
+      e.bytes = seq % 2 ? 8 : 4096;
+      e.names = names;
+      e.timed = seq % 8 == 0;
+      fr.emplaceCompleted(e, [](OpRecord&) {});
+    }
+  };
+  run(10000);
+  c.poll(fr);
+  run(10);
+  c.poll(fr);
+  c.poll(fr);
+  const auto& cells = c.stats().cells();
+  ASSERT_EQ(cells.size(), 2u);
+  const OpCell& small = cells.at(OpKey{"main", OpType::Allreduce, "shm", 0});
+  const OpCell& larger = cells.at(OpKey{"main", OpType::Allreduce, "shm", 1});
+  EXPECT_EQ(small.completed, 5005u);
+  EXPECT_EQ(small.bytes, 5005u * 8);
+  EXPECT_EQ(larger.completed, 5005u);
+  EXPECT_EQ(larger.bytes, 5005u * 4096);
+  EXPECT_EQ(small.timed, 0u);  // the timed seqs are even: 4096 B
+  EXPECT_GT(larger.timed, 0u);
+  EXPECT_EQ(c.stats().missed(), 0u);
+}
+
+// A lane counts at most ThreadLanes::kCounts keys; the ops of more are counted as missed.
+TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsCountAsMissed) {
+  FlightRecorder fr(8);
+  OpStatsCollector c;
+  for (size_t k = 0; k <= ThreadLanes::kCounts; ++k) {
+    LaneEntry e;
+    e.seq = k + 1;
+    e.names = fr.intern("g" + std::to_string(k), "shm", 0, 2);
+    fr.emplaceCompleted(e, [](OpRecord&) {});
+  }
+  c.poll(fr);
+  uint64_t completedOps = 0;
+  for (const auto& [key, cell] : c.stats().cells()) completedOps += cell.completed;
+  EXPECT_EQ(completedOps, ThreadLanes::kCounts);
+  EXPECT_EQ(c.stats().missed(), 1u);
 }
 
 }  // namespace

@@ -40,10 +40,16 @@ int64_t coarseWallMicros() {
   return static_cast<int64_t>(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
 }
 
+namespace detail {
+std::atomic<int64_t> recentWallUs{wallMicros()};
+}  // namespace detail
+
 namespace {
 int64_t offsetNow() {
   using namespace std::chrono;
-  return wallMicros() - duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
+  const int64_t wall = wallMicros();
+  detail::recentWallUs.store(wall, std::memory_order_relaxed);
+  return wall - duration_cast<microseconds>(steady_clock::now().time_since_epoch()).count();
 }
 std::atomic<int64_t> wallMinusSteadyUs{offsetNow()};
 }  // namespace

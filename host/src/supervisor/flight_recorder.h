@@ -39,7 +39,14 @@ int64_t wallMicros();
 // refreshes: the per-op path reads one clock instead of two (clock reads are a fifth
 // of the supervisor's cost per op on a VM).
 int64_t wallMicros(std::chrono::steady_clock::time_point t);
+// Also sets recentWallMicros(). Called by the heartbeat thread each tick (at most 100 ms).
 void refreshWallClockOffset();
+namespace detail {
+extern std::atomic<int64_t> recentWallUs;
+}  // namespace detail
+// The wall clock as refreshWallClockOffset() last read it: an untimed lane record's time
+// when the thread's last timed op is older. One load of a line written ten times a second.
+inline int64_t recentWallMicros() { return detail::recentWallUs.load(std::memory_order_relaxed); }
 // The wall clock's coarse reading (CLOCK_REALTIME_COARSE: the kernel's last tick, 1-4 ms
 // steps), for records of ops not timed precisely: ~3 ns, where a precise read is ~9.
 int64_t coarseWallMicros();
@@ -86,8 +93,14 @@ class FlightRecorder {
       return;
     }
     entry.order = nextOrder();
+    // An untimed op's time: the later of the thread's last timed op (time_every ops ago
+    // at most, when ops are frequent) and the heartbeat's last reading (when they are not).
+    if (entry.timed) lane->lastTimedUs = entry.scheduledUs + entry.startedAfterUs;
+    else entry.scheduledUs = std::max(lane->lastTimedUs, recentWallMicros());
     lanes_.write(*lane, entry);
   }
+  // The lanes' op counts (ThreadLanes::counts).
+  void laneCounts(std::vector<ThreadLanes::CountNow>& out, uint64_t* uncounted) const { lanes_.counts(out, uncounted); }
   // The names a lane entry of this group and backend points at (ThreadLanes::intern).
   const RecordNames* intern(const std::string& group, const std::string& backend, int rank, int worldSize) {
     return lanes_.intern(group, backend, rank, worldSize);

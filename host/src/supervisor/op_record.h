@@ -11,6 +11,15 @@
 
 namespace commhost::supervisor {
 
+// The size classes of the op statistics: upper bounds in bytes (the last class has none).
+constexpr int64_t kSizeClassBytes[] = {1024, 65536, 1 << 20, 16 << 20};
+constexpr size_t kNumSizeClasses = sizeof(kSizeClassBytes) / sizeof(kSizeClassBytes[0]) + 1;
+inline uint8_t sizeClassOf(int64_t bytes) {
+  uint8_t c = 0;
+  while (c < kNumSizeClasses - 1 && bytes > kSizeClassBytes[c]) ++c;
+  return c;
+}
+
 enum class OpState : uint8_t { Started, Completed, Failed };
 const char* opStateName(OpState s);
 
@@ -34,8 +43,10 @@ struct OpRecord {
   int64_t bytes = 0;
   int64_t numel = 0;
   OpState state = OpState::Started;
-  // false: the times are the coarse clock's (Supervisor::timesOp: a small op run inline,
-  // not sampled), the same for all three; the op has no latency to count.
+  // false (Supervisor::timesOp: a small op run inline, not sampled): the three times are
+  // one, not the op's own, and the op has no latency to count. In a thread's lane: the
+  // later of that thread's last timed op (at most time_every ops before) and the heartbeat
+  // thread's last clock reading (at most 100 ms old); in the ring, the coarse clock's.
   bool timed = true;
   int64_t scheduledUs = 0;  // wall clock (us since the epoch), comparable across ranks
   int64_t startedUs = 0;    // when the backend returned the work

@@ -12,29 +12,46 @@ const char* sizeClassName(size_t sizeClass) {
   return sizeClass < kNumSizeClasses ? kNames[sizeClass] : "?";
 }
 
-size_t sizeClassOf(int64_t bytes) {
-  size_t c = 0;
-  while (c < kSizeClassBytes.size() && bytes > kSizeClassBytes[c]) ++c;
-  return c;
+OpCell* OpStats::cell(const std::string& group, OpType op, const std::string& backend, size_t sizeClass) {
+  OpKey key{group, op, backend, sizeClass};
+  auto it = cells_.find(key);
+  if (it != cells_.end()) return &it->second;
+  if (cells_.size() >= kMaxCells) return nullptr;
+  return &cells_.emplace(std::move(key), OpCell{}).first->second;
 }
 
 void OpStats::add(const OpRecord& r) {
-  OpKey key{r.group, r.op, r.backend, sizeClassOf(r.bytes)};
-  auto it = cells_.find(key);
-  if (it == cells_.end()) {
-    if (cells_.size() >= kMaxCells) {
-      ++overflow_;
-      return;
-    }
-    it = cells_.emplace(std::move(key), OpCell{}).first;
-  }
-  OpCell& c = it->second;
-  if (r.state == OpState::Failed) {
-    ++c.failed;
+  OpCell* c = cell(r.group, r.op, r.backend, sizeClassOf(r.bytes));
+  if (!c) {
+    ++overflow_;
     return;
   }
-  ++c.completed;
-  c.bytes += static_cast<uint64_t>(std::max<int64_t>(r.bytes, 0));
+  if (r.state == OpState::Failed) {
+    ++c->failed;
+    return;
+  }
+  ++c->completed;
+  c->bytes += static_cast<uint64_t>(std::max<int64_t>(r.bytes, 0));
+  addLatencyTo(*c, r);
+}
+
+void OpStats::addLatency(const OpRecord& r) {
+  if (!r.timed) return;
+  if (OpCell* c = cell(r.group, r.op, r.backend, sizeClassOf(r.bytes))) addLatencyTo(*c, r);
+}
+
+void OpStats::addCompleted(const std::string& group, OpType op, const std::string& backend, size_t sizeClass,
+                           uint64_t ops, uint64_t bytes) {
+  OpCell* c = cell(group, op, backend, sizeClass);
+  if (!c) {
+    overflow_ += ops;
+    return;
+  }
+  c->completed += ops;
+  c->bytes += bytes;
+}
+
+void OpStats::addLatencyTo(OpCell& c, const OpRecord& r) {
   if (!r.timed) return;
   ++c.timed;
   // Issue to completion as the recorder saw it (scheduled: before the backend was called;
@@ -100,12 +117,30 @@ void OpStatsCollector::poll(const FlightRecorder& recorder) {
     next_ = next;
     if (batch.size() < kBatch) break;
   }
-  // The lanes hold only ops that completed in their call: nothing to come back to.
-  batch.clear();
-  uint64_t skipped = 0;
+  pollLanes(recorder);
+}
+
+// The lanes hold only ops that completed in their call: nothing to come back to. Their
+// counts say how many, exactly; a bounded number of the newest records, their latency.
+void OpStatsCollector::pollLanes(const FlightRecorder& recorder) {
+  std::vector<ThreadLanes::CountNow> counts;
+  uint64_t uncounted = 0;
+  recorder.laneCounts(counts, &uncounted);
+  for (const auto& c : counts) {
+    if (laneCounted_.size() <= c.lane) laneCounted_.resize(c.lane + 1);
+    auto& seen = laneCounted_[c.lane];
+    if (seen.size() <= c.cell) seen.resize(c.cell + 1);
+    if (c.ops == seen[c.cell].first) continue;
+    stats_.addCompleted(c.names->group, c.op, c.names->backend, c.sizeClass, c.ops - seen[c.cell].first,
+                        c.bytes - seen[c.cell].second);
+    seen[c.cell] = {c.ops, c.bytes};
+  }
+  stats_.addMissed(uncounted - uncounted_);
+  uncounted_ = uncounted;
+  std::vector<OpRecord> batch;
+  uint64_t skipped = 0;  // counted all the same
   recorder.collectLanes(laneNext_, kLaneRecords, batch, &skipped);
-  stats_.addMissed(skipped);
-  for (const OpRecord& rec : batch) stats_.add(rec);
+  for (const OpRecord& rec : batch) stats_.addLatency(rec);
 }
 
 }  // namespace commhost::supervisor

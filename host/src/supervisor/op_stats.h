@@ -26,12 +26,9 @@ namespace commhost::supervisor {
 constexpr std::array<int64_t, 22> kLatencyBucketsUs = {
     1,    2,     5,     10,    20,     50,     100,    200,     500,     1000,    2000,
     5000, 10000, 20000, 50000, 100000, 200000, 500000, 1000000, 2000000, 5000000, 10000000};
-// Upper bounds of the size classes, in bytes (the last class has no bound).
-constexpr std::array<int64_t, 4> kSizeClassBytes = {1024, 65536, 1 << 20, 16 << 20};
-constexpr size_t kNumSizeClasses = kSizeClassBytes.size() + 1;
-// "le1KiB", "le64KiB", "le1MiB", "le16MiB", "gt16MiB": a Prometheus label value.
+// "le1KiB", "le64KiB", "le1MiB", "le16MiB", "gt16MiB" (op_record.h's size classes): a
+// Prometheus label value.
 const char* sizeClassName(size_t sizeClass);
-size_t sizeClassOf(int64_t bytes);
 
 struct OpCell {
   uint64_t completed = 0, failed = 0;
@@ -58,7 +55,13 @@ class OpStats {
   // At most this many cells; later keys count in `overflow` (a job with thousands of
   // groups would otherwise grow the status without bound).
   static constexpr size_t kMaxCells = 2048;
+  // An op of the ring that ended: counted, and its latency when timed.
   void add(const OpRecord& finished);
+  // An op of a lane (counted by addCompleted): its latency, when timed.
+  void addLatency(const OpRecord& completed);
+  // `ops` more completed ops of this key, of `bytes` in all.
+  void addCompleted(const std::string& group, OpType op, const std::string& backend, size_t sizeClass, uint64_t ops,
+                    uint64_t bytes);
   void addMissed(uint64_t n) { missed_ += n; }
   const std::map<OpKey, OpCell>& cells() const { return cells_; }
   uint64_t missed() const { return missed_; }
@@ -69,6 +72,9 @@ class OpStats {
 
  private:
   std::map<OpKey, OpCell> cells_;
+  OpCell* cell(const std::string& group, OpType op, const std::string& backend, size_t sizeClass);
+  void addLatencyTo(OpCell& c, const OpRecord& r);
+
   uint64_t missed_ = 0;    // ops that left the ring before they were read (no labels known)
   uint64_t overflow_ = 0;  // ops whose key found no room
 };
@@ -80,12 +86,18 @@ class OpStatsCollector {
   const OpStats& stats() const { return stats_; }
 
  private:
-  static constexpr size_t kBatch = 256;        // records copied per lock hold
-  static constexpr size_t kLaneRecords = 64;   // per poll, the newest of each thread lane
+  static constexpr size_t kBatch = 256;  // records copied per lock hold
+  // Per poll, the newest records of each thread lane read for their latency (the lanes'
+  // counts give the ops and bytes): with time_every 8, 32 timed ops a poll.
+  static constexpr size_t kLaneRecords = 256;
   static constexpr size_t kMaxPending = 4096;  // works still running that poll() will look at again
   uint64_t next_ = 1;
   std::vector<uint64_t> pending_;   // ids seen while still running
   std::vector<uint64_t> laneNext_;  // per thread lane: the number of the next record to read
+  // Per thread lane and count cell: the ops and bytes added so far.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> laneCounted_;
+  uint64_t uncounted_ = 0;  // ThreadLanes::counts' uncounted, added so far
+  void pollLanes(const FlightRecorder& recorder);
   OpStats stats_;
 };
 

@@ -312,8 +312,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   } else if (!done || hooks_.any()) {  // not read at issue (timesOp); a hook came since
     issued = clock_->now();
     scheduledUs = startedUs = wallMicros(issued);
-  } else if (settings_.entries > 0) {  // a small op run inline that timesOp() left out
-    scheduledUs = startedUs = coarseWallMicros();
+  } else {  // a small op run inline that timesOp() left out: no clock read (see fill)
     timed = false;
   }
   // Written in place: this is on every op's path, and a record built on the stack and
@@ -321,6 +320,9 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   // goes to this thread's lane (no lock), one still running to the ring.
   static_assert(sizeof(OpRecord) == 416, "OpRecord changed: set the new field below");
   const auto fill = [&](OpRecord& r) {
+    // The ring's record of an untimed op (its thread has no lane): the coarse clock. A
+    // lane's is stamped by the recorder, without a clock read (emplaceCompleted).
+    if (!timed) scheduledUs = startedUs = coarseWallMicros();
     r.generation = generation;
     copyName(r.group, sizeof(r.group), group->name);
     copyName(r.backend, sizeof(r.backend), backend);

@@ -108,6 +108,40 @@ const RecordNames* ThreadLanes::intern(const std::string& group, const std::stri
   return &n;
 }
 
+ThreadLanes::Count* ThreadLanes::findCount(Lane& lane, const LaneEntry& e, uint8_t sizeClass) {
+  const size_t used = lane.countsUsed.load(std::memory_order_relaxed);  // the writer's own value
+  for (size_t i = 0; i < used; ++i) {
+    Count& c = lane.counts[i];
+    if (c.names == e.names && c.op == e.op && c.sizeClass == sizeClass) {
+      lane.lastCount = i;
+      return &c;
+    }
+  }
+  if (used == kCounts) return nullptr;
+  Count& c = lane.counts[used];
+  c.names = e.names;
+  c.op = e.op;
+  c.sizeClass = sizeClass;
+  lane.countsUsed.store(used + 1, std::memory_order_release);  // the key before the cell is read
+  lane.lastCount = used;
+  return &c;
+}
+
+void ThreadLanes::counts(std::vector<CountNow>& out, uint64_t* uncounted) const {
+  *uncounted = 0;
+  const auto lanes = lanesNow();
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    const Lane& lane = *lanes[l];
+    const size_t used = lane.countsUsed.load(std::memory_order_acquire);
+    for (size_t i = 0; i < used; ++i) {
+      const Count& c = lane.counts[i];
+      out.push_back({l, i, c.names, c.op, c.sizeClass, c.ops.load(std::memory_order_relaxed),
+                     c.bytes.load(std::memory_order_relaxed)});
+    }
+    *uncounted += lane.uncounted.load(std::memory_order_relaxed);
+  }
+}
+
 OpRecord toOpRecord(const LaneEntry& e) {
   OpRecord r;
   r.order = e.order;

@@ -55,6 +55,8 @@ struct LaneEntry {
   uint64_t seq = 0;
   uint64_t generation = 0;
   int64_t bytes = 0;
+  // Timed: when the op was issued. Untimed: set by FlightRecorder::emplaceCompleted (an
+  // earlier time, OpRecord::timed says which).
   int64_t scheduledUs = 0;
   const RecordNames* names = nullptr;
   int32_t startedAfterUs = 0;  // startedUs - scheduledUs (an op inline for 35 minutes is cut)
@@ -78,12 +80,28 @@ class ThreadLanes {
     LaneEntry entry;
   };
   static_assert(sizeof(Slot) == 64, "a lane's record is one cache line");
+  // The ops a lane recorded, counted per (names, op, size class): the op statistics count
+  // from these, exactly, however few of the records they read. The key is set once, by
+  // the writer, before `Lane::countsUsed` publishes the cell; the counts have one writer
+  // (plain load and store: no locked instruction) and are read at any time.
+  static constexpr size_t kCounts = 64;
+  struct Count {
+    const RecordNames* names = nullptr;
+    OpType op = OpType::Allreduce;
+    uint8_t sizeClass = 0;
+    std::atomic<uint64_t> ops{0}, bytes{0};
+  };
   struct Lane {
-    explicit Lane(size_t capacity) : slots(new Slot[capacity]) {}
+    explicit Lane(size_t capacity) : slots(new Slot[capacity]), counts(new Count[kCounts]) {}
     std::unique_ptr<Slot[]> slots;
     std::atomic<uint64_t> written{0};  // records written to it, ever
     std::atomic<uint64_t> owner{0};    // the kernel id of the thread that writes it; 0: free
     size_t next = 0;                   // the writer's: the slot of record written + 1
+    std::unique_ptr<Count[]> counts;
+    std::atomic<size_t> countsUsed{0};
+    size_t lastCount = 0;                // the writer's: the cell it counted into last
+    int64_t lastTimedUs = 0;             // the writer's: when its last timed op started
+    std::atomic<uint64_t> uncounted{0};  // ops whose key found no cell (kCounts in use)
   };
 
   explicit ThreadLanes(size_t capacity);
@@ -110,7 +128,19 @@ class ThreadLanes {
     s.entry = entry;
     s.version.store(v + 2, std::memory_order_release);
     lane.written.store(number, std::memory_order_release);
+    count(lane, entry);
   }
+
+  // What the op statistics read of the counts: one cell of one lane, as it is now.
+  struct CountNow {
+    size_t lane, cell;
+    const RecordNames* names;
+    OpType op;
+    uint8_t sizeClass;
+    uint64_t ops, bytes;
+  };
+  // Appends every lane's cells; `*uncounted` is set to the ops no cell took, in all.
+  void counts(std::vector<CountNow>& out, uint64_t* uncounted) const;
 
   // The interned names for this group and backend (any thread; takes mutex_: off the
   // per-op path, behind a cache such as GroupMonitor's); null once kMaxNames are made.
@@ -153,6 +183,21 @@ class ThreadLanes {
 
   Lane* take() EXCLUDES(mutex_);
   std::vector<std::shared_ptr<Lane>> lanesNow() const EXCLUDES(mutex_);
+  // The writer's: adds the op of `e` to its cell (the last one used, most often).
+  static void count(Lane& lane, const LaneEntry& e) {
+    const uint8_t sizeClass = sizeClassOf(e.bytes);
+    Count* c = &lane.counts[lane.lastCount];
+    if (c->names != e.names || c->op != e.op || c->sizeClass != sizeClass) c = findCount(lane, e, sizeClass);
+    if (!c) {
+      lane.uncounted.store(lane.uncounted.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return;
+    }
+    c->ops.store(c->ops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    c->bytes.store(c->bytes.load(std::memory_order_relaxed) + static_cast<uint64_t>(e.bytes),
+                   std::memory_order_relaxed);
+  }
+  // The cell of this key, made if new; null when all kCounts are taken. Sets lastCount.
+  static Count* findCount(Lane& lane, const LaneEntry& e, uint8_t sizeClass);
   // Copies the entry of record `number` (in slot `s`) if the slot still holds it and was
   // not being written.
   bool read(const Slot& s, uint64_t number, LaneEntry& out) const;
