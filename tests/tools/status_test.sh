@@ -298,3 +298,24 @@ expect_regex "the summary's change" '^status: .*rank 2 (silent|lost)'
 [[ $(grep -c '^status: ' <<<"$out") -le 6 ]] || fail "--watch repeated the summary while only its seconds changed"
 stop_job
 pass "the swap and the peer loss, each printed as it happened"
+
+step "an 8 B shm loop: every op counted, though the recorder holds 2048 of them"
+# Rank 1 stops before allreduce seq 20001: each rank then completed seqs 1 to 20000, and
+# the op statistics must say 20000 (the lanes' counts), not the few thousand records held.
+start_job "$tmp/job3.out" -n 2 -c "$shm" --set group.timeout=120s --set supervisor.heartbeat.interval=200ms \
+  -- "$commhost" bench --sizes 8 --iters 1000000 --inject hang:1@20001
+counted=""
+for ((i = 0; i < 150; ++i)); do
+  run "$commhost" status --master "$store" --json
+  counted=$(python3 -c '
+import json, sys
+doc = json.loads(sys.argv[1])
+print(" ".join(str(sum(o["completed"] for o in r["ops"])) + "/" + str(r["groups"][0]["last_completed_seq"]) + "/"
+               + str(r["ops_missed"]) for r in doc["ranks"]))' "$out" 2>/dev/null || true)
+  [[ $counted == "20000/20000/0 20000/20000/0" ]] && break
+  sleep 0.2
+done
+[[ $counted == "20000/20000/0 20000/20000/0" ]] ||
+  fail "each rank's ops completed / last completed seq / ops missed: want 20000/20000/0 on both, got '$counted'"
+stop_job
+pass "20000 ops counted on each rank, none missed"
