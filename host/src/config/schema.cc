@@ -94,8 +94,9 @@ const std::vector<OptionSpec>& configSchema() {
        OptionType::Int,
        "2048",
        "Collectives kept per process for dumps "
-       "(about 400 bytes each, allocated up front); 0: none (the watchdog and heartbeat still run, dumps list no "
-       "ops, and an op a backend completes inline reads no clock: ~50 ns less per op)",
+       "(416 bytes each for the shared ring, allocated up front, and 64 bytes each per issuing thread that has an "
+       "op complete inline); 0: none (the watchdog and heartbeat still run, dumps list no ops and the op "
+       "statistics are empty: ~10 ns less per op)",
        {},
        0,
        1 << 20},
@@ -104,7 +105,9 @@ const std::vector<OptionSpec>& configSchema() {
        "8",
        "Of the ops under 64 KiB, only every Nth (by seq: the same ops on every rank) reads the clock at issue "
        "and at return (two reads, ~20 ns on a VM) for its flight-recorder times and the latency statistics; an "
-       "untimed op that a backend completes inline is stamped with the coarse clock (4 ms steps) and counted "
+       "untimed op that a backend completes inline reads no clock (it carries its thread's last timed op's time, or "
+       "the "
+       "heartbeat's last reading, at most 100 ms old) and is counted "
        "without a latency, one that completes later is timed from the call's return (its latency then leaves "
        "out the call itself). 1: time every op. Larger ops are always timed. Completion hooks time every op",
        {"1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024"}},

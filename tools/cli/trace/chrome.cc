@@ -48,7 +48,7 @@ std::string chromeTrace(const std::vector<RankDump>& dumps) {
                              {"state", e.state}};
       if (!e.error.empty()) args["error"] = e.error;
       if (e.deviceMs >= 0) args["device_ms"] = e.deviceMs;
-      if (!e.timed) args["timed"] = false;  // a coarse time, drawn 1 us long
+      if (!e.timed) args["timed"] = false;  // not its own time, drawn 1 us long
       events.push_back({{"ph", "X"},
                         {"name", e.op + " #" + std::to_string(e.seq)},
                         {"cat", e.state},
