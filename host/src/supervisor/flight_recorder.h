@@ -3,8 +3,8 @@
 //
 // Two stores: a shared ring for ops that go on running after their call (finish() updates
 // them), and a lane per issuing thread for ops that completed in their call, the small
-// inline ops, written without a lock, one cache line each (thread_lanes.h). A dump merges both in the order
-// they were recorded and keeps the last `entries`.
+// inline ops, written without a lock, one cache line each (thread_lanes.h). A dump merges
+// both in the order they were recorded and keeps the last `entries`.
 // Threading: every method may be called from any thread. A SpinLock guards the ring (held
 // for the writes of one fixed-size record, no allocation while it is held; collect()
 // copies a bounded batch under it, snapshot() for a dump the whole ring, during which
@@ -83,21 +83,19 @@ class FlightRecorder {
     return id;
   }
   // The same for an op that completed in its call (never finished later): `entry` (its
-  // order set here) into the calling thread's lane, without a lock; or, when the thread
-  // has no lane or the entry no names, `fill`'s record into the ring.
-  template <class Fill> void emplaceCompleted(LaneEntry entry, Fill&& fill) {
-    if (capacity_ == 0) return;
+  // order set here) into the calling thread's lane, without a lock. False, with nothing
+  // written, when the thread has no lane or the entry no names: the caller records the op
+  // into the ring (emplace) instead.
+  bool emplaceInLane(LaneEntry entry) {
     ThreadLanes::Lane* lane = entry.names ? lanes_.mine() : nullptr;
-    if (!lane) {
-      emplace(fill);
-      return;
-    }
+    if (!lane) return false;
     entry.order = nextOrder();
     // An untimed op's time: the later of the thread's last timed op (time_every ops ago
     // at most, when ops are frequent) and the heartbeat's last reading (when they are not).
     if (entry.timed) lane->lastTimedUs = entry.scheduledUs + entry.startedAfterUs;
     else entry.scheduledUs = std::max(lane->lastTimedUs, recentWallMicros());
     lanes_.write(*lane, entry);
+    return true;
   }
   // The lanes' op counts (ThreadLanes::counts).
   void laneCounts(std::vector<ThreadLanes::CountNow>& out, uint64_t* uncounted) const { lanes_.counts(out, uncounted); }

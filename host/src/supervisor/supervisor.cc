@@ -321,7 +321,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   static_assert(sizeof(OpRecord) == 416, "OpRecord changed: set the new field below");
   const auto fill = [&](OpRecord& r) {
     // The ring's record of an untimed op (its thread has no lane): the coarse clock. A
-    // lane's is stamped by the recorder, without a clock read (emplaceCompleted).
+    // lane's is stamped by the recorder, without a clock read (emplaceInLane).
     if (!timed) scheduledUs = startedUs = coarseWallMicros();
     r.generation = generation;
     copyName(r.group, sizeof(r.group), group->name);
@@ -341,20 +341,23 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     r.deviceMs = deviceMs.value_or(-1);
   };
   if (done) {
-    // The lane's record: one cache line, the names interned.
-    LaneEntry entry;
-    if (settings_.entries > 0 && !deviceMs) {
-      entry.seq = ctx.seq;
-      entry.generation = generation;
-      entry.bytes = bytes;
-      entry.scheduledUs = scheduledUs;
-      entry.names = recordNames(*group, backend);
-      entry.startedAfterUs = static_cast<int32_t>(std::min<int64_t>(startedUs - scheduledUs, INT32_MAX));
-      entry.op = ctx.op;
-      entry.dtype = dtype;
-      entry.timed = timed;
+    // The lane's record: one cache line, the names interned; the ring's (a thread without
+    // a lane, an op with a device time) only when that is refused.
+    if (settings_.entries > 0) {
+      LaneEntry entry;
+      if (!deviceMs) {
+        entry.seq = ctx.seq;
+        entry.generation = generation;
+        entry.bytes = bytes;
+        entry.scheduledUs = scheduledUs;
+        entry.names = recordNames(*group, backend);
+        entry.startedAfterUs = static_cast<int32_t>(std::min<int64_t>(startedUs - scheduledUs, INT32_MAX));
+        entry.op = ctx.op;
+        entry.dtype = dtype;
+        entry.timed = timed;
+      }
+      if (!recorder_.emplaceInLane(entry)) recorder_.emplace(fill);
     }
-    recorder_.emplaceCompleted(entry, fill);
     // This is the issuing thread, the one that hands out seqs (one at a time per group):
     // whoever else moves lastCompleted meanwhile (a waiter or the watchdog ending an
     // earlier queued op) moves it to a smaller seq, so a plain store keeps it monotonic

@@ -19,7 +19,7 @@
 //   interned (RecordNames, made off the per-op path and kept until the recorder goes) and
 //   the record points at them; readers turn it back into an OpRecord.
 // Memory: capacity x 64 bytes per lane, allocated when the lane is made (a process that
-// issues from one thread has one lane), freed with its recorder; ~100 bytes per interned
+// issues from one thread has one lane), freed with its recorder; ~150 bytes per interned
 // name set, at most kMaxNames.
 #pragma once
 
@@ -55,7 +55,7 @@ struct LaneEntry {
   uint64_t seq = 0;
   uint64_t generation = 0;
   int64_t bytes = 0;
-  // Timed: when the op was issued. Untimed: set by FlightRecorder::emplaceCompleted (an
+  // Timed: when the op was issued. Untimed: set by FlightRecorder::emplaceInLane (an
   // earlier time, OpRecord::timed says which).
   int64_t scheduledUs = 0;
   const RecordNames* names = nullptr;
