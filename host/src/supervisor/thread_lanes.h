@@ -123,8 +123,8 @@ class ThreadLanes {
     const uint64_t number = lane.written.load(std::memory_order_relaxed) + 1;
     Slot& s = lane.slots[lane.next];
     // The slot's version, known without reading the slot: its line is cold (written one
-    // lap ago), and a load of it held every op up until the line came (~6 ns in one
-    // process, more between two); stores do not wait.
+    // lap ago), and a load of it held every op up until the line came (3-4 ns in one
+    // process); stores do not wait.
     const uint64_t v = 2 * lane.lap;
     if (++lane.next == capacity_) {
       lane.next = 0;
