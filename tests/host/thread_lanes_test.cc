@@ -334,8 +334,11 @@ TEST(ThreadLanes, AnUntimedOpTakesTheLaterOfTheLastTimedOpAndTheRecentClock) {
   EXPECT_EQ(snap[2].scheduledUs, recent + 1000003);  // when seq 2 started
   EXPECT_GE(snap[4].scheduledUs, recent);
   EXPECT_LT(snap[4].scheduledUs, recent + 1000000);
-  for (const auto& r : snap)
-    if (!r.timed) EXPECT_EQ(r.endedUs, r.scheduledUs) << r.seq;
+  for (const auto& r : snap) {
+    if (!r.timed) {
+      EXPECT_EQ(r.endedUs, r.scheduledUs) << r.seq;
+    }
+  }
 }
 
 // An 8 B loop runs millions of ops a second and a poll reads a few hundred records: the
@@ -373,21 +376,60 @@ TEST(ThreadLanes, OpStatisticsCountEveryOpOfALaneThatHoldsFew) {
   EXPECT_EQ(c.stats().missed(), 0u);
 }
 
-// A lane counts at most ThreadLanes::kCounts keys; the ops of more are counted as missed.
-TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsCountAsMissed) {
+// A lane counts at most ThreadLanes::kCounts keys (a thread that made many groups): the
+// ops of more are counted from the records read, with their labels, and the rest of them
+// as missed.
+TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsAreCountedFromTheirRecords) {
   FlightRecorder fr(8);
   OpStatsCollector c;
-  for (size_t k = 0; k <= ThreadLanes::kCounts; ++k) {
+  const auto record = [&](uint64_t seq, const std::string& group) {
     LaneEntry e;
-    e.seq = k + 1;
-    e.names = fr.intern("g" + std::to_string(k), "shm", 0, 2);
+    e.seq = seq;
+    e.names = fr.intern(group, "shm", 0, 2);
     ASSERT_TRUE(fr.emplaceInLane(e));
-  }
+  };
+  uint64_t seq = 0;
+  for (size_t k = 0; k < ThreadLanes::kCounts; ++k) record(++seq, "g" + std::to_string(k));
   c.poll(fr);
-  uint64_t completedOps = 0;
-  for (const auto& [key, cell] : c.stats().cells()) completedOps += cell.completed;
-  EXPECT_EQ(completedOps, ThreadLanes::kCounts);
-  EXPECT_EQ(c.stats().missed(), 1u);
+  for (int i = 0; i < 3; ++i) record(++seq, "late");  // no cell left: read from the records
+  c.poll(fr);
+  const auto completedOf = [&](const std::string& group) {
+    uint64_t n = 0;
+    for (const auto& [key, cell] : c.stats().cells())
+      if (key.group == group) n += cell.completed;
+    return n;
+  };
+  EXPECT_EQ(completedOf("g0"), 1u);
+  EXPECT_EQ(completedOf("late"), 3u);
+  EXPECT_EQ(c.stats().missed(), 0u);
+  for (int i = 0; i < 100; ++i) record(++seq, "late");  // the lane holds 8 of them
+  c.poll(fr);
+  EXPECT_EQ(completedOf("late"), 3u + 8);
+  EXPECT_EQ(c.stats().missed(), 92u);
+}
+
+// The slot's version follows from the lane's lap: a lane that went round, taken over by
+// another thread, and of one slot, still hands readers whole records of the right seqs.
+TEST(ThreadLanes, ALapCountedVersionHoldsAcrossTakeoverAndOneSlot) {
+  {
+    FlightRecorder fr(4);
+    std::thread([&] {
+      for (uint64_t s = 1; s <= 6; ++s) completed(fr, s);
+    }).join();
+    std::thread([&] {
+      for (uint64_t s = 7; s <= 9; ++s) completed(fr, s);
+    }).join();
+    EXPECT_EQ(seqs(fr.snapshot()), (std::vector<uint64_t>{6, 7, 8, 9}));
+    for (const auto& r : fr.snapshot()) EXPECT_TRUE(whole(r)) << r.seq;
+  }
+  FlightRecorder one(1);
+  for (uint64_t s = 1; s <= 5; ++s) {
+    completed(one, s);
+    const auto snap = one.snapshot();
+    ASSERT_EQ(snap.size(), 1u);
+    EXPECT_EQ(snap[0].seq, s);
+    EXPECT_TRUE(whole(snap[0]));
+  }
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ struct DumpOp {
   int64_t scheduledUs = 0, startedUs = 0, endedUs = 0;  // wall clock; endedUs 0 while in flight
   // false: a small op run inline that was not timed (supervisor.flight_recorder.time_every):
   // its three times are one, not its own (its thread's last timed op, or the heartbeat's
-  // last clock reading, at most 100 ms before; the coarse clock when it was recorded into
+  // last clock reading, normally under 100 ms before; the coarse clock when recorded into
   // the shared ring), and it has no duration.
   bool timed = true;
   double deviceMs = -1;  // the op's time on its device, -1 when its backend did not time it

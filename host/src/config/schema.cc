@@ -105,9 +105,9 @@ const std::vector<OptionSpec>& configSchema() {
        "8",
        "Of the ops under 64 KiB, only every Nth (by seq: the same ops on every rank) reads the clock at issue "
        "and at return (two reads, ~20 ns on a VM) for its flight-recorder times and the latency statistics; an "
-       "untimed op that a backend completes inline reads no clock (it carries its thread's last timed op's time, or "
-       "the "
-       "heartbeat's last reading, at most 100 ms old) and is counted "
+       "untimed op that a backend completes inline reads no clock (its record carries its thread's last timed op's "
+       "time or the heartbeat thread's last clock reading, whichever is later, normally under 100 ms old; the "
+       "coarse clock's for a thread without a flight-recorder lane) and is counted "
        "without a latency, one that completes later is timed from the call's return (its latency then leaves "
        "out the call itself). 1: time every op. Larger ops are always timed. Completion hooks time every op",
        {"1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024"}},

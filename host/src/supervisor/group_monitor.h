@@ -57,6 +57,7 @@ struct GroupMonitor {
   // live as long as the supervisor.
   std::array<std::atomic<const RecordNames*>, 4> recordNames{};
   std::atomic<uint8_t> nextRecordName{0};
+  std::atomic<bool> recordNamesFull{false};  // the recorder refused more names (kMaxNames)
 
   // Caller thread: the seq and op of the call now inside a backend (0: none). A backend
   // that runs an op inline (self; shm when idle) waits for peers inside that call, before

@@ -32,7 +32,11 @@ std::vector<int> peersToWatch(int rank, int worldSize) {
 }  // namespace
 
 Heartbeat::Heartbeat(Supervisor& sup)
-    : sup_(sup), ticker_(sup.sharedClock()), status_(sup), thread_([this] { loop(); }) {}
+    : sup_(sup), ticker_(sup.sharedClock()), status_(sup), thread_([this] { loop(); }) {
+  // Before any op: the first ops of a group created long after the library was loaded are
+  // stamped from this reading until the first tick (flight_recorder.h, recentWallMicros).
+  refreshWallClockOffset();
+}
 
 Heartbeat::~Heartbeat() {
   ticker_.stop();

@@ -46,8 +46,13 @@ struct OpRecord {
   // false (Supervisor::timesOp: a small op run inline, not sampled): the three times are
   // one, not the op's own, and the op has no latency to count. In a thread's lane: the
   // later of that thread's last timed op (at most time_every ops before) and the heartbeat
-  // thread's last clock reading (at most 100 ms old); in the ring, the coarse clock's.
+  // thread's last clock reading (normally under 100 ms old); in the ring, the coarse
+  // clock's.
   bool timed = true;
+  // Counted already, by its thread lane's count cell (ThreadLanes::Count): the op
+  // statistics take only its latency. False for the ring's records and for a lane's whose
+  // key found no cell.
+  bool counted = false;
   int64_t scheduledUs = 0;  // wall clock (us since the epoch), comparable across ranks
   int64_t startedUs = 0;    // when the backend returned the work
   int64_t endedUs = 0;      // 0 while in flight

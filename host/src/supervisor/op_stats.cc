@@ -130,17 +130,31 @@ void OpStatsCollector::pollLanes(const FlightRecorder& recorder) {
     if (laneCounted_.size() <= c.lane) laneCounted_.resize(c.lane + 1);
     auto& seen = laneCounted_[c.lane];
     if (seen.size() <= c.cell) seen.resize(c.cell + 1);
-    if (c.ops == seen[c.cell].first) continue;
+    // Both compared: a poll between the writer's two stores sees one moved, and the other
+    // catches up at the next poll.
+    if (c.ops == seen[c.cell].first && c.bytes == seen[c.cell].second) continue;
     stats_.addCompleted(c.names->group, c.op, c.names->backend, c.sizeClass, c.ops - seen[c.cell].first,
                         c.bytes - seen[c.cell].second);
     seen[c.cell] = {c.ops, c.bytes};
   }
-  stats_.addMissed(uncounted - uncounted_);
-  uncounted_ = uncounted;
   std::vector<OpRecord> batch;
-  uint64_t skipped = 0;  // counted all the same
+  uint64_t skipped = 0;  // counted all the same, but for the uncounted ones below
   recorder.collectLanes(laneNext_, kLaneRecords, batch, &skipped);
-  for (const OpRecord& rec : batch) stats_.addLatency(rec);
+  for (const OpRecord& rec : batch) {
+    if (rec.counted) {
+      stats_.addLatency(rec);
+    } else {  // its key found no count cell: counted from the record, as the ring's
+      stats_.add(rec);
+      ++uncountedRead_;
+    }
+  }
+  // The ops no cell counted and no record read gave labels to (read after the counts, the
+  // records may be ahead of them for a poll).
+  const uint64_t unlabelled = uncounted > uncountedRead_ ? uncounted - uncountedRead_ : 0;
+  if (unlabelled > unlabelled_) {
+    stats_.addMissed(unlabelled - unlabelled_);
+    unlabelled_ = unlabelled;
+  }
 }
 
 }  // namespace commhost::supervisor

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // OpStats: what this process's collectives did, per (group, op, backend, size class):
 // counts, bytes and a latency histogram, for `commhost status`, `commhost top` and the
-// Prometheus endpoint. Aggregated by the heartbeat thread from the flight recorder, so
-// the per-op path does nothing more than it did (its ring write); a cell is made the first
-// time its key is seen, off that path, and has a fixed size from then on.
+// Prometheus endpoint. Aggregated by the heartbeat thread from the flight recorder: the
+// ring's records, the lanes' per-key counts (kept by the per-op path: two plain
+// increments) and a bounded number of the lanes' newest records for the latency; a cell
+// is made the first time its key is seen, off the per-op path, and has a fixed size from
+// then on.
 //
 // Threading: heartbeat thread only (OpStatsCollector owns its OpStats).
 #pragma once
@@ -96,7 +98,8 @@ class OpStatsCollector {
   std::vector<uint64_t> laneNext_;  // per thread lane: the number of the next record to read
   // Per thread lane and count cell: the ops and bytes added so far.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> laneCounted_;
-  uint64_t uncounted_ = 0;  // ThreadLanes::counts' uncounted, added so far
+  uint64_t uncountedRead_ = 0;  // lane records read that no count cell had counted
+  uint64_t unlabelled_ = 0;     // of the lanes' uncounted ops, those added as missed
   void pollLanes(const FlightRecorder& recorder);
   OpStats stats_;
 };

@@ -281,25 +281,6 @@ std::string Supervisor::waitGroupIdle(const GroupMonitor* group, TimePoint deadl
   return {};
 }
 
-// track()'s lane record of an op done in its call. Out of track() for its length, inlined
-// back: called as a function it made every op 8-10 ns slower (BM_AllreduceDispatch),
-// recorder on or off.
-[[gnu::always_inline]] static inline LaneEntry laneEntry(const OpContext& ctx, const RecordNames* names,
-                                                         uint64_t generation, DType dtype, int64_t bytes,
-                                                         int64_t scheduledUs, int64_t startedUs, bool timed) {
-  LaneEntry entry;
-  entry.seq = ctx.seq;
-  entry.generation = generation;
-  entry.bytes = bytes;
-  entry.scheduledUs = scheduledUs;
-  entry.names = names;
-  entry.startedAfterUs = static_cast<int32_t>(std::min<int64_t>(startedUs - scheduledUs, INT32_MAX));
-  entry.op = ctx.op;
-  entry.dtype = dtype;
-  entry.timed = timed;
-  return entry;
-}
-
 WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                           uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner,
                           const OutputSpec& expect) {
@@ -354,6 +335,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
     r.numel = bytes >> __builtin_ctzll(elementBytes(dtype));  // a power of two (types.cc): no division per op
     r.state = done ? OpState::Completed : OpState::Started;
     r.timed = timed;
+    r.counted = false;
     r.scheduledUs = scheduledUs;
     r.startedUs = startedUs;
     r.endedUs = done ? startedUs : 0;
@@ -362,9 +344,17 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   if (done) {
     // The lane's record: one cache line, the names interned; the ring's (a thread without
     // a lane, an op with a device time) only when that is refused.
-    if (settings_.entries > 0 &&
-        (deviceMs || !recorder_.emplaceInLane(laneEntry(ctx, recordNames(*group, backend), generation, dtype, bytes,
-                                                        scheduledUs, startedUs, timed))))
+    const auto fillLane = [&](LaneEntry& e) {
+      e.seq = ctx.seq;
+      e.generation = generation;
+      e.bytes = bytes;
+      e.scheduledUs = scheduledUs;
+      e.startedAfterUs = static_cast<int32_t>(std::clamp<int64_t>(startedUs - scheduledUs, INT32_MIN, INT32_MAX));
+      e.op = ctx.op;
+      e.dtype = dtype;
+      e.timed = timed;
+    };
+    if (settings_.entries > 0 && (deviceMs || !recorder_.emplaceInLane(recordNames(*group, backend), fillLane)))
       recorder_.emplace(fill);
     // This is the issuing thread, the one that hands out seqs (one at a time per group):
     // whoever else moves lastCompleted meanwhile (a waiter or the watchdog ending an
@@ -384,7 +374,11 @@ const RecordNames* Supervisor::recordNames(GroupMonitor& group, const std::strin
     const RecordNames* n = cached.load(std::memory_order_acquire);
     if (n && n->isFor(backend)) return n;
   }
+  // The recorder holds kMaxNames: this group records into the ring from now on, without
+  // asking again (under the recorder's lock, on every op).
+  if (group.recordNamesFull.load(std::memory_order_relaxed)) return nullptr;
   const RecordNames* n = recorder_.intern(group.name, backend, group.rank, group.worldSize);
+  if (!n) group.recordNamesFull.store(true, std::memory_order_relaxed);
   if (n)
     group.recordNames[group.nextRecordName.fetch_add(1, std::memory_order_relaxed) % group.recordNames.size()].store(
         n, std::memory_order_release);

@@ -113,8 +113,9 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // Whether Call::issue reads the clock before calling the backend for this op. The flight
   // recorder times the ops of kAlwaysTimedBytes and more, and every timeEvery-th smaller
   // one (by seq: the same ops on every rank); completion hooks get every op's times. An
-  // untimed op the backend completes inline reads no precise clock (track() stamps its
-  // record with the coarse one): the two reads were a tenth of an 8 B shm allreduce.
+  // untimed op the backend completes inline reads no precise clock (its lane record takes
+  // an earlier time, FlightRecorder::emplaceInLane; a ring record the coarse clock): the
+  // two reads were a tenth of an 8 B shm allreduce.
   // One that goes on running is timed from track() (the watchdog's start).
   bool timesOp(uint64_t seq, int64_t bytes) const {
     if (hooks_.any()) return true;

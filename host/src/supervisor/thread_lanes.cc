@@ -157,6 +157,7 @@ OpRecord toOpRecord(const LaneEntry& e) {
   r.numel = e.bytes / static_cast<int64_t>(elementBytes(e.dtype));
   r.state = OpState::Completed;
   r.timed = e.timed;
+  r.counted = e.counted;
   r.scheduledUs = e.scheduledUs;
   r.startedUs = r.endedUs = e.scheduledUs + e.startedAfterUs;
   return r;

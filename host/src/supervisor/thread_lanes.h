@@ -24,6 +24,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -63,6 +64,7 @@ struct LaneEntry {
   OpType op = OpType::Allreduce;
   DType dtype = DType::Float32;
   bool timed = false;
+  bool counted = false;  // set by ThreadLanes::write: OpRecord::counted
 };
 OpRecord toOpRecord(const LaneEntry& e);
 
@@ -102,7 +104,7 @@ class ThreadLanes {
     std::atomic<size_t> countsUsed{0};
     size_t lastCount = 0;                // the writer's: the cell it counted into last
     int64_t lastTimedUs = 0;             // the writer's: when its last timed op started
-    std::atomic<uint64_t> uncounted{0};  // ops whose key found no cell (kCounts in use)
+    std::atomic<uint64_t> uncounted{0};  // ops whose key found no cell (kCounts in use): their records say
   };
 
   explicit ThreadLanes(size_t capacity);
@@ -118,8 +120,10 @@ class ThreadLanes {
     return take();
   }
 
-  // Writes `entry` as the next record of `lane` (the caller's own, from mine()).
-  void write(Lane& lane, const LaneEntry& entry) {
+  // Writes the next record of `lane` (the caller's own, from mine()): `fill(LaneEntry&)`
+  // sets every field of the slot's entry but `counted` (it must set the names), and the
+  // op is counted.
+  template <class Fill> [[gnu::always_inline]] void write(Lane& lane, Fill&& fill) {
     const uint64_t number = lane.written.load(std::memory_order_relaxed) + 1;
     Slot& s = lane.slots[lane.next];
     // The slot's version, known without reading the slot: its line is cold (written one
@@ -132,10 +136,11 @@ class ThreadLanes {
     }
     s.version.store(v + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);  // odd before any byte changes
-    s.entry = entry;
+    fill(s.entry);
+    assert(s.entry.names && "a lane entry without names is recorded into the ring");
+    s.entry.counted = count(lane, s.entry);
     s.version.store(v + 2, std::memory_order_release);
     lane.written.store(number, std::memory_order_release);
-    count(lane, entry);
   }
 
   // What the op statistics read of the counts: one cell of one lane, as it is now.
@@ -190,18 +195,20 @@ class ThreadLanes {
 
   Lane* take() EXCLUDES(mutex_);
   std::vector<std::shared_ptr<Lane>> lanesNow() const EXCLUDES(mutex_);
-  // The writer's: adds the op of `e` to its cell (the last one used, most often).
-  static void count(Lane& lane, const LaneEntry& e) {
+  // The writer's: adds the op of `e` to its cell (the last one used, most often); false
+  // when its key found no cell (the op statistics then count it from its record).
+  static bool count(Lane& lane, const LaneEntry& e) {
     const uint8_t sizeClass = sizeClassOf(e.bytes);
     Count* c = &lane.counts[lane.lastCount];
     if (c->names != e.names || c->op != e.op || c->sizeClass != sizeClass) c = findCount(lane, e, sizeClass);
     if (!c) {
       lane.uncounted.store(lane.uncounted.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      return;
+      return false;
     }
     c->ops.store(c->ops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     c->bytes.store(c->bytes.load(std::memory_order_relaxed) + static_cast<uint64_t>(e.bytes),
                    std::memory_order_relaxed);
+    return true;
   }
   // The cell of this key, made if new; null when all kCounts are taken. Sets lastCount.
   static Count* findCount(Lane& lane, const LaneEntry& e, uint8_t sizeClass);
