@@ -62,6 +62,13 @@ void completed(FlightRecorder& fr, uint64_t seq) {
   if (!fr.emplaceInLane(e)) fr.emplace([&](OpRecord& r) { fillFor(r, seq); });
 }
 
+// Seqs `from` to `to` completed on a thread of their own, which then exits.
+void onNewThread(FlightRecorder& fr, uint64_t from, uint64_t to) {
+  std::thread([&] {
+    for (uint64_t s = from; s <= to; ++s) completed(fr, s);
+  }).join();
+}
+
 // Threads that take turns: run(i, f) runs f on worker i (its own thread for the whole
 // test, so it keeps its lane) and waits until it is done.
 class Turns {
@@ -145,12 +152,8 @@ TEST(ThreadLanes, ADumpKeepsTheLastEntriesOfAllLanes) {
 
 TEST(ThreadLanes, ALaneOutlivesItsThreadAndTheNextThreadTakesItOver) {
   FlightRecorder fr(8);
-  std::thread([&] {
-    for (uint64_t s = 1; s <= 3; ++s) completed(fr, s);
-  }).join();
-  std::thread([&] {
-    for (uint64_t s = 4; s <= 5; ++s) completed(fr, s);
-  }).join();
+  onNewThread(fr, 1, 3);
+  onNewThread(fr, 4, 5);
   EXPECT_EQ(seqs(fr.snapshot()), (std::vector<uint64_t>{1, 2, 3, 4, 5}));
   // One lane served both: an op statistics reader follows one lane.
   std::vector<uint64_t> next;
@@ -413,12 +416,8 @@ TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsAreCountedFromTheirRecords) {
 TEST(ThreadLanes, ALapCountedVersionHoldsAcrossTakeoverAndOneSlot) {
   {
     FlightRecorder fr(4);
-    std::thread([&] {
-      for (uint64_t s = 1; s <= 6; ++s) completed(fr, s);
-    }).join();
-    std::thread([&] {
-      for (uint64_t s = 7; s <= 9; ++s) completed(fr, s);
-    }).join();
+    onNewThread(fr, 1, 6);
+    onNewThread(fr, 7, 9);
     EXPECT_EQ(seqs(fr.snapshot()), (std::vector<uint64_t>{6, 7, 8, 9}));
     for (const auto& r : fr.snapshot()) EXPECT_TRUE(whole(r)) << r.seq;
   }
