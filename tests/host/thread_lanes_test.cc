@@ -49,6 +49,12 @@ bool whole(const OpRecord& r) {
          r.error[0] == '\0';
 }
 
+// `e` (with its names) into the calling thread's lane, as a whole; false as
+// FlightRecorder::emplaceInLane.
+bool inLane(FlightRecorder& fr, const LaneEntry& e) {
+  return fr.emplaceInLane(e.names, [&](LaneEntry& d) { d = e; });
+}
+
 // As the supervisor records an op that completed in its call: its lane entry (the names
 // interned), the full record for the ring when the thread has no lane.
 void completed(FlightRecorder& fr, uint64_t seq) {
@@ -59,7 +65,7 @@ void completed(FlightRecorder& fr, uint64_t seq) {
   e.scheduledUs = static_cast<int64_t>(seq * 7);
   e.names = fr.intern(groupOf(seq), "shm", rankOf(seq), 5);
   e.timed = seq % 2 == 0;
-  if (!fr.emplaceInLane(e)) fr.emplace([&](OpRecord& r) { fillFor(r, seq); });
+  if (!inLane(fr, e)) fr.emplace([&](OpRecord& r) { fillFor(r, seq); });
 }
 
 // Seqs `from` to `to` completed on a thread of their own, which then exits.
@@ -204,7 +210,7 @@ TEST(ThreadLanes, NamesAreInternedOncePerGroupBackendAndRank) {
   e.startedAfterUs = 20;
   e.timed = true;
   e.names = cut;
-  EXPECT_TRUE(fr.emplaceInLane(e)) << "a thread with a lane never records into the ring";
+  EXPECT_TRUE(inLane(fr, e)) << "a thread with a lane never records into the ring";
   const auto snap = fr.snapshot();
   ASSERT_EQ(snap.size(), 1u);
   EXPECT_EQ(std::string(snap[0].group), std::string(sizeof(OpRecord::group) - 1, 'x'));
@@ -320,7 +326,7 @@ TEST(ThreadLanes, AnUntimedOpTakesTheLaterOfTheLastTimedOpAndTheRecentClock) {
     e.timed = timed;
     e.scheduledUs = at;
     e.startedAfterUs = timed ? 3 : 0;
-    ASSERT_TRUE(fr.emplaceInLane(e));
+    ASSERT_TRUE(inLane(fr, e));
   };
   refreshWallClockOffset();
   const int64_t recent = recentWallMicros();
@@ -358,7 +364,7 @@ TEST(ThreadLanes, OpStatisticsCountEveryOpOfALaneThatHoldsFew) {
       e.bytes = seq % 2 ? 8 : 4096;
       e.names = names;
       e.timed = seq % 8 == 0;
-      ASSERT_TRUE(fr.emplaceInLane(e));
+      ASSERT_TRUE(inLane(fr, e));
     }
   };
   run(10000);
@@ -389,7 +395,7 @@ TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsAreCountedFromTheirRecords) {
     LaneEntry e;
     e.seq = seq;
     e.names = fr.intern(group, "shm", 0, 2);
-    ASSERT_TRUE(fr.emplaceInLane(e));
+    ASSERT_TRUE(inLane(fr, e));
   };
   uint64_t seq = 0;
   for (size_t k = 0; k < ThreadLanes::kCounts; ++k) record(++seq, "g" + std::to_string(k));

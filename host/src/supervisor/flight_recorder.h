@@ -106,10 +106,6 @@ class FlightRecorder {
     });
     return true;
   }
-  // The same from a whole entry (tests).
-  bool emplaceInLane(const LaneEntry& entry) {
-    return emplaceInLane(entry.names, [&](LaneEntry& e) { e = entry; });
-  }
   // The lanes' op counts (ThreadLanes::counts).
   void laneCounts(std::vector<ThreadLanes::CountNow>& out, uint64_t* uncounted) const { lanes_.counts(out, uncounted); }
   // The names a lane entry of this group and backend points at (ThreadLanes::intern).

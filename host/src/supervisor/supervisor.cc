@@ -378,10 +378,12 @@ const RecordNames* Supervisor::recordNames(GroupMonitor& group, const std::strin
   // asking again (under the recorder's lock, on every op).
   if (group.recordNamesFull.load(std::memory_order_relaxed)) return nullptr;
   const RecordNames* n = recorder_.intern(group.name, backend, group.rank, group.worldSize);
-  if (!n) group.recordNamesFull.store(true, std::memory_order_relaxed);
-  if (n)
-    group.recordNames[group.nextRecordName.fetch_add(1, std::memory_order_relaxed) % group.recordNames.size()].store(
-        n, std::memory_order_release);
+  if (!n) {
+    group.recordNamesFull.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  group.recordNames[group.nextRecordName.fetch_add(1, std::memory_order_relaxed) % group.recordNames.size()].store(
+      n, std::memory_order_release);
   return n;
 }
 
