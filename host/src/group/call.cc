@@ -219,8 +219,9 @@ WorkPtr ProcessGroup::Impl::Call::supervise(WorkPtr work, const supervisor::Outp
   if (!pg.supervisor_) return work;
   pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);
   inBackend = false;
-  return pg.supervisor_->track(pg.monitor_, ctx, st.routes.backendNames()[backendIndex], st.generation, dtype_, bytes_,
-                               issued, std::move(work), expect);
+  const auto i = static_cast<size_t>(backendIndex);
+  return pg.supervisor_->track(pg.monitor_, ctx, st.routes.backendNames()[i], st.generation, dtype_, bytes_, issued,
+                               std::move(work), expect, i < st.recordNames.size() ? &st.recordNames[i] : nullptr);
 }
 
 }  // namespace commhost

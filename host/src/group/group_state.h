@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../supervisor/record_names_memo.h"
 #include "commhost/mutex.h"
 #include "commhost/process_group.h"
 #include "impl.h"
@@ -27,6 +28,9 @@ struct ProcessGroup::State {
   std::vector<std::shared_ptr<Backend>> backends;  // indexed like routes.backendNames(); null if unavailable
   std::vector<std::string> unavailable;            // why backends[i] is null
   std::vector<bool> composite;                     // backends[i] was built of other backends (makeBackend)
+  // Per backend, as `backends`: the supervisor's record names (mutable: a memo, set by
+  // the first op that records; a copy of the State starts with empty ones).
+  std::vector<supervisor::RecordNamesMemo> recordNames;
   uint64_t generation = 0;
   uint64_t liveEvery = 0;  // tune.live_every when a route has tune: live (live_routes.h); 0: none
   uint64_t tableBase = 0;  // the generation whose config built `routes` (a live switch keeps it)

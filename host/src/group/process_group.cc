@@ -277,6 +277,7 @@ std::shared_ptr<const ProcessGroup::State> ProcessGroup::Impl::buildState(
     if (store) abortTargets_->addBuilding(st->backends.back());
     if (built) built->push_back(backendName);
   }
+  st->recordNames.resize(st->backends.size());
   return st;
 }
 

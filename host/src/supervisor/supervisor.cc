@@ -283,7 +283,7 @@ std::string Supervisor::waitGroupIdle(const GroupMonitor* group, TimePoint deadl
 
 WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                           uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner,
-                          const OutputSpec& expect) {
+                          const OutputSpec& expect, const RecordNamesMemo* memo) {
   if (!isPointToPoint(ctx.op)) {
     group->lastIssued.store(ctx.seq, std::memory_order_relaxed);
     group->lastIssuedOp.store(static_cast<uint8_t>(ctx.op), std::memory_order_relaxed);
@@ -354,7 +354,7 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
       e.dtype = dtype;
       e.timed = timed;
     };
-    if (settings_.entries > 0 && (deviceMs || !recorder_.emplaceInLane(recordNames(*group, backend), fillLane)))
+    if (settings_.entries > 0 && (deviceMs || !recorder_.emplaceInLane(recordNames(*group, backend, memo), fillLane)))
       recorder_.emplace(fill);
     // This is the issuing thread, the one that hands out seqs (one at a time per group):
     // whoever else moves lastCompleted meanwhile (a waiter or the watchdog ending an

@@ -37,6 +37,7 @@
 #include "group_monitor.h"
 #include "hook_dispatcher.h"
 #include "output_check.h"
+#include "record_names_memo.h"
 #include "supervised_work.h"
 
 namespace commhost::supervisor {
@@ -124,10 +125,11 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // Caller thread: records the op and returns the work the caller gets. `issued`:
   // TimePoint{} when not read (timesOp() was false). `expect`: the call's outputs,
   // which the work's value must match (output_check.h); a work that completed inline with
-  // another value is failed here, a later one when its value is read (future()).
+  // another value is failed here, a later one when its value is read (future()). `memo`:
+  // the caller's for this group and backend, or null (the group's cache is asked).
   WorkPtr track(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                 uint64_t generation, DType dtype, int64_t bytes, TimePoint issued, WorkPtr inner,
-                const OutputSpec& expect = {}) EXCLUDES(mutex_);
+                const OutputSpec& expect = {}, const RecordNamesMemo* memo = nullptr) EXCLUDES(mutex_);
 
   // Caller thread of `group` (reconfigure's drain): waits until none of the group's works
   // is in flight, or `deadline`. Returns "" when idle, else which work is still running.
@@ -148,6 +150,14 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // The recorder's interned names of `group` and `backend`, through the group's cache
   // (track()'s lane records); null once the recorder holds ThreadLanes::kMaxNames.
   const RecordNames* recordNames(GroupMonitor& group, const std::string& backend);
+  // The same through `memo` first (set from the group's cache when empty).
+  const RecordNames* recordNames(GroupMonitor& group, const std::string& backend, const RecordNamesMemo* memo) {
+    const RecordNames* n = memo ? memo->names_.load(std::memory_order_acquire) : nullptr;
+    if (n) return n;
+    n = recordNames(group, backend);
+    if (memo && n) memo->names_.store(n, std::memory_order_release);
+    return n;
+  }
   // track() for an op still running: the SupervisedWork the watchdog follows (its record
   // `recordId`, issued at `issued` / `issuedUs`), handed to the caller.
   WorkPtr watch(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,

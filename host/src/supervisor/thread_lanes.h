@@ -141,6 +141,11 @@ class ThreadLanes {
     s.entry.counted = count(lane, s.entry);
     s.version.store(v + 2, std::memory_order_release);
     lane.written.store(number, std::memory_order_release);
+    // The next record's line, fetched for writing now: by the next op it is in this
+    // core's cache, so its stores leave the store buffer at once. A store to a line not
+    // there held every later locked instruction (the next refcount drop) until the line
+    // came: 10-15 ns per 8 B op (perf: the lock xadd of the work's release).
+    __builtin_prefetch(&lane.slots[lane.next], 1, 3);
   }
 
   // What the op statistics read of the counts: one cell of one lane, as it is now.
