@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "commhost/errors.h"
-#include "commhost/sdk/backend_sdk.h"
 #include "commhost/types.h"
 
 namespace commhost::shm {
@@ -98,9 +97,7 @@ void Channel::postLine() {
 
 void Channel::awaitLine(int p, const Line& line) {
   if (p == rank_ || postedSeen_[p] >= step_ + 1) return;
-  const auto arrived = [&] { return line.step.load(std::memory_order_acquire) >= step_ + 1; };
-  if (!arrived()) whileWaiting();  // the host's bookkeeping, in time spent waiting anyway
-  if (spinFor(spin_, arrived)) {
+  if (spinFor(spin_, [&] { return line.step.load(std::memory_order_acquire) >= step_ + 1; })) {
     postedSeen_[p] = step_ + 1;  // p began step s, so it ended s - 1: the bound begin() uses
     return;
   }

@@ -11,7 +11,6 @@
 
 #include <gtest/gtest.h>
 
-#include "commhost/sdk/backend_sdk.h"
 #include "supervisor/flight_recorder.h"
 #include "supervisor/op_stats.h"
 #include "test_util.h"
@@ -261,10 +260,7 @@ TEST(ThreadLanes, ReadersNeverSeeATornRecord) {
   constexpr uint64_t kOps = 200000;
   std::atomic<bool> done{false};
   std::thread writer([&] {
-    for (uint64_t s = 1; s <= kOps; ++s) {
-      completed(fr, s);
-      if (s % 3) whileWaiting();  // staged records written in a wait, and at the next record
-    }
+    for (uint64_t s = 1; s <= kOps; ++s) completed(fr, s);
     done = true;
   });
   uint64_t seen = 0, torn = 0, missed = 0;
@@ -439,85 +435,6 @@ TEST(ThreadLanes, ALapCountedVersionHoldsAcrossTakeoverAndOneSlot) {
     EXPECT_EQ(snap[0].seq, s);
     EXPECT_TRUE(whole(snap[0]));
   }
-}
-
-// A record is staged (filled and counted in the lane's staging slot) and written to its
-// slot while its thread waits in its next op (whileWaiting(), which the shm backend
-// calls) or at its next record. Readers see it as the lane's newest throughout, once.
-TEST(ThreadLanes, AStagedRecordIsTheLanesNewestUntilItsThreadWaitsAndIsReadOnce) {
-  ThreadLanes lanes(4);
-  ThreadLanes::Lane* lane = lanes.mine();
-  ASSERT_NE(lane, nullptr);
-  const RecordNames* names = lanes.intern("main", "shm", 0, 2);
-  const auto op = [&](uint64_t seq) {
-    lanes.stage(*lane, [&](LaneEntry& e) {
-      e.seq = seq;
-      e.bytes = 8;
-      e.names = names;
-      e.timed = true;
-    });
-  };
-  const auto all = [&] {
-    std::vector<ThreadLanes::Held> held;
-    lanes.readAll(held);
-    std::vector<uint64_t> out;
-    for (const auto& h : held) out.push_back(h.record.seq);
-    return out;
-  };
-  std::vector<uint64_t> next;
-  std::vector<OpRecord> got;
-  uint64_t skipped = 0;
-  op(1);
-  EXPECT_EQ(lane->written.load(), 0u) << "staged, not written";
-  EXPECT_EQ(all(), (std::vector<uint64_t>{1}));
-  lanes.collect(next, 100, got, &skipped);
-  EXPECT_EQ(seqs(got), (std::vector<uint64_t>{1}));
-  whileWaiting();
-  EXPECT_EQ(lane->written.load(), 1u) << "the wait wrote it";
-  EXPECT_EQ(all(), (std::vector<uint64_t>{1}));
-  got.clear();
-  lanes.collect(next, 100, got, &skipped);
-  EXPECT_TRUE(got.empty()) << "a record read while staged is not read again once written";
-  whileWaiting();  // nothing staged: nothing happens
-  EXPECT_EQ(lane->written.load(), 1u);
-  op(2);
-  op(3);  // no wait between: the next record writes the staged one first
-  EXPECT_EQ(lane->written.load(), 2u);
-  EXPECT_EQ(all(), (std::vector<uint64_t>{1, 2, 3}));
-  got.clear();
-  lanes.collect(next, 100, got, &skipped);
-  EXPECT_EQ(seqs(got), (std::vector<uint64_t>{2, 3}));
-  for (uint64_t s = 4; s <= 9; ++s) op(s);  // laps
-  EXPECT_EQ(all(), (std::vector<uint64_t>{6, 7, 8, 9})) << "a lane holds its capacity, the staged one in it";
-  got.clear();
-  lanes.collect(next, 100, got, &skipped);
-  EXPECT_EQ(seqs(got), (std::vector<uint64_t>{6, 7, 8, 9}));
-  EXPECT_EQ(skipped, 2u) << "seqs 4 and 5, passed over";
-  std::vector<ThreadLanes::CountNow> counts;
-  uint64_t uncounted = 0;
-  lanes.counts(counts, &uncounted);
-  ASSERT_EQ(counts.size(), 1u);
-  EXPECT_EQ(counts[0].ops, 9u) << "counted when staged";
-}
-
-// whileWaiting() touches only the lanes of the newest recorder alive: one destroyed with
-// a record staged (its thread lives on) is never written to (ASan checks), and an older
-// one's staged record waits for its thread's next record there.
-TEST(ThreadLanes, AWaitNeverTouchesTheLaneOfARecorderGoneOrReplaced) {
-  {
-    FlightRecorder gone(8);
-    completed(gone, 1);
-  }
-  whileWaiting();
-  FlightRecorder older(8);
-  completed(older, 1);
-  {
-    FlightRecorder newer(8);
-    whileWaiting();  // the newer is the one alive: the older's record stays staged
-    EXPECT_EQ(seqs(older.snapshot()), (std::vector<uint64_t>{1}));
-  }
-  completed(older, 2);
-  EXPECT_EQ(seqs(older.snapshot()), (std::vector<uint64_t>{1, 2}));
 }
 
 }  // namespace

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "thread_lanes.h"
 
-#include "commhost/sdk/backend_sdk.h"
-
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -51,14 +49,7 @@ struct ThreadLanes::Claims {
 };
 
 ThreadLanes::ThreadLanes(size_t capacity)
-    : capacity_(capacity), serial_(nextSerial.fetch_add(1, std::memory_order_relaxed)) {
-  live_.store(serial_, std::memory_order_release);
-}
-
-ThreadLanes::~ThreadLanes() {
-  uint64_t mine = serial_;  // a newer recorder's stays
-  live_.compare_exchange_strong(mine, 0, std::memory_order_acq_rel);
-}
+    : capacity_(capacity), serial_(nextSerial.fetch_add(1, std::memory_order_relaxed)) {}
 
 ThreadLanes::Lane* ThreadLanes::take() {
   if (capacity_ == 0 || exiting) return nullptr;
@@ -187,49 +178,15 @@ bool ThreadLanes::read(const Slot& s, uint64_t number, LaneEntry& out) const {
   return false;  // rewritten each time it was read: it holds a newer record by now
 }
 
-bool ThreadLanes::readStaged(const Lane& lane, uint64_t* number, LaneEntry& out) {
-  const Slot& s = lane.slots[lane.capacity];
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    const uint64_t before = s.version.load(std::memory_order_acquire);
-    if (before == 0) return false;  // never staged
-    if (before & 1) continue;       // being written
-    COMMHOST_IGNORE_READS_BEGIN();
-    std::memcpy(static_cast<void*>(&out), &s.entry, sizeof out);
-    COMMHOST_IGNORE_READS_END();
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.version.load(std::memory_order_relaxed) == before) {
-      *number = before / 2;
-      return true;
-    }
-  }
-  return false;
-}
-
-namespace {
-// A lane's staged record, read before its `written`: kept when it is the record after
-// them (not flushed yet). Read in that order, a record flushed meanwhile is among the
-// slots instead, and one staged meanwhile is newer than what the reader takes.
-struct StagedRead {
-  bool held = false;
-  uint64_t number = 0;
-  LaneEntry entry;
-  bool next(uint64_t written) const { return held && number == written + 1; }
-};
-}  // namespace
-
 void ThreadLanes::readAll(std::vector<Held>& out) const {
   const auto lanes = lanesNow();
   LaneEntry e;
   for (size_t l = 0; l < lanes.size(); ++l) {
     const Lane& lane = *lanes[l];
-    StagedRead staged;
-    staged.held = readStaged(lane, &staged.number, staged.entry);
     const uint64_t written = lane.written.load(std::memory_order_acquire);
-    const uint64_t last = staged.next(written) ? written + 1 : written;
-    const uint64_t first = last > capacity_ ? last - capacity_ + 1 : 1;  // a lane holds `capacity_`
+    const uint64_t first = written > capacity_ ? written - capacity_ + 1 : 1;
     for (uint64_t n = first; n <= written; ++n)
       if (read(lane.slots[(n - 1) % capacity_], n, e)) out.push_back({l, n, toOpRecord(e)});
-    if (staged.next(written)) out.push_back({l, staged.number, toOpRecord(staged.entry)});
   }
 }
 
@@ -240,13 +197,10 @@ void ThreadLanes::collect(std::vector<uint64_t>& next, size_t newest, std::vecto
   LaneEntry e;
   for (size_t l = 0; l < lanes.size(); ++l) {
     const Lane& lane = *lanes[l];
-    StagedRead staged;
-    staged.held = readStaged(lane, &staged.number, staged.entry);
     const uint64_t written = lane.written.load(std::memory_order_acquire);
-    const uint64_t last = staged.next(written) ? written + 1 : written;
     // The newest `newest` of the lane's records, and never one it no longer holds.
-    uint64_t from = last > newest ? last - newest + 1 : 1;
-    if (last > capacity_) from = std::max(from, last - capacity_ + 1);
+    uint64_t from = written > newest ? written - newest + 1 : 1;
+    if (written > capacity_) from = std::max(from, written - capacity_ + 1);
     uint64_t& n = next[l];
     if (n < from) {
       *skipped += from - n;
@@ -256,15 +210,7 @@ void ThreadLanes::collect(std::vector<uint64_t>& next, size_t newest, std::vecto
       if (read(lane.slots[(n - 1) % capacity_], n, e)) out.push_back(toOpRecord(e));
       else ++*skipped;  // overwritten while this loop read the lane
     }
-    if (staged.next(written) && n == staged.number) {
-      out.push_back(toOpRecord(staged.entry));
-      ++n;
-    }
   }
 }
 
 }  // namespace commhost::supervisor
-
-namespace commhost {
-void whileWaiting() noexcept { supervisor::ThreadLanes::flushMine(); }
-}  // namespace commhost

@@ -94,13 +94,8 @@ class ThreadLanes {
     std::atomic<uint64_t> ops{0}, bytes{0};
   };
   struct Lane {
-    explicit Lane(size_t capacity)
-        : capacity(capacity), slots(new Slot[capacity + 1]), counts(new Count[kCounts]) {}
-    const size_t capacity;
-    // `capacity` slots, then the staging slot (stage()), whose version is twice the
-    // number of the record it holds (odd while its writer writes).
+    explicit Lane(size_t capacity) : slots(new Slot[capacity]), counts(new Count[kCounts]) {}
     std::unique_ptr<Slot[]> slots;
-    bool hasStaged = false;  // the writer's: the staging slot holds a record not yet written
     std::atomic<uint64_t> written{0};  // records written to it, ever
     std::atomic<uint64_t> owner{0};    // the kernel id of the thread that writes it; 0: free
     size_t next = 0;                   // the writer's: the slot of record written + 1
@@ -113,7 +108,6 @@ class ThreadLanes {
   };
 
   explicit ThreadLanes(size_t capacity);
-  ~ThreadLanes();
   ThreadLanes(const ThreadLanes&) = delete;
   ThreadLanes& operator=(const ThreadLanes&) = delete;
 
@@ -130,46 +124,28 @@ class ThreadLanes {
   // sets every field of the slot's entry but `counted` (it must set the names), and the
   // op is counted.
   template <class Fill> [[gnu::always_inline]] void write(Lane& lane, Fill&& fill) {
-    if (lane.hasStaged) flush(lane);  // records stay in order
-    writeSlot(lane, [&](LaneEntry& e) {
-      fill(e);
-      assert(e.names && "a lane entry without names is recorded into the ring");
-      e.counted = count(lane, e);
-    });
-  }
-
-  // The same, staged: the record is filled and counted now, in the lane's staging slot
-  // (a line that stays in this core's cache), and written to its slot by flush(), which
-  // its thread calls while it waits for peers in its next op (whileWaiting(), through the
-  // backend) or else at its next record. Readers see a staged record as the lane's
-  // newest. Why: on the per-op path, the stores to a slot's cold line held the op's next
-  // locked instruction and its stores to shared memory (x86 keeps stores in order) until
-  // the line came; a rank waiting for its peer has that time to spare.
-  template <class Fill> [[gnu::always_inline]] void stage(Lane& lane, Fill&& fill) {
-    if (lane.hasStaged) flush(lane);
-    Slot& s = lane.slots[lane.capacity];
-    const uint64_t v = 2 * (lane.written.load(std::memory_order_relaxed) + 1);  // 2 x its number
+    const uint64_t number = lane.written.load(std::memory_order_relaxed) + 1;
+    Slot& s = lane.slots[lane.next];
+    // The slot's version, known without reading the slot: its line is cold (written one
+    // lap ago), and a load of it held every op up until the line came (3-4 ns in one
+    // process); stores do not wait.
+    const uint64_t v = 2 * lane.lap;
+    if (++lane.next == capacity_) {
+      lane.next = 0;
+      ++lane.lap;
+    }
     s.version.store(v + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);  // odd before any byte changes
     fill(s.entry);
     assert(s.entry.names && "a lane entry without names is recorded into the ring");
     s.entry.counted = count(lane, s.entry);
-    s.version.store(v, std::memory_order_release);
-    lane.hasStaged = true;
-  }
-  // The lane's writer: writes its staged record, if any, to its slot.
-  static void flush(Lane& lane) {
-    if (!lane.hasStaged) return;
-    lane.hasStaged = false;
-    const LaneEntry& staged = lane.slots[lane.capacity].entry;
-    writeSlot(lane, [&](LaneEntry& e) { e = staged; });
-  }
-  // The calling thread's flush() of its lane of the newest recorder alive (whileWaiting()).
-  // Safe while that recorder lives, which it does while the thread is inside an op of one
-  // of its groups: a process has one supervisor at a time (Supervisor::acquire), and a
-  // recorder going away stops this from touching its lanes first (live_).
-  static void flushMine() {
-    if (tls_.lane && tls_.serial == live_.load(std::memory_order_acquire)) flush(*tls_.lane);  // serial first
+    s.version.store(v + 2, std::memory_order_release);
+    lane.written.store(number, std::memory_order_release);
+    // The next record's line, fetched for writing now: by the next op it is in this
+    // core's cache, so its stores leave the store buffer at once. A store to a line not
+    // there held every later locked instruction (the next refcount drop) until the line
+    // came: 10-15 ns per 8 B op (perf: the lock xadd of the work's release).
+    __builtin_prefetch(&lane.slots[lane.next], 1, 3);
   }
 
   // What the op statistics read of the counts: one cell of one lane, as it is now.
@@ -220,36 +196,10 @@ class ThreadLanes {
     uint64_t lastOrder;
   };
   static inline thread_local Tls tls_ __attribute__((tls_model("initial-exec"))){0, nullptr, 0};
-  // The serial of the newest recorder alive (0: it went): flushMine() touches no other's.
-  static inline std::atomic<uint64_t> live_{0};
   struct Claims;
 
   Lane* take() EXCLUDES(mutex_);
   std::vector<std::shared_ptr<Lane>> lanesNow() const EXCLUDES(mutex_);
-  // The writer's: the next slot of `lane`, filled by `fill` between two stores of its
-  // version; then `written` counts it.
-  template <class Fill> [[gnu::always_inline]] static void writeSlot(Lane& lane, Fill&& fill) {
-    const uint64_t number = lane.written.load(std::memory_order_relaxed) + 1;
-    Slot& s = lane.slots[lane.next];
-    // The slot's version, known without reading the slot: its line is cold (written one
-    // lap ago), and a load of it held every op up until the line came (3-4 ns in one
-    // process); stores do not wait.
-    const uint64_t v = 2 * lane.lap;
-    if (++lane.next == lane.capacity) {
-      lane.next = 0;
-      ++lane.lap;
-    }
-    s.version.store(v + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);  // odd before any byte changes
-    fill(s.entry);
-    s.version.store(v + 2, std::memory_order_release);
-    lane.written.store(number, std::memory_order_release);
-    // The next record's line, fetched for writing now: by the next op it is in this
-    // core's cache, so its stores leave the store buffer at once. A store to a line not
-    // there held every later locked instruction (the next refcount drop) until the line
-    // came: 10-15 ns per 8 B op (perf: the lock xadd of the work's release).
-    __builtin_prefetch(&lane.slots[lane.next], 1, 3);
-  }
   // The writer's: adds the op of `e` to its cell (the last one used, most often); false
   // when its key found no cell (the op statistics then count it from its record).
   static bool count(Lane& lane, const LaneEntry& e) {
@@ -270,9 +220,6 @@ class ThreadLanes {
   // Copies the entry of record `number` (in slot `s`) if the slot still holds it and was
   // not being written.
   bool read(const Slot& s, uint64_t number, LaneEntry& out) const;
-  // Copies `lane`'s staged record, if it holds one that was not being written; `*number`
-  // is its record number (readers keep it only while it is written + 1: not yet flushed).
-  static bool readStaged(const Lane& lane, uint64_t* number, LaneEntry& out);
 
   const size_t capacity_;
   const uint64_t serial_;  // this object's, process-wide (a cache names its lanes by it)

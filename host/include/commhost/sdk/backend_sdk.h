@@ -41,13 +41,4 @@ COMMHOST_API void publishForExchange(const BackendContext& ctx, const std::strin
 // "could not create its part: ..."); it then throws its own error.
 COMMHOST_API void publishFailure(const BackendContext& ctx, const std::string& key, const std::string& why);
 
-// For a backend that waits for its peers inside an op it runs on the calling thread (a
-// spin on shared memory): call it once per op, when the first look finds the peers not
-// there yet, after this rank's part is published (the peers never wait for it). The
-// host uses the time the thread would spin for the bookkeeping of its previous op (its
-// flight-recorder record), which otherwise delays the next op. A few ns when there is
-// nothing to do; never blocks, never throws. Backends that do not call it lose nothing
-// but that time.
-COMMHOST_API void whileWaiting() noexcept;
-
 }  // namespace commhost
