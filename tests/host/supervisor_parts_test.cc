@@ -10,6 +10,7 @@
 #include "commhost/commhost.h"
 #include "supervisor/desync.h"
 #include "supervisor/flight_recorder.h"
+#include "supervisor/group_monitor.h"
 #include "supervisor/messages.h"
 
 namespace commhost::supervisor {
@@ -188,6 +189,41 @@ TEST(IncidentLog, AcksThatDoNotDecodeAreNotCounted) {
   g->store->append(ackKey(0, 1), toBytes("garbage\n1,\n"));  // the old format, or noise: not rank 0 or 1
   g->store->append(kIncidentLog, toBytes("incident|x|1|w|5\n"));
   EXPECT_EQ(peersThatDumped(*g, 1, 0, 1000), (std::set<int>{2}));
+}
+
+// The per-op path finds its lane record's names through the caller's memo (one load),
+// else the group's cache of its last 4 backends (a name compare), else the recorder's
+// interning; once the recorder holds ThreadLanes::kMaxNames, the group asks no more and
+// its ops go to the shared ring (null), and a memo stays empty.
+TEST(RecordNames, ComeFromTheMemoThenTheGroupsCacheAndStopWhenTheRecorderIsFull) {
+  FlightRecorder fr(8);
+  auto g = group(2);
+  RecordNamesMemo memo;
+  const RecordNames* shm = recordNamesOf(fr, *g, "shm", &memo);
+  ASSERT_NE(shm, nullptr);
+  EXPECT_EQ(std::string(shm->group), "main");
+  EXPECT_EQ(std::string(shm->backend), "shm");
+  EXPECT_EQ(shm->worldSize, 2);
+  EXPECT_EQ(memo.get(), shm);
+  EXPECT_EQ(recordNamesOf(fr, *g, "shm", nullptr), shm) << "the group's cache";
+  EXPECT_EQ(g->recordNames[0].load(), shm);
+  g->recordNames[0].store(nullptr);  // the cache emptied: only the memo can answer
+  EXPECT_EQ(recordNamesOf(fr, *g, "shm", &memo), shm);
+  EXPECT_EQ(g->recordNames[1].load(), nullptr) << "the memo answered without asking the group";
+  const RecordNames* gloo = recordNamesOf(fr, *g, "gloo", nullptr);
+  EXPECT_NE(gloo, shm);
+  const RecordNamesMemo copy(memo);  // a State copied for a live switch fills its own
+  EXPECT_EQ(copy.get(), nullptr);
+  EXPECT_EQ(recordNamesOf(fr, *g, "gloo", &copy), gloo);
+
+  auto other = group(2);
+  other->name = "other";
+  for (size_t i = 0; i < ThreadLanes::kMaxNames; ++i) cachedRecordNames(fr, *other, "b" + std::to_string(i));
+  EXPECT_TRUE(other->recordNamesFull.load());
+  RecordNamesMemo late;
+  EXPECT_EQ(recordNamesOf(fr, *other, "one-more", &late), nullptr);
+  EXPECT_EQ(late.get(), nullptr) << "the memo stays empty";
+  EXPECT_EQ(recordNamesOf(fr, *g, "shm", nullptr), shm) << "names made before stay";
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "group_monitor.h"
 
+#include "flight_recorder.h"
+
 namespace commhost::supervisor {
 
 void GroupMonitor::markLost(int peer, const std::string& why) {
@@ -42,6 +44,24 @@ std::string GroupMonitor::lostText() {
     lost += (lost.empty() ? "" : "; ") + std::string("peer ") + std::to_string(globalRank(peer)) +
             " left: it destroyed its side of the group";
   return lost;
+}
+
+const RecordNames* cachedRecordNames(FlightRecorder& recorder, GroupMonitor& group, const std::string& backend) {
+  for (const auto& cached : group.recordNames) {
+    const RecordNames* n = cached.load(std::memory_order_acquire);
+    if (n && n->isFor(backend)) return n;
+  }
+  // The recorder holds kMaxNames: this group records into the ring from now on, without
+  // asking again (under the recorder's lock, on every op).
+  if (group.recordNamesFull.load(std::memory_order_relaxed)) return nullptr;
+  const RecordNames* n = recorder.intern(group.name, backend, group.rank, group.worldSize);
+  if (!n) {
+    group.recordNamesFull.store(true, std::memory_order_relaxed);
+    return nullptr;
+  }
+  group.recordNames[group.nextRecordName.fetch_add(1, std::memory_order_relaxed) % group.recordNames.size()].store(
+      n, std::memory_order_release);
+  return n;
 }
 
 }  // namespace commhost::supervisor

@@ -17,6 +17,7 @@
 #include "commhost/store.h"
 #include "commhost/types.h"
 #include "incident_channel.h"
+#include "record_names_memo.h"
 
 namespace commhost {
 struct StoreCounts;  // ../store/counting_store.h
@@ -26,6 +27,7 @@ namespace commhost::supervisor {
 
 enum class OnError { Abort, Teardown, Report };
 struct RecordNames;  // thread_lanes.h
+class FlightRecorder;
 
 struct GroupMonitor {
   // Set before the monitor is shared and never changed (a new membership is a new group,
@@ -154,5 +156,20 @@ struct GroupMonitor {
   std::map<int, std::string> lost() EXCLUDES(lostMutex);
   std::set<int> left() EXCLUDES(lostMutex);
 };
+
+// The recorder's interned names of `group` and `backend` for the per-op path (a lane
+// record points at them): the group's cache of its last 4 backends (a name compare),
+// else interned and cached. Null once the recorder holds ThreadLanes::kMaxNames: the
+// group's ops then go to the shared ring, and it asks no more (the recorder's lock).
+const RecordNames* cachedRecordNames(FlightRecorder& recorder, GroupMonitor& group, const std::string& backend);
+// The same through `memo` first (the caller's for this group and backend, or null): one
+// load, set from the group's cache when empty.
+inline const RecordNames* recordNamesOf(FlightRecorder& recorder, GroupMonitor& group, const std::string& backend,
+                                        const RecordNamesMemo* memo) {
+  if (const RecordNames* n = memo ? memo->get() : nullptr) return n;
+  const RecordNames* n = cachedRecordNames(recorder, group, backend);
+  if (memo && n) memo->set(n);
+  return n;
+}
 
 }  // namespace commhost::supervisor

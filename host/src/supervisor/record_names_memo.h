@@ -9,8 +9,6 @@
 namespace commhost::supervisor {
 
 struct RecordNames;  // thread_lanes.h
-class Supervisor;
-
 // A caller's memo of the record names of one (group, backend) of one supervisor (a
 // group's State holds one per backend): track() then finds them with one load, where the
 // group's own cache compares the backend's name (~5 ns of an 8 B op). Any thread; once
@@ -25,8 +23,10 @@ class RecordNamesMemo {
     return *this;
   }
 
+  const RecordNames* get() const { return names_.load(std::memory_order_acquire); }
+  void set(const RecordNames* names) const { names_.store(names, std::memory_order_release); }
+
  private:
-  friend class Supervisor;
   mutable std::atomic<const RecordNames*> names_{nullptr};
 };
 

@@ -369,24 +369,6 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
   return watch(group, ctx, backend, id, issued, scheduledUs, bytes, std::move(inner), expect);
 }
 
-const RecordNames* Supervisor::recordNames(GroupMonitor& group, const std::string& backend) {
-  for (const auto& cached : group.recordNames) {
-    const RecordNames* n = cached.load(std::memory_order_acquire);
-    if (n && n->isFor(backend)) return n;
-  }
-  // The recorder holds kMaxNames: this group records into the ring from now on, without
-  // asking again (under the recorder's lock, on every op).
-  if (group.recordNamesFull.load(std::memory_order_relaxed)) return nullptr;
-  const RecordNames* n = recorder_.intern(group.name, backend, group.rank, group.worldSize);
-  if (!n) {
-    group.recordNamesFull.store(true, std::memory_order_relaxed);
-    return nullptr;
-  }
-  group.recordNames[group.nextRecordName.fetch_add(1, std::memory_order_relaxed) % group.recordNames.size()].store(
-      n, std::memory_order_release);
-  return n;
-}
-
 WorkPtr Supervisor::watch(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                           uint64_t recordId, TimePoint issued, int64_t issuedUs, int64_t bytes, WorkPtr inner,
                           const OutputSpec& expect) {

@@ -147,16 +147,9 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   void publishCompletion(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                          int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error,
                          std::optional<double> deviceMs = std::nullopt);
-  // The recorder's interned names of `group` and `backend`, through the group's cache
-  // (track()'s lane records); null once the recorder holds ThreadLanes::kMaxNames.
-  const RecordNames* recordNames(GroupMonitor& group, const std::string& backend);
-  // The same through `memo` first (set from the group's cache when empty).
+  // The recorder's interned names of `group` and `backend` (recordNamesOf).
   const RecordNames* recordNames(GroupMonitor& group, const std::string& backend, const RecordNamesMemo* memo) {
-    const RecordNames* n = memo ? memo->names_.load(std::memory_order_acquire) : nullptr;
-    if (n) return n;
-    n = recordNames(group, backend);
-    if (memo && n) memo->names_.store(n, std::memory_order_release);
-    return n;
+    return recordNamesOf(recorder_, group, backend, memo);
   }
   // track() for an op still running: the SupervisedWork the watchdog follows (its record
   // `recordId`, issued at `issued` / `issuedUs`), handed to the caller.
