@@ -226,5 +226,18 @@ TEST(RecordNames, ComeFromTheMemoThenTheGroupsCacheAndStopWhenTheRecorderIsFull)
   EXPECT_EQ(recordNamesOf(fr, *g, "shm", nullptr), shm) << "names made before stay";
 }
 
+// A small op not sampled by its seq is timed when it is its group's first since the
+// heartbeat thread's last clock reading: ops issued a few times a second are all timed.
+TEST(RecordNames, AGroupsFirstOpSinceTheHeartbeatsTickIsTimedOnce) {
+  auto g = group(2);
+  auto other = group(2);
+  EXPECT_TRUE(firstSinceTick(*g, 1000));
+  EXPECT_FALSE(firstSinceTick(*g, 1000));
+  EXPECT_FALSE(firstSinceTick(*g, 1000));
+  EXPECT_TRUE(firstSinceTick(*other, 1000)) << "each group times its own";
+  EXPECT_TRUE(firstSinceTick(*g, 101000)) << "the next tick";
+  EXPECT_FALSE(firstSinceTick(*g, 101000));
+}
+
 }  // namespace
 }  // namespace commhost::supervisor

@@ -469,6 +469,30 @@ TEST(Supervisor, InlineCompletedWorksAreRecordedAndReachHooks) {
   removeQuietly(dir);
 }
 
+// Small ops are timed by their seq (every time_every-th, the same on every rank) and as
+// their group's first since the heartbeat's last tick; the rest read no clock. A loop of
+// 8 B ops in far less than a tick: seq 1 (the first), 64 and 128 timed, hardly any other.
+TEST(Supervisor, SmallOpsAreTimedByTheirSeqAndAsTheFirstSinceTheHeartbeatsTick) {
+  const std::string dir = tempDir("timed");
+  auto registry = testRegistry();
+  auto config = configFrom(
+      std::string(kSelfConfig) + "supervisor: { flight_recorder: { entries: 256, dump_dir: " + dir + " } }\n",
+      *registry);
+  auto pg = ProcessGroup::create({config, registry, std::make_shared<HashStore>(), 0, 1});
+  for (int i = 0; i < 130; ++i) allreduceOnes(*pg, 2);
+  const auto dump = readJson(dumpFlightRecorder("test"));
+  ASSERT_EQ(dump["entries"].size(), 130u);
+  std::set<uint64_t> timed;
+  for (const auto& e : dump["entries"])
+    if (e.value("timed", true)) timed.insert(e["seq"].get<uint64_t>());  // written when false
+  EXPECT_TRUE(timed.count(1)) << "the group's first op";
+  EXPECT_TRUE(timed.count(64));
+  EXPECT_TRUE(timed.count(128));
+  EXPECT_LE(timed.size(), 4u) << "one more at most, should a tick land in the loop";
+  pg.reset();
+  removeQuietly(dir);
+}
+
 // A hook that drops the last reference to its group releases the supervisor on the
 // hook thread, which cannot join itself: the supervisor is stopped on a thread of its
 // own, and the next group gets a fresh one.

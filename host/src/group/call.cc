@@ -158,7 +158,7 @@ Backend& ProcessGroup::Impl::Call::issue(Device device, int64_t bytes, std::opti
     supervisor::checkFingerprints(*pg.monitor_, ctx.seq, op, std::string(opName(op)) + "(" + fingerprint + ")",
                                   ctx.timeout);
   if (pg.supervisor_) {
-    if (pg.supervisor_->timesOp(ctx.seq, bytes)) issued = pg.supervisor_->clock().now();
+    if (pg.supervisor_->timesOp(*pg.monitor_, ctx.seq, bytes)) issued = pg.supervisor_->clock().now();
     // Until supervise(): the watchdog aborts the backends if a peer is lost meanwhile.
     pg.monitor_->inBackendCallOp.store(static_cast<uint8_t>(op), std::memory_order_relaxed);
     pg.monitor_->inBackendCall.store(ctx.seq, std::memory_order_release);  // after its op

@@ -60,6 +60,9 @@ struct GroupMonitor {
   std::array<std::atomic<const RecordNames*>, 4> recordNames{};
   std::atomic<uint8_t> nextRecordName{0};
   std::atomic<bool> recordNamesFull{false};  // the recorder refused more names (kMaxNames)
+  // The issuing thread's: the heartbeat's clock reading (recentWallMicros) when this group
+  // last timed an op because none was timed since that reading (Supervisor::timesOp).
+  std::atomic<int64_t> lastTimedTick{-1};
 
   // Caller thread: the seq and op of the call now inside a backend (0: none). A backend
   // that runs an op inline (self; shm when idle) waits for peers inside that call, before
@@ -162,6 +165,15 @@ struct GroupMonitor {
 // else interned and cached. Null once the recorder holds ThreadLanes::kMaxNames: the
 // group's ops then go to the shared ring, and it asks no more (the recorder's lock).
 const RecordNames* cachedRecordNames(FlightRecorder& recorder, GroupMonitor& group, const std::string& backend);
+// Whether an op of `group` is its first since the heartbeat thread's clock reading `tick`
+// (recentWallMicros()); if so it is, from now on (Supervisor::timesOp times it). The
+// group's issuing thread's.
+inline bool firstSinceTick(GroupMonitor& group, int64_t tick) {
+  if (group.lastTimedTick.load(std::memory_order_relaxed) == tick) return false;
+  group.lastTimedTick.store(tick, std::memory_order_relaxed);
+  return true;
+}
+
 // The same through `memo` first (the caller's for this group and backend, or null): one
 // load, set from the group's cache when empty.
 inline const RecordNames* recordNamesOf(FlightRecorder& recorder, GroupMonitor& group, const std::string& backend,

@@ -52,8 +52,8 @@ struct Settings {
   Millis heartbeatInterval{1000};
   Millis heartbeatTimeout{10000};
   size_t entries = 2048;
-  uint64_t timeEvery = 8;  // supervisor.flight_recorder.time_every: a power of two (the schema's choices)
-  std::string dumpDir;     // the config resolves an empty dump_dir (config::defaultDumpDir)
+  uint64_t timeEvery = 64;  // supervisor.flight_recorder.time_every: a power of two (the schema's choices)
+  std::string dumpDir;      // the config resolves an empty dump_dir (config::defaultDumpDir)
   bool checkCollectives = false;
   static Settings fromConfig(const Config& config);
 };
@@ -111,16 +111,19 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   // Ops of at least this size are always timed: each takes microseconds on any backend,
   // so two clock reads are under 1% of it.
   static constexpr int64_t kAlwaysTimedBytes = 64 << 10;
-  // Whether Call::issue reads the clock before calling the backend for this op. The flight
-  // recorder times the ops of kAlwaysTimedBytes and more, and every timeEvery-th smaller
-  // one (by seq: the same ops on every rank); completion hooks get every op's times. An
-  // untimed op the backend completes inline reads no precise clock (its lane record takes
-  // an earlier time, FlightRecorder::emplaceInLane; a ring record the coarse clock): the
-  // two reads were a tenth of an 8 B shm allreduce.
+  // Whether Call::issue reads the clock before calling the backend for this op (its
+  // group's issuing thread). The flight recorder times the ops of kAlwaysTimedBytes and
+  // more, every timeEvery-th smaller one (by seq: the same ops on every rank), and the
+  // first op of the group since the heartbeat's last tick (so that ops issued a few times
+  // a second are all timed, however large timeEvery); completion hooks get every op's
+  // times. An untimed op the backend completes inline reads no precise clock (its lane
+  // record takes an earlier time, FlightRecorder::emplaceInLane; a ring record the coarse
+  // clock): two reads are 40-50 ns where the counter is slow to read (a VM here).
   // One that goes on running is timed from track() (the watchdog's start).
-  bool timesOp(uint64_t seq, int64_t bytes) const {
+  bool timesOp(GroupMonitor& group, uint64_t seq, int64_t bytes) const {
     if (hooks_.any()) return true;
-    return settings_.entries > 0 && (bytes >= kAlwaysTimedBytes || (seq & timeMask_) == 0);
+    if (settings_.entries == 0) return false;
+    return bytes >= kAlwaysTimedBytes || (seq & timeMask_) == 0 || firstSinceTick(group, recentWallMicros());
   }
   // Caller thread: records the op and returns the work the caller gets. `issued`:
   // TimePoint{} when not read (timesOp() was false). `expect`: the call's outputs,
