@@ -190,6 +190,23 @@ TEST(ThreadLanes, AReaderTakesTheNewestRecordsAndCountsThoseItPassedOver) {
   EXPECT_EQ(skipped, 90u);
 }
 
+// The op statistics read a lane's records for their latency only: the untimed ones that
+// its counts took say nothing more and are not converted.
+TEST(ThreadLanes, AReaderForLatencyTakesTheTimedAndTheUncountedOnly) {
+  FlightRecorder fr(64);
+  for (uint64_t s = 1; s <= 10; ++s) completed(fr, s);  // even seqs timed
+  std::vector<uint64_t> next;
+  std::vector<OpRecord> out;
+  uint64_t skipped = 0;
+  fr.collectLanes(next, 100, out, &skipped, /*informative=*/true);
+  EXPECT_EQ(seqs(out), (std::vector<uint64_t>{2, 4, 6, 8, 10}));
+  EXPECT_EQ(skipped, 0u);
+  for (uint64_t s = 11; s <= 12; ++s) completed(fr, s);
+  out.clear();
+  fr.collectLanes(next, 100, out, &skipped, true);
+  EXPECT_EQ(seqs(out), (std::vector<uint64_t>{12})) << "read on from where the last read ended";
+}
+
 // A lane record is one cache line that points at interned names: the group's and the
 // backend's full names make one entry, a name too long for the record is cut in it.
 TEST(ThreadLanes, NamesAreInternedOncePerGroupBackendAndRank) {

@@ -122,9 +122,10 @@ class FlightRecorder {
   // next time; `*missed` grows by the ids overwritten before they were read.
   uint64_t collect(uint64_t from, size_t max, std::vector<OpRecord>& out, uint64_t* missed) const;
   // The same for the lanes (ThreadLanes::collect): `next` per lane, at most the newest
-  // `newest` records of each.
-  void collectLanes(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out, uint64_t* skipped) const {
-    lanes_.collect(next, newest, out, skipped);
+  // `newest` records of each (`informative`: only those that say more than the counts).
+  void collectLanes(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out, uint64_t* skipped,
+                    bool informative = false) const {
+    lanes_.collect(next, newest, out, skipped, informative);
   }
   // The record with this id, if the ring still holds it.
   bool find(uint64_t id, OpRecord& out) const;

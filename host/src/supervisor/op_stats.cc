@@ -139,7 +139,7 @@ void OpStatsCollector::pollLanes(const FlightRecorder& recorder) {
   }
   std::vector<OpRecord> batch;
   uint64_t skipped = 0;  // counted all the same, but for the uncounted ones below
-  recorder.collectLanes(laneNext_, kLaneRecords, batch, &skipped);
+  recorder.collectLanes(laneNext_, kLaneRecords, batch, &skipped, /*informative=*/true);
   for (const OpRecord& rec : batch) {
     if (rec.counted) {
       stats_.addLatency(rec);

@@ -90,8 +90,9 @@ class OpStatsCollector {
  private:
   static constexpr size_t kBatch = 256;  // records copied per lock hold
   // Per poll, the newest records of each thread lane read for their latency (the lanes'
-  // counts give the ops and bytes): with time_every 8, 32 timed ops a poll.
-  static constexpr size_t kLaneRecords = 256;
+  // counts give the ops and bytes): with time_every 64, 16 timed ops a poll (and each
+  // group's first since the heartbeat's tick); only those are converted (OpRecord).
+  static constexpr size_t kLaneRecords = 1024;
   static constexpr size_t kMaxPending = 4096;  // works still running that poll() will look at again
   uint64_t next_ = 1;
   std::vector<uint64_t> pending_;   // ids seen while still running

@@ -190,8 +190,8 @@ void ThreadLanes::readAll(std::vector<Held>& out) const {
   }
 }
 
-void ThreadLanes::collect(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out,
-                          uint64_t* skipped) const {
+void ThreadLanes::collect(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out, uint64_t* skipped,
+                          bool informative) const {
   const auto lanes = lanesNow();
   if (next.size() < lanes.size()) next.resize(lanes.size(), 1);
   LaneEntry e;
@@ -207,8 +207,8 @@ void ThreadLanes::collect(std::vector<uint64_t>& next, size_t newest, std::vecto
       n = from;
     }
     for (; n <= written; ++n) {
-      if (read(lane.slots[(n - 1) % capacity_], n, e)) out.push_back(toOpRecord(e));
-      else ++*skipped;  // overwritten while this loop read the lane
+      if (!read(lane.slots[(n - 1) % capacity_], n, e)) ++*skipped;  // overwritten while this loop read the lane
+      else if (!informative || e.timed || !e.counted) out.push_back(toOpRecord(e));
     }
   }
 }

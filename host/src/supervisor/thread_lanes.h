@@ -179,8 +179,10 @@ class ThreadLanes {
   // oldest first; `*skipped` grows by the records passed over: older than those, or
   // overwritten before they were read. Bounded so that a reader's cost does not grow with
   // the op rate: at millions of ops a second, every record copied is a cache line or
-  // more taken from the writing core.
-  void collect(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out, uint64_t* skipped) const;
+  // more taken from the writing core. `informative`: only the records that say more than
+  // the lane's counts (timed, or not counted), the rest read but not converted.
+  void collect(std::vector<uint64_t>& next, size_t newest, std::vector<OpRecord>& out, uint64_t* skipped,
+               bool informative = false) const;
 
  private:
   // The calling thread's last lane and whose it is: plain data, defined here (inline) with
