@@ -106,7 +106,7 @@ const std::vector<OptionSpec>& configSchema() {
        "Of the ops under 64 KiB, only every Nth (by seq: the same ops on every rank), and a group's first op "
        "since the heartbeat thread's last tick (so ops issued a few times a second are all timed), read the "
        "clock at issue and at return (two reads, 20-50 ns on a VM) for their flight-recorder times and the "
-       "latency statistics (at 64, an op of 8 B loop still gives thousands of samples a second); an "
+       "latency statistics (at 64, a loop of 8 B ops still times thousands a second); an "
        "untimed op that a backend completes inline reads no clock (its record carries its thread's last timed op's "
        "time or the heartbeat thread's last clock reading, whichever is later, normally under 100 ms old; the "
        "coarse clock's for a thread without a flight-recorder lane) and is counted "
