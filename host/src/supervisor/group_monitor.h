@@ -54,7 +54,7 @@ struct GroupMonitor {
   std::atomic<uint64_t> lastCompleted{0};
 
   // The supervisor's recorder's interned names of this group's last few backends
-  // (Supervisor::recordNames): the per-op path finds its record's names here with one
+  // (cachedRecordNames below): the per-op path finds its record's names here with one
   // compare of the backend's name. Any thread; an entry, once set, points at names that
   // live as long as the supervisor.
   std::array<std::atomic<const RecordNames*>, 4> recordNames{};

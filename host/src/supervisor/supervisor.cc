@@ -354,7 +354,8 @@ WorkPtr Supervisor::track(const std::shared_ptr<GroupMonitor>& group, const OpCo
       e.dtype = dtype;
       e.timed = timed;
     };
-    if (settings_.entries > 0 && (deviceMs || !recorder_.emplaceInLane(recordNames(*group, backend, memo), fillLane)))
+    if (settings_.entries > 0 &&
+        (deviceMs || !recorder_.emplaceInLane(recordNamesOf(recorder_, *group, backend, memo), fillLane)))
       recorder_.emplace(fill);
     // This is the issuing thread, the one that hands out seqs (one at a time per group):
     // whoever else moves lastCompleted meanwhile (a waiter or the watchdog ending an

@@ -150,10 +150,6 @@ class Supervisor : public std::enable_shared_from_this<Supervisor> {
   void publishCompletion(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
                          int64_t bytes, int64_t issuedUs, int64_t endedUs, const std::string& error,
                          std::optional<double> deviceMs = std::nullopt);
-  // The recorder's interned names of `group` and `backend` (recordNamesOf).
-  const RecordNames* recordNames(GroupMonitor& group, const std::string& backend, const RecordNamesMemo* memo) {
-    return recordNamesOf(recorder_, group, backend, memo);
-  }
   // track() for an op still running: the SupervisedWork the watchdog follows (its record
   // `recordId`, issued at `issued` / `issuedUs`), handed to the caller.
   WorkPtr watch(const std::shared_ptr<GroupMonitor>& group, const OpContext& ctx, const std::string& backend,
