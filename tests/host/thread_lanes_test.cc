@@ -4,6 +4,7 @@
 // in the order they were recorded; real threads, readers racing the writers.
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -276,6 +277,7 @@ TEST(ThreadLanes, ReadersNeverSeeATornRecord) {
   FlightRecorder fr(16);  // small: the writer laps the readers all the time
   constexpr uint64_t kOps = 200000;
   std::atomic<bool> done{false};
+  std::atomic<int> notInLane{0};
   std::thread writer([&] {
     for (uint64_t s = 1; s <= kOps; ++s) completed(fr, s);
     done = true;
@@ -402,9 +404,9 @@ TEST(ThreadLanes, OpStatisticsCountEveryOpOfALaneThatHoldsFew) {
   EXPECT_EQ(c.stats().missed(), 0u);
 }
 
-// A lane counts at most ThreadLanes::kCounts keys (a thread that made many groups): the
-// ops of more are counted from the records read, with their labels, and the rest of them
-// as missed.
+// A lane keys at most ThreadLanes::kCounts cells. The ops of a key beyond them, while
+// the reader has not yet taken every op of some cell, are counted from the records read,
+// with their labels, and the rest of them as missed.
 TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsAreCountedFromTheirRecords) {
   FlightRecorder fr(8);
   OpStatsCollector c;
@@ -416,8 +418,7 @@ TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsAreCountedFromTheirRecords) {
   };
   uint64_t seq = 0;
   for (size_t k = 0; k < ThreadLanes::kCounts; ++k) record(++seq, "g" + std::to_string(k));
-  c.poll(fr);
-  for (int i = 0; i < 3; ++i) record(++seq, "late");  // no cell left: read from the records
+  for (int i = 0; i < 3; ++i) record(++seq, "late");  // no cell the reader took: read from the records
   c.poll(fr);
   const auto completedOf = [&](const std::string& group) {
     uint64_t n = 0;
@@ -428,10 +429,84 @@ TEST(ThreadLanes, OpsOfKeysBeyondALanesCellsAreCountedFromTheirRecords) {
   EXPECT_EQ(completedOf("g0"), 1u);
   EXPECT_EQ(completedOf("late"), 3u);
   EXPECT_EQ(c.stats().missed(), 0u);
-  for (int i = 0; i < 100; ++i) record(++seq, "late");  // the lane holds 8 of them
+  // Every cell gains an op the reader has not taken; of the 100, the lane holds 8.
+  for (size_t k = 0; k < ThreadLanes::kCounts; ++k) record(++seq, "g" + std::to_string(k));
+  for (int i = 0; i < 100; ++i) record(++seq, "late");
   c.poll(fr);
   EXPECT_EQ(completedOf("late"), 3u + 8);
   EXPECT_EQ(c.stats().missed(), 92u);
+}
+
+// Once the reader has taken all of a cell, a new key reuses it: a thread that goes
+// through many more keys than cells (groups made and dropped, swaps) keeps exact counts,
+// each op under its own key, as long as the reader reads between the keys.
+TEST(ThreadLanes, ACellTheReaderTookAllOfIsReusedAndEveryOpKeepsItsKey) {
+  FlightRecorder fr(8);
+  OpStatsCollector c;
+  uint64_t seq = 0;
+  const size_t keys = 5 * ThreadLanes::kCounts;
+  for (size_t k = 0; k < keys; ++k) {
+    LaneEntry e;
+    e.names = fr.intern("g" + std::to_string(k), "shm", 0, 2);
+    for (size_t i = 0; i <= k % 3; ++i) {  // 1, 2 or 3 ops: each key's count is its own
+      e.seq = ++seq;
+      e.bytes = static_cast<int64_t>(8 * (k + 1));
+      ASSERT_TRUE(inLane(fr, e));
+    }
+    if (k % 16 == 15) c.poll(fr);
+  }
+  c.poll(fr);
+  std::map<std::string, std::pair<uint64_t, uint64_t>> got;  // group: ops, bytes
+  for (const auto& [key, cell] : c.stats().cells()) {
+    got[key.group].first += cell.completed;
+    got[key.group].second += cell.bytes;
+  }
+  ASSERT_EQ(got.size(), keys);
+  for (size_t k = 0; k < keys; ++k) {
+    const auto& [ops, bytes] = got["g" + std::to_string(k)];
+    EXPECT_EQ(ops, k % 3 + 1) << k;
+    EXPECT_EQ(bytes, (k % 3 + 1) * 8 * (k + 1)) << k;
+  }
+  EXPECT_EQ(c.stats().missed(), 0u);
+}
+
+// A reader polling while its writer goes through more keys than cells, on another thread:
+// whatever the interleaving, no op is added under another key (each key has its own op
+// count and size), and every op is counted or missed, exactly once.
+TEST(ThreadLanes, AReaderRacingCellReuseNeverMovesAnOpToAnotherKey) {
+  FlightRecorder fr(1 << 12);
+  OpStatsCollector c;
+  const size_t keys = 8 * ThreadLanes::kCounts;
+  std::atomic<bool> done{false};
+  std::atomic<int> notInLane{0};
+  std::thread writer([&] {
+    uint64_t seq = 0;
+    for (size_t round = 0; round < 4; ++round)
+      for (size_t k = 0; k < keys; ++k) {
+        LaneEntry e;
+        e.names = fr.intern("g" + std::to_string(k), "shm", 0, 2);
+        e.bytes = static_cast<int64_t>(k + 1);
+        for (size_t i = 0; i <= k % 4; ++i) {
+          e.seq = ++seq;
+          if (!inLane(fr, e)) notInLane.fetch_add(1);
+        }
+      }
+    done.store(true);
+  });
+  while (!done.load()) c.poll(fr);
+  writer.join();
+  c.poll(fr);
+  EXPECT_EQ(notInLane.load(), 0);
+  uint64_t total = 0;
+  for (const auto& [key, cell] : c.stats().cells()) {
+    const size_t k = std::stoul(key.group.substr(1));
+    EXPECT_LE(cell.completed, 4 * (k % 4 + 1)) << key.group;
+    EXPECT_EQ(cell.bytes, cell.completed * (k + 1)) << key.group;
+    total += cell.completed;
+  }
+  size_t opsPerRound = 0;
+  for (size_t k = 0; k < keys; ++k) opsPerRound += k % 4 + 1;
+  EXPECT_EQ(total + c.stats().missed(), 4 * opsPerRound);
 }
 
 // The slot's version follows from the lane's lap: a lane that went round, taken over by

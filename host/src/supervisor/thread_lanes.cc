@@ -112,19 +112,39 @@ ThreadLanes::Count* ThreadLanes::findCount(Lane& lane, const LaneEntry& e, uint8
   const size_t used = lane.countsUsed.load(std::memory_order_relaxed);  // the writer's own value
   for (size_t i = 0; i < used; ++i) {
     Count& c = lane.counts[i];
-    if (c.names == e.names && c.op == e.op && c.sizeClass == sizeClass) {
+    if (c.names.load(std::memory_order_relaxed) == e.names && c.op.load(std::memory_order_relaxed) == e.op &&
+        c.sizeClass.load(std::memory_order_relaxed) == sizeClass) {
       lane.lastCount = i;
       return &c;
     }
   }
-  if (used == kCounts) return nullptr;
-  Count& c = lane.counts[used];
-  c.names = e.names;
-  c.op = e.op;
-  c.sizeClass = sizeClass;
-  lane.countsUsed.store(used + 1, std::memory_order_release);  // the key before the cell is read
-  lane.lastCount = used;
-  return &c;
+  if (used < kCounts) {
+    Count& c = lane.counts[used];
+    c.names.store(e.names, std::memory_order_relaxed);
+    c.op.store(e.op, std::memory_order_relaxed);
+    c.sizeClass.store(sizeClass, std::memory_order_relaxed);
+    lane.countsUsed.store(used + 1, std::memory_order_release);  // the key before the cell is read
+    lane.lastCount = used;
+    return &c;
+  }
+  // All keyed: a cell the reader has taken all of gets this key. Looked for from where the
+  // last reuse stopped, so that one recently keyed cell is not the only one reused.
+  for (size_t k = 0; k < kCounts; ++k) {
+    const size_t i = (lane.reuseFrom + k) % kCounts;
+    Count& c = lane.counts[i];
+    if (c.taken.load(std::memory_order_acquire) != c.ops.load(std::memory_order_relaxed)) continue;
+    const uint32_t epoch = c.epoch.load(std::memory_order_relaxed);
+    c.epoch.store(epoch + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);  // odd before the key changes
+    c.names.store(e.names, std::memory_order_relaxed);
+    c.op.store(e.op, std::memory_order_relaxed);
+    c.sizeClass.store(sizeClass, std::memory_order_relaxed);
+    c.epoch.store(epoch + 2, std::memory_order_release);
+    lane.lastCount = i;
+    lane.reuseFrom = (i + 1) % kCounts;
+    return &c;
+  }
+  return nullptr;
 }
 
 void ThreadLanes::counts(std::vector<CountNow>& out, uint64_t* uncounted) const {
@@ -135,8 +155,18 @@ void ThreadLanes::counts(std::vector<CountNow>& out, uint64_t* uncounted) const 
     const size_t used = lane.countsUsed.load(std::memory_order_acquire);
     for (size_t i = 0; i < used; ++i) {
       const Count& c = lane.counts[i];
-      out.push_back({l, i, c.names, c.op, c.sizeClass, c.ops.load(std::memory_order_relaxed),
-                     c.bytes.load(std::memory_order_relaxed)});
+      const uint32_t epoch = c.epoch.load(std::memory_order_acquire);
+      if (epoch & 1) continue;  // its key is changing
+      CountNow n{l, i, c.names.load(std::memory_order_relaxed), c.op.load(std::memory_order_relaxed), 0, 0, 0};
+      n.sizeClass = c.sizeClass.load(std::memory_order_relaxed);
+      n.ops = c.ops.load(std::memory_order_acquire);  // then bytes: at least the bytes of these ops
+      n.bytes = c.bytes.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (c.epoch.load(std::memory_order_relaxed) != epoch) continue;  // rekeyed meanwhile
+      // Taken: the cell may be reused once its ops stop at this count. An op counted after
+      // the load above makes ops differ, so a reuse waits for the next call.
+      c.taken.store(n.ops, std::memory_order_release);
+      out.push_back(n);
     }
     *uncounted += lane.uncounted.load(std::memory_order_relaxed);
   }

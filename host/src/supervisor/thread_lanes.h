@@ -83,15 +83,26 @@ class ThreadLanes {
   };
   static_assert(sizeof(Slot) == 64, "a lane's record is one cache line");
   // The ops a lane recorded, counted per (names, op, size class): the op statistics count
-  // from these, exactly, however few of the records they read. The key is set once, by
-  // the writer, before `Lane::countsUsed` publishes the cell; the counts have one writer
-  // (plain load and store: no locked instruction) and are read at any time.
+  // from these, exactly, however few of the records they read. The counts have one writer
+  // (plain load and store: no locked instruction) and are read at any time; they only grow.
+  // A cell's key is set by the writer when it takes the cell (before `Lane::countsUsed`
+  // publishes it) and again when it reuses one: when all kCounts are keyed and a new key
+  // comes, a cell whose ops the reader has all taken (`taken` == `ops`) gets the new key,
+  // so a thread that makes many groups or swaps keeps exact counts. The reader attributes
+  // what a cell gained since its last read to the key it reads; reuse waits until it has
+  // read everything, so no op is added to the wrong key. `epoch` counts the keyings, twice
+  // (odd while the key changes): a seqlock, so that a reader never pairs one key's name
+  // with another's op.
   static constexpr size_t kCounts = 64;
   struct Count {
-    const RecordNames* names = nullptr;
-    OpType op = OpType::Allreduce;
-    uint8_t sizeClass = 0;
-    std::atomic<uint64_t> ops{0}, bytes{0};
+    std::atomic<const RecordNames*> names{nullptr};
+    std::atomic<OpType> op{OpType::Allreduce};
+    std::atomic<uint8_t> sizeClass{0};
+    std::atomic<uint32_t> epoch{0};
+    std::atomic<uint64_t> ops{0}, bytes{0};  // bytes is stored first: a reader of ops sees its bytes
+    // The reader's: the ops it has added up, stored by counts() (one reader: the op
+    // statistics). Mutable: reading the counts is what takes them.
+    mutable std::atomic<uint64_t> taken{0};
   };
   struct Lane {
     explicit Lane(size_t capacity) : slots(new Slot[capacity]), counts(new Count[kCounts]) {}
@@ -103,6 +114,7 @@ class ThreadLanes {
     std::unique_ptr<Count[]> counts;
     std::atomic<size_t> countsUsed{0};
     size_t lastCount = 0;                // the writer's: the cell it counted into last
+    size_t reuseFrom = 0;                // the writer's: where findCount looks for a cell to reuse
     int64_t lastTimedUs = 0;             // the writer's: when its last timed op started
     std::atomic<uint64_t> uncounted{0};  // ops whose key found no cell (kCounts in use): their records say
   };
@@ -156,7 +168,10 @@ class ThreadLanes {
     uint8_t sizeClass;
     uint64_t ops, bytes;
   };
-  // Appends every lane's cells; `*uncounted` is set to the ops no cell took, in all.
+  // Appends every lane's cells; `*uncounted` is set to the ops no cell took, in all. For
+  // one reader, which takes every cell it is given: what a cell gained since the reader's
+  // last call belongs to the key given now, and once given, the cell may get another key
+  // (Count). A cell whose key is changing is left out, until the next call.
   void counts(std::vector<CountNow>& out, uint64_t* uncounted) const;
 
   // The interned names for this group and backend (any thread; takes mutex_: off the
@@ -207,17 +222,22 @@ class ThreadLanes {
   static bool count(Lane& lane, const LaneEntry& e) {
     const uint8_t sizeClass = sizeClassOf(e.bytes);
     Count* c = &lane.counts[lane.lastCount];
-    if (c->names != e.names || c->op != e.op || c->sizeClass != sizeClass) c = findCount(lane, e, sizeClass);
+    if (c->names.load(std::memory_order_relaxed) != e.names || c->op.load(std::memory_order_relaxed) != e.op ||
+        c->sizeClass.load(std::memory_order_relaxed) != sizeClass)
+      c = findCount(lane, e, sizeClass);
     if (!c) {
       lane.uncounted.store(lane.uncounted.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return false;
     }
-    c->ops.store(c->ops.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    // Both release (plain stores on x86): a reader that sees either sees the key they are
+    // for (Count::epoch).
     c->bytes.store(c->bytes.load(std::memory_order_relaxed) + static_cast<uint64_t>(e.bytes),
-                   std::memory_order_relaxed);
+                   std::memory_order_release);
+    c->ops.store(c->ops.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     return true;
   }
-  // The cell of this key, made if new; null when all kCounts are taken. Sets lastCount.
+  // The cell of this key: found, made if new, or reused (Count); null when all kCounts
+  // are keyed and the reader has not taken all of any. Sets lastCount.
   static Count* findCount(Lane& lane, const LaneEntry& e, uint8_t sizeClass);
   // Copies the entry of record `number` (in slot `s`) if the slot still holds it and was
   // not being written.
