@@ -4,7 +4,13 @@ backend "commhost", as torch's test/distributed/test_distributed_spawn.py runs i
 each test spawns WORLD_SIZE processes that init_process_group("commhost", file://...).
 
     python3 run_distributed_test.py [--config FILE] [--world N] [--min-passed N] [--as-gloo]
-                                    [-k PATTERN ...] [unittest args]
+                                    [--spawn] [-k PATTERN ...] [unittest args]
+
+The ranks are forked from this runner, as torch 1.x's test_distributed_fork.py ran them
+for gloo: spawned ranks (--spawn, test_distributed_spawn.py's way) each import torch and
+its test module again, about 4 s a rank on torch 2.6, which was 95% of the run (206 s
+against 17 s for this selection at world 2, Debian 13). A runner that has a thread of its
+own when a test starts spawns all the same: a fork copies only the forking thread.
 
 --as-gloo: torch's skip decorators see BACKEND=gloo (so tests that name gloo as the only
 backend they accept are not skipped) while every test runs on "commhost". A test whose
@@ -16,9 +22,11 @@ by a minimal stand-in, and DDP's ReplicatedTensor switch, which torch's runner t
 (an experimental path), stays off. "commhost" is declared a plugin backend with DDP and
 subgroup support, so those tests run instead of being skipped.
 """
+import multiprocessing
 import os
 import sys
 import tempfile
+import threading
 import types
 import unittest
 
@@ -58,6 +66,9 @@ os.environ.pop("CI", None)
 
 # --as-gloo (ours): recorded in the environment, so the spawned ranks (which import this
 # file again with the parent's environment) do the same.
+_SPAWN = "--spawn" in sys.argv
+if _SPAWN:
+    sys.argv.remove("--spawn")
 if "--as-gloo" in sys.argv:
     sys.argv.remove("--as-gloo")
     os.environ["CH_DISTTEST_AS_GLOO"] = "1"
@@ -121,10 +132,13 @@ for _name, _reason in _BROKEN_UPSTREAM.items():
         setattr(DistributedTest._DistTestBase, _name, unittest.skip(_reason)(getattr(DistributedTest._DistTestBase, _name)))
 
 
-class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+class TestDistBackendRanks(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        if _SPAWN or threading.active_count() > 1:
+            self._spawn_processes()
+        else:
+            self._start_processes(multiprocessing.get_context("fork").Process)
 
 
 def _require_passed(minimum):
