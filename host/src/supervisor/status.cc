@@ -111,15 +111,14 @@ GroupStatus StatusPublisher::groupStatus(GroupMonitor& g, TimePoint now,
   s.lastIssuedSeq = issued.seq;
   s.lastIssuedOp = issued.seq ? opName(issued.op) : "none";
   s.lastCompletedSeq = g.lastCompleted.load(std::memory_order_relaxed);
-  for (const auto& w : running) {
-    if (w->group().get() != &g) continue;
-    ++s.inFlight;
-    const double age = seconds(now - w->issued());
-    if (!s.oldest || age > s.oldest->seconds)
-      s.oldest = OpInFlight{opName(w->context().op), w->context().seq, w->backend, age};
-  }
-  // An op a backend runs inline waits inside the call, before any work exists.
-  const GroupMonitor::IssuedOp inCall = g.callInBackend();
+  const GroupOpNow in = groupOpNow(g, running);
+  s.inFlight = in.inFlight;
+  if (in.oldest)
+    s.oldest = OpInFlight{opName(in.oldest->context().op), in.oldest->context().seq, in.oldest->backend,
+                          seconds(now - in.oldest->issued())};
+  // An op a backend runs inline waits inside the call, before any work exists: its age
+  // counts from the first poll that saw it there.
+  const GroupMonitor::IssuedOp inCall = in.inCall;
   auto& since = inCallSince_[&g];
   if (inCall.seq == 0) {
     since = {0, now};

@@ -160,4 +160,15 @@ bool SupervisedWork::wait(Millis timeout) {
   return true;
 }
 
+GroupOpNow groupOpNow(const GroupMonitor& group, const std::vector<std::shared_ptr<SupervisedWork>>& running) {
+  GroupOpNow now;
+  for (const auto& w : running) {
+    if (w->group().get() != &group) continue;
+    ++now.inFlight;
+    if (!now.oldest || w->issued() < now.oldest->issued()) now.oldest = w;
+  }
+  now.inCall = group.callInBackend();
+  return now;
+}
+
 }  // namespace commhost::supervisor

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "clock.h"
 #include "commhost/errors.h"
@@ -91,5 +92,15 @@ class SupervisedWork final : public Work {
   std::string verdictMessage_ GUARDED_BY(mutex_);
   ErrorContext verdictWhere_ GUARDED_BY(mutex_);  // the verdict's context, kept by every copy
 };
+
+// What a group is in now, as `commhost status` and the SIGTERM report both name it: its
+// oldest work in flight (the earliest issued of `running`, Supervisor::running()), else
+// the op a backend runs inside the call, which has no work until the call returns.
+struct GroupOpNow {
+  std::shared_ptr<SupervisedWork> oldest;  // null: none of `running` is the group's
+  size_t inFlight = 0;                     // of `running`, the group's
+  GroupMonitor::IssuedOp inCall;           // seq 0: no call is inside its backend
+};
+GroupOpNow groupOpNow(const GroupMonitor& group, const std::vector<std::shared_ptr<SupervisedWork>>& running);
 
 }  // namespace commhost::supervisor

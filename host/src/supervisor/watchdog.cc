@@ -64,12 +64,10 @@ void Watchdog::reportSigterm() {
   const auto running = sup_.running();
   std::vector<std::string> lines;
   for (const auto& g : sup_.groups()) {
-    std::shared_ptr<SupervisedWork> oldest;
-    for (const auto& w : running)
-      if (w->group() == g && (!oldest || w->issued() < oldest->issued())) oldest = w;
+    const GroupOpNow in = groupOpNow(*g, running);
+    const std::shared_ptr<SupervisedWork>& oldest = in.oldest;
+    const GroupMonitor::IssuedOp inCall = in.inCall;
     std::string line;
-    // An op a backend runs inline waits inside the call, before any work exists.
-    const GroupMonitor::IssuedOp inCall = g->callInBackend();
     if (oldest) {
       line = ErrorContext::of(oldest->context()).format() + "terminated by SIGTERM while in it (in flight " +
              formatDuration(std::chrono::duration_cast<Millis>(now - oldest->issued())) + ")";
