@@ -169,9 +169,10 @@ class ThreadLanes {
     uint64_t ops, bytes;
   };
   // Appends every lane's cells; `*uncounted` is set to the ops no cell took, in all. For
-  // one reader, which takes every cell it is given: what a cell gained since the reader's
-  // last call belongs to the key given now, and once given, the cell may get another key
-  // (Count). A cell whose key is changing is left out, until the next call.
+  // one reader over the lanes' whole life (the op statistics, whose heartbeat thread is
+  // made with the recorder), which takes every cell it is given: what a cell gained since
+  // the reader's last call belongs to the key given now, and once given, the cell may get
+  // another key (Count). A cell whose key is changing is left out, until the next call.
   void counts(std::vector<CountNow>& out, uint64_t* uncounted) const;
 
   // The interned names for this group and backend (any thread; takes mutex_: off the
