@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """torch's own DistributedTest (torch.testing._internal.distributed.distributed_test) on
 backend "commhost", as torch's test/distributed/test_distributed_spawn.py runs it for gloo:
-each test spawns WORLD_SIZE processes that init_process_group("commhost", file://...).
+each test starts WORLD_SIZE processes that init_process_group("commhost", file://...).
 
     python3 run_distributed_test.py [--config FILE] [--world N] [--min-passed N] [--as-gloo]
                                     [--spawn] [-k PATTERN ...] [unittest args]
@@ -64,17 +64,19 @@ if "expecttest" not in sys.modules:
 # test runs. The report is not needed here; the exit status and --min-passed are the verdict.
 os.environ.pop("CI", None)
 
-# --as-gloo (ours): recorded in the environment, so the spawned ranks (which import this
-# file again with the parent's environment) do the same.
+# --spawn (ours): spawn the ranks instead of forking them (TestDistBackendRanks).
 _SPAWN = "--spawn" in sys.argv
 if _SPAWN:
     sys.argv.remove("--spawn")
+
+# --as-gloo (ours): recorded in the environment, so that spawned ranks (which import this
+# file again with the parent's environment) do the same.
 if "--as-gloo" in sys.argv:
     sys.argv.remove("--as-gloo")
     os.environ["CH_DISTTEST_AS_GLOO"] = "1"
 _AS_GLOO = os.environ.get("CH_DISTTEST_AS_GLOO") == "1"
 
-# Also read by the spawned ranks, which import this file again.
+# Also read by the ranks (spawned ones import this file again).
 os.environ.setdefault("BACKEND", "commhost")
 os.environ.setdefault("WORLD_SIZE", "2")
 if "TEMP_DIR" not in os.environ:
