@@ -112,17 +112,14 @@ ThreadLanes::Count* ThreadLanes::findCount(Lane& lane, const LaneEntry& e, uint8
   const size_t used = lane.countsUsed.load(std::memory_order_relaxed);  // the writer's own value
   for (size_t i = 0; i < used; ++i) {
     Count& c = lane.counts[i];
-    if (c.names.load(std::memory_order_relaxed) == e.names && c.op.load(std::memory_order_relaxed) == e.op &&
-        c.sizeClass.load(std::memory_order_relaxed) == sizeClass) {
+    if (c.holds(e.names, e.op, sizeClass)) {
       lane.lastCount = i;
       return &c;
     }
   }
   if (used < kCounts) {
     Count& c = lane.counts[used];
-    c.names.store(e.names, std::memory_order_relaxed);
-    c.op.store(e.op, std::memory_order_relaxed);
-    c.sizeClass.store(sizeClass, std::memory_order_relaxed);
+    c.setKey(e.names, e.op, sizeClass);
     lane.countsUsed.store(used + 1, std::memory_order_release);  // the key before the cell is read
     lane.lastCount = used;
     return &c;
@@ -136,9 +133,7 @@ ThreadLanes::Count* ThreadLanes::findCount(Lane& lane, const LaneEntry& e, uint8
     const uint32_t epoch = c.epoch.load(std::memory_order_relaxed);
     c.epoch.store(epoch + 1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_release);  // odd before the key changes
-    c.names.store(e.names, std::memory_order_relaxed);
-    c.op.store(e.op, std::memory_order_relaxed);
-    c.sizeClass.store(sizeClass, std::memory_order_relaxed);
+    c.setKey(e.names, e.op, sizeClass);
     c.epoch.store(epoch + 2, std::memory_order_release);
     lane.lastCount = i;
     lane.reuseFrom = (i + 1) % kCounts;

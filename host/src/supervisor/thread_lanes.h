@@ -103,6 +103,16 @@ class ThreadLanes {
     // The reader's: the ops it has added up, stored by counts() (one reader: the op
     // statistics). Mutable: reading the counts is what takes them.
     mutable std::atomic<uint64_t> taken{0};
+    // The writer's, for its own key: whether this is it, and setting it.
+    bool holds(const RecordNames* n, OpType o, uint8_t size) const {
+      return names.load(std::memory_order_relaxed) == n && op.load(std::memory_order_relaxed) == o &&
+             sizeClass.load(std::memory_order_relaxed) == size;
+    }
+    void setKey(const RecordNames* n, OpType o, uint8_t size) {
+      names.store(n, std::memory_order_relaxed);
+      op.store(o, std::memory_order_relaxed);
+      sizeClass.store(size, std::memory_order_relaxed);
+    }
   };
   struct Lane {
     explicit Lane(size_t capacity) : slots(new Slot[capacity]), counts(new Count[kCounts]) {}
@@ -223,9 +233,7 @@ class ThreadLanes {
   static bool count(Lane& lane, const LaneEntry& e) {
     const uint8_t sizeClass = sizeClassOf(e.bytes);
     Count* c = &lane.counts[lane.lastCount];
-    if (c->names.load(std::memory_order_relaxed) != e.names || c->op.load(std::memory_order_relaxed) != e.op ||
-        c->sizeClass.load(std::memory_order_relaxed) != sizeClass)
-      c = findCount(lane, e, sizeClass);
+    if (!c->holds(e.names, e.op, sizeClass)) c = findCount(lane, e, sizeClass);
     if (!c) {
       lane.uncounted.store(lane.uncounted.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return false;
