@@ -3,6 +3,7 @@
 
 #include "commhost/errors.h"
 #include "commhost/sdk/option_schema.h"
+#include "recycling_allocator.h"
 #include "tensor_work.h"
 
 namespace commhost {
@@ -25,7 +26,9 @@ FuturePtr TensorWork::future() {
 }
 
 WorkPtr completedWork(const OpContext& ctx, Tensor output) {
-  return std::make_shared<TensorWork>(ctx, std::move(output));
+  // One per inline op, dropped by its caller soon after: its block (work and control
+  // block together) comes from the freeing thread's few spares (recycling_allocator.h).
+  return std::allocate_shared<TensorWork>(RecyclingAllocator<TensorWork>(), ctx, std::move(output));
 }
 
 bool AsyncWork::wait(std::chrono::milliseconds timeout) {
