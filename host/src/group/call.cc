@@ -122,7 +122,7 @@ Backend& ProcessGroup::Impl::Call::issue(Device device, int64_t bytes, std::opti
                 reduceOpName(reduceOp->kind),
             "route it to another backend: " + routeExample(std::nullopt, reduceOp));
   ctx.op = op;
-  ctx.group = pg.name_;
+  if (!ownsContext) ctx.group = pg.name_;  // the group's own context holds its name already
   ctx.rank = pg.rank_;
   ctx.stream = currentStream();
   // Point-to-point ops involve two ranks only, so they count apart from collectives,
@@ -170,7 +170,9 @@ Backend& ProcessGroup::Impl::Call::issue(Device device, int64_t bytes, std::opti
 ProcessGroup::Impl::Call::~Call() {
   if (inBackend) pg.monitor_->inBackendCall.store(0, std::memory_order_relaxed);  // the backend threw
   if (ownsIssuer) pg.issuer_.store(0, std::memory_order_release);
+  if (ownsContext) pg.callContextBusy_.store(false, std::memory_order_release);
 }
+
 
 namespace {
 // The kernel's id of the calling thread (what ps -L, gdb and /proc/<pid>/task show).

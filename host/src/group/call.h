@@ -20,7 +20,7 @@ struct ProcessGroup::Impl::Call {
   // calling thread (this one) replaces it, so a reference suffices (no refcount per call).
   // With debug.check_collectives it first claims the group for this thread: a second
   // thread issuing while a call is in progress is refused, naming both calls.
-  Call(Impl& group, OpType op) : pg(group), st(*group.state_), op(op) {
+  Call(Impl& group, OpType op) : pg(group), st(*group.state_), op(op), ctx(claimContext()) {
     if (pg.checkCollectives_) claimIssuer();
   }
   ~Call();
@@ -30,6 +30,22 @@ struct ProcessGroup::Impl::Call {
   Impl& pg;
   const State& st;
   OpType op;
+
+ private:
+  std::optional<OpContext> own_;  // the context of a call made inside another (claimContext)
+  bool ownsContext = false;       // ctx is pg.callContext_, given back by the destructor
+  // One thread issues on a group at a time, so a load and a store take the group's
+  // context (a read-modify-write would be a locked instruction on every op); a nested call
+  // finds it taken. Its seq is cleared: where() reads it before issue() gives the call one.
+  OpContext& claimContext() {
+    if (pg.callContextBusy_.load(std::memory_order_acquire)) return own_.emplace();
+    pg.callContextBusy_.store(true, std::memory_order_relaxed);
+    ownsContext = true;
+    pg.callContext_.seq = 0;
+    return pg.callContext_;
+  }
+
+ public:
 
   ErrorContext where(int peer = -1) const;
   [[noreturn]] void invalid(const std::string& what, const std::string& hint) const;
@@ -74,7 +90,7 @@ struct ProcessGroup::Impl::Call {
   }
 
  private:
-  OpContext ctx;
+  OpContext& ctx;  // the group's reused one (impl.h), or own_; filled by issue()
   std::string fingerprint;  // filled only with debug.check_collectives
   int backendIndex = -1;
   int shadowIndex = -1;  // the shadow backend this call also runs on, when sampled

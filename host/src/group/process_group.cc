@@ -34,6 +34,7 @@ ProcessGroup::Impl::Impl(Setup setup, std::string name, std::vector<int> globalR
       // Room for the longest window a size class can ask for (16x after four switches).
       live_(std::make_shared<LiveStats>(16 * static_cast<size_t>(setup_.config->host.getInt("tune.live_window")))) {
   abortTargets_->aborted = aborted_;
+  callContext_.group = name_;
 }
 
 const Config& ProcessGroup::Impl::config() const { return *state_->config; }
