@@ -16,9 +16,7 @@ namespace commhost {
 namespace {
 
 // Each test has a type of its own, so it starts with empty spares on every thread.
-template <int N> struct Block {
-  char bytes[48];
-};
+template <int N> struct Block { char bytes[48]; };
 
 // malloc, too, hands out the block freed last: these take every small block it holds
 // spare, so that a block the allocator gave back to it does not come back by chance.

@@ -173,7 +173,6 @@ ProcessGroup::Impl::Call::~Call() {
   if (ownsContext) pg.callContextBusy_.store(false, std::memory_order_release);
 }
 
-
 namespace {
 // The kernel's id of the calling thread (what ps -L, gdb and /proc/<pid>/task show).
 uint64_t threadId() {

@@ -46,7 +46,6 @@ struct ProcessGroup::Impl::Call {
   }
 
  public:
-
   ErrorContext where(int peer = -1) const;
   [[noreturn]] void invalid(const std::string& what, const std::string& hint) const;
   std::string routeExample(std::optional<DType> dtype, const ReduceOp* reduceOp) const;
@@ -90,7 +89,7 @@ struct ProcessGroup::Impl::Call {
   }
 
  private:
-  OpContext& ctx;  // the group's reused one (impl.h), or own_; filled by issue()
+  OpContext& ctx;           // the group's reused one (impl.h), or own_; filled by issue()
   std::string fingerprint;  // filled only with debug.check_collectives
   int backendIndex = -1;
   int shadowIndex = -1;  // the shadow backend this call also runs on, when sampled
