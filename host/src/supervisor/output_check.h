@@ -38,7 +38,7 @@ std::string outputMismatch(const OutputSpec& spec, const std::vector<Tensor>& va
 // nobody took); "" otherwise. Inline: on every inline op's path, the common case (one
 // tensor that matches) costs a few compares.
 std::string inlineValueMismatch(const Work& work, const OutputSpec& expect);
-inline bool inlineValueMatches(const Work& work, const OutputSpec& expect) {
+[[gnu::always_inline]] inline bool inlineValueMatches(const Work& work, const OutputSpec& expect) {
   if (expect.count < 0) return true;
   if (typeid(work) == typeid(TensorWork)) {
     const Tensor* value = static_cast<const TensorWork&>(work).pendingOutput();

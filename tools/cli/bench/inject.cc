@@ -45,7 +45,7 @@ Injection parseInjection(const std::string& spec) {
   return inj;
 }
 
-WorkPtr Injector::before(ProcessGroup& pg) {
+WorkPtr Injector::act(ProcessGroup& pg) {
   const uint64_t next = pg.seq() + 1;
   for (const auto& inj : injections_) {
     if (inj.rank != pg.rank() || inj.seq != next) continue;

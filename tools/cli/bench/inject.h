@@ -32,9 +32,12 @@ class Injector {
   explicit Injector(std::vector<Injection> injections) : injections_(std::move(injections)) {}
   // Before each collective: acts on the injections for this rank and the next seq.
   // Returns a work when it issued the collective itself (mismatch), null otherwise.
-  WorkPtr before(ProcessGroup& pg);
+  // Inline for the common case, none: this runs in every timed iteration (~40
+  // instructions of an 8 B op's ~1800 as a call that scanned an empty list).
+  WorkPtr before(ProcessGroup& pg) { return injections_.empty() ? nullptr : act(pg); }
 
  private:
+  WorkPtr act(ProcessGroup& pg);
   std::vector<Injection> injections_;
   Tensor mismatched_;  // the mismatch's buffer, alive until its work is waited for
 };
