@@ -9,6 +9,8 @@
 //   (or completes inline). Calls come from one thread per group, in seq order, the same
 //   order on every rank.
 // - Tensors passed in stay valid until the work completes (the caller keeps them alive).
+//   The OpContext is valid during the call only (the host fills the same object for the
+//   group's next call): a work or job that outlives the call keeps a copy, as Work does.
 // - abort() fails every work in flight with AbortedError and makes later calls throw;
 //   shutdown() waits for works in flight, then releases resources. Both may be called
 //   from any thread, and more than once.
