@@ -3,7 +3,6 @@
 // freed block is the next allocation of its type on the thread that freed it, a thread
 // keeps a few, and a block freed on another thread goes to that thread's spares. Leaks
 // (blocks kept past a thread's exit) show in the ASan run of this suite.
-#include <set>
 #include <thread>
 #include <vector>
 
