@@ -242,15 +242,18 @@ TEST(LiveRoutes, ConfigNeedsCandidatesAndTakesNoShadow) {
   EXPECT_NE(c.effectiveYaml.find("sample: 0.5"), std::string::npos) << c.effectiveYaml;
 }
 
-// A live route whose first backend is slow by 5 ms an allreduce, gloo its candidate.
+// A live route whose first backend is slow by 20 ms an allreduce, gloo its candidate.
+// 20 ms, not less: a 256 B gloo allreduce between two ranks sharing 2 loaded vCPUs has
+// taken 4.7 ms (CI, Debian 13 stage, tests run two at a time), which a 5 ms delay did not
+// beat by the 10% margin, and the class then stayed on slow.
 constexpr const char* kSlowThenGloo =
     "group: { timeout: 20s }\n"
     "tune: { live_every: 2, live_window: 3 }\n"
-    "backends: { slow: { plugin: storecoll, options: { op_delay: 5ms } },"
+    "backends: { slow: { plugin: storecoll, options: { op_delay: 20ms } },"
     " gloo: { options: { threads: 1, contexts: 1 } } }\n"
     "routes: [{ device: cpu, backend: [slow, gloo], tune: live, sample: 1 }]\n";
 
-// Two ranks, a live route whose first backend is slow by 5 ms an allreduce: gloo, its
+// Two ranks, a live route whose first backend is slow by 20 ms an allreduce: gloo, its
 // candidate, takes every sampled call's class over at one sync point, on both ranks, and
 // never moves back (the slow one, now the candidate, stays slower and stops being sampled).
 TEST(LiveRoutes, AGroupMovesToTheFasterCandidateAtOneSyncPointAndStays) {
